@@ -1,0 +1,292 @@
+/*
+ * match.c - looking a request up in one routing table version.
+ *
+ * One depth-first walk decides hit, 404 and 405 together: at every node the
+ * static child is tried first, then the {param} child, then the catch-all,
+ * so the first leaf that takes the method is the most specific route; the
+ * leaves passed on the way add their methods to the allow set, which is the
+ * 405's answer when no leaf takes the method. Nothing here allocates, locks
+ * or writes memory other than the caller's result and params.
+ */
+#include "router/router_int.h"
+
+#include <string.h>
+
+struct walk {
+    uint64_t mbit;  /* the request's method bit (0: a token no route names) */
+    int head;       /* HEAD: GET routes take it too */
+    const char *s;  /* the key being walked: host, then path */
+    size_t len;
+    struct rt_param *params;
+    size_t cap, np;
+    uint64_t allow;
+    const struct rt_route *hit;
+};
+
+static inline void push(struct walk *w, const char *v, size_t len)
+{
+    if (w->np < w->cap) {
+        w->params[w->np].value = v;
+        w->params[w->np].len = len;
+    }
+    w->np++;
+}
+
+/* Picks the route of leaf <n> that takes the method: the route naming it,
+ * then (HEAD) the GET route, then the any-method route. */
+static int leaf_take(struct walk *w, const struct rt_node *n)
+{
+    const struct rt_route *get = NULL, *any = NULL;
+
+    for (size_t i = 0; i < n->nroutes; i++) {
+        const struct rt_route *r = n->routes[i];
+        if (r->methods & w->mbit) {
+            w->hit = r;
+            return 1;
+        }
+        if (r->any)
+            any = r;
+        else if (w->head && (r->methods & RT_M_GET))
+            get = r;
+        w->allow |= r->methods;
+    }
+    if (get || any) {
+        w->hit = get ? get : any;
+        return 1;
+    }
+    return 0;
+}
+
+/* Walks the path tree below <n>, whose own token ended at <off>. */
+static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
+{
+    const size_t np = w->np;
+    const char *s = w->s;
+    const size_t len = w->len;
+
+    for (;;) {
+        const struct rt_node *k = NULL, *p = n->param, *c = n->catchall;
+
+        if (off == len) {
+            if (n->nroutes && leaf_take(w, n))
+                return 1;
+            if (c && c->nroutes) {
+                push(w, s + off, 0);
+                if (leaf_take(w, c))
+                    return 1;
+            }
+            w->np = np;
+            return 0;
+        }
+        if (n->nkids) {
+            const unsigned char *f = rt_node_firsts(n);
+            const unsigned char *hit = memchr(f, (unsigned char)s[off], n->nkids);
+            if (hit) {
+                k = n->kids[hit - f];
+                if (k->label_len > len - off || memcmp(k->label, s + off, k->label_len) != 0)
+                    k = NULL;
+            }
+        }
+        if (k) {
+            if (!p && !c) { /* nothing to backtrack to: no recursion */
+                n = k;
+                off += k->label_len;
+                continue;
+            }
+            if (walk_path(w, k, off + k->label_len))
+                return 1;
+        }
+        if (p) {
+            const char *e = memchr(s + off, '/', len - off);
+            size_t end = e ? (size_t)(e - s) : len;
+            if (end > off) {
+                push(w, s + off, end - off);
+                if (!c) {
+                    n = p;
+                    off = end;
+                    continue;
+                }
+                if (walk_path(w, p, end))
+                    return 1;
+                w->np = np;
+            }
+        }
+        if (c && c->nroutes) {
+            push(w, s + off, len - off);
+            if (leaf_take(w, c))
+                return 1;
+        }
+        w->np = np;
+        return 0;
+    }
+}
+
+static inline unsigned char lc(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c + 32) : c;
+}
+
+/* Walks the host tree below <n>; at the end of the host, the path tree of
+ * the host node found. <path> and <plen> are the request's path. */
+static int walk_host(struct walk *w, const struct rt_node *n, const char *host, size_t hlen,
+                     size_t off, const char *path, size_t plen)
+{
+    const size_t np = w->np;
+
+    if (off == hlen) {
+        if (n->paths) {
+            w->s = path;
+            w->len = plen;
+            if (walk_path(w, n->paths, 0))
+                return 1;
+        }
+        w->np = np;
+        return 0;
+    }
+    if (n->nkids) {
+        const unsigned char *f = rt_node_firsts(n);
+        const unsigned char *hit = memchr(f, lc((unsigned char)host[off]), n->nkids);
+        if (hit) {
+            const struct rt_node *k = n->kids[hit - f];
+            size_t i = 0;
+            if (k->label_len <= hlen - off) {
+                while (i < k->label_len && lc((unsigned char)host[off + i]) == (unsigned char)k->label[i])
+                    i++;
+            }
+            if (i == k->label_len && k->label_len &&
+                walk_host(w, k, host, hlen, off + k->label_len, path, plen))
+                return 1;
+        }
+    }
+    if (n->param) {
+        const char *e = memchr(host + off, '.', hlen - off);
+        size_t end = e ? (size_t)(e - host) : hlen;
+        if (end > off) {
+            push(w, host + off, end - off);
+            if (walk_host(w, n->param, host, hlen, end, path, plen))
+                return 1;
+        }
+    }
+    w->np = np;
+    return 0;
+}
+
+/* The host without port and final dot. */
+static size_t host_name(const char *host, size_t hlen)
+{
+    if (!host || !hlen)
+        return 0;
+    if (host[0] == '[') {
+        const char *e = memchr(host, ']', hlen);
+        return e ? (size_t)(e - host) + 1 : hlen;
+    }
+    for (size_t i = hlen; i > 0; i--) {
+        if (host[i - 1] == ':') {
+            hlen = i - 1;
+            break;
+        }
+    }
+    if (hlen && host[hlen - 1] == '.')
+        hlen--;
+    return hlen;
+}
+
+/* One full walk: host routes, then host-less ones. */
+static int walk_all(const rt_table *t, struct walk *w, const char *host, size_t hlen,
+                    const char *path, size_t plen)
+{
+    w->np = 0;
+    w->allow = 0;
+    w->hit = NULL;
+    if (hlen && t->hroot->nkids + (t->hroot->param != NULL) &&
+        walk_host(w, t->hroot, host, hlen, 0, path, plen))
+        return 1;
+    w->np = 0;
+    w->s = path;
+    w->len = plen;
+    return walk_path(w, t->root, 0);
+}
+
+static void name_params(const struct rt_route *r, struct rt_match *m, struct rt_param *params,
+                        size_t cap)
+{
+    m->route = r;
+    m->nparams = r->nparams;
+    for (size_t i = 0; i < r->nparams && i < cap; i++)
+        params[i].name = rt_route_param_name(r, i);
+}
+
+/* The trailing-slash twin of a path that matched nothing. Kept out of line
+ * so the common path's frame stays small. */
+static __attribute__((noinline)) enum rt_status
+twin_lookup(const rt_table *t, struct walk *w, const char *host, size_t hlen, const char *path,
+            size_t plen, struct rt_param *params, size_t cap, struct rt_match *m)
+{
+    char buf[8192];
+    const char *twin = path;
+    size_t tlen;
+    int slash;
+
+    if (plen >= 2 && path[plen - 1] == '/') {
+        tlen = plen - 1;
+        slash = -1;
+    } else {
+        if (plen + 1 > sizeof(buf))
+            return m->status = RT_NOT_FOUND;
+        memcpy(buf, path, plen);
+        buf[plen] = '/';
+        twin = buf;
+        tlen = plen + 1;
+        slash = +1;
+    }
+    if (!walk_all(t, w, host, hlen, twin, tlen))
+        return m->status = RT_NOT_FOUND;
+    if (twin == buf) {
+        /* params must point into the caller's path, not our buffer */
+        for (size_t i = 0; i < w->np && i < cap; i++) {
+            const char *v = params[i].value;
+            if (v >= buf && v <= buf + tlen) {
+                size_t o = (size_t)(v - buf);
+                params[i].value = path + (o > plen ? plen : o);
+                if (o + params[i].len > plen)
+                    params[i].len = plen - (o > plen ? plen : o);
+            }
+        }
+    }
+    name_params(w->hit, m, params, cap);
+    m->slash = slash;
+    if (t->opts.trailing_slash == RT_TS_RELAXED)
+        return m->status = RT_HIT;
+    m->nparams = 0;
+    return m->status = (w->mbit & (RT_M_GET | RT_M_HEAD)) ? RT_REDIRECT_301 : RT_REDIRECT_308;
+}
+
+enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, const char *host,
+                         size_t hlen, const char *path, size_t plen, struct rt_param *params,
+                         size_t cap, struct rt_match *m)
+{
+    struct walk w;
+
+    w.mbit = rt_method_bit(t, method, mlen);
+    w.head = w.mbit == RT_M_HEAD;
+    w.params = params;
+    w.cap = cap;
+    hlen = host_name(host, hlen);
+    m->route = NULL;
+    m->allow = 0;
+    m->nparams = 0;
+    m->slash = 0;
+    if (walk_all(t, &w, host, hlen, path, plen)) {
+        name_params(w.hit, m, params, cap);
+        return m->status = RT_HIT;
+    }
+    if (w.allow) {
+        m->allow = w.allow;
+        if (w.mbit == RT_M_OPTIONS && t->opts.auto_options)
+            return m->status = RT_OPTIONS_AUTO;
+        return m->status = RT_NOT_ALLOWED;
+    }
+    if (t->opts.trailing_slash != RT_TS_STRICT && !(plen == 1 && path[0] == '/') && plen > 0)
+        return twin_lookup(t, &w, host, hlen, path, plen, params, cap, m);
+    return m->status = RT_NOT_FOUND;
+}

@@ -1,0 +1,275 @@
+/*
+ * switchyard_route.c - the router on the command line.
+ *
+ *   switchyard-route [--trailing-slash strict|redirect|relaxed] [--auto-options]
+ *                    [--summary] ROUTES_FILE
+ *
+ * ROUTES_FILE holds "METHOD PATTERN" lines ('#' starts a comment). Requests
+ * "METHOD HOST PATH[?QUERY]" (HOST '-' for none) are read from stdin; each
+ * gets one JSON line, or with --summary the counts per status and per route
+ * are printed at the end, so a day of request lines can be replayed against
+ * a new route file before it is pushed. Paths are matched as given: feed
+ * them normalized, as the gateway would route them.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "router/router.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct entry {
+    char *name; /* "METHOD PATTERN" */
+    unsigned long hits;
+};
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: switchyard-route [--trailing-slash strict|redirect|relaxed] "
+                    "[--auto-options] [--summary] ROUTES_FILE < requests\n");
+    exit(2);
+}
+
+static void json_str(const char *s, size_t len)
+{
+    putchar('"');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static char *trim(char *s)
+{
+    char *e;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'))
+        *--e = '\0';
+    return s;
+}
+
+/* Builds the table from <path>; exits 1 on the first bad line. */
+static rt_table *load_routes(const char *path, const struct rt_options *opts)
+{
+    FILE *f = fopen(path, "r");
+    rt_table *empty = rt_table_new(opts, free);
+    rt_txn *tx;
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned lineno = 0;
+    rt_table *t;
+
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    if (!empty || !(tx = rt_txn_begin(empty))) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    while (getline(&line, &cap, f) != -1) {
+        char *s = trim(line), *sp, *method, *pattern;
+        struct rt_error err;
+        struct entry *e;
+        const char *ms[1];
+
+        lineno++;
+        if (*s == '\0' || *s == '#')
+            continue;
+        sp = strpbrk(s, " \t");
+        if (!sp) {
+            fprintf(stderr, "%s:%u: expected \"METHOD PATTERN\"\n", path, lineno);
+            exit(1);
+        }
+        *sp = '\0';
+        method = s;
+        pattern = trim(sp + 1);
+        e = calloc(1, sizeof(*e));
+        if (!e || !(e->name = malloc(strlen(method) + strlen(pattern) + 2))) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+        sprintf(e->name, "%s %s", method, pattern);
+        ms[0] = method;
+        if (rt_txn_insert(tx, ms, 1, pattern, e->name, e, &err) < 0) {
+            fprintf(stderr, "%s:%u: route \"%s %s\": %s\n", path, lineno, method, pattern,
+                    err.msg);
+            exit(1);
+        }
+    }
+    free(line);
+    fclose(f);
+    t = rt_txn_commit(tx);
+    rt_table_free(empty);
+    if (!t) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    return t;
+}
+
+struct sum {
+    unsigned long status[600];
+    struct entry **all;
+    size_t n;
+};
+
+static void collect(const rt_route *r, void *arg)
+{
+    struct sum *s = arg;
+    s->all[s->n++] = rt_route_udata(r);
+}
+
+static int by_hits(const void *a, const void *b)
+{
+    const struct entry *x = *(struct entry *const *)a, *y = *(struct entry *const *)b;
+    if (x->hits != y->hits)
+        return x->hits < y->hits ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static void print_summary(const rt_table *t, struct sum *s, unsigned long total)
+{
+    s->all = calloc(rt_table_count(t) + 1, sizeof(*s->all));
+    if (!s->all)
+        exit(1);
+    rt_table_foreach(t, collect, s);
+    qsort(s->all, s->n, sizeof(*s->all), by_hits);
+    printf("{\"requests\":%lu}\n", total);
+    for (int st = 0; st < 600; st++)
+        if (s->status[st])
+            printf("{\"status\":%d,\"count\":%lu}\n", st, s->status[st]);
+    for (size_t i = 0; i < s->n; i++) {
+        printf("{\"route\":");
+        json_str(s->all[i]->name, strlen(s->all[i]->name));
+        printf(",\"count\":%lu}\n", s->all[i]->hits);
+    }
+    free(s->all);
+}
+
+int main(int argc, char **argv)
+{
+    struct rt_options opts = {RT_TS_STRICT, 0};
+    const char *file = NULL;
+    int summary = 0;
+    rt_table *t;
+    struct rt_param *params;
+    size_t cap;
+    char *line = NULL, allow[512];
+    size_t lcap = 0;
+    unsigned long total = 0;
+    static struct sum sum;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--trailing-slash") == 0 && i + 1 < argc) {
+            const char *v = argv[++i];
+            if (strcmp(v, "strict") == 0)
+                opts.trailing_slash = RT_TS_STRICT;
+            else if (strcmp(v, "redirect") == 0)
+                opts.trailing_slash = RT_TS_REDIRECT;
+            else if (strcmp(v, "relaxed") == 0)
+                opts.trailing_slash = RT_TS_RELAXED;
+            else
+                usage();
+        } else if (strcmp(argv[i], "--auto-options") == 0) {
+            opts.auto_options = 1;
+        } else if (strcmp(argv[i], "--summary") == 0) {
+            summary = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            usage();
+        } else if (!file) {
+            file = argv[i];
+        } else {
+            usage();
+        }
+    }
+    if (!file)
+        usage();
+    t = load_routes(file, &opts);
+    cap = rt_table_max_params(t) + 1;
+    params = calloc(cap, sizeof(*params));
+    if (!params)
+        return 1;
+
+    while (getline(&line, &lcap, stdin) != -1) {
+        char *s = trim(line), *method, *host, *target, *q;
+        size_t plen;
+        struct rt_match m;
+
+        if (*s == '\0' || *s == '#')
+            continue;
+        method = strtok(s, " \t");
+        host = strtok(NULL, " \t");
+        target = strtok(NULL, " \t");
+        if (!method || !host || !target) {
+            fprintf(stderr, "bad request line (want \"METHOD HOST PATH\"): %s\n", s);
+            continue;
+        }
+        if (strcmp(host, "-") == 0)
+            host = "";
+        q = strchr(target, '?');
+        plen = q ? (size_t)(q - target) : strlen(target);
+        rt_lookup(t, method, strlen(method), host, strlen(host), target, plen, params, cap, &m);
+        total++;
+        if (m.status == RT_OPTIONS_AUTO)
+            m.allow |= RT_M_OPTIONS;
+        if (summary) {
+            sum.status[m.status]++;
+            if (m.route && (m.status == RT_HIT))
+                ((struct entry *)rt_route_udata(m.route))->hits++;
+            continue;
+        }
+        printf("{\"status\":%d", (int)m.status);
+        if (m.route) {
+            const struct entry *e = rt_route_udata(m.route);
+            printf(",\"route\":");
+            json_str(e->name, strlen(e->name));
+        }
+        if (m.status == RT_HIT) {
+            printf(",\"params\":{");
+            for (size_t i = 0; i < m.nparams; i++) {
+                if (i)
+                    putchar(',');
+                json_str(params[i].name, strlen(params[i].name));
+                putchar(':');
+                json_str(params[i].value, params[i].len);
+            }
+            putchar('}');
+        }
+        if (m.status == RT_NOT_ALLOWED || m.status == RT_OPTIONS_AUTO) {
+            rt_methods_format(t, m.allow, allow, sizeof(allow));
+            printf(",\"allow\":");
+            json_str(allow, strlen(allow));
+        }
+        if (m.status == RT_REDIRECT_301 || m.status == RT_REDIRECT_308) {
+            /* the twin path, then the query as it came */
+            size_t tl = m.slash > 0 ? plen : plen - 1, ql = q ? strlen(q) : 0;
+            char *loc = malloc(tl + ql + 2);
+            if (!loc)
+                return 1;
+            memcpy(loc, target, tl);
+            if (m.slash > 0)
+                loc[tl++] = '/';
+            memcpy(loc + tl, q ? q : "", ql);
+            printf(",\"location\":");
+            json_str(loc, tl + ql);
+            free(loc);
+        }
+        printf("}\n");
+    }
+    if (summary)
+        print_summary(t, &sum, total);
+    free(line);
+    free(params);
+    rt_table_free(t);
+    return 0;
+}
