@@ -1,0 +1,390 @@
+/*
+ * snapshot.c - building, publishing and reclaiming routing snapshots.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "admin/snapshot.h"
+
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+static const char *reason_phrase(unsigned status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 410: return "Gone";
+    case 429: return "Too Many Requests";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Error"
+                                                                            : "Server Error";
+    }
+}
+
+static void sroute_free(void *udata)
+{
+    struct adm_sroute *r = udata;
+
+    if (!r)
+        return;
+    free(r->rewrite);
+    free(r->head);
+    free(r->tail);
+    free(r);
+}
+
+/* The index of parameter <name> among the pattern's parameters, in the
+ * order the router reports them (host first, then path: textual order). */
+static int param_index(const char *pattern, const char *name, size_t nlen)
+{
+    int i = 0;
+
+    for (const char *p = strchr(pattern, '{'); p; p = strchr(p + 1, '{'), i++) {
+        const char *e = strchr(p, '}');
+        if (!e)
+            break;
+        if ((size_t)(e - p - 1) == nlen && memcmp(p + 1, name, nlen) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static int build_rewrite(struct adm_sroute *r, const struct adm_route *c)
+{
+    const char *t = c->rewrite;
+    size_t n = 1;
+
+    for (const char *p = t; *p; p++)
+        n += *p == '{';
+    if (!(r->rewrite = calloc(2 * n + 1, sizeof(*r->rewrite))))
+        return -1;
+    while (*t) {
+        const char *b = strchr(t, '{'), *e;
+        struct adm_rw_part *part = &r->rewrite[r->nrewrite];
+        if (b != t) {
+            part->param = -1;
+            part->s = t;
+            part->len = b ? (size_t)(b - t) : strlen(t);
+            r->nrewrite++;
+            t += part->len;
+            continue;
+        }
+        e = strchr(b, '}');
+        if (!e)
+            return -1; /* the validator refuses this */
+        part->param = param_index(c->pattern, b + 1, (size_t)(e - b - 1));
+        if (part->param < 0)
+            return -1;
+        r->nrewrite++;
+        t = e + 1;
+    }
+    return 0;
+}
+
+static int encode_local(struct adm_sroute *r, const struct adm_route *c)
+{
+    char tail[64];
+    size_t cap = 256, len;
+    unsigned status;
+    int has_ctype = 0;
+    char *h;
+
+    if (c->action == ADM_ACTION_RESPONSE) {
+        status = c->response.status;
+        for (size_t i = 0; i < c->response.nheaders; i++)
+            cap += strlen(c->response.headers[i].name) + strlen(c->response.headers[i].value) + 4;
+        r->body = c->response.body;
+        r->body_len = c->response.body_len;
+    } else {
+        status = c->redirect.status;
+        cap += strlen(c->redirect.location) + 16;
+        r->body = "";
+        r->body_len = 0;
+    }
+    if (!(h = malloc(cap)))
+        return -1;
+    len = (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status));
+    if (c->action == ADM_ACTION_RESPONSE) {
+        for (size_t i = 0; i < c->response.nheaders; i++) {
+            const struct adm_header *f = &c->response.headers[i];
+            len += (size_t)snprintf(h + len, cap - len, "%s: %s\r\n", f->name, f->value);
+            if (strcasecmp(f->name, "content-type") == 0)
+                has_ctype = 1;
+        }
+        if (!has_ctype && r->body_len)
+            len += (size_t)snprintf(h + len, cap - len, "Content-Type: text/plain; charset=utf-8\r\n");
+    } else {
+        len += (size_t)snprintf(h + len, cap - len, "Location: %s\r\n", c->redirect.location);
+    }
+    r->head = h;
+    r->head_len = len;
+    snprintf(tail, sizeof(tail), "Content-Length: %zu\r\n\r\n", r->body_len);
+    if (!(r->tail = strdup(tail)))
+        return -1;
+    r->tail_len = strlen(tail);
+    (void)status;
+    return 0;
+}
+
+static void *make_sroute(const struct adm_route *c, void *arg)
+{
+    struct adm_sroute *r = calloc(1, sizeof(*r));
+
+    (void)arg;
+    if (!r)
+        return NULL;
+    r->cfg = c;
+    r->id = c->id;
+    r->action = c->action;
+    if (c->action == ADM_ACTION_UPSTREAM) {
+        r->upstream = c->upstream_index;
+        r->timeout_ms = c->timeout_ms;
+        if (c->strip_prefix) {
+            r->strip_prefix = c->strip_prefix;
+            r->strip_len = strlen(c->strip_prefix);
+            /* "/api/" strips like "/api" */
+            while (r->strip_len > 1 && r->strip_prefix[r->strip_len - 1] == '/')
+                r->strip_len--;
+        }
+        if (c->rewrite && build_rewrite(r, c) < 0)
+            goto fail;
+    } else if (encode_local(r, c) < 0) {
+        goto fail;
+    }
+    return r;
+fail:
+    sroute_free(r);
+    return NULL;
+}
+
+/* The definition key of an upstream: its JSON with sorted keys plus the
+ * resolved defaults that shape a pool. */
+static char *upstream_key(const struct adm_config *cfg, const struct adm_upstream *u,
+                          unsigned nworkers)
+{
+    json_t *ups = json_object_get(cfg->json, "upstreams");
+    json_t *def = ups ? json_object_get(ups, u->name) : NULL;
+    char *js = def ? json_dumps(def, JSON_SORT_KEYS | JSON_COMPACT) : NULL, *key;
+    size_t n;
+
+    if (!js)
+        return NULL;
+    n = strlen(js) + 64;
+    key = malloc(n);
+    if (key)
+        snprintf(key, n, "%s|%u|%u|%u", js, u->keepalive, u->idle_timeout_ms, nworkers);
+    free(js);
+    return key;
+}
+
+static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigned nworkers,
+                          struct adm_errors *errs, size_t index)
+{
+    struct up_server_def *defs = calloc(u->nservers, sizeof(*defs));
+    struct addrinfo **res = calloc(u->nservers, sizeof(*res));
+    up_pool *p = NULL;
+    size_t i;
+
+    if (!defs || !res)
+        goto out;
+    for (i = 0; i < u->nservers; i++) {
+        const struct adm_addr *a = &u->servers[i].addr;
+        defs[i].address = a->text;
+        defs[i].weight = u->servers[i].weight;
+        if (a->numeric) {
+            defs[i].sa = (const struct sockaddr *)&a->ss;
+            defs[i].salen = a->sslen;
+        } else {
+            struct addrinfo hints = {0};
+            char port[8];
+            int rc;
+            hints.ai_socktype = SOCK_STREAM;
+            snprintf(port, sizeof(port), "%u", a->port);
+            rc = getaddrinfo(a->host, port, &hints, &res[i]);
+            if (rc != 0) {
+                char path[128];
+                snprintf(path, sizeof(path), "/upstreams/%s/servers/%zu/address", u->name, i);
+                adm_errors_add(errs, path, "cannot resolve \"%s\": %s", a->host, gai_strerror(rc));
+                goto out;
+            }
+            defs[i].sa = res[i]->ai_addr;
+            defs[i].salen = res[i]->ai_addrlen;
+        }
+    }
+    p = up_pool_new(u->name, key, defs, u->nservers, nworkers, u->keepalive);
+    if (!p)
+        adm_errors_add(errs, "", "out of memory building upstream %zu", index);
+out:
+    for (i = 0; res && i < u->nservers; i++)
+        if (res[i])
+            freeaddrinfo(res[i]);
+    free(res);
+    free(defs);
+    return p;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
+                                        unsigned nworkers, struct adm_errors *errs)
+{
+    double t0 = now_ms();
+    struct adm_snapshot *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        goto fail_cfg;
+    s->cfg = cfg;
+    s->nworkers = nworkers;
+    s->pins = aligned_alloc(64, sizeof(*s->pins) * nworkers);
+    if (!s->pins)
+        goto fail;
+    for (unsigned w = 0; w < nworkers; w++)
+        atomic_init(&s->pins[w].n, 0);
+    s->npools = cfg->nupstreams;
+    if (s->npools && !(s->pools = calloc(s->npools, sizeof(*s->pools))))
+        goto fail;
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        const struct adm_upstream *u = &cfg->upstreams[i];
+        char *key = upstream_key(cfg, u, nworkers);
+        if (!key) {
+            adm_errors_add(errs, "", "out of memory");
+            goto fail;
+        }
+        for (size_t j = 0; prev && j < prev->npools; j++) {
+            up_pool *old = prev->pools[j];
+            if (strcmp(up_pool_name(old), u->name) == 0 && strcmp(up_pool_key(old), key) == 0) {
+                up_pool_retain(old);
+                s->pools[i] = old;
+                break;
+            }
+        }
+        if (!s->pools[i])
+            s->pools[i] = make_pool(u, key, nworkers, errs, i);
+        free(key);
+        if (!s->pools[i])
+            goto fail;
+    }
+    s->rt = adm_config_build_routes(cfg, make_sroute, sroute_free, NULL, errs);
+    if (!s->rt)
+        goto fail;
+    s->build_ms = now_ms() - t0;
+    return s;
+fail:
+    adm_snapshot_free(s);
+    return NULL;
+fail_cfg:
+    adm_config_free(cfg);
+    adm_errors_add(errs, "", "out of memory");
+    return NULL;
+}
+
+void adm_snapshot_free(struct adm_snapshot *s)
+{
+    if (!s)
+        return;
+    rt_table_free(s->rt);
+    for (size_t i = 0; i < s->npools; i++)
+        up_pool_release(s->pools[i]);
+    free(s->pools);
+    free(s->pins);
+    adm_config_free(s->cfg);
+    free(s);
+}
+
+int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *arg, unsigned w),
+                  void *arg)
+{
+    memset(sw, 0, sizeof(*sw));
+    sw->nworkers = nworkers;
+    sw->notify = notify;
+    sw->notify_arg = arg;
+    atomic_init(&sw->current, NULL);
+    sw->acks = aligned_alloc(64, sizeof(*sw->acks) * (nworkers ? nworkers : 1));
+    if (!sw->acks)
+        return -1;
+    for (unsigned w = 0; w < nworkers; w++)
+        atomic_init(&sw->acks[w].gen, 0);
+    return 0;
+}
+
+void adm_swap_destroy(struct adm_swap *sw)
+{
+    struct adm_snapshot *s = sw->retired, *next;
+
+    for (; s; s = next) {
+        next = s->next_retired;
+        adm_snapshot_free(s);
+    }
+    adm_snapshot_free(atomic_load(&sw->current));
+    free(sw->acks);
+    memset(sw, 0, sizeof(*sw));
+}
+
+void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
+{
+    struct adm_snapshot *old = atomic_load_explicit(&sw->current, memory_order_relaxed);
+
+    s->gen = ++sw->gen;
+    atomic_store_explicit(&sw->current, s, memory_order_seq_cst);
+    if (old) {
+        old->replaced_by = s->gen;
+        old->next_retired = sw->retired;
+        sw->retired = old;
+        sw->nretired++;
+        sw->swaps++;
+    }
+    for (unsigned w = 0; sw->notify && w < sw->nworkers; w++)
+        sw->notify(sw->notify_arg, w);
+}
+
+static int can_free(const struct adm_swap *sw, const struct adm_snapshot *s)
+{
+    for (unsigned w = 0; w < sw->nworkers; w++)
+        if (atomic_load_explicit(&sw->acks[w].gen, memory_order_acquire) < s->replaced_by)
+            return 0;
+    for (unsigned w = 0; w < s->nworkers; w++)
+        if (atomic_load_explicit(&s->pins[w].n, memory_order_acquire) != 0)
+            return 0;
+    return 1;
+}
+
+size_t adm_swap_reclaim(struct adm_swap *sw)
+{
+    struct adm_snapshot **pp = &sw->retired;
+
+    while (*pp) {
+        struct adm_snapshot *s = *pp;
+        if (can_free(sw, s)) {
+            *pp = s->next_retired;
+            sw->nretired--;
+            adm_snapshot_free(s);
+        } else {
+            pp = &s->next_retired;
+        }
+    }
+    return sw->nretired;
+}

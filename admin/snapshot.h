@@ -1,0 +1,138 @@
+/*
+ * snapshot.h - the immutable routing snapshot workers read, and its swap.
+ *
+ * The admin thread builds a snapshot from a validated config, off the
+ * workers' path, and publishes it with one atomic release store. A worker
+ * reads the current snapshot with one acquire load and pins it for the
+ * length of a request in its own per-worker counter (a single-writer store
+ * on a cache line no other thread writes). The old snapshot is freed by the
+ * admin thread once every worker has acknowledged the swap (a grace period:
+ * the worker then can no longer load it) and every pin count is zero.
+ *
+ * Snapshots share what did not change: an upstream pool whose definition is
+ * identical is carried over (same object), so its balancer state, counters
+ * and idle connections survive a route-only change.
+ */
+#ifndef SY_ADMIN_SNAPSHOT_H
+#define SY_ADMIN_SNAPSHOT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "admin/config.h"
+#include "router/router.h"
+#include "upstream/upstream.h"
+
+/* A piece of a rewrite template: literal text, or a route parameter. */
+struct adm_rw_part {
+    int param; /* index into the route's params, or -1 for literal text */
+    const char *s;
+    size_t len;
+};
+
+/* What a worker needs to act on a matched route; the router's udata. */
+struct adm_sroute {
+    const struct adm_route *cfg; /* borrowed from the snapshot's config */
+    const char *id;
+    enum adm_action action;
+    size_t upstream;             /* index into the snapshot's pools */
+    size_t strip_len;            /* strip_prefix length, 0 if none */
+    const char *strip_prefix;
+    struct adm_rw_part *rewrite; /* NULL if none */
+    size_t nrewrite;
+    unsigned timeout_ms;
+    /* direct responses and redirects, encoded once: head (status line and
+     * fixed fields), then Date and maybe "Connection: close" are added by
+     * the worker, then tail (Content-Length and the blank line), then body */
+    char *head, *tail;
+    size_t head_len, tail_len;
+    const char *body;
+    size_t body_len;
+};
+
+struct adm_pin {
+    _Atomic uint64_t n;
+    char pad[64 - sizeof(uint64_t)];
+};
+
+struct adm_snapshot {
+    uint64_t gen;
+    struct adm_config *cfg; /* owned */
+    rt_table *rt;           /* owned; udata are struct adm_sroute */
+    up_pool **pools;        /* one reference each, index = cfg->upstreams index */
+    size_t npools;
+    unsigned nworkers;
+    struct adm_pin *pins; /* one per worker */
+    /* admin side */
+    struct adm_snapshot *next_retired;
+    uint64_t replaced_by; /* gen of the snapshot that replaced it */
+    double build_ms;
+};
+
+/* Builds a snapshot from <cfg>, taking ownership of it (freed on failure
+ * too). Pools are reused from <prev> (may be NULL) when their definition is
+ * unchanged. Server host names are resolved here (blocking: admin thread
+ * only). NULL with errors appended to <errs> on failure. */
+struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
+                                        unsigned nworkers, struct adm_errors *errs);
+/* Frees a snapshot nobody can reach any more. NULL is a no-op. */
+void adm_snapshot_free(struct adm_snapshot *s);
+
+/* The swap: one per process, shared by the admin thread and the workers. */
+struct adm_ack {
+    _Atomic uint64_t gen;
+    char pad[64 - sizeof(uint64_t)];
+};
+
+struct adm_swap {
+    _Atomic(struct adm_snapshot *) current;
+    unsigned nworkers;
+    struct adm_ack *acks; /* per worker: the last generation it acknowledged */
+    /* admin side only */
+    uint64_t gen;
+    struct adm_snapshot *retired;
+    size_t nretired;
+    uint64_t swaps;
+    /* wakes worker <w> so that it calls adm_swap_ack() soon */
+    void (*notify)(void *arg, unsigned w);
+    void *notify_arg;
+};
+
+int adm_swap_init(struct adm_swap *sw, unsigned nworkers,
+                  void (*notify)(void *arg, unsigned w), void *arg);
+/* Frees the current and all retired snapshots: only when no worker runs. */
+void adm_swap_destroy(struct adm_swap *sw);
+/* Publishes <s> (admin thread): it becomes current, the previous one is
+ * retired and every worker is notified. */
+void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s);
+/* Frees retired snapshots past their grace period with no pins left.
+ * Returns how many remain retired. Admin thread. */
+size_t adm_swap_reclaim(struct adm_swap *sw);
+
+/* Worker side. */
+static inline struct adm_snapshot *adm_swap_pin(struct adm_swap *sw, unsigned w)
+{
+    struct adm_snapshot *s = atomic_load_explicit(&sw->current, memory_order_acquire);
+    atomic_store_explicit(&s->pins[w].n,
+                          atomic_load_explicit(&s->pins[w].n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    return s;
+}
+
+static inline void adm_swap_unpin(struct adm_snapshot *s, unsigned w)
+{
+    atomic_store_explicit(&s->pins[w].n,
+                          atomic_load_explicit(&s->pins[w].n, memory_order_relaxed) - 1,
+                          memory_order_release);
+}
+
+/* Called by worker <w> outside any request step (e.g. on its notify event):
+ * from now on it can only load the current snapshot or a newer one. */
+static inline void adm_swap_ack(struct adm_swap *sw, unsigned w)
+{
+    struct adm_snapshot *s = atomic_load_explicit(&sw->current, memory_order_acquire);
+    atomic_store_explicit(&sw->acks[w].gen, s->gen, memory_order_release);
+}
+
+#endif

@@ -1,0 +1,109 @@
+/*
+ * gateway.h - the gateway's private structures: the process, its workers,
+ * client connections and upstream connections.
+ *
+ * Each worker thread owns an event_base (EVENT_BASE_FLAG_NOLOCK), its own
+ * SO_REUSEPORT listening sockets, its client and upstream connections, its
+ * access-log buffer and counters. Other threads reach a worker only through
+ * its notify pipe (memcached's pattern). Everything a request reads from
+ * configuration comes from the snapshot it pinned when its head arrived.
+ */
+#ifndef SY_GATEWAY_H
+#define SY_GATEWAY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <llhttp.h>
+
+#include "admin/snapshot.h"
+#include "gateway/request.h"
+
+struct gw_worker;
+struct gw_conn;
+
+/* Per-worker counters: written by their worker only (relaxed single-writer
+ * stores), summed by readers. */
+struct gw_counters {
+    _Atomic uint64_t requests;
+    _Atomic uint64_t status[6]; /* by class: [1] 1xx ... [5] 5xx, [0] unused */
+    _Atomic uint64_t conns_open;
+    _Atomic uint64_t conns_total;
+    _Atomic uint64_t bytes_in, bytes_out;
+    _Atomic uint64_t upstream_errors;
+    _Atomic uint64_t conns_dropped; /* out of memory or over the limit */
+};
+
+static inline void gw_count(_Atomic uint64_t *c, uint64_t d)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+struct gw_process {
+    struct adm_swap swap;
+    unsigned nworkers;
+    struct gw_worker *workers;
+    const char *config_path; /* NULL: embedded default */
+    int access_fd;           /* -1: off */
+    _Atomic int draining;
+    _Atomic unsigned running; /* workers still running */
+    struct event_base *admin_base;
+};
+
+/* A worker's listening socket. */
+struct gw_listener {
+    struct evconnlistener *lev;
+    struct gw_worker *w;
+    evutil_socket_t fd; /* until the worker wraps it */
+};
+
+struct gw_worker {
+    unsigned id;
+    struct gw_process *proc;
+    pthread_t thread;
+    struct event_base *base;
+    struct gw_listener *listeners;
+    size_t nlisteners;
+    int listening; /* listeners enabled */
+    int notify_fd[2];
+    struct event *notify_ev;
+    struct event *tick_ev; /* once a second: Date, access-log flush */
+    char date[48];         /* "Date: ...\r\n" */
+    size_t date_len;
+    char *log;             /* access-log buffer */
+    size_t log_len, log_cap;
+    unsigned nconns, max_conns;
+    int draining;
+    uint64_t reqid_seq;
+    uint32_t reqid_prefix;
+    struct gw_conn *conns;        /* every client connection */
+    struct gw_upconn *upconns;    /* every upstream connection */
+    struct gw_counters ctr __attribute__((aligned(64)));
+};
+
+/* worker.c */
+int gw_worker_start(struct gw_worker *w);
+void gw_worker_destroy(struct gw_worker *w);
+void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
+void gw_worker_listen_update(struct gw_worker *w);
+
+/* proxy.c */
+void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen);
+void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections between requests */
+void gw_conn_free_all(struct gw_worker *w);
+void gw_responses_init(void);
+
+/* log.c */
+void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+enum { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_INFO };
+void gw_access_flush(struct gw_worker *w);
+void gw_date_update(struct gw_worker *w);
+
+#endif

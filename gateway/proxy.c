@@ -1,0 +1,1613 @@
+/*
+ * proxy.c - one client connection's life: parse a request head, route it
+ * through the pinned snapshot, answer locally or stream it to an upstream
+ * and the response back, then the next request on the same connection.
+ *
+ * Client connection states (one set_state-like field, c->st):
+ *   CS_HEAD    waiting for / reading a request head
+ *   CS_LOCAL   a local answer is queued; the request body is being discarded
+ *   CS_PROXY   the request is upstream: body streaming up, response down
+ *   CS_TUNNEL  after 101 Switching Protocols: bytes both ways until a close
+ *   CS_CLOSING flushing the last response, then close
+ *
+ * Bodies stream with backpressure: when the far side's output buffer passes
+ * GW_HWM, reading the near side stops until that buffer drains below GW_LWM
+ * (the write callback fires at the low watermark). Nothing is buffered
+ * whole. Upstream connections that end a response cleanly are parked in the
+ * pool's per-worker idle stack for the next request to the same server.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/gateway.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#define GW_HWM (256 * 1024)
+#define GW_LWM (64 * 1024)
+#define GW_UP_HEAD_MAX (64 * 1024)
+#define GW_UP_MAX_HEADERS 256
+
+enum cstate { CS_HEAD, CS_LOCAL, CS_PROXY, CS_TUNNEL, CS_CLOSING };
+
+struct gw_conn {
+    struct gw_conn *prev, *next;
+    struct gw_worker *w;
+    struct bufferevent *bev;
+    struct sockaddr_storage peer;
+    char peer_ip[INET6_ADDRSTRLEN];
+    unsigned peer_port;
+    enum cstate st;
+    struct gw_req_parser rp;
+    int head_started; /* some bytes of the current head arrived */
+    int eof;          /* the client half-closed */
+
+    /* the current request */
+    struct adm_snapshot *snap;
+    const struct adm_sroute *sr;
+    struct rt_param *params;
+    size_t params_cap, nparams;
+    struct gw_upconn *up;
+    int body_done, resp_started, keep, is_head, http10, retried, read_paused;
+    int status;
+    uint64_t bytes_in, bytes_out;
+    struct timespec t0;
+    char reqid[64];
+    size_t reqid_len;
+    const char *upstream_addr;
+};
+
+struct gw_upconn {
+    struct gw_upconn *prev, *next;
+    struct gw_worker *w;
+    struct bufferevent *bev;
+    up_pool *pool;
+    size_t server;
+    struct gw_conn *c; /* NULL while idle in the pool */
+    llhttp_t hp;
+    int connected, reused, got_bytes, head_done, msg_done, raw, keep, read_paused;
+    int status;
+    struct gw_header hdr[GW_UP_MAX_HEADERS];
+    size_t nhdr;
+    int in_value, too_many;
+    struct gw_slice status_text;
+};
+
+static void conn_free(struct gw_conn *c);
+static void conn_process(struct gw_conn *c);
+static void up_free(struct gw_upconn *u);
+static void up_read_cb(struct bufferevent *bev, void *arg);
+static void up_write_cb(struct bufferevent *bev, void *arg);
+static void up_event_cb(struct bufferevent *bev, short what, void *arg);
+static void conn_read_cb(struct bufferevent *bev, void *arg);
+static void conn_write_cb(struct bufferevent *bev, void *arg);
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
+
+/* ---- small helpers ---- */
+
+static void set_timeout(struct bufferevent *bev, unsigned rd_ms, unsigned wr_ms)
+{
+    struct timeval r = {rd_ms / 1000, (rd_ms % 1000) * 1000};
+    struct timeval wt = {wr_ms / 1000, (wr_ms % 1000) * 1000};
+
+    bufferevent_set_timeouts(bev, rd_ms ? &r : NULL, wr_ms ? &wt : NULL);
+}
+
+static const struct adm_config *cur_cfg(struct gw_conn *c)
+{
+    return c->snap ? c->snap->cfg : atomic_load_explicit(&c->w->proc->swap.current,
+                                                         memory_order_acquire)->cfg;
+}
+
+static int name_is(const struct gw_slice *s, const char *lit)
+{
+    size_t n = strlen(lit);
+    return s->len == n && strncasecmp(s->ptr, lit, n) == 0;
+}
+
+/* Hop-by-hop fields (RFC 9110 7.6.1), dropped in both directions. */
+static int is_hop(const struct gw_slice *n)
+{
+    switch (n->len) {
+    case 2:
+        return name_is(n, "te");
+    case 7:
+        return name_is(n, "trailer") || name_is(n, "upgrade");
+    case 10:
+        return name_is(n, "connection") || name_is(n, "keep-alive");
+    case 16:
+        return name_is(n, "proxy-connection");
+    default:
+        return 0;
+    }
+}
+
+/* A field named by a Connection token; framing fields are never dropped
+ * that way (a "Connection: content-length" must not change the framing). */
+static int named_in(const struct gw_slice *n, const struct gw_slice *tok, size_t ntok)
+{
+    if (name_is(n, "content-length") || name_is(n, "transfer-encoding") || name_is(n, "host"))
+        return 0;
+    for (size_t i = 0; i < ntok; i++)
+        if (tok[i].len == n->len && strncasecmp(tok[i].ptr, n->ptr, n->len) == 0)
+            return 1;
+    return 0;
+}
+
+static double elapsed_ms(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void json_esc(struct gw_worker *w, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && w->log_len + 8 < w->log_cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            w->log[w->log_len++] = '\\';
+            w->log[w->log_len++] = (char)ch;
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            w->log_len += (size_t)snprintf(w->log + w->log_len, 7, "\\u%04x", ch);
+        } else {
+            w->log[w->log_len++] = (char)ch;
+        }
+    }
+}
+
+/* One JSON line per request into the worker's buffer. */
+static void access_log(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+    const struct gw_request *rq = &c->rp.req;
+    struct timespec ts;
+    struct tm tm;
+    char tbuf[32];
+
+    if (w->proc->access_fd < 0)
+        return;
+    if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
+        gw_access_flush(w);
+    if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len,
+                                   "{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"method\":\"",
+                                   tbuf, ts.tv_nsec / 1000000, c->peer_ip, c->peer_port);
+    json_esc(w, rq->method.ptr ? rq->method.ptr : "", rq->method.ptr ? rq->method.len : 0);
+    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"path\":\"");
+    json_esc(w, rq->path ? rq->path : "", rq->path ? rq->path_len : 0);
+    w->log_len += (size_t)snprintf(
+        w->log + w->log_len, w->log_cap - w->log_len,
+        "\",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%.3f,"
+        "\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\"}\n",
+        c->status, (unsigned long long)c->bytes_in, (unsigned long long)c->bytes_out,
+        elapsed_ms(&c->t0), c->sr ? "\"" : "", c->sr ? c->sr->id : "null", c->sr ? "\"" : "",
+        c->upstream_addr ? "\"" : "", c->upstream_addr ? c->upstream_addr : "null",
+        c->upstream_addr ? "\"" : "", (int)c->reqid_len, c->reqid);
+    if (w->log_len > w->log_cap / 2)
+        gw_access_flush(w);
+}
+
+static void count_status(struct gw_conn *c)
+{
+    struct gw_counters *k = &c->w->ctr;
+    int cls = c->status / 100;
+
+    gw_count(&k->requests, 1);
+    if (cls >= 1 && cls <= 5)
+        gw_count(&k->status[cls], 1);
+    gw_count(&k->bytes_in, c->bytes_in);
+    gw_count(&k->bytes_out, c->bytes_out);
+}
+
+static void unpin(struct gw_conn *c)
+{
+    if (c->snap) {
+        adm_swap_unpin(c->snap, c->w->id);
+        c->snap = NULL;
+    }
+}
+
+static void make_reqid(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    c->reqid_len = (size_t)snprintf(c->reqid, sizeof(c->reqid), "%08x%02x%014llx",
+                                    w->reqid_prefix, w->id & 0xff,
+                                    (unsigned long long)++w->reqid_seq);
+}
+
+/* ---- local answers ---- */
+
+/* Ends the current request: log, count, release the snapshot, and either
+ * go on with the next request or close once the output is flushed. */
+static void request_done(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    access_log(c);
+    count_status(c);
+    unpin(c);
+    c->sr = NULL;
+    c->upstream_addr = NULL;
+    if (!c->keep || w->draining || c->eof) {
+        c->st = CS_CLOSING;
+        bufferevent_disable(c->bev, EV_READ);
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+            conn_free(c);
+        return;
+    }
+    c->st = CS_HEAD;
+    c->head_started = 0;
+    gw_req_reset(&c->rp);
+    set_timeout(c->bev, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
+    bufferevent_enable(c->bev, EV_READ);
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)))
+        bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
+static void discard_body(struct gw_conn *c);
+
+static int discard_cb(void *ctx, const char *data, size_t len)
+{
+    (void)ctx;
+    (void)data;
+    (void)len;
+    return 0;
+}
+
+/* After a local answer is queued: read the request's body away so the
+ * connection stays in step, then finish. */
+static void local_finish(struct gw_conn *c)
+{
+    c->st = CS_LOCAL;
+    if (c->body_done) {
+        request_done(c);
+        return;
+    }
+    if (c->rp.req.expect_continue) {
+        /* we never sent 100 Continue: the client may or may not send the
+         * body now, so this connection cannot be trusted to stay in step */
+        c->keep = 0;
+        request_done(c);
+        return;
+    }
+    discard_body(c);
+}
+
+static void discard_body(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    while (!c->body_done) {
+        struct evbuffer_iovec v;
+        size_t used = 0;
+        int rc;
+
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+            /* empty input: ask for more */
+            rc = gw_req_feed_body(&c->rp, "", 0, &used, discard_cb, c);
+            if (rc == GW_REQ_DONE) {
+                c->body_done = 1;
+                break;
+            }
+            if (rc == GW_REQ_ERROR) {
+                c->keep = 0;
+                break;
+            }
+            set_timeout(c->bev, cur_cfg(c)->timeouts.client_body_ms,
+                        cur_cfg(c)->timeouts.client_idle_ms);
+            bufferevent_enable(c->bev, EV_READ);
+            return;
+        }
+        rc = gw_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, discard_cb, c);
+        evbuffer_drain(in, used);
+        c->bytes_in += used;
+        if (rc == GW_REQ_DONE)
+            c->body_done = 1;
+        else if (rc == GW_REQ_ERROR) {
+            c->keep = 0;
+            break;
+        }
+    }
+    request_done(c);
+}
+
+/* A short local answer: status line, Date, extra fields, a one-line body. */
+static void send_simple(struct gw_conn *c, int status, const char *extra, size_t extra_len)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    char body[96];
+    int blen = 0;
+    size_t before = evbuffer_get_length(out);
+
+    if (status != 204 && status != 304)
+        blen = snprintf(body, sizeof(body), "%d %s\n", status, gw_status_reason(status));
+    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nServer: switchyard\r\n", status,
+                        gw_status_reason(status));
+    evbuffer_add(out, c->w->date, c->w->date_len);
+    if (extra_len)
+        evbuffer_add(out, extra, extra_len);
+    if (c->reqid_len)
+        evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
+    if (blen)
+        evbuffer_add_printf(out, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n",
+                            blen);
+    if (!c->keep || c->w->draining)
+        evbuffer_add(out, "Connection: close\r\n", 19);
+    else if (c->http10)
+        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+    evbuffer_add(out, "\r\n", 2);
+    if (blen && !c->is_head)
+        evbuffer_add(out, body, (size_t)blen);
+    c->bytes_out += evbuffer_get_length(out) - before;
+    c->status = status;
+    c->resp_started = 1;
+}
+
+/* A bad request head: answer and close. */
+static void send_error_close(struct gw_conn *c, int status)
+{
+    c->keep = 0;
+    send_simple(c, status, NULL, 0);
+    request_done(c);
+}
+
+/* A configured direct response or redirect, encoded once in the snapshot. */
+static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    size_t before = evbuffer_get_length(out);
+
+    evbuffer_add(out, sr->head, sr->head_len);
+    evbuffer_add(out, c->w->date, c->w->date_len);
+    if (!c->keep || c->w->draining)
+        evbuffer_add(out, "Connection: close\r\n", 19);
+    else if (c->http10)
+        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+    evbuffer_add(out, sr->tail, sr->tail_len);
+    if (!c->is_head && sr->body_len)
+        evbuffer_add(out, sr->body, sr->body_len);
+    c->bytes_out += evbuffer_get_length(out) - before;
+    c->status = (int)(sr->cfg->action == ADM_ACTION_RESPONSE ? sr->cfg->response.status
+                                                            : sr->cfg->redirect.status);
+    c->resp_started = 1;
+}
+
+static void send_allow(struct gw_conn *c, int status, uint64_t mask)
+{
+    char hdr[600];
+    size_t n = 7;
+
+    memcpy(hdr, "Allow: ", 7);
+    n += rt_methods_format(c->snap->rt, mask, hdr + n, sizeof(hdr) - n - 3);
+    if (n > sizeof(hdr) - 3)
+        n = sizeof(hdr) - 3;
+    memcpy(hdr + n, "\r\n", 2);
+    send_simple(c, status, hdr, n + 2);
+}
+
+/* ---- upstream connections ---- */
+
+static int hp_on_status(llhttp_t *hp, const char *at, size_t len)
+{
+    struct gw_upconn *u = hp->data;
+    if (!u->status_text.ptr)
+        u->status_text.ptr = at;
+    u->status_text.len += len;
+    return 0;
+}
+
+static int hp_on_field(llhttp_t *hp, const char *at, size_t len)
+{
+    struct gw_upconn *u = hp->data;
+
+    if (u->in_value || u->nhdr == 0) {
+        if (u->nhdr == GW_UP_MAX_HEADERS) {
+            u->too_many = 1;
+            return -1;
+        }
+        u->hdr[u->nhdr].name.ptr = at;
+        u->hdr[u->nhdr].name.len = 0;
+        u->hdr[u->nhdr].value.ptr = NULL;
+        u->hdr[u->nhdr].value.len = 0;
+        u->nhdr++;
+        u->in_value = 0;
+    }
+    u->hdr[u->nhdr - 1].name.len += len;
+    return 0;
+}
+
+static int hp_on_value(llhttp_t *hp, const char *at, size_t len)
+{
+    struct gw_upconn *u = hp->data;
+    struct gw_header *h;
+
+    if (!u->nhdr)
+        return -1;
+    h = &u->hdr[u->nhdr - 1];
+    if (!h->value.ptr)
+        h->value.ptr = at;
+    h->value.len += len;
+    u->in_value = 1;
+    return 0;
+}
+
+static int hp_on_headers_complete(llhttp_t *hp)
+{
+    (void)hp;
+    return HPE_PAUSED;
+}
+
+static int hp_on_body(llhttp_t *hp, const char *at, size_t len)
+{
+    struct gw_upconn *u = hp->data;
+
+    if (!u->raw && u->c) {
+        evbuffer_add(bufferevent_get_output(u->c->bev), at, len);
+        u->c->bytes_out += len;
+    }
+    return 0;
+}
+
+static int hp_on_message_complete(llhttp_t *hp)
+{
+    struct gw_upconn *u = hp->data;
+    u->msg_done = 1;
+    return HPE_PAUSED;
+}
+
+static const llhttp_settings_t hp_settings = {
+    .on_status = hp_on_status,
+    .on_header_field = hp_on_field,
+    .on_header_value = hp_on_value,
+    .on_headers_complete = hp_on_headers_complete,
+    .on_body = hp_on_body,
+    .on_message_complete = hp_on_message_complete,
+};
+
+static void up_unlink(struct gw_upconn *u)
+{
+    if (u->prev)
+        u->prev->next = u->next;
+    else
+        u->w->upconns = u->next;
+    if (u->next)
+        u->next->prev = u->prev;
+    u->prev = u->next = NULL;
+}
+
+static void up_free(struct gw_upconn *u)
+{
+    if (!u)
+        return;
+    if (!u->c && u->pool)
+        up_idle_remove(u->pool, u->w->id, u->server, u);
+    if (u->c && u->c->up == u)
+        u->c->up = NULL;
+    up_unlink(u);
+    if (u->bev)
+        bufferevent_free(u->bev);
+    up_pool_release(u->pool);
+    free(u);
+}
+
+static struct gw_upconn *up_connect(struct gw_worker *w, up_pool *pool, size_t server)
+{
+    struct gw_upconn *u = calloc(1, sizeof(*u));
+    const struct sockaddr *sa;
+    socklen_t salen;
+    evutil_socket_t fd;
+    int one = 1;
+
+    if (!u)
+        return NULL;
+    u->w = w;
+    u->pool = pool;
+    u->server = server;
+    up_pool_retain(pool);
+    sa = up_server_sockaddr(pool, server, &salen);
+    fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        goto fail;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    u->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!u->bev) {
+        evutil_closesocket(fd);
+        goto fail;
+    }
+    u->next = w->upconns;
+    if (w->upconns)
+        w->upconns->prev = u;
+    w->upconns = u;
+    bufferevent_setcb(u->bev, up_read_cb, up_write_cb, up_event_cb, u);
+    bufferevent_setwatermark(u->bev, EV_WRITE, GW_LWM, 0);
+    if (bufferevent_socket_connect(u->bev, sa, (int)salen) < 0) {
+        up_free(u);
+        return NULL;
+    }
+    up_count_connect(pool, w->id, server);
+    return u;
+fail:
+    up_pool_release(pool);
+    free(u);
+    return NULL;
+}
+
+/* ---- building the upstream request ---- */
+
+static void add_path(struct gw_conn *c, struct evbuffer *out)
+{
+    const struct gw_request *rq = &c->rp.req;
+    const struct adm_sroute *sr = c->sr;
+    const char *p = rq->path;
+    size_t n = rq->path_len;
+
+    if (sr->rewrite) {
+        for (size_t i = 0; i < sr->nrewrite; i++) {
+            const struct adm_rw_part *part = &sr->rewrite[i];
+            if (part->param < 0)
+                evbuffer_add(out, part->s, part->len);
+            else if ((size_t)part->param < c->nparams && (size_t)part->param < c->params_cap)
+                evbuffer_add(out, c->params[part->param].value, c->params[part->param].len);
+        }
+        return;
+    }
+    if (sr->strip_len && n >= sr->strip_len && memcmp(p, sr->strip_prefix, sr->strip_len) == 0 &&
+        (n == sr->strip_len || p[sr->strip_len] == '/' || sr->strip_prefix[sr->strip_len - 1] == '/')) {
+        p += sr->strip_len;
+        n -= sr->strip_len;
+        if (n == 0 || p[0] != '/') {
+            evbuffer_add(out, "/", 1);
+        }
+    }
+    evbuffer_add(out, p, n);
+}
+
+/* Writes the request head for the upstream into <out>. */
+static void build_up_head(struct gw_conn *c, struct evbuffer *out)
+{
+    const struct gw_request *rq = &c->rp.req;
+    const struct adm_config *cfg = c->snap->cfg;
+    int trusted = cfg->ntrusted_proxies &&
+                  adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies,
+                                 (const struct sockaddr *)&c->peer);
+    const struct gw_slice *xff = NULL;
+    int have_proto = 0, have_xfh = 0, have_id = 0;
+
+    evbuffer_add(out, rq->method.ptr, rq->method.len);
+    evbuffer_add(out, " ", 1);
+    if (rq->form == GW_TARGET_ASTERISK)
+        evbuffer_add(out, "*", 1);
+    else
+        add_path(c, out);
+    if (rq->query.ptr) {
+        evbuffer_add(out, "?", 1);
+        evbuffer_add(out, rq->query.ptr, rq->query.len);
+    }
+    evbuffer_add(out, " HTTP/1.1\r\n", 11);
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct gw_header *h = &rq->headers[i];
+        const struct gw_slice *n = &h->name;
+        if (is_hop(n) || named_in(n, rq->connection, rq->nconnection))
+            continue;
+        switch (n->len) {
+        case 4:
+            if (name_is(n, "host") && rq->form == GW_TARGET_ABSOLUTE)
+                continue;
+            break;
+        case 6:
+            if (name_is(n, "expect"))
+                continue;
+            break;
+        case 9:
+            if (name_is(n, "forwarded") && !trusted)
+                continue;
+            break;
+        case 12:
+            if (name_is(n, "x-request-id")) {
+                have_id = 1;
+                c->reqid_len = h->value.len < sizeof(c->reqid) ? h->value.len : sizeof(c->reqid) - 1;
+                memcpy(c->reqid, h->value.ptr, c->reqid_len);
+            }
+            break;
+        case 14:
+            if (name_is(n, "content-length"))
+                continue;
+            break;
+        case 15:
+            if (name_is(n, "x-forwarded-for")) {
+                if (trusted && !xff)
+                    xff = &h->value;
+                continue;
+            }
+            break;
+        case 16:
+            if (name_is(n, "x-forwarded-host")) {
+                if (!trusted)
+                    continue;
+                have_xfh = 1;
+            }
+            break;
+        case 17:
+            if (name_is(n, "transfer-encoding"))
+                continue;
+            if (name_is(n, "x-forwarded-proto")) {
+                if (!trusted)
+                    continue;
+                have_proto = 1;
+            }
+            break;
+        default:
+            break;
+        }
+        evbuffer_add(out, n->ptr, n->len);
+        evbuffer_add(out, ": ", 2);
+        evbuffer_add(out, h->value.ptr, h->value.len);
+        evbuffer_add(out, "\r\n", 2);
+    }
+    if (rq->form == GW_TARGET_ABSOLUTE && rq->host.ptr)
+        evbuffer_add_printf(out, "Host: %.*s\r\n", (int)rq->host.len, rq->host.ptr);
+    if (xff)
+        evbuffer_add_printf(out, "X-Forwarded-For: %.*s, %s\r\n", (int)xff->len, xff->ptr,
+                            c->peer_ip);
+    else
+        evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", c->peer_ip);
+    if (!have_proto)
+        evbuffer_add(out, "X-Forwarded-Proto: http\r\n", 25);
+    if (!have_xfh && rq->host.ptr)
+        evbuffer_add_printf(out, "X-Forwarded-Host: %.*s\r\n", (int)rq->host.len, rq->host.ptr);
+    if (!have_id) {
+        if (!c->reqid_len)
+            make_reqid(c);
+        evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
+    }
+    if (rq->body_kind == GW_BODY_LENGTH)
+        evbuffer_add_printf(out, "Content-Length: %llu\r\n",
+                            (unsigned long long)rq->content_length);
+    else if (rq->body_kind == GW_BODY_CHUNKED)
+        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+    if (rq->upgrade) {
+        const struct gw_header *up = gw_request_header(rq, "upgrade");
+        evbuffer_add(out, "Connection: upgrade\r\n", 21);
+        if (up)
+            evbuffer_add_printf(out, "Upgrade: %.*s\r\n", (int)up->value.len, up->value.ptr);
+    }
+    evbuffer_add(out, "\r\n", 2);
+}
+
+/* ---- streaming the request body up ---- */
+
+static int body_up_cb(void *ctx, const char *data, size_t len)
+{
+    struct gw_conn *c = ctx;
+    struct evbuffer *out;
+
+    if (!c->up || !len)
+        return 0;
+    out = bufferevent_get_output(c->up->bev);
+    if (c->rp.req.body_kind == GW_BODY_CHUNKED) {
+        char sz[24];
+        int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
+        evbuffer_add(out, sz, (size_t)n);
+        evbuffer_add(out, data, len);
+        evbuffer_add(out, "\r\n", 2);
+    } else {
+        evbuffer_add(out, data, len);
+    }
+    return 0;
+}
+
+static void proxy_fail(struct gw_conn *c, int status);
+
+/* Moves request body bytes from the client to the upstream, as far as the
+ * upstream's output buffer allows. */
+static void pump_body_up(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    while (!c->body_done && c->up) {
+        struct evbuffer_iovec v;
+        size_t used = 0;
+        int rc;
+
+        if (evbuffer_get_length(bufferevent_get_output(c->up->bev)) > GW_HWM) {
+            bufferevent_disable(c->bev, EV_READ);
+            c->read_paused = 1;
+            return;
+        }
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+            v.iov_base = (void *)"";
+            v.iov_len = 0;
+        }
+        rc = gw_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, body_up_cb, c);
+        evbuffer_drain(in, used);
+        c->bytes_in += used;
+        if (rc == GW_REQ_ERROR) {
+            proxy_fail(c, c->rp.status);
+            return;
+        }
+        if (rc == GW_REQ_DONE) {
+            c->body_done = 1;
+            if (c->rp.req.body_kind == GW_BODY_CHUNKED)
+                evbuffer_add(bufferevent_get_output(c->up->bev), "0\r\n\r\n", 5);
+            break;
+        }
+        if (v.iov_len == 0) {
+            /* need more bytes from the client */
+            set_timeout(c->bev, cur_cfg(c)->timeouts.client_body_ms,
+                        cur_cfg(c)->timeouts.client_idle_ms);
+            bufferevent_enable(c->bev, EV_READ);
+            return;
+        }
+    }
+    if (c->body_done && !c->eof) {
+        /* keep the next pipelined request where it is until this one is
+         * answered, but still notice a client that goes away */
+        bufferevent_disable(c->bev, EV_READ);
+    }
+}
+
+/* ---- the upstream response ---- */
+
+/* Parses the response head from the start of <in>. 1: complete, with
+ * *head_len bytes; 0: need more; -1: invalid. */
+static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_len)
+{
+    size_t n = evbuffer_get_length(in);
+    const char *p;
+    llhttp_errno_t err;
+
+    if (n > GW_UP_HEAD_MAX)
+        n = GW_UP_HEAD_MAX;
+    p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+    if (!p)
+        return n ? -1 : 0;
+    llhttp_init(&u->hp, HTTP_RESPONSE, &hp_settings);
+    u->hp.data = u;
+    u->nhdr = 0;
+    u->in_value = 0;
+    u->too_many = 0;
+    u->msg_done = 0;
+    u->status_text.ptr = NULL;
+    u->status_text.len = 0;
+    err = llhttp_execute(&u->hp, p, n);
+    if (err == HPE_PAUSED) {
+        *head_len = (size_t)(llhttp_get_error_pos(&u->hp) - p);
+        return 1;
+    }
+    if (err == HPE_OK)
+        return n == GW_UP_HEAD_MAX ? -1 : 0;
+    return -1;
+}
+
+static int resp_keepalive(const struct gw_upconn *u)
+{
+    if (u->hp.flags & F_CONNECTION_CLOSE)
+        return 0;
+    if (u->hp.http_major == 1 && u->hp.http_minor == 0)
+        return (u->hp.flags & F_CONNECTION_KEEP_ALIVE) != 0;
+    return 1;
+}
+
+/* Writes the response head to the client, dropping hop-by-hop fields. */
+static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
+{
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct gw_slice conn_tok[32];
+    size_t ntok = 0, before = evbuffer_get_length(out);
+    int have_id = 0;
+
+    for (size_t i = 0; i < u->nhdr; i++) {
+        const struct gw_header *h = &u->hdr[i];
+        if (name_is(&h->name, "connection")) {
+            const char *s = h->value.ptr, *e = s + h->value.len;
+            while (s < e && ntok < 32) {
+                const char *t;
+                while (s < e && (*s == ' ' || *s == '\t' || *s == ','))
+                    s++;
+                t = s;
+                while (s < e && *s != ',' && *s != ' ' && *s != '\t')
+                    s++;
+                if (s > t) {
+                    conn_tok[ntok].ptr = t;
+                    conn_tok[ntok].len = (size_t)(s - t);
+                    ntok++;
+                }
+            }
+        }
+    }
+    evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", u->status, (int)u->status_text.len,
+                        u->status_text.ptr ? u->status_text.ptr : "");
+    for (size_t i = 0; i < u->nhdr; i++) {
+        const struct gw_header *h = &u->hdr[i];
+        const char *v = h->value.ptr ? h->value.ptr : "";
+        size_t vl = h->value.len;
+        if (is_hop(&h->name) || named_in(&h->name, conn_tok, ntok))
+            continue;
+        if (!u->raw && name_is(&h->name, "transfer-encoding"))
+            continue;
+        if (name_is(&h->name, "x-request-id"))
+            have_id = 1;
+        while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            vl--;
+        evbuffer_add(out, h->name.ptr, h->name.len);
+        evbuffer_add(out, ": ", 2);
+        evbuffer_add(out, v, vl);
+        evbuffer_add(out, "\r\n", 2);
+    }
+    if (!have_id && c->reqid_len)
+        evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
+    if (upgrade) {
+        const struct gw_header *up = NULL;
+        for (size_t i = 0; i < u->nhdr; i++)
+            if (name_is(&u->hdr[i].name, "upgrade"))
+                up = &u->hdr[i];
+        evbuffer_add(out, "Connection: upgrade\r\n", 21);
+        if (up)
+            evbuffer_add_printf(out, "Upgrade: %.*s\r\n", (int)up->value.len, up->value.ptr);
+    } else if (!c->keep || c->w->draining) {
+        evbuffer_add(out, "Connection: close\r\n", 19);
+    } else if (c->http10) {
+        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+    }
+    evbuffer_add(out, "\r\n", 2);
+    c->bytes_out += evbuffer_get_length(out) - before;
+    c->resp_started = 1;
+    c->status = u->status;
+}
+
+/* The response is complete: park or close the upstream connection and go
+ * on with the client. */
+static void resp_done(struct gw_conn *c)
+{
+    struct gw_upconn *u = c->up;
+    const struct adm_config *cfg = c->snap->cfg;
+
+    if (u) {
+        int reuse = u->keep && c->body_done && evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
+                    evbuffer_get_length(bufferevent_get_output(u->bev)) == 0 && !c->w->draining;
+        c->up = NULL;
+        u->c = NULL;
+        if (reuse && up_idle_put(u->pool, c->w->id, u->server, u) == 0) {
+            const struct adm_upstream *ud = &cfg->upstreams[c->sr->upstream];
+            set_timeout(u->bev, ud->idle_timeout_ms, 0);
+            bufferevent_enable(u->bev, EV_READ);
+            u->reused = 1;
+        } else {
+            up_free(u);
+        }
+    }
+    if (!c->body_done) /* the upstream answered before taking the whole body */
+        c->keep = 0;
+    request_done(c);
+}
+
+static void tunnel_start(struct gw_conn *c);
+
+/* Feeds response body bytes through llhttp and on to the client. */
+static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
+{
+    struct evbuffer *in = bufferevent_get_input(u->bev);
+    struct evbuffer *out = bufferevent_get_output(c->bev);
+
+    while (!u->msg_done) {
+        struct evbuffer_iovec v;
+        llhttp_errno_t err;
+        size_t used;
+
+        if (evbuffer_get_length(out) > GW_HWM) {
+            bufferevent_disable(u->bev, EV_READ);
+            u->read_paused = 1;
+            return;
+        }
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            return;
+        err = llhttp_execute(&u->hp, v.iov_base, v.iov_len);
+        if (err == HPE_OK) {
+            used = v.iov_len;
+        } else if (err == HPE_PAUSED && u->msg_done) {
+            used = (size_t)(llhttp_get_error_pos(&u->hp) - (const char *)v.iov_base);
+        } else {
+            gw_log(GW_LOG_WARN, "upstream %s: invalid response body (%s); closing client %s:%u",
+                   up_server_address(u->pool, u->server), llhttp_errno_name(err), c->peer_ip,
+                   c->peer_port);
+            gw_count(&c->w->ctr.upstream_errors, 1);
+            c->keep = 0;
+            up_free(u);
+            conn_free(c);
+            return;
+        }
+        if (u->raw) {
+            evbuffer_remove_buffer(in, out, used);
+            c->bytes_out += used;
+        } else {
+            evbuffer_drain(in, used);
+        }
+    }
+    if (evbuffer_get_length(in))
+        u->keep = 0; /* bytes after the response: never reuse */
+    resp_done(c);
+}
+
+/* Handles what the upstream sent; returns after the client may be gone. */
+static void up_handle(struct gw_conn *c, struct gw_upconn *u)
+{
+    struct evbuffer *in = bufferevent_get_input(u->bev);
+
+    while (!u->head_done) {
+        size_t hl = 0;
+        int rc = up_parse_head(u, in, &hl);
+        if (rc == 0)
+            return;
+        if (rc < 0) {
+            gw_log(GW_LOG_WARN, "upstream %s: invalid response head%s",
+                   up_server_address(u->pool, u->server), u->too_many ? " (too many fields)" : "");
+            proxy_fail(c, 502);
+            return;
+        }
+        u->status = llhttp_get_status_code(&u->hp);
+        if (u->status == 101) {
+            if (!c->rp.req.upgrade) {
+                proxy_fail(c, 502);
+                return;
+            }
+            u->raw = 1;
+            write_resp_head(c, u, 1);
+            evbuffer_drain(in, hl);
+            tunnel_start(c);
+            return;
+        }
+        if (u->status >= 100 && u->status < 200) {
+            /* interim: 100 is ours to send (we answered Expect), others
+             * (103 Early Hints) go to HTTP/1.1 clients */
+            if (u->status != 100 && !c->http10) {
+                int keep = c->keep;
+                u->raw = 1;
+                c->keep = 1;
+                write_resp_head(c, u, 0);
+                c->keep = keep;
+                c->resp_started = 0;
+            }
+            evbuffer_drain(in, hl);
+            continue;
+        }
+        u->head_done = 1;
+        u->keep = resp_keepalive(u);
+        if (c->is_head || u->status == 204 || u->status == 304) {
+            write_resp_head(c, u, 0);
+            evbuffer_drain(in, hl);
+            if (evbuffer_get_length(in))
+                u->keep = 0;
+            resp_done(c);
+            return;
+        }
+        if (llhttp_message_needs_eof(&u->hp)) {
+            u->keep = 0;
+            c->keep = 0; /* close-delimited: the client learns the end by the close */
+        }
+        u->raw = !(c->http10 && (u->hp.flags & F_CHUNKED));
+        if (!u->raw)
+            c->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
+        write_resp_head(c, u, 0);
+        evbuffer_drain(in, hl);
+        llhttp_resume(&u->hp);
+        set_timeout(u->bev, c->sr->timeout_ms, 0);
+    }
+    pump_body_down(c, u);
+}
+
+/* Fails the proxied request: an error answer when nothing was sent yet,
+ * else the client connection is closed (it cannot be told otherwise). */
+static void proxy_fail(struct gw_conn *c, int status)
+{
+    struct gw_upconn *u = c->up;
+
+    if (u) {
+        c->up = NULL;
+        u->c = NULL;
+        up_free(u);
+    }
+    if (status >= 500)
+        gw_count(&c->w->ctr.upstream_errors, 1);
+    if (c->resp_started) {
+        c->keep = 0;
+        access_log(c);
+        count_status(c);
+        conn_free(c);
+        return;
+    }
+    if (!c->body_done || status < 500)
+        c->keep = 0;
+    send_simple(c, status, NULL, 0);
+    if (!c->keep) {
+        request_done(c);
+        return;
+    }
+    local_finish(c);
+}
+
+static int idempotent(const struct gw_request *rq)
+{
+    switch (rq->method_id) {
+    case HTTP_GET:
+    case HTTP_HEAD:
+    case HTTP_PUT:
+    case HTTP_DELETE:
+    case HTTP_OPTIONS:
+    case HTTP_TRACE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static int proxy_send(struct gw_conn *c, int fresh);
+
+static void up_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct gw_upconn *u = arg;
+
+    (void)bev;
+    if (!u->c) { /* idle: an upstream must not speak unasked */
+        up_free(u);
+        return;
+    }
+    u->got_bytes = 1;
+    up_handle(u->c, u);
+}
+
+static void up_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct gw_upconn *u = arg;
+    struct gw_conn *c = u->c;
+
+    (void)bev;
+    if (c && c->read_paused && !c->body_done) {
+        c->read_paused = 0;
+        bufferevent_enable(c->bev, EV_READ);
+        pump_body_up(c);
+    }
+}
+
+static void up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct gw_upconn *u = arg;
+    struct gw_conn *c = u->c;
+
+    (void)bev;
+    if (what & BEV_EVENT_CONNECTED) {
+        u->connected = 1;
+        if (c) /* from now on writes are held to the response timeout too */
+            set_timeout(u->bev, c->sr->timeout_ms, c->sr->timeout_ms);
+        return;
+    }
+    if (!c) { /* idle connection closed or timed out */
+        up_free(u);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && u->head_done && !u->msg_done) {
+        /* a close-delimited body ends here; anything else died mid-body */
+        if (llhttp_message_needs_eof(&u->hp)) {
+            pump_body_down(c, u); /* take what is buffered */
+            if (c->up == u && !u->msg_done && llhttp_finish(&u->hp) == HPE_OK) {
+                u->keep = 0;
+                resp_done(c);
+            }
+            return;
+        }
+        gw_log(GW_LOG_WARN, "upstream %s closed mid-body; closing client %s:%u",
+               up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
+        proxy_fail(c, 502);
+        return;
+    }
+    if (!u->head_done && !u->got_bytes && u->reused && !c->retried &&
+        (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) && idempotent(&c->rp.req) &&
+        c->rp.req.body_kind == GW_BODY_NONE) {
+        /* a pooled connection that died before answering: once more, fresh */
+        c->retried = 1;
+        c->up = NULL;
+        u->c = NULL;
+        up_free(u);
+        if (proxy_send(c, 1) < 0)
+            proxy_fail(c, 502);
+        return;
+    }
+    if (what & BEV_EVENT_TIMEOUT) {
+        if (!u->connected) {
+            gw_log(GW_LOG_WARN, "upstream %s: connect timed out",
+                   up_server_address(u->pool, u->server));
+            proxy_fail(c, 504);
+        } else if (!u->head_done) {
+            gw_log(GW_LOG_WARN, "upstream %s: no response within %u ms",
+                   up_server_address(u->pool, u->server), c->sr->timeout_ms);
+            proxy_fail(c, 504);
+        } else {
+            proxy_fail(c, 504);
+        }
+        return;
+    }
+    if (u->head_done) {
+        gw_log(GW_LOG_WARN, "upstream %s failed mid-response; closing client %s:%u",
+               up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
+    } else {
+        int e = EVUTIL_SOCKET_ERROR();
+        gw_log(GW_LOG_WARN, "upstream %s: %s", up_server_address(u->pool, u->server),
+               (what & BEV_EVENT_EOF) ? "closed before responding" : evutil_socket_error_to_string(e));
+    }
+    proxy_fail(c, 502);
+}
+
+/* Sends the request head on an idle or new connection to a balanced
+ * server. 0, or -1 when no connection could be started. */
+static int proxy_send(struct gw_conn *c, int fresh)
+{
+    struct adm_snapshot *s = c->snap;
+    up_pool *pool = s->pools[c->sr->upstream];
+    const struct adm_config *cfg = s->cfg;
+    size_t server = up_pick(pool, c->w->id);
+    struct gw_upconn *u = fresh ? NULL : up_idle_get(pool, c->w->id, server);
+
+    if (!u) {
+        u = up_connect(c->w, pool, server);
+        if (!u)
+            return -1;
+        set_timeout(u->bev, c->sr->timeout_ms, cfg->timeouts.upstream_connect_ms);
+    } else {
+        set_timeout(u->bev, c->sr->timeout_ms, c->sr->timeout_ms);
+    }
+    up_count_request(pool, c->w->id, server);
+    u->c = c;
+    u->head_done = 0;
+    u->msg_done = 0;
+    u->got_bytes = 0;
+    u->raw = 1;
+    c->up = u;
+    c->upstream_addr = up_server_address(pool, server);
+    build_up_head(c, bufferevent_get_output(u->bev));
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    return 0;
+}
+
+static void proxy_start(struct gw_conn *c)
+{
+    c->st = CS_PROXY;
+    if (proxy_send(c, 0) < 0) {
+        gw_log(GW_LOG_ERROR, "cannot open an upstream connection: %s", strerror(errno));
+        proxy_fail(c, 502);
+        return;
+    }
+    if (c->rp.req.expect_continue && c->rp.req.body_kind != GW_BODY_NONE) {
+        evbuffer_add(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    }
+    pump_body_up(c);
+}
+
+/* ---- tunnels (101 Switching Protocols) ---- */
+
+static void tunnel_move(struct gw_conn *c, struct bufferevent *from, struct bufferevent *to)
+{
+    struct evbuffer *in = bufferevent_get_input(from);
+    size_t n = evbuffer_get_length(in);
+
+    if (from == c->bev)
+        c->bytes_in += n;
+    else
+        c->bytes_out += n;
+    evbuffer_add_buffer(bufferevent_get_output(to), in);
+    if (evbuffer_get_length(bufferevent_get_output(to)) > GW_HWM)
+        bufferevent_disable(from, EV_READ);
+}
+
+static void tunnel_up_read(struct bufferevent *bev, void *arg)
+{
+    struct gw_upconn *u = arg;
+    tunnel_move(u->c, bev, u->c->bev);
+}
+
+static void tunnel_up_write(struct bufferevent *bev, void *arg)
+{
+    struct gw_upconn *u = arg;
+    (void)bev;
+    bufferevent_enable(u->c->bev, EV_READ);
+}
+
+static void tunnel_up_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct gw_upconn *u = arg;
+    struct gw_conn *c = u->c;
+
+    (void)bev;
+    (void)what;
+    /* the upstream side ended: flush what the client still has to get */
+    c->up = NULL;
+    u->c = NULL;
+    up_free(u);
+    c->st = CS_CLOSING;
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        conn_free(c);
+}
+
+static void tunnel_start(struct gw_conn *c)
+{
+    struct gw_upconn *u = c->up;
+
+    c->st = CS_TUNNEL;
+    access_log(c);
+    count_status(c);
+    unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
+    bufferevent_setcb(u->bev, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
+    set_timeout(u->bev, 0, 0);
+    set_timeout(c->bev, 0, 0);
+    /* bytes already read on either side */
+    tunnel_move(c, u->bev, c->bev);
+    tunnel_move(c, c->bev, u->bev);
+    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+}
+
+/* ---- requests ---- */
+
+/* The head is complete: route it and act. */
+static void request_start(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+    const struct gw_request *rq = &c->rp.req;
+    struct rt_match m;
+    struct adm_snapshot *s;
+    size_t need;
+
+    clock_gettime(CLOCK_MONOTONIC, &c->t0);
+    c->snap = s = adm_swap_pin(&w->proc->swap, w->id);
+    c->sr = NULL;
+    c->up = NULL;
+    c->body_done = rq->body_kind == GW_BODY_NONE;
+    c->resp_started = 0;
+    c->retried = 0;
+    c->read_paused = 0;
+    c->keep = rq->keep_alive;
+    c->http10 = rq->version_minor == 0;
+    c->is_head = rq->method_id == HTTP_HEAD;
+    c->status = 0;
+    c->reqid_len = 0;
+    set_timeout(c->bev, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
+
+    if (rq->method_id == HTTP_CONNECT) {
+        c->keep = 0;
+        send_simple(c, 501, NULL, 0);
+        request_done(c);
+        return;
+    }
+    if (rq->form == GW_TARGET_ASTERISK) {
+        uint64_t all = rt_table_methods(s->rt);
+        if (all == RT_ANY_METHOD)
+            all = RT_M_GET | RT_M_POST | RT_M_PUT | RT_M_DELETE | RT_M_PATCH;
+        send_allow(c, 200, all | RT_M_OPTIONS);
+        local_finish(c);
+        return;
+    }
+    need = rt_table_max_params(s->rt);
+    if (need > c->params_cap) {
+        struct rt_param *p = realloc(c->params, need * sizeof(*p));
+        if (!p) {
+            gw_count(&w->ctr.conns_dropped, 1);
+            send_error_close(c, 503);
+            return;
+        }
+        c->params = p;
+        c->params_cap = need;
+    }
+    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
+              rq->path, rq->path_len, c->params, c->params_cap, &m);
+    c->nparams = m.nparams;
+    switch (m.status) {
+    case RT_HIT:
+        c->sr = rt_route_udata(m.route);
+        if (c->sr->action == ADM_ACTION_UPSTREAM) {
+            proxy_start(c);
+            return;
+        }
+        send_encoded(c, c->sr);
+        local_finish(c);
+        return;
+    case RT_OPTIONS_AUTO:
+        send_allow(c, 204, m.allow | RT_M_OPTIONS);
+        local_finish(c);
+        return;
+    case RT_NOT_ALLOWED:
+        send_allow(c, 405, m.allow);
+        local_finish(c);
+        return;
+    case RT_REDIRECT_301:
+    case RT_REDIRECT_308: {
+        struct evbuffer *loc = evbuffer_new();
+        size_t n;
+        char *hdr;
+        if (!loc) {
+            send_error_close(c, 503);
+            return;
+        }
+        evbuffer_add(loc, "Location: ", 10);
+        evbuffer_add(loc, rq->path, m.slash > 0 ? rq->path_len : rq->path_len - 1);
+        if (m.slash > 0)
+            evbuffer_add(loc, "/", 1);
+        if (rq->query.ptr) {
+            evbuffer_add(loc, "?", 1);
+            evbuffer_add(loc, rq->query.ptr, rq->query.len);
+        }
+        evbuffer_add(loc, "\r\n", 2);
+        n = evbuffer_get_length(loc);
+        hdr = (char *)evbuffer_pullup(loc, (ev_ssize_t)n);
+        send_simple(c, (int)m.status, hdr, n);
+        evbuffer_free(loc);
+        local_finish(c);
+        return;
+    }
+    default:
+        send_simple(c, 404, NULL, 0);
+        local_finish(c);
+        return;
+    }
+}
+
+/* Reads request heads from the input while the connection is between
+ * requests; stops at the first request that cannot finish right away. */
+static void conn_process(struct gw_conn *c)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    while (c->st == CS_HEAD) {
+        struct evbuffer_iovec v;
+        size_t used = 0;
+        int rc;
+
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > GW_HWM) {
+            /* a client that pipelines faster than it reads: wait */
+            bufferevent_disable(c->bev, EV_READ);
+            c->read_paused = 1;
+            return;
+        }
+        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+            return;
+        if (!c->head_started) {
+            const struct adm_config *cfg = cur_cfg(c);
+            c->head_started = 1;
+            c->bytes_in = 0;
+            c->bytes_out = 0;
+            c->reqid_len = 0;
+            clock_gettime(CLOCK_MONOTONIC, &c->t0);
+            set_timeout(c->bev, cfg->timeouts.client_header_ms, cfg->timeouts.client_idle_ms);
+        }
+        rc = gw_req_feed_head(&c->rp, v.iov_base, v.iov_len, &used);
+        evbuffer_drain(in, used);
+        c->bytes_in += used;
+        if (rc == GW_REQ_AGAIN)
+            continue;
+        if (rc == GW_REQ_ERROR) {
+            c->is_head = 0;
+            c->http10 = 0;
+            send_error_close(c, c->rp.status);
+            return;
+        }
+        request_start(c);
+        if (c->st == CS_CLOSING)
+            return; /* may already be freed: request_done frees at once */
+    }
+}
+
+static void conn_read_cb(struct bufferevent *bev, void *arg)
+{
+    struct gw_conn *c = arg;
+
+    (void)bev;
+    switch (c->st) {
+    case CS_HEAD:
+        conn_process(c);
+        break;
+    case CS_LOCAL:
+        discard_body(c);
+        break;
+    case CS_PROXY:
+        if (!c->body_done)
+            pump_body_up(c);
+        break;
+    case CS_TUNNEL:
+        if (c->up)
+            tunnel_move(c, c->bev, c->up->bev);
+        break;
+    case CS_CLOSING:
+        evbuffer_drain(bufferevent_get_input(c->bev), evbuffer_get_length(bufferevent_get_input(c->bev)));
+        break;
+    }
+}
+
+static void conn_write_cb(struct bufferevent *bev, void *arg)
+{
+    struct gw_conn *c = arg;
+
+    (void)bev;
+    if (c->st == CS_CLOSING) {
+        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+            conn_free(c);
+        return;
+    }
+    if (c->st == CS_TUNNEL) {
+        if (c->up)
+            bufferevent_enable(c->up->bev, EV_READ);
+        return;
+    }
+    if (c->up && c->up->read_paused) {
+        c->up->read_paused = 0;
+        bufferevent_enable(c->up->bev, EV_READ);
+        up_handle(c, c->up);
+        return;
+    }
+    if (c->st == CS_HEAD && c->read_paused) {
+        c->read_paused = 0;
+        bufferevent_enable(c->bev, EV_READ);
+        conn_process(c);
+    }
+}
+
+static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+    struct gw_conn *c = arg;
+
+    (void)bev;
+    if (what & BEV_EVENT_TIMEOUT) {
+        if ((what & BEV_EVENT_READING) && c->st == CS_HEAD && c->head_started) {
+            c->is_head = 0;
+            send_error_close(c, 408);
+            return;
+        }
+        if ((what & BEV_EVENT_READING) && c->st == CS_PROXY && !c->resp_started && !c->body_done) {
+            proxy_fail(c, 408);
+            return;
+        }
+        if (c->snap) {
+            c->status = c->status ? c->status : 408;
+            access_log(c);
+            count_status(c);
+        }
+        conn_free(c);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && (c->st == CS_PROXY) && c->body_done) {
+        /* half-closed after sending its request: answer, then close */
+        c->eof = 1;
+        c->keep = 0;
+        bufferevent_disable(c->bev, EV_READ);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && c->st == CS_CLOSING &&
+        evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+        c->eof = 1;
+        bufferevent_disable(c->bev, EV_READ);
+        return;
+    }
+    if (c->snap && c->st != CS_CLOSING) {
+        c->status = c->status ? c->status : 499;
+        access_log(c);
+        count_status(c);
+    }
+    conn_free(c);
+}
+
+/* ---- connection life ---- */
+
+void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen)
+{
+    struct gw_conn *c = calloc(1, sizeof(*c));
+    const struct adm_config *cfg =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
+    struct gw_req_limits lim;
+    int one = 1;
+
+    if (!c) {
+        gw_count(&w->ctr.conns_dropped, 1);
+        evutil_closesocket(fd);
+        return;
+    }
+    c->w = w;
+    memcpy(&c->peer, sa, (size_t)salen < sizeof(c->peer) ? (size_t)salen : sizeof(c->peer));
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, c->peer_ip, sizeof(c->peer_ip));
+        c->peer_port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, c->peer_ip, sizeof(c->peer_ip));
+        c->peer_port = ntohs(in6->sin6_port);
+    }
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    gw_req_limits_default(&lim);
+    lim.max_request_line = cfg->limits.max_request_line;
+    lim.max_header_bytes = cfg->limits.max_header_bytes;
+    lim.max_headers = cfg->limits.max_headers;
+    lim.max_body_bytes = cfg->limits.max_body_bytes;
+    lim.merge_slashes = cfg->router.merge_slashes;
+    if (gw_req_parser_init(&c->rp, &lim) < 0)
+        goto fail;
+    c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (!c->bev)
+        goto fail;
+    c->next = w->conns;
+    if (w->conns)
+        w->conns->prev = c;
+    w->conns = c;
+    w->nconns++;
+    gw_count(&w->ctr.conns_open, 1);
+    gw_count(&w->ctr.conns_total, 1);
+    c->st = CS_HEAD;
+    bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
+    bufferevent_setwatermark(c->bev, EV_WRITE, GW_LWM, 0);
+    set_timeout(c->bev, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    if (w->nconns >= w->max_conns)
+        gw_worker_listen_update(w);
+    return;
+fail:
+    gw_count(&w->ctr.conns_dropped, 1);
+    gw_req_parser_free(&c->rp);
+    free(c);
+    evutil_closesocket(fd);
+}
+
+static void conn_free(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    if (c->up) {
+        struct gw_upconn *u = c->up;
+        c->up = NULL;
+        u->c = NULL;
+        up_free(u);
+    }
+    unpin(c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        w->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    bufferevent_free(c->bev);
+    gw_req_parser_free(&c->rp);
+    free(c->params);
+    free(c);
+    w->nconns--;
+    gw_count(&w->ctr.conns_open, (uint64_t)-1);
+    if (!w->listening && !w->draining)
+        gw_worker_listen_update(w);
+    if (w->draining && w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+void gw_conn_close_idle(struct gw_worker *w)
+{
+    struct gw_conn *c = w->conns, *next;
+
+    for (; c; c = next) {
+        next = c->next;
+        if (c->st == CS_HEAD && !c->head_started)
+            conn_free(c);
+    }
+}
+
+void gw_conn_free_all(struct gw_worker *w)
+{
+    while (w->conns)
+        conn_free(w->conns);
+    while (w->upconns)
+        up_free(w->upconns);
+}

@@ -1,0 +1,190 @@
+/*
+ * worker.c - worker threads: one event_base each (no locks), their own
+ * SO_REUSEPORT listening sockets, a notify pipe through which the admin
+ * thread announces swaps and drains, and a one-second tick for the cached
+ * Date field and the access-log flush.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/gateway.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg)
+{
+    struct gw_listener *l = arg;
+
+    (void)lev;
+    gw_conn_accept(l->w, fd, sa, salen);
+}
+
+static void accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+    struct gw_listener *l = arg;
+    int e = EVUTIL_SOCKET_ERROR();
+
+    (void)lev;
+    gw_log(GW_LOG_ERROR, "worker %u: accept: %s", l->w->id, evutil_socket_error_to_string(e));
+    /* EMFILE and friends: stop accepting until a connection closes */
+    l->w->listening = 1;
+    gw_worker_listen_update(l->w);
+}
+
+void gw_worker_listen_update(struct gw_worker *w)
+{
+    int want = !w->draining && w->nconns < w->max_conns;
+
+    if (want == w->listening)
+        return;
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        if (!w->listeners[i].lev)
+            continue;
+        if (want)
+            evconnlistener_enable(w->listeners[i].lev);
+        else
+            evconnlistener_disable(w->listeners[i].lev);
+    }
+    w->listening = want;
+}
+
+static void drain_start(struct gw_worker *w)
+{
+    if (w->draining)
+        return;
+    w->draining = 1;
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].lev)
+            evconnlistener_free(w->listeners[i].lev);
+        w->listeners[i].lev = NULL;
+    }
+    w->listening = 0;
+    gw_conn_close_idle(w);
+    if (w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+static void notify_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct gw_worker *w = arg;
+    char buf[64];
+    ssize_t n;
+
+    (void)what;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (buf[i] == 'D')
+                drain_start(w);
+            else if (buf[i] == 'X')
+                event_base_loopbreak(w->base);
+        }
+    }
+    /* outside every request step: from now on only the current snapshot */
+    adm_swap_ack(&w->proc->swap, w->id);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct gw_worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    gw_date_update(w);
+    if (w->log_len)
+        gw_access_flush(w);
+}
+
+void gw_worker_notify(void *proc, unsigned id)
+{
+    struct gw_process *p = proc;
+    char b = 'S';
+
+    if (!p->workers[id].base) /* not started yet: nothing to acknowledge */
+        return;
+    if (write(p->workers[id].notify_fd[1], &b, 1) < 0 && errno != EAGAIN)
+        gw_log(GW_LOG_ERROR, "notify worker %u: %s", id, strerror(errno));
+}
+
+static void *worker_main(void *arg)
+{
+    struct gw_worker *w = arg;
+
+    event_base_dispatch(w->base);
+    gw_conn_free_all(w);
+    if (w->log_len)
+        gw_access_flush(w);
+    atomic_fetch_sub(&w->proc->running, 1);
+    return NULL;
+}
+
+/* Frees what gw_worker_start() made; after the thread was joined. */
+void gw_worker_destroy(struct gw_worker *w)
+{
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        if (w->listeners[i].lev)
+            evconnlistener_free(w->listeners[i].lev);
+        else if (w->listeners[i].fd >= 0)
+            evutil_closesocket(w->listeners[i].fd);
+    }
+    free(w->listeners);
+    if (w->notify_ev)
+        event_free(w->notify_ev);
+    if (w->tick_ev)
+        event_free(w->tick_ev);
+    if (w->base)
+        event_base_free(w->base);
+    if (w->notify_fd[0] > 0) {
+        close(w->notify_fd[0]);
+        close(w->notify_fd[1]);
+    }
+    free(w->log);
+}
+
+/* Sets up the worker's base and events around its listening sockets
+ * (w->listeners[i].fd, owned from now on) and starts its thread. */
+int gw_worker_start(struct gw_worker *w)
+{
+    struct event_config *ec = event_config_new();
+    struct timeval sec = {1, 0};
+
+    if (!ec)
+        return -1;
+    event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
+    w->base = event_base_new_with_config(ec);
+    event_config_free(ec);
+    if (!w->base)
+        return -1;
+    if (pipe(w->notify_fd) < 0)
+        return -1;
+    fcntl(w->notify_fd[0], F_SETFL, O_NONBLOCK);
+    fcntl(w->notify_fd[1], F_SETFL, O_NONBLOCK);
+    w->notify_ev = event_new(w->base, w->notify_fd[0], EV_READ | EV_PERSIST, notify_cb, w);
+    w->tick_ev = event_new(w->base, -1, EV_PERSIST, tick_cb, w);
+    if (!w->notify_ev || !w->tick_ev)
+        return -1;
+    event_add(w->notify_ev, NULL);
+    event_add(w->tick_ev, &sec);
+    gw_date_update(w);
+    w->log_cap = 256 * 1024;
+    if (!(w->log = malloc(w->log_cap)))
+        return -1;
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        struct gw_listener *l = &w->listeners[i];
+        l->w = w;
+        l->lev = evconnlistener_new(w->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE, -1, l->fd);
+        if (!l->lev)
+            return -1;
+        l->fd = -1;
+        evconnlistener_set_error_cb(l->lev, accept_error_cb);
+    }
+    w->listening = 1;
+    atomic_fetch_add(&w->proc->running, 1);
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        atomic_fetch_sub(&w->proc->running, 1);
+        return -1;
+    }
+    return 0;
+}
