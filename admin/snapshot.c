@@ -39,16 +39,39 @@ static const char *reason_phrase(unsigned status)
     }
 }
 
-static void sroute_free(void *udata)
+void adm_sroute_free(void *udata)
 {
     struct adm_sroute *r = udata;
 
     if (!r)
         return;
+    free(r->id);
+    free(r->pattern);
+    free(r->upstream_name);
+    free(r->strip_prefix);
+    free(r->rewrite_src);
     free(r->rewrite);
     free(r->head);
     free(r->tail);
+    free(r->body);
+    free(r->ctr);
     free(r);
+}
+
+static char *dupn(const char *s, size_t n)
+{
+    char *d = malloc(n + 1);
+
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static char *dups(const char *s)
+{
+    return s ? dupn(s, strlen(s)) : NULL;
 }
 
 /* The index of parameter <name> among the pattern's parameters, in the
@@ -67,9 +90,11 @@ static int param_index(const char *pattern, const char *name, size_t nlen)
     return -1;
 }
 
-static int build_rewrite(struct adm_sroute *r, const struct adm_route *c)
+/* Splits the rewrite template (already copied to r->rewrite_src) into
+ * literal parts and parameter references. */
+static int build_rewrite(struct adm_sroute *r)
 {
-    const char *t = c->rewrite;
+    const char *t = r->rewrite_src;
     size_t n = 1;
 
     for (const char *p = t; *p; p++)
@@ -90,7 +115,7 @@ static int build_rewrite(struct adm_sroute *r, const struct adm_route *c)
         e = strchr(b, '}');
         if (!e)
             return -1; /* the validator refuses this */
-        part->param = param_index(c->pattern, b + 1, (size_t)(e - b - 1));
+        part->param = param_index(r->pattern, b + 1, (size_t)(e - b - 1));
         if (part->param < 0)
             return -1;
         r->nrewrite++;
@@ -103,25 +128,24 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
 {
     char tail[64];
     size_t cap = 256, len;
-    unsigned status;
     int has_ctype = 0;
     char *h;
 
     if (c->action == ADM_ACTION_RESPONSE) {
-        status = c->response.status;
+        r->status = c->response.status;
         for (size_t i = 0; i < c->response.nheaders; i++)
             cap += strlen(c->response.headers[i].name) + strlen(c->response.headers[i].value) + 4;
-        r->body = c->response.body;
+        r->body = dupn(c->response.body, c->response.body_len);
         r->body_len = c->response.body_len;
     } else {
-        status = c->redirect.status;
+        r->status = c->redirect.status;
         cap += strlen(c->redirect.location) + 16;
-        r->body = "";
+        r->body = dupn("", 0);
         r->body_len = 0;
     }
-    if (!(h = malloc(cap)))
+    if (!r->body || !(h = malloc(cap)))
         return -1;
-    len = (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", status, reason_phrase(status));
+    len = (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", r->status, reason_phrase(r->status));
     if (c->action == ADM_ACTION_RESPONSE) {
         for (size_t i = 0; i < c->response.nheaders; i++) {
             const struct adm_header *f = &c->response.headers[i];
@@ -130,49 +154,82 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
                 has_ctype = 1;
         }
         if (!has_ctype && r->body_len)
-            len += (size_t)snprintf(h + len, cap - len, "Content-Type: text/plain; charset=utf-8\r\n");
+            len += (size_t)snprintf(h + len, cap - len,
+                                    "Content-Type: text/plain; charset=utf-8\r\n");
     } else {
         len += (size_t)snprintf(h + len, cap - len, "Location: %s\r\n", c->redirect.location);
     }
     r->head = h;
     r->head_len = len;
     snprintf(tail, sizeof(tail), "Content-Length: %zu\r\n\r\n", r->body_len);
-    if (!(r->tail = strdup(tail)))
+    if (!(r->tail = dups(tail)))
         return -1;
     r->tail_len = strlen(tail);
-    (void)status;
     return 0;
 }
 
-static void *make_sroute(const struct adm_route *c, void *arg)
+static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworkers,
+                                      size_t upstream)
 {
     struct adm_sroute *r = calloc(1, sizeof(*r));
 
-    (void)arg;
     if (!r)
         return NULL;
-    r->cfg = c;
-    r->id = c->id;
     r->action = c->action;
+    r->nworkers = nworkers;
+    if (!(r->id = dups(c->id)) || !(r->pattern = dups(c->pattern)))
+        goto fail;
+    r->ctr = aligned_alloc(64, sizeof(*r->ctr) * nworkers);
+    if (!r->ctr)
+        goto fail;
+    memset(r->ctr, 0, sizeof(*r->ctr) * nworkers);
     if (c->action == ADM_ACTION_UPSTREAM) {
-        r->upstream = c->upstream_index;
+        r->upstream = upstream;
         r->timeout_ms = c->timeout_ms;
+        if (!(r->upstream_name = dups(c->upstream)))
+            goto fail;
         if (c->strip_prefix) {
-            r->strip_prefix = c->strip_prefix;
+            if (!(r->strip_prefix = dups(c->strip_prefix)))
+                goto fail;
             r->strip_len = strlen(c->strip_prefix);
             /* "/api/" strips like "/api" */
             while (r->strip_len > 1 && r->strip_prefix[r->strip_len - 1] == '/')
                 r->strip_len--;
         }
-        if (c->rewrite && build_rewrite(r, c) < 0)
+        if (c->rewrite &&
+            (!(r->rewrite_src = dups(c->rewrite)) || build_rewrite(r) < 0))
             goto fail;
     } else if (encode_local(r, c) < 0) {
         goto fail;
     }
     return r;
 fail:
-    sroute_free(r);
+    adm_sroute_free(r);
     return NULL;
+}
+
+struct mk_arg {
+    unsigned nworkers;
+};
+
+static void *make_sroute(const struct adm_route *c, void *arg)
+{
+    const struct mk_arg *a = arg;
+    return sroute_make(c, a->nworkers, c->upstream_index);
+}
+
+struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s)
+{
+    size_t up = 0;
+
+    if (r->action == ADM_ACTION_UPSTREAM) {
+        for (up = 0; up < s->npools; up++)
+            if (strcmp(up_pool_name(s->pools[up]), r->upstream) == 0)
+                break;
+        if (up == s->npools)
+            return NULL;
+    }
+    return sroute_make(r, s->nworkers, up);
 }
 
 /* The definition key of an upstream: its JSON with sorted keys plus the
@@ -257,7 +314,12 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
 
     if (!s)
         goto fail_cfg;
-    s->cfg = cfg;
+    if (!(s->base = calloc(1, sizeof(*s->base)))) {
+        free(s);
+        goto fail_cfg;
+    }
+    s->base->cfg = s->cfg = cfg;
+    s->base->refs = 1;
     s->nworkers = nworkers;
     s->pins = aligned_alloc(64, sizeof(*s->pins) * nworkers);
     if (!s->pins)
@@ -288,7 +350,10 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
         if (!s->pools[i])
             goto fail;
     }
-    s->rt = adm_config_build_routes(cfg, make_sroute, sroute_free, NULL, errs);
+    {
+        struct mk_arg mk = {nworkers};
+        s->rt = adm_config_build_routes(cfg, make_sroute, adm_sroute_free, &mk, errs);
+    }
     if (!s->rt)
         goto fail;
     s->build_ms = now_ms() - t0;
@@ -311,8 +376,47 @@ void adm_snapshot_free(struct adm_snapshot *s)
         up_pool_release(s->pools[i]);
     free(s->pools);
     free(s->pins);
-    adm_config_free(s->cfg);
+    if (s->base && --s->base->refs == 0) {
+        adm_config_free(s->base->cfg);
+        free(s->base);
+    }
     free(s);
+}
+
+struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_table *rt)
+{
+    double t0 = now_ms();
+    struct adm_snapshot *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        goto fail;
+    s->base = cur->base;
+    s->base->refs++;
+    s->cfg = cur->cfg;
+    s->nworkers = cur->nworkers;
+    s->rt = rt;
+    s->pins = aligned_alloc(64, sizeof(*s->pins) * s->nworkers);
+    if (!s->pins)
+        goto fail_s;
+    for (unsigned w = 0; w < s->nworkers; w++)
+        atomic_init(&s->pins[w].n, 0);
+    s->npools = cur->npools;
+    if (s->npools) {
+        if (!(s->pools = calloc(s->npools, sizeof(*s->pools))))
+            goto fail_s;
+        for (size_t i = 0; i < s->npools; i++) {
+            s->pools[i] = cur->pools[i];
+            up_pool_retain(s->pools[i]);
+        }
+    }
+    s->build_ms = now_ms() - t0;
+    return s;
+fail_s:
+    adm_snapshot_free(s);
+    return NULL;
+fail:
+    rt_table_free(rt);
+    return NULL;
 }
 
 int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *arg, unsigned w),

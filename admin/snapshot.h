@@ -31,24 +31,45 @@ struct adm_rw_part {
     size_t len;
 };
 
-/* What a worker needs to act on a matched route; the router's udata. */
+/* Per-worker, per-route counters (single writer each: relaxed stores). */
+struct adm_rctr {
+    _Atomic uint64_t status[6]; /* by class, [0] unused */
+    char pad[64 - 6 * sizeof(uint64_t) % 64];
+};
+
+/* What a worker needs to act on a matched route; the router's udata. It
+ * owns copies of everything it uses, so it can be shared by every snapshot
+ * whose table still holds the route (route-level changes copy nothing
+ * else). Freed through the router's udata_free when the last table holding
+ * it goes. */
 struct adm_sroute {
-    const struct adm_route *cfg; /* borrowed from the snapshot's config */
-    const char *id;
+    char *id;
+    char *pattern;
     enum adm_action action;
+    unsigned status;             /* direct response or redirect status */
+    char *upstream_name;
     size_t upstream;             /* index into the snapshot's pools */
-    size_t strip_len;            /* strip_prefix length, 0 if none */
-    const char *strip_prefix;
+    char *strip_prefix;          /* NULL if none */
+    size_t strip_len;
+    char *rewrite_src;           /* the template the parts point into */
     struct adm_rw_part *rewrite; /* NULL if none */
     size_t nrewrite;
     unsigned timeout_ms;
     /* direct responses and redirects, encoded once: head (status line and
      * fixed fields), then Date and maybe "Connection: close" are added by
      * the worker, then tail (Content-Length and the blank line), then body */
-    char *head, *tail;
-    size_t head_len, tail_len;
-    const char *body;
-    size_t body_len;
+    char *head, *tail, *body;
+    size_t head_len, tail_len, body_len;
+    unsigned nworkers;
+    struct adm_rctr *ctr; /* one per worker */
+};
+
+/* A config shared by the snapshots derived from it by route-level changes
+ * (admin thread only). Its routes array is the one it was parsed with:
+ * workers never read it; they read the router table. */
+struct adm_cfgref {
+    struct adm_config *cfg;
+    unsigned refs;
 };
 
 struct adm_pin {
@@ -58,7 +79,8 @@ struct adm_pin {
 
 struct adm_snapshot {
     uint64_t gen;
-    struct adm_config *cfg; /* owned */
+    struct adm_config *cfg; /* = base->cfg */
+    struct adm_cfgref *base;
     rt_table *rt;           /* owned; udata are struct adm_sroute */
     up_pool **pools;        /* one reference each, index = cfg->upstreams index */
     size_t npools;
@@ -76,6 +98,16 @@ struct adm_snapshot {
  * only). NULL with errors appended to <errs> on failure. */
 struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
                                         unsigned nworkers, struct adm_errors *errs);
+/* A new snapshot sharing <cur>'s config, pools and counters, with router
+ * table <rt> (owned from now on; derived from cur->rt by a transaction).
+ * NULL on out of memory (rt is freed then too). */
+struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_table *rt);
+
+/* Builds the route data for <r>, validated against <s>'s upstreams (the
+ * pool is found by name). NULL on out of memory or an unknown upstream. */
+struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s);
+void adm_sroute_free(void *udata);
+
 /* Frees a snapshot nobody can reach any more. NULL is a no-op. */
 void adm_snapshot_free(struct adm_snapshot *s);
 

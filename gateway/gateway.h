@@ -22,6 +22,7 @@
 #include <event2/listener.h>
 #include <llhttp.h>
 
+#include "admin/api.h"
 #include "admin/snapshot.h"
 #include "gateway/request.h"
 
@@ -38,7 +39,20 @@ struct gw_counters {
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t upstream_errors;
     _Atomic uint64_t conns_dropped; /* out of memory or over the limit */
+    _Atomic uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration histogram */
+    _Atomic uint64_t dur_sum_us;
+    _Atomic uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
+    _Atomic uint64_t up_sum_us;
 };
+
+/* The bucket of <seconds> in adm_hist_bounds. */
+static inline int gw_hist_bucket(double seconds)
+{
+    int i = 0;
+    while (i < ADM_HIST_BUCKETS && seconds > adm_hist_bounds[i])
+        i++;
+    return i;
+}
 
 static inline void gw_count(_Atomic uint64_t *c, uint64_t d)
 {
@@ -105,5 +119,8 @@ void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 enum { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_INFO };
 void gw_access_flush(struct gw_worker *w);
 void gw_date_update(struct gw_worker *w);
+
+/* stats.c: the admin API's view of the workers' counters */
+void gw_stats(void *proc, struct adm_gw_stats *st);
 
 #endif

@@ -26,6 +26,8 @@
 #define SY_VERSION "0.1.0"
 
 static struct gw_process proc;
+static struct adm_state state = {.journal_fd = -1};
+static struct adm_api *api;
 static struct event *reclaim_ev, *drain_ev, *drain_check_ev;
 
 static void usage(FILE *f)
@@ -57,44 +59,109 @@ static struct adm_config *load_config(const char *path, struct adm_errors *errs)
     return path ? adm_config_load_file(path, errs) : adm_config_default();
 }
 
-/* SIGHUP: read the file again and swap it in; a bad file changes nothing. */
+/* SIGHUP: read the file again and swap it in through the admin API's path
+ * (validate, build, persist, publish); a bad file changes nothing. */
 static void reload(void)
 {
     struct adm_errors errs;
-    struct adm_config *cfg;
-    struct adm_snapshot *cur, *s;
+    json_error_t je;
+    json_t *doc;
+    char msg[512];
+    int rc;
 
     if (!proc.config_path) {
         gw_log(GW_LOG_WARN, "SIGHUP: running on the embedded default config, nothing to reload");
         return;
     }
+    doc = json_load_file(proc.config_path, JSON_REJECT_DUPLICATES, &je);
+    if (!doc) {
+        gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving:");
+        gw_log(GW_LOG_ERROR, "  %s: line %d, column %d: %s", proc.config_path, je.line,
+               je.column, je.text);
+        return;
+    }
     adm_errors_init(&errs);
-    cfg = adm_config_load_file(proc.config_path, &errs);
-    if (!cfg) {
+    rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
+    json_decref(doc);
+    if (rc == -1) {
         print_errors("reload refused, the running config keeps serving", &errs);
-        adm_errors_clear(&errs);
-        return;
-    }
-    cur = atomic_load(&proc.swap.current);
-    if (cfg->nlisteners != cur->cfg->nlisteners) {
-        gw_log(GW_LOG_WARN, "reload: listener changes take effect at the next restart");
+    } else if (rc == -2) {
+        gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: %s", msg);
+    } else if (rc == 1) {
+        gw_log(GW_LOG_INFO, "config reloaded: unchanged, generation %llu stays",
+               (unsigned long long)atomic_load(&proc.swap.current)->gen);
     } else {
-        for (size_t i = 0; i < cfg->nlisteners; i++)
-            if (strcmp(cfg->listeners[i].addr.text, cur->cfg->listeners[i].addr.text) != 0)
-                gw_log(GW_LOG_WARN, "reload: listener changes take effect at the next restart");
+        struct adm_snapshot *s = atomic_load(&proc.swap.current);
+        gw_log(GW_LOG_INFO, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
+               (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
+        if (s->cfg->nlisteners != proc.workers[0].nlisteners)
+            gw_log(GW_LOG_WARN, "reload: listener changes take effect at the next restart");
     }
-    if (cfg->workers && adm_config_workers(cfg) != proc.nworkers)
-        gw_log(GW_LOG_WARN, "reload: a new worker count takes effect at the next restart");
-    s = adm_snapshot_build(cfg, cur, proc.nworkers, &errs);
-    if (!s) {
-        print_errors("reload refused, the running config keeps serving", &errs);
-        adm_errors_clear(&errs);
-        return;
-    }
-    adm_swap_publish(&proc.swap, s);
-    gw_log(GW_LOG_INFO, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
-           (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
     adm_errors_clear(&errs);
+}
+
+/* The bearer token: admin.token_file, else SWITCHYARD_ADMIN_TOKEN. */
+static char *read_token(const struct adm_config *cfg)
+{
+    const char *env = getenv("SWITCHYARD_ADMIN_TOKEN");
+    char buf[1024];
+    FILE *f;
+    size_t n;
+
+    if (cfg->admin.token_file) {
+        if (!(f = fopen(cfg->admin.token_file, "r"))) {
+            gw_log(GW_LOG_ERROR, "admin.token_file %s: %s", cfg->admin.token_file, strerror(errno));
+            return NULL;
+        }
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+            buf[--n] = '\0';
+        if (!n) {
+            gw_log(GW_LOG_ERROR, "admin.token_file %s is empty", cfg->admin.token_file);
+            return NULL;
+        }
+        return strdup(buf);
+    }
+    return env && *env ? strdup(env) : NULL;
+}
+
+/* The persisted config wins over -c: the operator's API changes survive a
+ * restart. Returns the config to run, taking <cfg>. */
+static struct adm_config *persisted(struct adm_config *cfg, const char *from)
+{
+    char msg[1024];
+    int err;
+    json_t *doc;
+    struct adm_config *p;
+    struct adm_errors errs;
+
+    if (!cfg->admin.state_dir)
+        return cfg;
+    doc = adm_state_open(&state, cfg->admin.state_dir, msg, sizeof(msg), &err);
+    if (err) {
+        gw_log(GW_LOG_ERROR, "state: %s", msg);
+        adm_config_free(cfg);
+        return NULL;
+    }
+    if (msg[0])
+        gw_log(GW_LOG_ERROR, "state: %s", msg);
+    if (!doc)
+        return cfg;
+    adm_errors_init(&errs);
+    p = adm_config_from_json(doc, &errs);
+    json_decref(doc);
+    if (!p) {
+        print_errors("state: the persisted config is invalid; refusing it and starting from -c",
+                     &errs);
+        adm_errors_clear(&errs);
+        return cfg;
+    }
+    gw_log(GW_LOG_INFO, "state: the persisted config in %s wins over %s", cfg->admin.state_dir,
+           from);
+    adm_config_free(cfg);
+    return p;
 }
 
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
@@ -206,6 +273,9 @@ int main(int argc, char **argv)
     sigset_t block, old;
     struct timeval rt = {0, 50 * 1000};
     int rc = 1;
+    char *token = NULL, why[128];
+    struct adm_addr admin_addr;
+    struct adm_api_hooks hooks;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
@@ -248,6 +318,22 @@ int main(int argc, char **argv)
         adm_errors_clear(&errs);
         return 1;
     }
+    cfg = persisted(cfg, cfg_path ? cfg_path : "the embedded default");
+    if (!cfg)
+        return 1;
+    {
+        json_t *doc = json_deep_copy(cfg->json);
+        char msg[512];
+        if (!doc || adm_state_set_doc(&state, doc) < 0) {
+            gw_log(GW_LOG_ERROR, "out of memory");
+            return 1;
+        }
+        json_decref(doc);
+        if (state.dir && adm_state_save(&state, msg, sizeof(msg)) < 0) {
+            gw_log(GW_LOG_ERROR, "state: %s", msg);
+            return 1;
+        }
+    }
     if (!adm_addr_is_loopback(&cfg->admin.addr) && !cfg->admin.token_file &&
         !getenv("SWITCHYARD_ADMIN_TOKEN")) {
         gw_log(GW_LOG_ERROR, "admin address %s is not loopback and no token is configured "
@@ -256,6 +342,12 @@ int main(int argc, char **argv)
         adm_config_free(cfg);
         return 1;
     }
+    token = read_token(cfg);
+    if (cfg->admin.token_file && !token)
+        return 1;
+    memset(&admin_addr, 0, sizeof(admin_addr));
+    if (adm_addr_parse(&admin_addr, cfg->admin.addr.text, 0, why, sizeof(why)) < 0)
+        return 1;
     proc.config_path = cfg_path;
     proc.nworkers = adm_config_workers(cfg);
     proc.access_fd = open_access_log(cfg);
@@ -322,6 +414,23 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     reclaim_ev = event_new(proc.admin_base, -1, EV_PERSIST, reclaim_cb, NULL);
     event_add(reclaim_ev, &rt);
+    hooks.normalize = gw_path_normalize;
+    hooks.stats = gw_stats;
+    hooks.arg = &proc;
+    {
+        char msg[256];
+        api = adm_api_new(proc.admin_base, &admin_addr, &proc.swap, &state, &hooks, token, msg,
+                          sizeof(msg));
+        if (!api) {
+            gw_log(GW_LOG_ERROR, "%s", msg);
+            notify_all('X');
+            for (unsigned i = 0; i < proc.nworkers; i++)
+                pthread_join(proc.workers[i].thread, NULL);
+            return 1;
+        }
+    }
+    gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", admin_addr.text, token ? " (bearer token)" : "",
+           state.dir ? ", state persisted" : "");
 
     gw_log(GW_LOG_INFO, "switchyard %s: %u workers, %zu listeners (%s%s), %zu routes, config %s",
            SY_VERSION, proc.nworkers, snap->cfg->nlisteners, snap->cfg->listeners[0].addr.text,
@@ -342,8 +451,12 @@ int main(int argc, char **argv)
         event_free(drain_ev);
     if (drain_check_ev)
         event_free(drain_check_ev);
+    adm_api_free(api);
     event_base_free(proc.admin_base);
     adm_swap_destroy(&proc.swap);
+    adm_state_free(&state);
+    adm_addr_free(&admin_addr);
+    free(token);
     free(proc.workers);
     if (proc.access_fd > STDERR_FILENO)
         close(proc.access_fd);

@@ -61,6 +61,7 @@ struct gw_conn {
     char reqid[64];
     size_t reqid_len;
     const char *upstream_addr;
+    struct timespec t_up; /* when the request went upstream */
 };
 
 struct gw_upconn {
@@ -203,10 +204,16 @@ static void count_status(struct gw_conn *c)
 {
     struct gw_counters *k = &c->w->ctr;
     int cls = c->status / 100;
+    double secs = elapsed_ms(&c->t0) / 1e3;
 
     gw_count(&k->requests, 1);
-    if (cls >= 1 && cls <= 5)
+    if (cls >= 1 && cls <= 5) {
         gw_count(&k->status[cls], 1);
+        if (c->sr)
+            gw_count(&c->sr->ctr[c->w->id].status[cls], 1);
+    }
+    gw_count(&k->dur[gw_hist_bucket(secs)], 1);
+    gw_count(&k->dur_sum_us, (uint64_t)(secs * 1e6));
     gw_count(&k->bytes_in, c->bytes_in);
     gw_count(&k->bytes_out, c->bytes_out);
 }
@@ -380,8 +387,7 @@ static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
     if (!c->is_head && sr->body_len)
         evbuffer_add(out, sr->body, sr->body_len);
     c->bytes_out += evbuffer_get_length(out) - before;
-    c->status = (int)(sr->cfg->action == ADM_ACTION_RESPONSE ? sr->cfg->response.status
-                                                            : sr->cfg->redirect.status);
+    c->status = (int)sr->status;
     c->resp_started = 1;
 }
 
@@ -985,6 +991,11 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         }
         u->head_done = 1;
         u->keep = resp_keepalive(u);
+        {
+            double secs = elapsed_ms(&c->t_up) / 1e3;
+            gw_count(&c->w->ctr.up[gw_hist_bucket(secs)], 1);
+            gw_count(&c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
+        }
         if (c->is_head || u->status == 204 || u->status == 304) {
             write_resp_head(c, u, 0);
             evbuffer_drain(in, hl);
@@ -1175,6 +1186,7 @@ static int proxy_send(struct gw_conn *c, int fresh)
     u->raw = 1;
     c->up = u;
     c->upstream_addr = up_server_address(pool, server);
+    clock_gettime(CLOCK_MONOTONIC, &c->t_up);
     build_up_head(c, bufferevent_get_output(u->bev));
     bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     return 0;

@@ -1,0 +1,1018 @@
+/*
+ * api.c - the admin HTTP API.
+ *
+ *   GET  /config                 the live config (ETag); PUT replaces it
+ *                                (If-Match, ?dry_run=1)
+ *   GET  /routes, POST /routes   list, add one
+ *   GET|PUT|DELETE /routes/{id}
+ *   GET  /routes/match?method=&host=&path=   which route a request hits
+ *   GET  /upstreams, POST /upstreams, GET|PUT|DELETE /upstreams/{name}
+ *   GET  /upstreams/{name}/health
+ *   GET  /status, /healthz, /metrics
+ *
+ * Everything runs on the admin thread, so writes are serialized: of two
+ * writers with the same If-Match, the second gets 412.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "admin/api.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+
+#define ADM_BODY_MAX (64u * 1024 * 1024)
+
+const double adm_hist_bounds[ADM_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                  0.025,  0.05,  0.1,    0.25,  0.5,
+                                                  1,      2.5,   5,      10};
+
+struct adm_api {
+    struct event_base *base;
+    struct evhttp *http;
+    struct adm_swap *sw;
+    struct adm_state *st;
+    struct adm_api_hooks hooks;
+    char *token;
+    time_t started;
+};
+
+int adm_token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = (unsigned char)(la != lb);
+
+    /* walk the expected token's length whatever the input */
+    for (size_t i = 0; i < lb; i++)
+        d |= (unsigned char)(b[i] ^ (i < la ? a[i] : 0));
+    return d == 0;
+}
+
+static struct adm_snapshot *current(struct adm_api *api)
+{
+    return atomic_load_explicit(&api->sw->current, memory_order_acquire);
+}
+
+static void etag_of(struct adm_api *api, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "\"%llu-%016llx\"", (unsigned long long)current(api)->gen,
+             (unsigned long long)adm_state_hash(api->st));
+}
+
+static const char *reason(int code)
+{
+    switch (code) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 412: return "Precondition Failed";
+    case 413: return "Payload Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Unknown";
+    }
+}
+
+/* Sends <body> (stolen) as JSON; the ETag of the live config goes along. */
+static void reply(struct adm_api *api, struct evhttp_request *req, int code, json_t *body)
+{
+    struct evbuffer *b = evbuffer_new();
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    char *s = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char etag[64];
+
+    json_decref(body);
+    if (!b || !s) {
+        free(s);
+        if (b)
+            evbuffer_free(b);
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    evbuffer_add(b, s, strlen(s));
+    evbuffer_add(b, "\n", 1);
+    free(s);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    etag_of(api, etag, sizeof(etag));
+    evhttp_add_header(h, "ETag", etag);
+    evhttp_send_reply(req, code, reason(code), b);
+    evbuffer_free(b);
+}
+
+static void reply_error(struct adm_api *api, struct evhttp_request *req, int code, const char *msg,
+                        json_t *errors)
+{
+    json_t *o = json_pack("{s:s}", "error", msg);
+
+    if (o && errors)
+        json_object_set_new(o, "errors", errors);
+    else
+        json_decref(errors);
+    reply(api, req, code, o);
+}
+
+static void reply_errs(struct adm_api *api, struct evhttp_request *req, int code, const char *msg,
+                       struct adm_errors *errs)
+{
+    reply_error(api, req, code, msg, adm_errors_json(errs));
+}
+
+/* The write answer: the new generation and ETag. */
+static void reply_written(struct adm_api *api, struct evhttp_request *req, int code, json_t *o)
+{
+    char etag[64];
+    struct adm_snapshot *s = current(api);
+
+    etag_of(api, etag, sizeof(etag));
+    if (!o)
+        o = json_object();
+    json_object_set_new(o, "generation", json_integer((json_int_t)s->gen));
+    json_object_set_new(o, "etag", json_string(etag));
+    json_object_set_new(o, "build_ms", json_real(s->build_ms));
+    reply(api, req, code, o);
+}
+
+/* The request body as JSON; on failure the answer has been sent. */
+static json_t *read_body(struct adm_api *api, struct evhttp_request *req)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t n = evbuffer_get_length(in);
+    json_error_t je;
+    json_t *j;
+    const char *p = n ? (const char *)evbuffer_pullup(in, (ev_ssize_t)n) : "";
+
+    j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        char m[256];
+        snprintf(m, sizeof(m), "line %d, column %d: %s", je.line, je.column, je.text);
+        reply_error(api, req, 400, "malformed JSON",
+                    json_pack("[{s:s,s:s}]", "path", "", "message", m));
+    }
+    return j;
+}
+
+static int if_match_ok(struct adm_api *api, struct evhttp_request *req)
+{
+    const char *im = evhttp_find_header(evhttp_request_get_input_headers(req), "If-Match");
+    char etag[64];
+
+    if (!im || strcmp(im, "*") == 0)
+        return 1;
+    etag_of(api, etag, sizeof(etag));
+    if (strcmp(im, etag) == 0)
+        return 1;
+    reply_error(api, req, 412, "If-Match does not match the live config's ETag",
+                json_pack("[{s:s,s:s}]", "path", "", "message", etag));
+    return 0;
+}
+
+static int query_flag(const char *query, const char *name)
+{
+    struct evkeyvalq q;
+    const char *v;
+    int on;
+
+    if (!query || evhttp_parse_query_str(query, &q) < 0)
+        return 0;
+    v = evhttp_find_header(&q, name);
+    on = v && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
+    evhttp_clear_headers(&q);
+    return on;
+}
+
+/* ---- whole configs ---- */
+
+int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
+                  size_t cap)
+{
+    struct adm_config *cfg;
+    struct adm_snapshot *s;
+    struct adm_state *st = api->st;
+    json_t *copy, *old, *routes, *r, *tmp;
+    uint64_t hb, hr = 0;
+    size_t i;
+
+    cfg = adm_config_from_json(doc, errs);
+    if (!cfg) {
+        snprintf(msg, cap, "invalid config");
+        return -1;
+    }
+    /* an identical document keeps its generation */
+    routes = json_object_get(doc, "routes");
+    json_array_foreach(routes, i, r)
+        hr ^= adm_json_hash(r);
+    tmp = json_copy(doc);
+    json_object_del(tmp, "routes");
+    hb = adm_json_hash(tmp);
+    json_decref(tmp);
+    if ((hb ^ hr) == adm_state_hash(st)) {
+        adm_config_free(cfg);
+        return 1;
+    }
+    s = adm_snapshot_build(cfg, current(api), api->sw->nworkers, errs);
+    if (!s) {
+        snprintf(msg, cap, "invalid config");
+        return -1;
+    }
+    copy = json_deep_copy(doc);
+    old = st->doc;
+    json_incref(old);
+    if (!copy || adm_state_set_doc(st, copy) < 0 || adm_state_save(st, msg, cap) < 0) {
+        if (copy)
+            adm_state_set_doc(st, old);
+        else
+            snprintf(msg, cap, "out of memory");
+        json_decref(copy);
+        json_decref(old);
+        adm_snapshot_free(s);
+        return -2;
+    }
+    json_decref(copy);
+    json_decref(old);
+    adm_swap_publish(api->sw, s);
+    return 0;
+}
+
+/* Validates <doc> (borrowed) as the next config, builds it and swaps it in
+ * (unless <dry>). Answers the request. */
+static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *doc, int dry,
+                       const char *what)
+{
+    struct adm_errors errs;
+    char msg[512];
+    int rc;
+
+    adm_errors_init(&errs);
+    if (dry) {
+        struct adm_config *cfg = adm_config_from_json(doc, &errs);
+        if (!cfg) {
+            reply_errs(api, req, 400, "invalid config", &errs);
+        } else {
+            reply(api, req, 200,
+                  json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes));
+            adm_config_free(cfg);
+        }
+        adm_errors_clear(&errs);
+        return;
+    }
+    rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
+    if (rc == -1)
+        reply_errs(api, req, 400, "invalid config", &errs);
+    else if (rc == -2)
+        reply_error(api, req, 500, "cannot persist the config; nothing changed",
+                    json_pack("[{s:s,s:s}]", "path", "", "message", msg));
+    else
+        reply_written(api, req, 200, json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
+    adm_errors_clear(&errs);
+}
+
+static void handle_config(struct adm_api *api, struct evhttp_request *req, int method,
+                          const char *query)
+{
+    struct adm_state *st = api->st;
+    json_t *doc;
+
+    if (method == EVHTTP_REQ_GET) {
+        struct adm_snapshot *s = current(api);
+        struct evbuffer *b;
+        char etag[64];
+        if (!st->canon || st->canon_gen != s->gen) {
+            free(st->canon);
+            st->canon = json_dumps(st->doc, JSON_COMPACT | JSON_SORT_KEYS);
+            st->canon_len = st->canon ? strlen(st->canon) : 0;
+            st->canon_gen = s->gen;
+        }
+        if (!st->canon || !(b = evbuffer_new())) {
+            evhttp_send_error(req, 500, "out of memory");
+            return;
+        }
+        /* the bytes encoded once for this generation, by reference */
+        evbuffer_add_reference(b, st->canon, st->canon_len, NULL, NULL);
+        etag_of(api, etag, sizeof(etag));
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "application/json");
+        evhttp_add_header(evhttp_request_get_output_headers(req), "ETag", etag);
+        evhttp_send_reply(req, 200, "OK", b);
+        evbuffer_free(b);
+        return;
+    }
+    if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
+        return;
+    apply_full(api, req, doc, query_flag(query, "dry_run"), "config");
+    json_decref(doc);
+}
+
+/* ---- routes ---- */
+
+/* "host + path" of a route object, into <buf>. */
+static const char *route_pattern(const json_t *r, char *buf, size_t cap)
+{
+    const char *h = json_string_value(json_object_get(r, "host"));
+    const char *p = json_string_value(json_object_get(r, "path"));
+
+    snprintf(buf, cap, "%s%s", h ? h : "", p ? p : "");
+    return buf;
+}
+
+static size_t route_methods(const json_t *r, const char **out, size_t cap)
+{
+    json_t *m = json_object_get(r, "methods"), *v;
+    size_t i, n = 0;
+
+    json_array_foreach(m, i, v)
+        if (n < cap && json_is_string(v))
+            out[n++] = json_string_value(v);
+    return n;
+}
+
+/* Validates one route object against the live config's upstreams and
+ * settings; NULL with the answer sent. Error paths are relative to the
+ * route object. */
+static struct adm_config *validate_route(struct adm_api *api, struct evhttp_request *req,
+                                         json_t *route)
+{
+    json_t *tmp = json_copy(api->st->doc), *arr = json_array();
+    struct adm_errors errs;
+    struct adm_config *cfg;
+
+    adm_errors_init(&errs);
+    json_array_append(arr, route);
+    json_object_set_new(tmp, "routes", arr);
+    cfg = adm_config_from_json(tmp, &errs);
+    json_decref(tmp);
+    if (!cfg) {
+        for (size_t i = 0; i < errs.n; i++) {
+            char *p = errs.v[i].path;
+            if (strncmp(p, "/routes/0", 9) == 0)
+                memmove(p, p + 9, strlen(p + 9) + 1);
+        }
+        reply_errs(api, req, 400, "invalid route", &errs);
+        adm_errors_clear(&errs);
+    }
+    return cfg;
+}
+
+static json_t *conflict_json(const struct rt_error *e)
+{
+    const rt_route *o = e->other;
+    return json_pack("[{s:s,s:s,s:s?,s:s}]", "path", "/path", "message", e->msg, "route",
+                     o ? rt_route_name(o) : NULL, "pattern", o ? rt_route_pattern(o) : "");
+}
+
+/* Finds <r> in the doc's routes array. */
+static size_t doc_index(json_t *routes, const json_t *r)
+{
+    size_t i;
+    json_t *v;
+
+    json_array_foreach(routes, i, v)
+        if (v == r)
+            return i;
+    return (size_t)-1;
+}
+
+/* Records a route change in the document, persists it, publishes <s>.
+ * <newr> NULL deletes <old>. Answers the request. */
+static void commit_route(struct adm_api *api, struct evhttp_request *req, struct adm_snapshot *s,
+                         json_t *old, json_t *newr, const char *id, int code)
+{
+    struct adm_state *st = api->st;
+    json_t *routes = json_object_get(st->doc, "routes");
+    json_t *op;
+    size_t at = old ? doc_index(routes, old) : (size_t)-1;
+    char msg[512];
+
+    json_incref(old); /* keep it for the undo below */
+    if (old)
+        st->hash_routes ^= adm_json_hash(old);
+    if (newr) {
+        st->hash_routes ^= adm_json_hash(newr);
+        if (old)
+            json_array_set(routes, at, newr);
+        else
+            json_array_append(routes, newr);
+        json_object_set(st->ids, id, newr);
+        op = json_pack("{s:s,s:O}", "op", "put_route", "route", newr);
+    } else {
+        json_array_remove(routes, at);
+        json_object_del(st->ids, id);
+        op = json_pack("{s:s,s:s}", "op", "delete_route", "id", id);
+    }
+    if (!op || adm_state_journal(st, op, msg, sizeof(msg)) < 0) {
+        /* undo: the live config, the document and the files stay as they were */
+        if (newr) {
+            st->hash_routes ^= adm_json_hash(newr);
+            if (old)
+                json_array_set(routes, at, old);
+            else
+                json_array_remove(routes, json_array_size(routes) - 1);
+        } else {
+            json_array_insert(routes, at, old);
+        }
+        if (old) {
+            st->hash_routes ^= adm_json_hash(old);
+            json_object_set(st->ids, id, old);
+        } else {
+            json_object_del(st->ids, id);
+        }
+        json_decref(op);
+        json_decref(old);
+        adm_snapshot_free(s);
+        reply_error(api, req, 500, "cannot persist the change; nothing changed",
+                    json_pack("[{s:s,s:s}]", "path", "", "message", op ? msg : "out of memory"));
+        return;
+    }
+    json_decref(op);
+    json_decref(old);
+    adm_swap_publish(api->sw, s);
+    reply_written(api, req, code, json_pack("{s:s}", "id", id));
+}
+
+/* POST /routes (path_id NULL) and PUT /routes/{id}. */
+static void route_put(struct adm_api *api, struct evhttp_request *req, const char *path_id)
+{
+    struct adm_state *st = api->st;
+    struct adm_snapshot *cur = current(api), *s;
+    json_t *body, *old, *idv;
+    struct adm_config *cfg = NULL;
+    struct adm_sroute *sr = NULL;
+    struct rt_error err;
+    rt_txn *tx = NULL;
+    rt_table *rt;
+    const char *id, *ms[64];
+    char pat[8192];
+    size_t nm;
+
+    if (!if_match_ok(api, req) || !(body = read_body(api, req)))
+        return;
+    if (!json_is_object(body)) {
+        reply_error(api, req, 400, "invalid route",
+                    json_pack("[{s:s,s:s}]", "path", "", "message", "a route must be an object"));
+        goto out;
+    }
+    idv = json_object_get(body, "id");
+    if (path_id) {
+        if (!idv)
+            json_object_set_new(body, "id", json_string(path_id));
+        else if (!json_is_string(idv) || strcmp(json_string_value(idv), path_id) != 0) {
+            reply_error(api, req, 400, "invalid route",
+                        json_pack("[{s:s,s:s}]", "path", "/id", "message",
+                                  "the id in the body differs from the id in the URL"));
+            goto out;
+        }
+    }
+    if (!(cfg = validate_route(api, req, body)))
+        goto out;
+    id = cfg->routes[0].id;
+    old = json_object_get(st->ids, id);
+    if (!path_id && old) {
+        reply_error(api, req, 409, "a route with this id exists",
+                    json_pack("[{s:s,s:s}]", "path", "/id", "message", id));
+        goto out;
+    }
+    if (path_id && !old) {
+        reply_error(api, req, 404, "no such route", NULL);
+        goto out;
+    }
+    if (!(tx = rt_txn_begin(cur->rt)))
+        goto oom;
+    if (old) {
+        nm = route_methods(old, ms, 64);
+        if (rt_txn_delete(tx, ms, nm, route_pattern(old, pat, sizeof(pat)), &err) < 0) {
+            reply_error(api, req, 500, err.msg, NULL);
+            goto out;
+        }
+    }
+    if (!(sr = adm_sroute_new(&cfg->routes[0], cur)))
+        goto oom;
+    if (rt_txn_insert(tx, (const char *const *)cfg->routes[0].methods, cfg->routes[0].nmethods,
+                      cfg->routes[0].pattern, id, sr, &err) < 0) {
+        adm_sroute_free(sr);
+        if (err.code == RT_ECONFLICT)
+            reply_error(api, req, 409, "the route conflicts with another route", conflict_json(&err));
+        else
+            reply_error(api, req, 400, err.msg, NULL);
+        goto out;
+    }
+    rt = rt_txn_commit(tx);
+    tx = NULL;
+    if (!rt || !(s = adm_snapshot_derive(cur, rt)))
+        goto oom;
+    commit_route(api, req, s, old, body, id, path_id ? 200 : 201);
+    goto out;
+oom:
+    reply_error(api, req, 500, "out of memory", NULL);
+out:
+    rt_txn_abort(tx);
+    adm_config_free(cfg);
+    json_decref(body);
+}
+
+static void route_delete(struct adm_api *api, struct evhttp_request *req, const char *id)
+{
+    struct adm_snapshot *cur = current(api), *s;
+    json_t *old = json_object_get(api->st->ids, id);
+    const char *ms[64];
+    char pat[8192];
+    struct rt_error err;
+    rt_txn *tx;
+    rt_table *rt;
+
+    if (!old) {
+        reply_error(api, req, 404, "no such route", NULL);
+        return;
+    }
+    if (!if_match_ok(api, req))
+        return;
+    if (!(tx = rt_txn_begin(cur->rt)))
+        goto oom;
+    if (rt_txn_delete(tx, ms, route_methods(old, ms, 64), route_pattern(old, pat, sizeof(pat)),
+                      &err) < 0) {
+        rt_txn_abort(tx);
+        reply_error(api, req, 500, err.msg, NULL);
+        return;
+    }
+    if (!(rt = rt_txn_commit(tx)) || !(s = adm_snapshot_derive(cur, rt)))
+        goto oom;
+    commit_route(api, req, s, old, NULL, id, 200);
+    return;
+oom:
+    reply_error(api, req, 500, "out of memory", NULL);
+}
+
+static void route_match(struct adm_api *api, struct evhttp_request *req, const char *query)
+{
+    struct adm_snapshot *s = current(api);
+    struct evkeyvalq q;
+    const char *method, *host, *path;
+    char norm[8192], allow[512];
+    size_t nlen, cap = rt_table_max_params(s->rt) + 1;
+    struct rt_param *params = calloc(cap, sizeof(*params));
+    struct rt_match m;
+    json_t *o;
+
+    if (!params || !query || evhttp_parse_query_str(query, &q) < 0) {
+        free(params);
+        reply_error(api, req, 400, "want ?method=GET&host=...&path=/...", NULL);
+        return;
+    }
+    method = evhttp_find_header(&q, "method");
+    host = evhttp_find_header(&q, "host");
+    path = evhttp_find_header(&q, "path");
+    if (!method)
+        method = "GET";
+    if (!host)
+        host = "";
+    if (!path || path[0] != '/' || strlen(path) >= sizeof(norm) ||
+        api->hooks.normalize(path, strlen(path), norm, sizeof(norm),
+                             s->cfg->router.merge_slashes, &nlen) < 0) {
+        evhttp_clear_headers(&q);
+        free(params);
+        reply_error(api, req, 400, "path must start with '/' and be a valid path (400 for a client)",
+                    NULL);
+        return;
+    }
+    rt_lookup(s->rt, method, strlen(method), host, strlen(host), norm, nlen, params, cap, &m);
+    o = json_pack("{s:i,s:s,s:s,s:s}", "status", (int)m.status, "method", method, "host", host,
+                  "path", norm);
+    if (m.route) {
+        char mb[256];
+        rt_route_methods_format(s->rt, m.route, mb, sizeof(mb));
+        json_object_set_new(o, "route",
+                            json_pack("{s:s,s:s,s:s}", "id", rt_route_name(m.route), "pattern",
+                                      rt_route_pattern(m.route), "methods", mb));
+    }
+    if (m.status == RT_HIT) {
+        json_t *p = json_object();
+        for (size_t i = 0; i < m.nparams && i < cap; i++)
+            json_object_set_new(p, params[i].name, json_stringn(params[i].value, params[i].len));
+        json_object_set_new(o, "params", p);
+    }
+    if (m.status == RT_NOT_ALLOWED || m.status == RT_OPTIONS_AUTO) {
+        rt_methods_format(s->rt, m.allow | (m.status == RT_OPTIONS_AUTO ? RT_M_OPTIONS : 0), allow,
+                          sizeof(allow));
+        json_object_set_new(o, "allow", json_string(allow));
+        json_object_set_new(o, "why", json_string(m.status == RT_NOT_ALLOWED
+                                                      ? "the path matches routes of other methods"
+                                                      : "automatic OPTIONS answer"));
+    }
+    if (m.status == RT_REDIRECT_301 || m.status == RT_REDIRECT_308) {
+        char loc[8200];
+        snprintf(loc, sizeof(loc), "%.*s%s", (int)(m.slash > 0 ? nlen : nlen - 1), norm,
+                 m.slash > 0 ? "/" : "");
+        json_object_set_new(o, "location", json_string(loc));
+        json_object_set_new(o, "why", json_string("trailing-slash redirect to the route's path"));
+    }
+    if (m.status == RT_NOT_FOUND)
+        json_object_set_new(o, "why", json_string("no route matches this host and path"));
+    evhttp_clear_headers(&q);
+    free(params);
+    reply(api, req, 200, o);
+}
+
+/* ---- upstreams ---- */
+
+static void upstream_put(struct adm_api *api, struct evhttp_request *req, const char *name,
+                         int create)
+{
+    json_t *body, *doc, *ups, *n;
+
+    if (!if_match_ok(api, req) || !(body = read_body(api, req)))
+        return;
+    if (!json_is_object(body)) {
+        reply_error(api, req, 400, "an upstream must be an object", NULL);
+        json_decref(body);
+        return;
+    }
+    if (create) { /* POST /upstreams: {"name": ..., ...} */
+        n = json_object_get(body, "name");
+        if (!json_is_string(n)) {
+            reply_error(api, req, 400, "invalid upstream",
+                        json_pack("[{s:s,s:s}]", "path", "/name", "message", "a name is required"));
+            json_decref(body);
+            return;
+        }
+        name = json_string_value(n);
+        if (json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
+            reply_error(api, req, 409, "an upstream with this name exists", NULL);
+            json_decref(body);
+            return;
+        }
+    }
+    doc = json_copy(api->st->doc);
+    ups = json_deep_copy(json_object_get(doc, "upstreams"));
+    if (!ups)
+        ups = json_object();
+    {
+        json_t *def = json_copy(body);
+        json_object_del(def, "name");
+        json_object_set_new(ups, name, def);
+    }
+    json_object_set_new(doc, "upstreams", ups);
+    apply_full(api, req, doc, 0, "upstream");
+    json_decref(doc);
+    json_decref(body);
+}
+
+static void upstream_delete(struct adm_api *api, struct evhttp_request *req, const char *name)
+{
+    json_t *doc, *ups, *users, *r;
+    size_t i;
+
+    if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
+        reply_error(api, req, 404, "no such upstream", NULL);
+        return;
+    }
+    if (!if_match_ok(api, req))
+        return;
+    users = json_array();
+    json_array_foreach(json_object_get(api->st->doc, "routes"), i, r)
+    {
+        const char *u = json_string_value(json_object_get(r, "upstream"));
+        if (u && strcmp(u, name) == 0)
+            json_array_append(users, json_object_get(r, "id"));
+    }
+    if (json_array_size(users)) {
+        json_t *o = json_pack("{s:s,s:o}", "error", "routes still use this upstream", "routes",
+                              users);
+        reply(api, req, 409, o);
+        return;
+    }
+    json_decref(users);
+    doc = json_copy(api->st->doc);
+    ups = json_deep_copy(json_object_get(doc, "upstreams"));
+    json_object_del(ups, name);
+    json_object_set_new(doc, "upstreams", ups);
+    apply_full(api, req, doc, 0, "upstream");
+    json_decref(doc);
+}
+
+static void upstream_health(struct adm_api *api, struct evhttp_request *req, const char *name)
+{
+    struct adm_snapshot *s = current(api);
+    json_t *servers;
+
+    for (size_t i = 0; i < s->npools; i++) {
+        up_pool *p = s->pools[i];
+        if (strcmp(up_pool_name(p), name) != 0)
+            continue;
+        servers = json_array();
+        for (size_t k = 0; k < up_pool_nservers(p); k++)
+            json_array_append_new(servers,
+                                  json_pack("{s:s,s:I,s:I}", "address", up_server_address(p, k),
+                                            "requests", (json_int_t)up_requests(p, k),
+                                            "connects", (json_int_t)up_connects(p, k)));
+        reply(api, req, 200, json_pack("{s:s,s:o}", "upstream", name, "servers", servers));
+        return;
+    }
+    reply_error(api, req, 404, "no such upstream", NULL);
+}
+
+/* ---- status and metrics ---- */
+
+static void handle_status(struct adm_api *api, struct evhttp_request *req)
+{
+    struct adm_snapshot *s = current(api);
+    struct adm_gw_stats gs;
+    char etag[64];
+
+    memset(&gs, 0, sizeof(gs));
+    if (api->hooks.stats)
+        api->hooks.stats(api->hooks.arg, &gs);
+    etag_of(api, etag, sizeof(etag));
+    reply(api, req, 200,
+          json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "generation",
+                    (json_int_t)s->gen, "etag", etag, "uptime_s",
+                    (json_int_t)(time(NULL) - api->started), "workers", (int)api->sw->nworkers,
+                    "connections_open", (json_int_t)gs.conns_open, "requests",
+                    (json_int_t)gs.requests, "swaps", (json_int_t)api->sw->swaps, "routes",
+                    (json_int_t)rt_table_count(s->rt), "last_build_ms", s->build_ms,
+                    "retired_snapshots", (json_int_t)api->sw->nretired, "upstreams",
+                    (json_int_t)s->npools));
+}
+
+struct route_metrics {
+    struct evbuffer *b;
+};
+
+static void route_metric(const rt_route *r, void *arg)
+{
+    struct route_metrics *rm = arg;
+    const struct adm_sroute *sr = rt_route_udata(r);
+
+    for (int cls = 1; cls <= 5; cls++) {
+        uint64_t n = 0;
+        for (unsigned w = 0; w < sr->nworkers; w++)
+            n += atomic_load_explicit(&sr->ctr[w].status[cls], memory_order_relaxed);
+        if (n)
+            evbuffer_add_printf(rm->b, "switchyard_route_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n",
+                                sr->id, cls, (unsigned long long)n);
+    }
+}
+
+static void histogram(struct evbuffer *b, const char *name, const char *help, const uint64_t *v,
+                      double sum)
+{
+    uint64_t acc = 0;
+
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (int i = 0; i < ADM_HIST_BUCKETS; i++) {
+        acc += v[i];
+        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, adm_hist_bounds[i],
+                            (unsigned long long)acc);
+    }
+    acc += v[ADM_HIST_BUCKETS];
+    evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                        (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
+}
+
+static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
+{
+    struct adm_snapshot *s = current(api);
+    struct evbuffer *b = evbuffer_new();
+    struct adm_gw_stats gs;
+    struct route_metrics rm = {b};
+
+    if (!b) {
+        evhttp_send_error(req, 500, "out of memory");
+        return;
+    }
+    memset(&gs, 0, sizeof(gs));
+    if (api->hooks.stats)
+        api->hooks.stats(api->hooks.arg, &gs);
+    evbuffer_add_printf(b, "# HELP switchyard_requests_total Requests answered, by status class.\n"
+                           "# TYPE switchyard_requests_total counter\n");
+    for (int cls = 1; cls <= 5; cls++)
+        evbuffer_add_printf(b, "switchyard_requests_total{code=\"%dxx\"} %llu\n", cls,
+                            (unsigned long long)gs.status[cls]);
+    evbuffer_add_printf(b, "# HELP switchyard_route_requests_total Requests by route and status class.\n"
+                           "# TYPE switchyard_route_requests_total counter\n");
+    rt_table_foreach(s->rt, route_metric, &rm);
+    histogram(b, "switchyard_request_duration_seconds",
+              "Time from the request head to the end of the response.", gs.dur, gs.dur_sum);
+    histogram(b, "switchyard_upstream_response_seconds",
+              "Time from sending a request upstream to its response head.", gs.up, gs.up_sum);
+    evbuffer_add_printf(
+        b,
+        "# HELP switchyard_connections_open Client connections open.\n"
+        "# TYPE switchyard_connections_open gauge\nswitchyard_connections_open %llu\n"
+        "# HELP switchyard_connections_total Client connections accepted.\n"
+        "# TYPE switchyard_connections_total counter\nswitchyard_connections_total %llu\n"
+        "# HELP switchyard_connections_dropped_total Connections refused for memory or limits.\n"
+        "# TYPE switchyard_connections_dropped_total counter\nswitchyard_connections_dropped_total %llu\n"
+        "# HELP switchyard_received_bytes_total Bytes received from clients.\n"
+        "# TYPE switchyard_received_bytes_total counter\nswitchyard_received_bytes_total %llu\n"
+        "# HELP switchyard_sent_bytes_total Bytes sent to clients.\n"
+        "# TYPE switchyard_sent_bytes_total counter\nswitchyard_sent_bytes_total %llu\n"
+        "# HELP switchyard_upstream_errors_total Upstream failures answered 5xx or cut off.\n"
+        "# TYPE switchyard_upstream_errors_total counter\nswitchyard_upstream_errors_total %llu\n"
+        "# HELP switchyard_config_swaps_total Snapshots swapped in after the first.\n"
+        "# TYPE switchyard_config_swaps_total counter\nswitchyard_config_swaps_total %llu\n"
+        "# HELP switchyard_config_generation Generation of the live config.\n"
+        "# TYPE switchyard_config_generation gauge\nswitchyard_config_generation %llu\n"
+        "# HELP switchyard_config_build_seconds Build time of the live snapshot.\n"
+        "# TYPE switchyard_config_build_seconds gauge\nswitchyard_config_build_seconds %.6f\n"
+        "# HELP switchyard_routes Routes in the live config.\n"
+        "# TYPE switchyard_routes gauge\nswitchyard_routes %zu\n",
+        (unsigned long long)gs.conns_open, (unsigned long long)gs.conns_total,
+        (unsigned long long)gs.conns_dropped, (unsigned long long)gs.bytes_in,
+        (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
+        (unsigned long long)api->sw->swaps, (unsigned long long)s->gen, s->build_ms / 1000.0,
+        rt_table_count(s->rt));
+    evbuffer_add_printf(b, "# HELP switchyard_upstream_requests_total Requests sent per upstream server.\n"
+                           "# TYPE switchyard_upstream_requests_total counter\n");
+    for (size_t i = 0; i < s->npools; i++)
+        for (size_t k = 0; k < up_pool_nservers(s->pools[i]); k++)
+            evbuffer_add_printf(b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
+                                up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
+                                (unsigned long long)up_requests(s->pools[i], k));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; version=0.0.4");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+/* ---- dispatch ---- */
+
+static int authorized(struct adm_api *api, struct evhttp_request *req)
+{
+    const char *h;
+
+    if (!api->token)
+        return 1;
+    h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    if (h && strncasecmp(h, "Bearer ", 7) == 0 && adm_token_equal(h + 7, api->token))
+        return 1;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                      "Bearer realm=\"switchyard\"");
+    reply_error(api, req, 401, "a valid bearer token is required", NULL);
+    return 0;
+}
+
+static void not_allowed(struct adm_api *api, struct evhttp_request *req, const char *allow)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    reply_error(api, req, 405, "method not allowed", NULL);
+}
+
+/* A name segment of the URL: ids and names are plain tokens, never escaped. */
+static int segment_ok(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              strchr("_.:-", *s)))
+            return 0;
+    return 1;
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    struct adm_api *api = arg;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = evhttp_uri_get_path(uri), *query = evhttp_uri_get_query(uri);
+    int m = (int)evhttp_request_get_command(req);
+    char name[256];
+
+    if (!path)
+        path = "/";
+    if (strcmp(path, "/healthz") == 0) {
+        struct adm_snapshot *s = current(api);
+        reply(api, req, s ? 200 : 503, json_pack("{s:b}", "ok", s != NULL));
+        return;
+    }
+    if (!authorized(api, req))
+        return;
+    if (strcmp(path, "/config") == 0) {
+        if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_PUT)
+            handle_config(api, req, m, query);
+        else
+            not_allowed(api, req, "GET, PUT");
+    } else if (strcmp(path, "/routes") == 0) {
+        if (m == EVHTTP_REQ_GET)
+            reply(api, req, 200,
+                  json_pack("{s:O}", "routes", json_object_get(api->st->doc, "routes")));
+        else if (m == EVHTTP_REQ_POST)
+            route_put(api, req, NULL);
+        else
+            not_allowed(api, req, "GET, POST");
+    } else if (strcmp(path, "/routes/match") == 0) {
+        if (m == EVHTTP_REQ_GET)
+            route_match(api, req, query);
+        else
+            not_allowed(api, req, "GET");
+    } else if (strncmp(path, "/routes/", 8) == 0 && strlen(path + 8) < sizeof(name)) {
+        strcpy(name, path + 8);
+        if (!segment_ok(name)) {
+            reply_error(api, req, 404, "no such route", NULL);
+        } else if (m == EVHTTP_REQ_GET) {
+            json_t *r = json_object_get(api->st->ids, name);
+            if (r)
+                reply(api, req, 200, json_incref(r));
+            else
+                reply_error(api, req, 404, "no such route", NULL);
+        } else if (m == EVHTTP_REQ_PUT) {
+            route_put(api, req, name);
+        } else if (m == EVHTTP_REQ_DELETE) {
+            route_delete(api, req, name);
+        } else {
+            not_allowed(api, req, "GET, PUT, DELETE");
+        }
+    } else if (strcmp(path, "/upstreams") == 0) {
+        if (m == EVHTTP_REQ_GET)
+            reply(api, req, 200,
+                  json_pack("{s:O?}", "upstreams", json_object_get(api->st->doc, "upstreams")));
+        else if (m == EVHTTP_REQ_POST)
+            upstream_put(api, req, NULL, 1);
+        else
+            not_allowed(api, req, "GET, POST");
+    } else if (strncmp(path, "/upstreams/", 11) == 0 && strlen(path + 11) < sizeof(name)) {
+        char *slash;
+        strcpy(name, path + 11);
+        slash = strchr(name, '/');
+        if (slash && strcmp(slash, "/health") == 0) {
+            *slash = '\0';
+            if (m == EVHTTP_REQ_GET)
+                upstream_health(api, req, name);
+            else
+                not_allowed(api, req, "GET");
+        } else if (!segment_ok(name)) {
+            reply_error(api, req, 404, "no such upstream", NULL);
+        } else if (m == EVHTTP_REQ_GET) {
+            json_t *u = json_object_get(json_object_get(api->st->doc, "upstreams"), name);
+            if (u)
+                reply(api, req, 200, json_incref(u));
+            else
+                reply_error(api, req, 404, "no such upstream", NULL);
+        } else if (m == EVHTTP_REQ_PUT) {
+            upstream_put(api, req, name, 0);
+        } else if (m == EVHTTP_REQ_DELETE) {
+            upstream_delete(api, req, name);
+        } else {
+            not_allowed(api, req, "GET, PUT, DELETE");
+        }
+    } else if (strcmp(path, "/status") == 0) {
+        handle_status(api, req);
+    } else if (strcmp(path, "/metrics") == 0) {
+        handle_metrics(api, req);
+    } else {
+        reply_error(api, req, 404, "no such endpoint", NULL);
+    }
+}
+
+struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr,
+                            struct adm_swap *sw, struct adm_state *st,
+                            const struct adm_api_hooks *hooks, const char *token, char *msg,
+                            size_t cap)
+{
+    struct adm_api *api = calloc(1, sizeof(*api));
+
+    if (!api)
+        goto oom;
+    api->base = base;
+    api->sw = sw;
+    api->st = st;
+    api->hooks = *hooks;
+    api->started = time(NULL);
+    if (token && !(api->token = strdup(token)))
+        goto oom;
+    if (!(api->http = evhttp_new(base)))
+        goto oom;
+    evhttp_set_allowed_methods(api->http, EVHTTP_REQ_GET | EVHTTP_REQ_PUT | EVHTTP_REQ_POST |
+                                              EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
+                                              EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+    evhttp_set_max_body_size(api->http, ADM_BODY_MAX);
+    evhttp_set_max_headers_size(api->http, 64 * 1024);
+    evhttp_set_timeout(api->http, 60);
+    evhttp_set_gencb(api->http, handle, api);
+    if (!evhttp_bind_socket_with_handle(api->http, addr->host, addr->port)) {
+        snprintf(msg, cap, "admin API: cannot listen on %s", addr->text);
+        adm_api_free(api);
+        return NULL;
+    }
+    return api;
+oom:
+    snprintf(msg, cap, "admin API: out of memory");
+    adm_api_free(api);
+    return NULL;
+}
+
+void adm_api_free(struct adm_api *api)
+{
+    if (!api)
+        return;
+    if (api->http)
+        evhttp_free(api->http);
+    free(api->token);
+    free(api);
+}

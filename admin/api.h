@@ -1,0 +1,63 @@
+/*
+ * api.h - the admin HTTP API, served by the admin thread (evhttp on the
+ * admin event_base). Every accepted change becomes one new snapshot,
+ * persisted before it is acknowledged; route-level changes go through the
+ * router's copy-on-write transactions, so their cost does not grow with the
+ * table. See README.md for the endpoints.
+ */
+#ifndef SY_ADMIN_API_H
+#define SY_ADMIN_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <event2/event.h>
+
+#include "admin/snapshot.h"
+#include "admin/state.h"
+
+#define ADM_HIST_BUCKETS 14
+extern const double adm_hist_bounds[ADM_HIST_BUCKETS]; /* seconds */
+
+/* The gateway's counters, summed over workers when scraped. */
+struct adm_gw_stats {
+    unsigned workers;
+    uint64_t conns_open, conns_total, conns_dropped;
+    uint64_t requests, status[6];
+    uint64_t bytes_in, bytes_out, upstream_errors;
+    uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration, last = +Inf */
+    double dur_sum;
+    uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
+    double up_sum;
+};
+
+/* What the admin layer needs from the gateway above it. */
+struct adm_api_hooks {
+    /* gw_path_normalize: the path routing sees */
+    int (*normalize)(const char *in, size_t len, char *out, size_t cap, int merge_slashes,
+                     size_t *outlen);
+    void (*stats)(void *arg, struct adm_gw_stats *st);
+    void *arg;
+};
+
+struct adm_api;
+
+/* Starts the API on <addr> in <base>. <sw> is the process's swap (current
+ * snapshot published), <st> the document state (its doc set). <token> is
+ * the bearer token (copied; NULL: none). NULL with <msg> filled on error. */
+struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr,
+                            struct adm_swap *sw, struct adm_state *st,
+                            const struct adm_api_hooks *hooks, const char *token, char *msg,
+                            size_t cap);
+void adm_api_free(struct adm_api *api);
+
+/* Makes <doc> (borrowed) the live config: validate, build, persist, swap.
+ * 0 swapped, 1 identical to the live one (nothing done), -1 invalid (errors
+ * in <errs>), -2 not persisted (<msg>; nothing changed). */
+int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
+                  size_t cap);
+
+/* Compares two strings in time independent of where they differ. */
+int adm_token_equal(const char *a, const char *b);
+
+#endif

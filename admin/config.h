@@ -1,0 +1,278 @@
+/*
+ * config.h - Switchyard's config model and its strict JSON parser/validator.
+ *
+ * A config is one JSON document (see README / DESIGN.md). adm_config_parse()
+ * turns it into a struct adm_config with typed fields, or collects every
+ * problem it finds into a struct adm_errors: each error names the JSON pointer
+ * (RFC 6901) of the value it is about, e.g.
+ *     /routes/3/upstream: unknown upstream "users"
+ * Unknown keys, wrong types, out-of-range values, bad addresses, invalid or
+ * conflicting route patterns, duplicate keys and ids are all errors; parsing
+ * never stops at the first one.
+ *
+ * The validator inserts every route into a router table in one transaction to
+ * find conflicts, then frees that table: a config is plain data. The gateway
+ * builds its own table with adm_config_build_routes(), attaching its own
+ * per-route data.
+ *
+ * Nothing here prints, exits, or keeps global state. A parsed config is
+ * immutable; it may be read from any thread.
+ */
+#ifndef SY_ADMIN_CONFIG_H
+#define SY_ADMIN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include <jansson.h>
+
+#include "router/router.h"
+
+#if defined(__GNUC__)
+#define ADM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define ADM_PRINTF(f, a)
+#endif
+
+/* ---- error lists ---- */
+
+struct adm_error {
+    char *path; /* JSON pointer of the offending value; "" = the whole document */
+    char *msg;  /* one human sentence, no trailing newline */
+};
+
+/* At most ADM_ERRORS_MAX errors are kept; further ones are only counted in
+ * <dropped>. A zeroed struct is an empty list. */
+#define ADM_ERRORS_MAX 1000
+struct adm_errors {
+    struct adm_error *v;
+    size_t n, cap;
+    size_t dropped; /* errors beyond ADM_ERRORS_MAX */
+    int nomem;      /* an allocation failed: the list may be incomplete */
+};
+
+void adm_errors_init(struct adm_errors *e);
+/* Frees every entry and empties <e> (which stays usable). NULL is a no-op. */
+void adm_errors_clear(struct adm_errors *e);
+/* Appends one error (path copied). 0, or -1 on out of memory (e->nomem set). */
+int adm_errors_add(struct adm_errors *e, const char *path, const char *fmt, ...) ADM_PRINTF(3, 4);
+/* Formats one error as "<path>: <msg>", or just "<msg>" when the path is ""
+ * (the document itself: syntax errors, I/O errors). snprintf semantics:
+ * returns the length needed, <buf> always NUL-terminated when cap > 0. */
+size_t adm_error_format(const struct adm_error *e, char *buf, size_t cap);
+/* Every error formatted as above, one per line, each ending in '\n', plus a
+ * "... and N more errors" line when some were dropped. The caller frees the
+ * result with free(). NULL on out of memory. */
+char *adm_errors_format(const struct adm_errors *e);
+/* [{"path": "...", "message": "..."}, ...] for the admin API (new reference;
+ * NULL on out of memory). */
+json_t *adm_errors_json(const struct adm_errors *e);
+
+/* ---- addresses and CIDRs ---- */
+
+/* "IPv4:PORT", "[IPv6]:PORT" or (where names are allowed) "host.name:PORT".
+ * Ports are 1..65535 written without leading zeros. IPv6 zone ids are not
+ * supported. */
+struct adm_addr {
+    char *text;    /* as written */
+    char *host;    /* the IP literal without brackets, or the host name in lower case */
+    uint16_t port; /* host byte order */
+    int numeric;   /* 1: <ss>/<sslen> hold the address; 0: a name to resolve */
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+};
+
+/* Parses <s> into <a> (which it overwrites: free an old value first). On an
+ * invalid address returns -1 with errno EINVAL and a reason in <why> (a
+ * fragment such as "port must be 1..65535"); on out of memory -1 with errno
+ * ENOMEM. Free with adm_addr_free(). */
+int adm_addr_parse(struct adm_addr *a, const char *s, int allow_name, char *why, size_t cap);
+void adm_addr_free(struct adm_addr *a);
+/* 1 when <a> is numeric and in 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */
+int adm_addr_is_loopback(const struct adm_addr *a);
+
+struct adm_cidr {
+    int family;             /* AF_INET or AF_INET6 */
+    unsigned char addr[16]; /* network address; IPv4 uses the first 4 bytes */
+    unsigned prefix;        /* 0..32 or 0..128 */
+};
+
+/* "10.0.0.0/8", "::1/128", or a bare address (/32 or /128). Host bits set
+ * beyond the prefix are an error ("10.1.2.3/8"). 0, or -1 with <why>. */
+int adm_cidr_parse(struct adm_cidr *out, const char *s, char *why, size_t cap);
+/* 1 when <sa> (AF_INET or AF_INET6; anything else never matches) is inside
+ * one of the <n> prefixes of <list>. An IPv4-mapped IPv6 address
+ * (::ffff:a.b.c.d, what a dual-stack socket reports) matches IPv4 prefixes,
+ * and an IPv4 address matches IPv6 prefixes covering its mapped form. */
+int adm_cidr_match(const struct adm_cidr *list, size_t n, const struct sockaddr *sa);
+
+/* ---- the config ---- */
+
+struct adm_listener {
+    struct adm_addr addr; /* always numeric */
+};
+
+enum adm_balance {
+    ADM_BALANCE_ROUND_ROBIN = 0, /* weighted round robin */
+};
+
+struct adm_server {
+    struct adm_addr addr; /* numeric, or a host name to resolve */
+    unsigned weight;      /* 1..1000, default 1 */
+};
+
+struct adm_upstream {
+    char *name; /* [A-Za-z0-9_.-]+ */
+    struct adm_server *servers;
+    size_t nservers; /* >= 1 */
+    enum adm_balance balance;
+    unsigned keepalive;       /* idle connections per worker per server, 0..100000, default 32 */
+    unsigned idle_timeout_ms; /* default: timeouts.upstream_idle_ms (resolved) */
+};
+
+enum adm_action {
+    ADM_ACTION_UPSTREAM = 1,
+    ADM_ACTION_RESPONSE,
+    ADM_ACTION_REDIRECT,
+};
+
+struct adm_header {
+    char *name;
+    char *value;
+};
+
+struct adm_route {
+    char *id;      /* unique, [A-Za-z0-9_.:-]+ */
+    char *host;    /* host pattern, NULL for every host */
+    char *path;    /* path pattern, starts with '/' */
+    char *pattern; /* host + path: the router pattern */
+    char **methods;
+    size_t nmethods; /* 0: every method */
+    enum adm_action action;
+
+    /* ADM_ACTION_UPSTREAM */
+    char *upstream;        /* its name */
+    size_t upstream_index; /* into adm_config.upstreams */
+    char *strip_prefix;    /* NULL if none */
+    char *rewrite;         /* path template with {param}s, NULL if none */
+    unsigned timeout_ms;   /* default: timeouts.upstream_response_ms (resolved) */
+
+    /* ADM_ACTION_RESPONSE: headers in document order, never Content-Length,
+     * Transfer-Encoding or hop-by-hop fields. */
+    struct {
+        unsigned status; /* 200..599, default 200 */
+        struct adm_header *headers;
+        size_t nheaders;
+        char *body; /* never NULL, "" by default */
+        size_t body_len;
+    } response;
+
+    /* ADM_ACTION_REDIRECT */
+    struct {
+        unsigned status; /* 301, 302, 303, 307 or 308, default 302 */
+        char *location;
+    } redirect;
+};
+
+struct adm_router {
+    enum rt_trailing_slash trailing_slash; /* default RT_TS_STRICT */
+    int auto_options;                      /* default 0 */
+    int merge_slashes;                     /* default 1 */
+};
+
+struct adm_limits {
+    unsigned max_request_line; /* 8192 */
+    unsigned max_header_bytes; /* 32768 */
+    unsigned max_headers;      /* 100 */
+    uint64_t max_body_bytes;   /* 0 = unlimited (the default) */
+    unsigned max_connections;  /* 10000 */
+};
+
+struct adm_timeouts {              /* all milliseconds, 1..86400000 */
+    unsigned client_header_ms;     /* 10000 */
+    unsigned client_idle_ms;       /* 60000 */
+    unsigned client_body_ms;       /* 30000 */
+    unsigned upstream_connect_ms;  /* 5000 */
+    unsigned upstream_response_ms; /* 60000 */
+    unsigned upstream_idle_ms;     /* 60000 */
+    unsigned drain_ms;             /* 10000 */
+};
+
+enum adm_log_target {
+    ADM_LOG_STDOUT = 0, /* "stdout", the default */
+    ADM_LOG_STDERR,     /* "stderr" */
+    ADM_LOG_OFF,        /* "off" */
+    ADM_LOG_FILE,       /* any other string: a file path */
+};
+
+struct adm_access_log {
+    enum adm_log_target target;
+    char *path; /* ADM_LOG_FILE only */
+};
+
+struct adm_admin {
+    struct adm_addr addr; /* numeric; default 127.0.0.1:9901 */
+    char *token_file;     /* NULL if none; required when addr is not loopback */
+    char *state_dir;      /* NULL if none */
+};
+
+struct adm_config {
+    unsigned workers; /* 1..256, or 0 = not set: see adm_config_workers() */
+    struct adm_listener *listeners;
+    size_t nlisteners; /* >= 1 */
+    struct adm_upstream *upstreams;
+    size_t nupstreams;
+    struct adm_route *routes;
+    size_t nroutes;
+    struct adm_router router;
+    struct adm_cidr *trusted_proxies;
+    size_t ntrusted_proxies;
+    struct adm_limits limits;
+    struct adm_timeouts timeouts;
+    struct adm_access_log access_log;
+    struct adm_admin admin;
+    json_t *json; /* the document as given (one owned reference); do not modify */
+};
+
+/* Parses and validates <len> bytes of JSON. Returns the config, or NULL with
+ * every error appended to <errs> (which may be NULL; it is not cleared
+ * first). On out of memory returns NULL with errs->nomem set. */
+struct adm_config *adm_config_parse(const char *json, size_t len, struct adm_errors *errs);
+/* Same for an already parsed document; <root> is borrowed and deep-copied, so
+ * the caller may change or free it afterwards. */
+struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *errs);
+/* Reads and parses the file <path> (at most 64 MiB). I/O errors are reported
+ * with path "" and the file name in the message. */
+struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs);
+/* The built-in default config (one listener on 0.0.0.0:8080, a GET / page,
+ * admin on 127.0.0.1:9901). NULL only on out of memory. */
+struct adm_config *adm_config_default(void);
+/* Its JSON text (static storage). */
+const char *adm_config_default_json(void);
+/* Frees <c> and everything it owns; NULL is a no-op. */
+void adm_config_free(struct adm_config *c);
+
+/* The document as compact JSON with sorted keys (what GET /config serves).
+ * The caller frees it with free(). NULL on out of memory. */
+char *adm_config_canonical(const struct adm_config *c);
+/* c->workers, or the number of online CPUs (clamped to 1..256) when unset. */
+unsigned adm_config_workers(const struct adm_config *c);
+/* Lookups by name / id; NULL when absent. Linear. */
+const struct adm_upstream *adm_config_upstream(const struct adm_config *c, const char *name);
+const struct adm_route *adm_config_route(const struct adm_config *c, const char *id);
+
+/* Builds a router table from <c>'s routes (options from c->router) in one
+ * transaction. Each route's udata is make_udata(route, arg), or the route
+ * itself (borrowed: the table must not outlive <c>) when make_udata is NULL;
+ * make_udata returning NULL means out of memory. <udata_free> is handed to
+ * rt_table_new(). Route names are the route ids. Returns the table, or NULL
+ * with errors appended to <errs> (may be NULL). Errors name the route's path:
+ *     /routes/5/path: conflicts with route "get-user" (GET /users/{id})
+ * On failure every udata already made is released through <udata_free>. */
+rt_table *adm_config_build_routes(const struct adm_config *c,
+                                  void *(*make_udata)(const struct adm_route *r, void *arg),
+                                  void (*udata_free)(void *udata), void *arg,
+                                  struct adm_errors *errs);
+
+#endif

@@ -1,0 +1,369 @@
+/*
+ * state.c - the live config document, its hash, and its persistence
+ * (atomic full writes plus an fsynced journal of changes).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "admin/state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+uint64_t adm_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    for (size_t i = 0; i < len; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+uint64_t adm_json_hash(const json_t *v)
+{
+    char *s = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+    uint64_t h = s ? adm_hash(s, strlen(s)) : 0;
+
+    free(s);
+    return h;
+}
+
+static uint64_t base_hash(json_t *doc)
+{
+    json_t *routes = json_object_get(doc, "routes");
+    uint64_t h;
+
+    if (routes)
+        json_incref(routes);
+    json_object_del(doc, "routes");
+    h = adm_json_hash(doc);
+    if (routes)
+        json_object_set_new(doc, "routes", routes);
+    return h;
+}
+
+int adm_state_set_doc(struct adm_state *st, json_t *doc)
+{
+    json_t *routes = json_object_get(doc, "routes"), *r, *ids = json_object();
+    size_t i;
+
+    if (!ids)
+        return -1;
+    json_incref(doc);
+    json_decref(st->doc);
+    json_decref(st->ids);
+    st->doc = doc;
+    st->ids = ids;
+    if (!routes) {
+        routes = json_array();
+        json_object_set_new(doc, "routes", routes);
+    }
+    st->hash_routes = 0;
+    json_array_foreach(routes, i, r)
+    {
+        const char *id = json_string_value(json_object_get(r, "id"));
+        if (id)
+            json_object_set(ids, id, r);
+        st->hash_routes ^= adm_json_hash(r);
+    }
+    st->hash_base = base_hash(doc);
+    free(st->canon);
+    st->canon = NULL;
+    return 0;
+}
+
+uint64_t adm_state_hash(const struct adm_state *st)
+{
+    return st->hash_base ^ st->hash_routes;
+}
+
+static int fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+    if (fd < 0)
+        return -1;
+    rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static int write_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, s, n);
+        if (k < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        s += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static char *path_join(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+int adm_state_save(struct adm_state *st, char *msg, size_t cap)
+{
+    char *tmp = NULL, *dst = NULL, *prev = NULL, *js = NULL;
+    int fd = -1, rc = -1;
+
+    if (!st->dir)
+        return 0;
+    tmp = path_join(st->dir, "config.json.tmp");
+    dst = path_join(st->dir, "config.json");
+    prev = path_join(st->dir, "config.json.prev");
+    js = json_dumps(st->doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!tmp || !dst || !prev || !js) {
+        snprintf(msg, cap, "out of memory");
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write_all(fd, js, strlen(js)) < 0 || write_all(fd, "\n", 1) < 0 ||
+        fsync(fd) < 0) {
+        snprintf(msg, cap, "%s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    close(fd);
+    fd = -1;
+    /* keep the previous good file: config.json -> config.json.prev */
+    if (link(dst, prev) < 0 && errno == EEXIST) {
+        unlink(prev);
+        if (link(dst, prev) < 0 && errno != ENOENT)
+            (void)0;
+    }
+    if (rename(tmp, dst) < 0) {
+        snprintf(msg, cap, "rename %s: %s", dst, strerror(errno));
+        goto out;
+    }
+    if (fsync_dir(st->dir) < 0) {
+        snprintf(msg, cap, "fsync %s: %s", st->dir, strerror(errno));
+        goto out;
+    }
+    /* the journal's changes are in config.json now */
+    if (st->journal_fd >= 0 && (ftruncate(st->journal_fd, 0) < 0 || fsync(st->journal_fd) < 0)) {
+        snprintf(msg, cap, "truncate journal: %s", strerror(errno));
+        goto out;
+    }
+    st->journal_n = 0;
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(tmp);
+    free(dst);
+    free(prev);
+    free(js);
+    return rc;
+}
+
+static json_t *route_index(json_t *routes, const char *id, size_t *at)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(routes, i, r)
+    {
+        const char *rid = json_string_value(json_object_get(r, "id"));
+        if (rid && strcmp(rid, id) == 0) {
+            *at = i;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+int adm_state_apply(json_t *doc, const json_t *op)
+{
+    const char *kind = json_string_value(json_object_get(op, "op"));
+    json_t *routes = json_object_get(doc, "routes");
+    size_t at;
+
+    if (!kind)
+        return -1;
+    if (!routes) {
+        routes = json_array();
+        json_object_set_new(doc, "routes", routes);
+    }
+    if (strcmp(kind, "put_route") == 0) {
+        json_t *r = json_object_get(op, "route");
+        const char *id = json_string_value(json_object_get(r, "id"));
+        if (!id)
+            return -1;
+        if (route_index(routes, id, &at))
+            return json_array_set(routes, at, r);
+        return json_array_append(routes, r);
+    }
+    if (strcmp(kind, "delete_route") == 0) {
+        const char *id = json_string_value(json_object_get(op, "id"));
+        if (!id || !route_index(routes, id, &at))
+            return -1;
+        return json_array_remove(routes, at);
+    }
+    if (strcmp(kind, "put_upstream") == 0 || strcmp(kind, "delete_upstream") == 0) {
+        const char *name = json_string_value(json_object_get(op, "name"));
+        json_t *ups = json_object_get(doc, "upstreams");
+        if (!name)
+            return -1;
+        if (!ups) {
+            ups = json_object();
+            json_object_set_new(doc, "upstreams", ups);
+        }
+        if (kind[0] == 'p')
+            return json_object_set(ups, name, json_object_get(op, "upstream"));
+        return json_object_del(ups, name);
+    }
+    return -1;
+}
+
+int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
+{
+    char *line;
+    int rc = 0;
+
+    if (!st->dir)
+        return 0;
+    if (st->journal_n + 1 >= ADM_JOURNAL_MAX)
+        return adm_state_save(st, msg, cap); /* the doc already has the change */
+    line = json_dumps(op, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!line) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    if (write_all(st->journal_fd, line, strlen(line)) < 0 || write_all(st->journal_fd, "\n", 1) < 0 ||
+        fdatasync(st->journal_fd) < 0) {
+        snprintf(msg, cap, "journal: %s", strerror(errno));
+        rc = -1;
+    } else {
+        st->journal_n++;
+    }
+    free(line);
+    return rc;
+}
+
+static json_t *load_json(const char *path, char *msg, size_t cap, int *missing)
+{
+    json_error_t je;
+    json_t *j;
+
+    *missing = 0;
+    if (access(path, F_OK) < 0) {
+        *missing = 1;
+        return NULL;
+    }
+    j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!j || !json_is_object(j)) {
+        snprintf(msg, cap, "%s is corrupt (line %d: %s)", path, je.line, j ? "not an object" : je.text);
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err)
+{
+    char *cfg = NULL, *prev = NULL, *jpath = NULL;
+    json_t *doc = NULL;
+    int missing;
+    FILE *jf;
+
+    *err = 0;
+    msg[0] = '\0';
+    st->journal_fd = -1;
+    if (!(st->dir = strdup(dir)))
+        goto fail;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(msg, cap, "state_dir %s: %s", dir, strerror(errno));
+        goto fail;
+    }
+    cfg = path_join(dir, "config.json");
+    prev = path_join(dir, "config.json.prev");
+    jpath = path_join(dir, "journal");
+    if (!cfg || !prev || !jpath)
+        goto fail;
+    doc = load_json(cfg, msg, cap, &missing);
+    if (!doc && !missing) {
+        /* refuse the corrupt file, keep it for inspection, use the last good one */
+        char aside[4096];
+        size_t n = strlen(msg);
+        snprintf(aside, sizeof(aside), "%s.corrupt", cfg);
+        rename(cfg, aside);
+        doc = load_json(prev, msg + n, cap - n, &missing);
+        snprintf(msg + strlen(msg), cap - strlen(msg),
+                 "; moved aside to %s; %s", aside,
+                 doc ? "using config.json.prev (the previous good config)" : "no previous good config");
+        if (doc) {
+            /* the journal belongs to the corrupt file: it cannot be replayed */
+            unlink(jpath);
+        }
+    }
+    st->journal_fd = open(jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (st->journal_fd < 0) {
+        snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
+        goto fail;
+    }
+    if (doc && (jf = fopen(jpath, "r"))) {
+        char *line = NULL;
+        size_t lcap = 0, good = 0;
+        ssize_t n;
+        long off = 0;
+        while ((n = getline(&line, &lcap, jf)) > 0) {
+            json_t *op;
+            if (line[n - 1] != '\n')
+                break; /* torn: never acknowledged */
+            op = json_loads(line, 0, NULL);
+            if (!op || adm_state_apply(doc, op) < 0) {
+                json_decref(op);
+                break;
+            }
+            json_decref(op);
+            good++;
+            off += n;
+        }
+        free(line);
+        fclose(jf);
+        if (ftruncate(st->journal_fd, off) < 0)
+            (void)0;
+        st->journal_n = good;
+    }
+    free(cfg);
+    free(prev);
+    free(jpath);
+    return doc;
+fail:
+    *err = -1;
+    if (!msg[0])
+        snprintf(msg, cap, "out of memory");
+    free(cfg);
+    free(prev);
+    free(jpath);
+    json_decref(doc);
+    return NULL;
+}
+
+void adm_state_free(struct adm_state *st)
+{
+    json_decref(st->doc);
+    json_decref(st->ids);
+    if (st->journal_fd >= 0)
+        close(st->journal_fd);
+    free(st->dir);
+    free(st->canon);
+    memset(st, 0, sizeof(*st));
+    st->journal_fd = -1;
+}

@@ -1,0 +1,70 @@
+/*
+ * state.h - the admin thread's view of the live config document, and its
+ * persistence in the state directory.
+ *
+ * The document (JSON) is what GET /config shows and what is persisted. In
+ * the state directory:
+ *   config.json       the last full config, written atomically (temp file,
+ *                     fsync, rename, fsync of the directory); the one before
+ *                     it is kept as config.json.prev
+ *   journal           route and upstream changes since config.json, one JSON
+ *                     line each, appended and fsynced before a change is
+ *                     acknowledged; replayed on start. A torn last line (a
+ *                     crash mid-append) was never acknowledged and is dropped.
+ * The journal is folded into config.json every ADM_JOURNAL_MAX entries, so a
+ * route change costs one small append, not a rewrite of every route.
+ *
+ * The ETag is "<generation>-<hash>": the hash combines the document without
+ * its routes and an XOR of each route's hash, so it is kept up to date per
+ * change without encoding the whole document.
+ */
+#ifndef SY_ADMIN_STATE_H
+#define SY_ADMIN_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define ADM_JOURNAL_MAX 1000
+
+struct adm_state {
+    json_t *doc;         /* the live document (owned) */
+    json_t *ids;         /* route id -> route object (borrowed from doc) */
+    uint64_t hash_base;  /* hash of doc without "routes" */
+    uint64_t hash_routes; /* XOR of route hashes */
+    char *dir;           /* state directory, NULL: no persistence */
+    int journal_fd;
+    size_t journal_n;
+    char *canon;         /* GET /config bytes, encoded once per generation */
+    size_t canon_len;
+    uint64_t canon_gen;
+};
+
+/* 64-bit FNV-1a of <len> bytes. */
+uint64_t adm_hash(const char *s, size_t len);
+/* The hash of one JSON value in canonical form (sorted keys, compact). */
+uint64_t adm_json_hash(const json_t *v);
+
+/* Sets <doc> (a new reference is taken) as the live document and
+ * recomputes the hashes and the id index. 0 or -1 (out of memory). */
+int adm_state_set_doc(struct adm_state *st, json_t *doc);
+uint64_t adm_state_hash(const struct adm_state *st);
+
+/* Opens the state directory (created if missing). If it holds a config,
+ * returns it (new reference) with the journal replayed; NULL if it holds
+ * none. A corrupt config.json is moved aside and config.json.prev used;
+ * <msg> (cap bytes) then says what happened. -1 in *err on I/O errors. */
+json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err);
+
+/* Persists the whole document atomically and empties the journal. */
+int adm_state_save(struct adm_state *st, char *msg, size_t cap);
+/* Appends one change (a JSON object, borrowed) to the journal and fsyncs;
+ * folds the journal into config.json when it is long. */
+int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap);
+/* Applies a journal op to <doc> (used on replay and by the API). 0 or -1. */
+int adm_state_apply(json_t *doc, const json_t *op);
+
+void adm_state_free(struct adm_state *st);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * stats.c - sums the workers' single-writer counters for the admin API.
+ */
+#include "gateway/gateway.h"
+
+#include <string.h>
+
+static uint64_t ld(_Atomic uint64_t *c)
+{
+    return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+void gw_stats(void *arg, struct adm_gw_stats *st)
+{
+    struct gw_process *p = arg;
+
+    memset(st, 0, sizeof(*st));
+    st->workers = p->nworkers;
+    for (unsigned i = 0; i < p->nworkers; i++) {
+        struct gw_counters *k = &p->workers[i].ctr;
+        st->conns_open += ld(&k->conns_open);
+        st->conns_total += ld(&k->conns_total);
+        st->conns_dropped += ld(&k->conns_dropped);
+        st->requests += ld(&k->requests);
+        for (int c = 0; c < 6; c++)
+            st->status[c] += ld(&k->status[c]);
+        st->bytes_in += ld(&k->bytes_in);
+        st->bytes_out += ld(&k->bytes_out);
+        st->upstream_errors += ld(&k->upstream_errors);
+        for (int b = 0; b <= ADM_HIST_BUCKETS; b++) {
+            st->dur[b] += ld(&k->dur[b]);
+            st->up[b] += ld(&k->up[b]);
+        }
+        st->dur_sum += (double)ld(&k->dur_sum_us) / 1e6;
+        st->up_sum += (double)ld(&k->up_sum_us) / 1e6;
+    }
+}
