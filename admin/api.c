@@ -223,14 +223,13 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
         snprintf(msg, cap, "invalid config");
         return -1;
     }
-    copy = json_deep_copy(doc);
+    /* the document is ours from now on: callers hand over a fresh one */
+    copy = doc;
+    json_incref(copy);
     old = st->doc;
     json_incref(old);
-    if (!copy || adm_state_set_doc(st, copy) < 0 || adm_state_save(st, msg, cap) < 0) {
-        if (copy)
-            adm_state_set_doc(st, old);
-        else
-            snprintf(msg, cap, "out of memory");
+    if (adm_state_set_doc_hashed(st, copy, 1, hb, hr) < 0 || adm_state_save(st, msg, cap) < 0) {
+        adm_state_set_doc(st, old);
         json_decref(copy);
         json_decref(old);
         adm_snapshot_free(s);

@@ -51,7 +51,8 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
                             size_t cap);
 void adm_api_free(struct adm_api *api);
 
-/* Makes <doc> (borrowed) the live config: validate, build, persist, swap.
+/* Makes <doc> the live config: validate, build, persist, swap. The state
+ * keeps a reference to <doc> on success: the caller must not change it.
  * 0 swapped, 1 identical to the live one (nothing done), -1 invalid (errors
  * in <errs>), -2 not persisted (<msg>; nothing changed). */
 int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,

@@ -1899,10 +1899,6 @@ static void check_cross(struct ctx *x)
             err_at(x, path, "overlaps the admin API's default address %s (set admin.address)",
                    c->admin.addr.text);
         }
-        if (!adm_addr_is_loopback(&c->admin.addr) && !c->admin.token_file)
-            err_at(x, "/admin/token_file",
-                   "required when the admin address (%s) is not a loopback address",
-                   c->admin.addr.text);
     }
 
     if (c->nroutes && !x->nomem) {

@@ -213,7 +213,7 @@ struct adm_access_log {
 
 struct adm_admin {
     struct adm_addr addr; /* numeric; default 127.0.0.1:9901 */
-    char *token_file;     /* NULL if none; required when addr is not loopback */
+    char *token_file;     /* NULL if none (the gateway decides whether one is needed) */
     char *state_dir;      /* NULL if none */
 };
 

@@ -24,13 +24,73 @@ uint64_t adm_hash(const char *s, size_t len)
     return h;
 }
 
+static uint64_t mix(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *s = p;
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* Walks the value in canonical order (object keys sorted) without building
+ * its text: the same hash for the same JSON however it was written. */
+static uint64_t hash_walk(uint64_t h, const json_t *v)
+{
+    char tag = (char)json_typeof(v);
+
+    h = mix(h, &tag, 1);
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        size_t n = json_object_size(v), i = 0;
+        const char *small[16], **keys = n <= 16 ? small : malloc(n * sizeof(*keys));
+        const char *k;
+        json_t *x;
+        if (!keys)
+            return h;
+        json_object_foreach((json_t *)v, k, x)
+            keys[i++] = k;
+        qsort(keys, n, sizeof(*keys), key_cmp);
+        for (i = 0; i < n; i++) {
+            h = mix(h, keys[i], strlen(keys[i]) + 1);
+            h = hash_walk(h, json_object_get(v, keys[i]));
+        }
+        if (keys != small)
+            free(keys);
+        return mix(h, "}", 1);
+    }
+    case JSON_ARRAY: {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x)
+            h = hash_walk(h, x);
+        return mix(h, "]", 1);
+    }
+    case JSON_STRING:
+        return mix(h, json_string_value(v), json_string_length(v) + 1);
+    case JSON_INTEGER: {
+        json_int_t i = json_integer_value(v);
+        return mix(h, &i, sizeof(i));
+    }
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        return mix(h, &d, sizeof(d));
+    }
+    default:
+        return h;
+    }
+}
+
 uint64_t adm_json_hash(const json_t *v)
 {
-    char *s = json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
-    uint64_t h = s ? adm_hash(s, strlen(s)) : 0;
-
-    free(s);
-    return h;
+    return hash_walk(1469598103934665603ULL, v);
 }
 
 static uint64_t base_hash(json_t *doc)
@@ -49,6 +109,12 @@ static uint64_t base_hash(json_t *doc)
 
 int adm_state_set_doc(struct adm_state *st, json_t *doc)
 {
+    return adm_state_set_doc_hashed(st, doc, 0, 0, 0);
+}
+
+int adm_state_set_doc_hashed(struct adm_state *st, json_t *doc, int known, uint64_t hb,
+                             uint64_t hr)
+{
     json_t *routes = json_object_get(doc, "routes"), *r, *ids = json_object();
     size_t i;
 
@@ -63,15 +129,16 @@ int adm_state_set_doc(struct adm_state *st, json_t *doc)
         routes = json_array();
         json_object_set_new(doc, "routes", routes);
     }
-    st->hash_routes = 0;
+    st->hash_routes = hr;
     json_array_foreach(routes, i, r)
     {
         const char *id = json_string_value(json_object_get(r, "id"));
         if (id)
             json_object_set(ids, id, r);
-        st->hash_routes ^= adm_json_hash(r);
+        if (!known)
+            st->hash_routes ^= adm_json_hash(r);
     }
-    st->hash_base = base_hash(doc);
+    st->hash_base = known ? hb : base_hash(doc);
     free(st->canon);
     st->canon = NULL;
     return 0;

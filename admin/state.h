@@ -49,6 +49,9 @@ uint64_t adm_json_hash(const json_t *v);
 /* Sets <doc> (a new reference is taken) as the live document and
  * recomputes the hashes and the id index. 0 or -1 (out of memory). */
 int adm_state_set_doc(struct adm_state *st, json_t *doc);
+/* The same with the hashes already known (base, routes) when <known>. */
+int adm_state_set_doc_hashed(struct adm_state *st, json_t *doc, int known, uint64_t hb,
+                             uint64_t hr);
 uint64_t adm_state_hash(const struct adm_state *st);
 
 /* Opens the state directory (created if missing). If it holds a config,
