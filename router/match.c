@@ -66,6 +66,9 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
 
     for (;;) {
         const struct rt_node *k = NULL, *p = n->param, *c = n->catchall;
+        /* params pushed by earlier iterations of this frame stay; a failed
+         * branch of this iteration must only undo its own */
+        const size_t mark = w->np;
 
         if (off == len) {
             if (n->nroutes && leaf_take(w, n))
@@ -108,7 +111,7 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
                 }
                 if (walk_path(w, p, end))
                     return 1;
-                w->np = np;
+                w->np = mark;
             }
         }
         if (c && c->nroutes) {

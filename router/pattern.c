@@ -289,7 +289,7 @@ int rt_pat_parse(const char *pattern, struct rt_pat *p, struct rt_error *err)
     }
     len = strlen(pattern);
     if (len > RT_MAX_PATTERN) {
-        rt_err_set(err, RT_ELIMIT, RT_MAX_PATTERN, "offset %d: pattern longer than %d bytes",
+        rt_err_set(err, RT_EINVAL, RT_MAX_PATTERN, "offset %d: pattern longer than %d bytes",
                    RT_MAX_PATTERN, RT_MAX_PATTERN);
         return -1;
     }

@@ -138,9 +138,12 @@ static struct rt_node *own(struct rt_txn *tx, struct rt_node **slot)
 
 static int kid_find(const struct rt_node *n, unsigned char c)
 {
-    const unsigned char *f = rt_node_firsts(n);
-    const unsigned char *p = n->nkids ? memchr(f, c, n->nkids) : NULL;
+    const unsigned char *f, *p;
 
+    if (!n->nkids)
+        return -1;
+    f = rt_node_firsts(n);
+    p = memchr(f, c, n->nkids);
     return p ? (int)(p - f) : -1;
 }
 
@@ -455,7 +458,7 @@ size_t rt_route_methods_format(const rt_table *t, const rt_route *r, char *buf, 
         ml = strlen(m);
         if (len) {
             if (len + 1 < cap)
-                buf[len] = ',';
+                buf[len] = ' ';
             len++;
         }
         if (len + ml < cap)

@@ -1,0 +1,1163 @@
+/*
+ * test_config.c - the config parser/validator (admin/config.c): the default
+ * config, a config using every key, the defaults of a minimal one, every
+ * class of error with its exact JSON pointer, many errors in one document,
+ * addresses and CIDR matching, and the router table built from a config.
+ *
+ * Documents are written with ' for " (see J()) to stay readable.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin/config.h"
+#include "router/router.h"
+
+#define BASE "{'listeners': [{'address': '127.0.0.1:8080'}]"
+
+/* <s> with every ' turned into ". Static buffer: one document at a time. */
+static const char *J(const char *s)
+{
+    static char buf[65536];
+    size_t n = strlen(s);
+    ck_assert_uint_lt(n, sizeof(buf));
+    for (size_t i = 0; i <= n; i++)
+        buf[i] = s[i] == '\'' ? '"' : s[i];
+    return buf;
+}
+
+/* The minimal valid document plus <extra> top-level members. */
+static const char *doc(const char *extra)
+{
+    static char buf[65536];
+    snprintf(buf, sizeof(buf), "%s%s%s}", BASE, extra && *extra ? ", " : "", extra ? extra : "");
+    return J(buf);
+}
+
+static struct adm_config *parse(const char *json, struct adm_errors *e)
+{
+    adm_errors_init(e);
+    return adm_config_parse(json, strlen(json), e);
+}
+
+static char *dump(const struct adm_errors *e)
+{
+    char *s = adm_errors_format(e);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* Index of an error at exactly <path> whose message contains <needle>, or -1. */
+static long find_error(const struct adm_errors *e, const char *path, const char *needle)
+{
+    for (size_t i = 0; i < e->n; i++)
+        if (!strcmp(e->v[i].path, path) && strstr(e->v[i].msg, needle))
+            return (long)i;
+    return -1;
+}
+
+#define ck_has_error(e, path, needle)                                                              \
+    do {                                                                                           \
+        if (find_error((e), (path), (needle)) < 0) {                                               \
+            char *d_ = dump(e);                                                                    \
+            ck_abort_msg("no error at \"%s\" containing \"%s\"; got:\n%s", (path), (needle), d_);  \
+        }                                                                                          \
+    } while (0)
+
+/* Parses <json>, which must fail with an error at <path> containing
+ * <needle>. */
+static void expect_error(const char *json, const char *path, const char *needle)
+{
+    struct adm_errors e;
+    struct adm_config *c = parse(json, &e);
+    if (c) {
+        adm_config_free(c);
+        ck_abort_msg("accepted a config that should fail at %s: %s", path, json);
+    }
+    ck_assert_int_eq(e.nomem, 0);
+    ck_has_error(&e, path, needle);
+    adm_errors_clear(&e);
+}
+
+static struct adm_config *expect_ok(const char *json)
+{
+    struct adm_errors e;
+    struct adm_config *c = parse(json, &e);
+    if (!c) {
+        char *d = dump(&e);
+        ck_abort_msg("rejected:\n%s\n%s", json, d);
+    }
+    ck_assert_uint_eq(e.n, 0);
+    adm_errors_clear(&e);
+    return c;
+}
+
+/* ---- the default config ---- */
+
+START_TEST(default_config_parses)
+{
+    struct adm_config *c = adm_config_default();
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->nlisteners, 1);
+    ck_assert_str_eq(c->listeners[0].addr.text, "0.0.0.0:8080");
+    ck_assert_int_eq(c->listeners[0].addr.numeric, 1);
+    ck_assert_int_eq(c->listeners[0].addr.ss.ss_family, AF_INET);
+    ck_assert_uint_eq(c->nupstreams, 0);
+    ck_assert_uint_eq(c->nroutes, 1);
+    const struct adm_route *r = &c->routes[0];
+    ck_assert_str_eq(r->path, "/");
+    ck_assert_uint_eq(r->nmethods, 1);
+    ck_assert_str_eq(r->methods[0], "GET");
+    ck_assert_int_eq(r->action, ADM_ACTION_RESPONSE);
+    ck_assert_uint_eq(r->response.status, 200);
+    ck_assert_uint_eq(r->response.nheaders, 1);
+    ck_assert_str_eq(r->response.headers[0].name, "Content-Type");
+    ck_assert_ptr_nonnull(strstr(r->response.headers[0].value, "text/plain"));
+    ck_assert_ptr_nonnull(strstr(r->response.body, "Switchyard is running"));
+    ck_assert_ptr_nonnull(strstr(r->response.body, "curl"));
+    ck_assert_ptr_nonnull(strstr(r->response.body, "127.0.0.1:9901"));
+    ck_assert_str_eq(c->admin.addr.text, "127.0.0.1:9901");
+    ck_assert_int_eq(adm_addr_is_loopback(&c->admin.addr), 1);
+
+    char *canon = adm_config_canonical(c);
+    ck_assert_ptr_nonnull(canon);
+    ck_assert_ptr_null(strchr(canon, '\n'));
+    ck_assert_int_eq(canon[0], '{');
+    ck_assert_ptr_nonnull(strstr(canon, "{\"admin\":{\"address\":\"127.0.0.1:9901\"},"));
+    free(canon);
+    adm_config_free(c);
+}
+END_TEST
+
+/* admin/default_config.json is the embedded default, for operators to copy. */
+START_TEST(default_config_file_matches)
+{
+    struct adm_errors e;
+    adm_errors_init(&e);
+    struct adm_config *f = adm_config_load_file(SY_DEFAULT_CONFIG_FILE, &e);
+    if (!f)
+        ck_abort_msg("%s", dump(&e));
+    struct adm_config *d = adm_config_default();
+    char *a = adm_config_canonical(f), *b = adm_config_canonical(d);
+    ck_assert_str_eq(a, b);
+    free(a);
+    free(b);
+    adm_config_free(f);
+    adm_config_free(d);
+    adm_errors_clear(&e);
+}
+END_TEST
+
+/* ---- values ---- */
+
+static const char full_config[] =
+    "{'workers': 4,"
+    " 'listeners': [{'address': '0.0.0.0:8080'}, {'address': '[::1]:8443'}],"
+    " 'upstreams': {"
+    "   'users': {'servers': [{'address': '127.0.0.1:9001', 'weight': 2},"
+    "                         {'address': 'Backend-1.internal:9002'}],"
+    "             'balance': 'round_robin', 'keepalive': 8, 'idle_timeout_ms': 1500},"
+    "   'static.v2': {'servers': [{'address': '[2001:db8::5]:80'}]}},"
+    " 'routes': ["
+    "   {'id': 'get-user', 'host': 'api.example.com', 'methods': ['GET', 'HEAD'],"
+    "    'path': '/users/{id}', 'upstream': 'users', 'rewrite': '/v2/users/{id}',"
+    "    'timeout_ms': 2500},"
+    "   {'id': 'files', 'path': '/static/*{file}', 'upstream': 'static.v2',"
+    "    'strip_prefix': '/static'},"
+    "   {'id': 'ping', 'path': '/ping', 'response': {'status': 200,"
+    "    'headers': {'Content-Type': 'text/plain', 'Cache-Control': 'no-store'},"
+    "    'body': 'pong'}},"
+    "   {'id': 'old:docs', 'methods': ['GET'], 'path': '/old-docs/*{rest}',"
+    "    'redirect': {'status': 308, 'location': 'https://docs.example.com/'}},"
+    "   {'id': 'tenant', 'host': '{tenant}.example.com', 'path': '/', 'upstream': 'users',"
+    "    'rewrite': '/t/{tenant}'},"
+    "   {'id': 'nocontent', 'methods': ['DELETE', 'PURGE'], 'path': '/cache',"
+    "    'response': {'status': 204}}"
+    " ],"
+    " 'router': {'trailing_slash': 'redirect', 'auto_options': true, 'merge_slashes': false},"
+    " 'trusted_proxies': ['10.0.0.0/8', '::1/128', '192.168.1.7', 'fd00::/8'],"
+    " 'limits': {'max_request_line': 4096, 'max_header_bytes': 16384, 'max_headers': 50,"
+    "            'max_body_bytes': 1048576, 'max_connections': 2000},"
+    " 'timeouts': {'client_header_ms': 1, 'client_idle_ms': 2, 'client_body_ms': 3,"
+    "              'upstream_connect_ms': 4, 'upstream_response_ms': 5,"
+    "              'upstream_idle_ms': 6, 'drain_ms': 7},"
+    " 'access_log': '/var/log/switchyard/access.log',"
+    " 'admin': {'address': '[::1]:9901', 'token_file': '/etc/switchyard/token',"
+    "           'state_dir': '/var/lib/switchyard'}}";
+
+START_TEST(full_config_values)
+{
+    struct adm_config *c = expect_ok(J(full_config));
+
+    ck_assert_uint_eq(c->workers, 4);
+    ck_assert_uint_eq(adm_config_workers(c), 4);
+
+    ck_assert_uint_eq(c->nlisteners, 2);
+    ck_assert_int_eq(c->listeners[1].addr.ss.ss_family, AF_INET6);
+    ck_assert_uint_eq(c->listeners[1].addr.port, 8443);
+    ck_assert_str_eq(c->listeners[1].addr.host, "::1");
+    const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)&c->listeners[1].addr.ss;
+    ck_assert_uint_eq(ntohs(s6->sin6_port), 8443);
+    ck_assert_uint_eq(c->listeners[1].addr.sslen, sizeof(struct sockaddr_in6));
+    const struct sockaddr_in *s4 = (const struct sockaddr_in *)&c->listeners[0].addr.ss;
+    ck_assert_uint_eq(ntohs(s4->sin_port), 8080);
+    ck_assert_uint_eq(ntohl(s4->sin_addr.s_addr), 0);
+
+    ck_assert_uint_eq(c->nupstreams, 2);
+    const struct adm_upstream *u = adm_config_upstream(c, "users");
+    ck_assert_ptr_nonnull(u);
+    ck_assert_uint_eq(u->nservers, 2);
+    ck_assert_uint_eq(u->servers[0].weight, 2);
+    ck_assert_int_eq(u->servers[0].addr.numeric, 1);
+    ck_assert_uint_eq(u->servers[1].weight, 1);
+    ck_assert_int_eq(u->servers[1].addr.numeric, 0);
+    ck_assert_str_eq(u->servers[1].addr.host, "backend-1.internal");
+    ck_assert_str_eq(u->servers[1].addr.text, "Backend-1.internal:9002");
+    ck_assert_uint_eq(u->servers[1].addr.port, 9002);
+    ck_assert_int_eq(u->balance, ADM_BALANCE_ROUND_ROBIN);
+    ck_assert_uint_eq(u->keepalive, 8);
+    ck_assert_uint_eq(u->idle_timeout_ms, 1500);
+    const struct adm_upstream *sv = adm_config_upstream(c, "static.v2");
+    ck_assert_ptr_nonnull(sv);
+    ck_assert_uint_eq(sv->keepalive, 32);
+    ck_assert_uint_eq(sv->idle_timeout_ms, 6); /* timeouts.upstream_idle_ms */
+    ck_assert_int_eq(sv->servers[0].addr.ss.ss_family, AF_INET6);
+    ck_assert_ptr_null(adm_config_upstream(c, "nope"));
+
+    ck_assert_uint_eq(c->nroutes, 6);
+    const struct adm_route *r = adm_config_route(c, "get-user");
+    ck_assert_ptr_eq(r, &c->routes[0]);
+    ck_assert_str_eq(r->host, "api.example.com");
+    ck_assert_str_eq(r->path, "/users/{id}");
+    ck_assert_str_eq(r->pattern, "api.example.com/users/{id}");
+    ck_assert_uint_eq(r->nmethods, 2);
+    ck_assert_str_eq(r->methods[1], "HEAD");
+    ck_assert_int_eq(r->action, ADM_ACTION_UPSTREAM);
+    ck_assert_str_eq(r->upstream, "users");
+    ck_assert_ptr_eq(&c->upstreams[r->upstream_index], u);
+    ck_assert_str_eq(r->rewrite, "/v2/users/{id}");
+    ck_assert_ptr_null(r->strip_prefix);
+    ck_assert_uint_eq(r->timeout_ms, 2500);
+
+    r = &c->routes[1];
+    ck_assert_ptr_null(r->host);
+    ck_assert_str_eq(r->pattern, "/static/*{file}");
+    ck_assert_uint_eq(r->nmethods, 0);
+    ck_assert_ptr_eq(&c->upstreams[r->upstream_index], sv);
+    ck_assert_str_eq(r->strip_prefix, "/static");
+    ck_assert_uint_eq(r->timeout_ms, 5); /* timeouts.upstream_response_ms */
+
+    r = &c->routes[2];
+    ck_assert_int_eq(r->action, ADM_ACTION_RESPONSE);
+    ck_assert_uint_eq(r->response.status, 200);
+    ck_assert_uint_eq(r->response.nheaders, 2);
+    ck_assert_str_eq(r->response.headers[0].name, "Content-Type");
+    ck_assert_str_eq(r->response.headers[0].value, "text/plain");
+    ck_assert_str_eq(r->response.headers[1].name, "Cache-Control");
+    ck_assert_str_eq(r->response.body, "pong");
+    ck_assert_uint_eq(r->response.body_len, 4);
+
+    r = &c->routes[3];
+    ck_assert_str_eq(r->id, "old:docs");
+    ck_assert_int_eq(r->action, ADM_ACTION_REDIRECT);
+    ck_assert_uint_eq(r->redirect.status, 308);
+    ck_assert_str_eq(r->redirect.location, "https://docs.example.com/");
+
+    r = &c->routes[4];
+    ck_assert_str_eq(r->pattern, "{tenant}.example.com/");
+    ck_assert_str_eq(r->rewrite, "/t/{tenant}");
+
+    r = &c->routes[5];
+    ck_assert_uint_eq(r->response.status, 204);
+    ck_assert_str_eq(r->response.body, "");
+    ck_assert_str_eq(r->methods[1], "PURGE");
+
+    ck_assert_int_eq(c->router.trailing_slash, RT_TS_REDIRECT);
+    ck_assert_int_eq(c->router.auto_options, 1);
+    ck_assert_int_eq(c->router.merge_slashes, 0);
+
+    ck_assert_uint_eq(c->ntrusted_proxies, 4);
+    ck_assert_int_eq(c->trusted_proxies[0].family, AF_INET);
+    ck_assert_uint_eq(c->trusted_proxies[0].prefix, 8);
+    ck_assert_int_eq(c->trusted_proxies[1].family, AF_INET6);
+    ck_assert_uint_eq(c->trusted_proxies[1].prefix, 128);
+    ck_assert_uint_eq(c->trusted_proxies[2].prefix, 32);
+    ck_assert_uint_eq(c->trusted_proxies[3].prefix, 8);
+
+    ck_assert_uint_eq(c->limits.max_request_line, 4096);
+    ck_assert_uint_eq(c->limits.max_header_bytes, 16384);
+    ck_assert_uint_eq(c->limits.max_headers, 50);
+    ck_assert_uint_eq(c->limits.max_body_bytes, 1048576);
+    ck_assert_uint_eq(c->limits.max_connections, 2000);
+
+    ck_assert_uint_eq(c->timeouts.client_header_ms, 1);
+    ck_assert_uint_eq(c->timeouts.client_idle_ms, 2);
+    ck_assert_uint_eq(c->timeouts.client_body_ms, 3);
+    ck_assert_uint_eq(c->timeouts.upstream_connect_ms, 4);
+    ck_assert_uint_eq(c->timeouts.upstream_response_ms, 5);
+    ck_assert_uint_eq(c->timeouts.upstream_idle_ms, 6);
+    ck_assert_uint_eq(c->timeouts.drain_ms, 7);
+
+    ck_assert_int_eq(c->access_log.target, ADM_LOG_FILE);
+    ck_assert_str_eq(c->access_log.path, "/var/log/switchyard/access.log");
+
+    ck_assert_str_eq(c->admin.addr.text, "[::1]:9901");
+    ck_assert_int_eq(adm_addr_is_loopback(&c->admin.addr), 1);
+    ck_assert_str_eq(c->admin.token_file, "/etc/switchyard/token");
+    ck_assert_str_eq(c->admin.state_dir, "/var/lib/switchyard");
+
+    /* the canonical form is the same document, and parses to the same */
+    char *canon = adm_config_canonical(c);
+    ck_assert_ptr_nonnull(canon);
+    struct adm_config *c2 = expect_ok(canon);
+    char *canon2 = adm_config_canonical(c2);
+    ck_assert_str_eq(canon, canon2);
+    ck_assert_ptr_nonnull(strstr(canon, "\"access_log\":\"/var/log/switchyard/access.log\","
+                                        "\"admin\":{\"address\":\"[::1]:9901\""));
+    free(canon);
+    free(canon2);
+    adm_config_free(c2);
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(minimal_config_defaults)
+{
+    struct adm_config *c = expect_ok(doc(NULL));
+    ck_assert_uint_eq(c->workers, 0);
+    ck_assert_uint_ge(adm_config_workers(c), 1);
+    ck_assert_uint_le(adm_config_workers(c), 256);
+    ck_assert_uint_eq(c->nupstreams, 0);
+    ck_assert_uint_eq(c->nroutes, 0);
+    ck_assert_uint_eq(c->ntrusted_proxies, 0);
+    ck_assert_int_eq(c->router.trailing_slash, RT_TS_STRICT);
+    ck_assert_int_eq(c->router.auto_options, 0);
+    ck_assert_int_eq(c->router.merge_slashes, 1);
+    ck_assert_uint_eq(c->limits.max_request_line, 8192);
+    ck_assert_uint_eq(c->limits.max_header_bytes, 32768);
+    ck_assert_uint_eq(c->limits.max_headers, 100);
+    ck_assert_uint_eq(c->limits.max_body_bytes, 0);
+    ck_assert_uint_eq(c->limits.max_connections, 10000);
+    ck_assert_uint_eq(c->timeouts.client_header_ms, 10000);
+    ck_assert_uint_eq(c->timeouts.client_idle_ms, 60000);
+    ck_assert_uint_eq(c->timeouts.client_body_ms, 30000);
+    ck_assert_uint_eq(c->timeouts.upstream_connect_ms, 5000);
+    ck_assert_uint_eq(c->timeouts.upstream_response_ms, 60000);
+    ck_assert_uint_eq(c->timeouts.upstream_idle_ms, 60000);
+    ck_assert_uint_eq(c->timeouts.drain_ms, 10000);
+    ck_assert_int_eq(c->access_log.target, ADM_LOG_STDOUT);
+    ck_assert_ptr_null(c->access_log.path);
+    ck_assert_str_eq(c->admin.addr.text, "127.0.0.1:9901");
+    ck_assert_ptr_null(c->admin.token_file);
+    ck_assert_ptr_null(c->admin.state_dir);
+    adm_config_free(c);
+
+    c = expect_ok(doc("'access_log': 'off', 'routes': [{'id': 'r', 'path': '/r', "
+                      "'redirect': {'location': '/x'}}, {'id': 's', 'path': '/s', "
+                      "'response': {}}]"));
+    ck_assert_int_eq(c->access_log.target, ADM_LOG_OFF);
+    ck_assert_uint_eq(c->routes[0].redirect.status, 302);
+    ck_assert_uint_eq(c->routes[1].response.status, 200);
+    ck_assert_str_eq(c->routes[1].response.body, "");
+    adm_config_free(c);
+
+    c = expect_ok(doc("'access_log': 'stderr'"));
+    ck_assert_int_eq(c->access_log.target, ADM_LOG_STDERR);
+    adm_config_free(c);
+}
+END_TEST
+
+/* ---- error classes ---- */
+
+START_TEST(unknown_keys)
+{
+    expect_error(doc("'wokers': 2"), "/wokers", "unknown key (did you mean \"workers\"?)");
+    expect_error(doc("'frobnicate': 2"), "/frobnicate", "unknown key");
+    expect_error(J("{'listeners': [{'address': '127.0.0.1:80', 'tls': {}}]}"), "/listeners/0/tls",
+                 "unknown key");
+    expect_error(doc("'limits': {'max_body': 1}"), "/limits/max_body", "unknown key");
+    expect_error(doc("'timeouts': {'client_header': 1}"), "/timeouts/client_header",
+                 "did you mean \"client_header_ms\"");
+    expect_error(doc("'timeouts': {'drain': 1}"), "/timeouts/drain", "did you mean \"drain_ms\"");
+    expect_error(doc("'limits': {'max_body': 1}"), "/limits/max_body",
+                 "did you mean \"max_body_bytes\"");
+    expect_error(doc("'router': {'trailing-slash': 'strict'}"), "/router/trailing-slash",
+                 "did you mean \"trailing_slash\"");
+    expect_error(doc("'admin': {'token': 'x'}"), "/admin/token", "unknown key");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80', 'port': 1}]}}"),
+                 "/upstreams/u/servers/0/port", "unknown key");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}], "
+                     "'health_check': {}}}"),
+                 "/upstreams/u/health_check", "unknown key");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'stauts': 200}}]"),
+                 "/routes/0/response/stauts", "did you mean \"status\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', "
+                     "'redirect': {'location': '/x', 'code': 301}}]"),
+                 "/routes/0/redirect/code", "unknown key");
+    /* JSON pointer escaping of '/' and '~' */
+    expect_error(doc("'a/b~c': 1"), "/a~1b~0c", "unknown key");
+}
+END_TEST
+
+START_TEST(wrong_types)
+{
+    expect_error(doc("'workers': '4'"), "/workers", "expected an integer, got a string");
+    expect_error(doc("'workers': 4.0"), "/workers", "expected an integer, got a real number");
+    expect_error(J("{'listeners': {'address': '1.2.3.4:80'}}"), "/listeners",
+                 "expected an array, got an object");
+    expect_error(J("{'listeners': ['1.2.3.4:80']}"), "/listeners/0",
+                 "expected an object, got a string");
+    expect_error(doc("'upstreams': []"), "/upstreams", "expected an object, got an array");
+    expect_error(doc("'routes': [{'id': 7, 'path': '/', 'response': {}}]"), "/routes/0/id",
+                 "expected a string, got an integer");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': 'GET', 'response': {}}]"),
+                 "/routes/0/methods", "expected an array, got a string");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': [null], 'response': {}}]"),
+                 "/routes/0/methods/0", "expected a string, got null");
+    expect_error(doc("'router': {'auto_options': 1}"), "/router/auto_options",
+                 "expected a boolean, got an integer");
+    expect_error(doc("'limits': {'max_headers': true}"), "/limits/max_headers",
+                 "expected an integer, got a boolean");
+    expect_error(doc("'trusted_proxies': '10.0.0.0/8'"), "/trusted_proxies",
+                 "expected an array, got a string");
+    expect_error(doc("'access_log': false"), "/access_log", "expected a string, got a boolean");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
+                     "{'X-A': 1}}}]"),
+                 "/routes/0/response/headers/X-A", "expected a string, got an integer");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': []}]"), "/routes/0/response",
+                 "expected an object, got an array");
+}
+END_TEST
+
+START_TEST(missing_required)
+{
+    expect_error("{}", "/listeners", "missing (required)");
+    expect_error(J("{'listeners': [{}]}"), "/listeners/0/address", "missing (required)");
+    expect_error(doc("'routes': [{'path': '/', 'response': {}}]"), "/routes/0/id", "missing");
+    expect_error(doc("'routes': [{'id': 'a', 'response': {}}]"), "/routes/0/path", "missing");
+    expect_error(doc("'upstreams': {'u': {}}"), "/upstreams/u/servers", "missing");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'weight': 2}]}}"),
+                 "/upstreams/u/servers/0/address", "missing");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'status': 301}}]"),
+                 "/routes/0/redirect/location", "missing");
+}
+END_TEST
+
+START_TEST(out_of_range)
+{
+    expect_error(doc("'workers': 0"), "/workers", "must be between 1 and 256 (got 0)");
+    expect_error(doc("'workers': 257"), "/workers", "must be between 1 and 256 (got 257)");
+    expect_error(J("{'listeners': []}"), "/listeners", "at least one");
+    expect_error(doc("'upstreams': {'u': {'servers': []}}"), "/upstreams/u/servers",
+                 "at least one");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80', 'weight': 0}]}}"),
+                 "/upstreams/u/servers/0/weight", "between 1 and 1000");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80', "
+                     "'weight': 1001}]}}"),
+                 "/upstreams/u/servers/0/weight", "between 1 and 1000");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}], "
+                     "'keepalive': -1}}"),
+                 "/upstreams/u/keepalive", "between 0 and");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}], "
+                     "'balance': 'least_conn'}}"),
+                 "/upstreams/u/balance",
+                 "invalid value \"least_conn\" (expected one of \"round_robin\")");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'status': 199}}]"),
+                 "/routes/0/response/status", "between 200 and 599");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'status': 600}}]"),
+                 "/routes/0/response/status", "between 200 and 599");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'status': 305, "
+                     "'location': '/'}}]"),
+                 "/routes/0/redirect/status", "one of 301, 302, 303, 307, 308");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'status': 200, "
+                     "'location': '/'}}]"),
+                 "/routes/0/redirect/status", "between 300 and 399");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}]}}, "
+                     "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u', 'timeout_ms': 0}]"),
+                 "/routes/0/timeout_ms", "between 1 and");
+    expect_error(doc("'limits': {'max_headers': 0}"), "/limits/max_headers", "between 1 and");
+    expect_error(doc("'limits': {'max_body_bytes': -1}"), "/limits/max_body_bytes",
+                 "between 0 and");
+    expect_error(doc("'limits': {'max_request_line': 99999999999}"), "/limits/max_request_line",
+                 "between 1 and");
+    expect_error(doc("'timeouts': {'drain_ms': 0}"), "/timeouts/drain_ms", "between 1 and");
+    expect_error(doc("'timeouts': {'client_idle_ms': 86400001}"), "/timeouts/client_idle_ms",
+                 "between 1 and 86400000");
+    expect_error(doc("'router': {'trailing_slash': 'loose'}"), "/router/trailing_slash",
+                 "expected one of \"strict\", \"redirect\", \"relaxed\"");
+    expect_error(doc("'access_log': ''"), "/access_log", "must not be empty");
+}
+END_TEST
+
+START_TEST(bad_addresses)
+{
+    static const struct {
+        const char *addr, *why;
+    } bad[] = {
+        {"1.2.3.4", "expected HOST:PORT"},
+        {"1.2.3.4:0", "port must be"},
+        {"1.2.3.4:65536", "port must be"},
+        {"1.2.3.4:080", "port must be"},
+        {"1.2.3.4:http", "port must be"},
+        {"1.2.3.4:", "port must be"},
+        {":8080", "missing host"},
+        {"::1:80", "needs brackets"},
+        {"[::1]80", "expected ':PORT' after ']'"},
+        {"[::1:80", "missing ']'"},
+        {"[1.2.3.4]:80", "invalid IPv6 address"},
+        {"[::g]:80", "invalid IPv6 address"},
+        {"256.1.1.1:80", "invalid IPv4 address"},
+        {"1.2.3:80", "invalid IPv4 address"},
+        {"localhost:80", "must be a numeric IP address"},
+        {"[fe80::1%eth0]:80", "invalid IPv6 address"},
+    };
+    char buf[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(buf, sizeof(buf), "{'listeners': [{'address': '%s'}]}", bad[i].addr);
+        expect_error(J(buf), "/listeners/0/address", bad[i].why);
+        snprintf(buf, sizeof(buf), "'admin': {'address': '%s'}", bad[i].addr);
+        expect_error(doc(buf), "/admin/address", bad[i].why);
+    }
+    /* names are fine for upstream servers, but must be valid names */
+    static const char *bad_names[] = {"-a.example:80", "a-.example:80",          "a..b:80",
+                                      "a b:80",        "caf\xc3\xa9.example:80", "example.123:80"};
+    for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+        snprintf(buf, sizeof(buf), "'upstreams': {'u': {'servers': [{'address': '%s'}]}}",
+                 bad_names[i]);
+        expect_error(doc(buf), "/upstreams/u/servers/0/address", "invalid host name");
+    }
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': ''}]}}"),
+                 "/upstreams/u/servers/0/address", "must not be empty");
+
+    /* duplicates */
+    expect_error(J("{'listeners': [{'address': '0.0.0.0:80'}, {'address': '[::]:80'}, "
+                   "{'address': '0.0.0.0:80'}]}"),
+                 "/listeners/2/address", "duplicate listener address (also /listeners/0)");
+    expect_error(J("{'listeners': [{'address': '[::1]:80'}, {'address': '[0:0::1]:80'}]}"),
+                 "/listeners/1/address", "duplicate listener address");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': 'a.example:80'}, "
+                     "{'address': 'A.example:80'}]}}"),
+                 "/upstreams/u/servers/1/address",
+                 "duplicate server (also /upstreams/u/servers/0/address)");
+
+    /* the admin address */
+    expect_error(doc("'admin': {'address': '127.0.0.1:8080'}"), "/admin/address",
+                 "overlaps /listeners/0/address");
+    expect_error(J("{'listeners': [{'address': '0.0.0.0:9901'}]}"), "/listeners/0/address",
+                 "overlaps the admin API's default address 127.0.0.1:9901");
+    /* a non-loopback admin address without token_file is the gateway's call
+     * (it also takes SWITCHYARD_ADMIN_TOKEN) */
+    struct adm_config *c0 = expect_ok(doc("'admin': {'address': '0.0.0.0:9901'}"));
+    adm_config_free(c0);
+    struct adm_config *c = expect_ok(doc("'admin': {'address': '0.0.0.0:9901', "
+                                         "'token_file': 'admin.token'}"));
+    ck_assert_int_eq(adm_addr_is_loopback(&c->admin.addr), 0);
+    adm_config_free(c);
+    c = expect_ok(doc("'admin': {'address': '127.3.4.5:9901'}"));
+    adm_config_free(c);
+    c = expect_ok(doc("'admin': {'address': '[::ffff:127.0.0.1]:9901'}"));
+    adm_config_free(c);
+}
+END_TEST
+
+#define UPS "'upstreams': {'users': {'servers': [{'address': '127.0.0.1:9001'}]}}, "
+
+START_TEST(route_errors)
+{
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'user'}]"),
+                 "/routes/0/upstream", "unknown upstream \"user\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {}}, "
+                     "{'id': 'b', 'path': '/b', 'response': {}}, "
+                     "{'id': 'a', 'path': '/c', 'response': {}}]"),
+                 "/routes/2/id", "duplicate route id \"a\" (also /routes/0)");
+    expect_error(doc("'routes': [{'id': 'a b', 'path': '/', 'response': {}}]"), "/routes/0/id",
+                 "invalid route id \"a b\"");
+    expect_error(doc("'routes': [{'id': '', 'path': '/', 'response': {}}]"), "/routes/0/id",
+                 "must not be empty");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'users', "
+                         "'response': {}, 'redirect': {'location': '/'}}]"),
+                 "/routes/0/response", "exactly one action, and this one already has \"upstream\"");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'users', "
+                         "'response': {}, 'redirect': {'location': '/'}}]"),
+                 "/routes/0/redirect", "already has \"upstream\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/'}]"), "/routes/0",
+                 "needs an action: one of \"upstream\", \"response\", \"redirect\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': 'users'}]"), "/routes/0/path",
+                 "must start with '/'");
+    expect_error(doc("'routes': [{'id': 'a', 'host': 'a.com/x', 'path': '/', 'response': {}}]"),
+                 "/routes/0/host", "must not contain '/'");
+
+    /* methods */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': [], 'response': {}}]"),
+                 "/routes/0/methods", "must not be empty");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['GET', 'PUT', 'GET'], "
+                     "'response': {}}]"),
+                 "/routes/0/methods/2", "duplicate method \"GET\" (also /routes/0/methods/0)");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['get'], 'response': {}}]"),
+                 "/routes/0/methods/0", "did you mean \"GET\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['GE T'], 'response': {}}]"),
+                 "/routes/0/methods/0", "invalid method \"GE T\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['*'], 'response': {}}]"),
+                 "/routes/0/methods/0", "leave \"methods\" out for every method");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': [''], 'response': {}}]"),
+                 "/routes/0/methods/0", "must not be empty");
+
+    /* upstream-only keys */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'strip_prefix': '/x', "
+                     "'response': {}}]"),
+                 "/routes/0/strip_prefix",
+                 "only allowed with \"upstream\" (this route has "
+                 "\"response\")");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'timeout_ms': 5, "
+                     "'redirect': {'location': '/'}}]"),
+                 "/routes/0/timeout_ms", "only allowed with \"upstream\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'rewrite': '/y', "
+                     "'redirect': {'location': '/'}}]"),
+                 "/routes/0/rewrite", "only allowed with \"upstream\"");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x/*{r}', 'upstream': 'users', "
+                         "'strip_prefix': '/x', 'rewrite': '/{r}'}]"),
+                 "/routes/0/rewrite", "not allowed together with \"strip_prefix\"");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
+                         "'strip_prefix': 'x'}]"),
+                 "/routes/0/strip_prefix", "must start with '/'");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/api/{v}/x', 'upstream': 'users', "
+                         "'strip_prefix': '/api/v1'}]"),
+                 "/routes/0/strip_prefix",
+                 "is not a prefix of every path the route matches "
+                 "(the path pattern starts with \"/api/\")");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/a/*{r}', 'upstream': 'users', "
+                         "'strip_prefix': '/b'}]"),
+                 "/routes/0/strip_prefix", "is not a prefix");
+
+    /* rewrite */
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/users/{id}', 'upstream': 'users', "
+                         "'rewrite': '/v2/{user}/x'}]"),
+                 "/routes/0/rewrite",
+                 "unknown parameter \"user\" at offset 4 (the pattern has: id)");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'host': '{t}.example.com', 'path': '/f/*{rest}', "
+                         "'upstream': 'users', 'rewrite': '/{t}/{rest}/{x}'}]"),
+                 "/routes/0/rewrite",
+                 "unknown parameter \"x\" at offset 12 (the pattern has: t, rest)");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
+                         "'rewrite': '/{id}'}]"),
+                 "/routes/0/rewrite", "the pattern has no parameters");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
+                         "'rewrite': '/{id'}]"),
+                 "/routes/0/rewrite", "unterminated '{' at offset 1");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
+                         "'rewrite': '/{}'}]"),
+                 "/routes/0/rewrite", "empty parameter name at offset 1");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
+                         "'rewrite': '/x}'}]"),
+                 "/routes/0/rewrite", "stray '}' at offset 2");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
+                         "'rewrite': '/a b'}]"),
+                 "/routes/0/rewrite", "invalid character at offset 2");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
+                         "'rewrite': 'v2/{id}'}]"),
+                 "/routes/0/rewrite", "must start with '/'");
+
+    /* direct responses and redirects */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
+                     "{'Content-Length': '5'}}}]"),
+                 "/routes/0/response/headers/Content-Length", "set by the gateway");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
+                     "{'transfer-encoding': 'chunked'}}}]"),
+                 "/routes/0/response/headers/transfer-encoding", "set by the gateway");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
+                     "{'X Y': 'v'}}}]"),
+                 "/routes/0/response/headers/X Y", "invalid header name");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
+                     "{'X-A': 'a\\r\\nSet-Cookie: x=1'}}}]"),
+                 "/routes/0/response/headers/X-A", "control character 0x0d at offset 1");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
+                     "{'X-A': ' a'}}}]"),
+                 "/routes/0/response/headers/X-A", "whitespace");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'status': 204, "
+                     "'body': 'x'}}]"),
+                 "/routes/0/response/body", "a 204 response has no body");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'location': "
+                     "'/x\\r\\nX: y'}}]"),
+                 "/routes/0/redirect/location", "control character at offset 2");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'location': ''}}]"),
+                 "/routes/0/redirect/location", "must not be empty");
+
+    /* names */
+    expect_error(doc("'upstreams': {'a b': {'servers': [{'address': '1.2.3.4:80'}]}}"),
+                 "/upstreams/a b", "invalid upstream name \"a b\"");
+    expect_error(doc("'upstreams': {'a/b': {'servers': [{'address': '1.2.3.4:80'}]}}"),
+                 "/upstreams/a~1b", "invalid upstream name \"a/b\"");
+}
+END_TEST
+
+START_TEST(pattern_errors)
+{
+    /* the router's offset, relative to "path" or "host" */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/users/a b', 'response': {}}]"),
+                 "/routes/0/path", "invalid pattern at offset 8: ");
+    expect_error(doc("'routes': [{'id': 'a', 'host': 'api.example.com', 'path': '/a b', "
+                     "'response': {}}]"),
+                 "/routes/0/path", "invalid pattern at offset 2: ");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/users/{id', 'response': {}}]"),
+                 "/routes/0/path", "invalid pattern at offset 7: ");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/a//b', 'response': {}}]"), "/routes/0/path",
+                 "invalid pattern at offset ");
+    expect_error(doc("'routes': [{'id': 'a', 'host': 'api..example.com', 'path': '/', "
+                     "'response': {}}]"),
+                 "/routes/0/host", "invalid host pattern at offset ");
+    expect_error(doc("'routes': [{'id': 'a', 'host': 'api.example.com:8080', 'path': '/', "
+                     "'response': {}}]"),
+                 "/routes/0/host", "invalid host pattern at offset ");
+}
+END_TEST
+
+START_TEST(conflicts)
+{
+    expect_error(doc(UPS "'routes': ["
+                         "{'id': 'get-user', 'methods': ['GET'], 'path': '/users/{id}', "
+                         "'upstream': 'users'},"
+                         "{'id': 'x', 'path': '/x', 'response': {}},"
+                         "{'id': 'get-user2', 'methods': ['POST', 'GET'], 'path': '/users/{name}', "
+                         "'upstream': 'users'}]"),
+                 "/routes/2/path", "conflicts with route \"get-user\" (GET /users/{id})");
+    expect_error(doc("'routes': ["
+                     "{'id': 'all', 'path': '/a/*{rest}', 'response': {}},"
+                     "{'id': 'all2', 'path': '/a/*{x}', 'response': {}}]"),
+                 "/routes/1/path", "conflicts with route \"all\" (any method /a/*{rest})");
+    expect_error(doc("'routes': ["
+                     "{'id': 'h1', 'host': 'API.example.com', 'methods': ['GET', 'PUT'], "
+                     "'path': '/', 'response': {}},"
+                     "{'id': 'h2', 'host': 'api.example.com', 'methods': ['PUT'], "
+                     "'path': '/', 'response': {}}]"),
+                 "/routes/1/path", "conflicts with route \"h1\" (GET,PUT ");
+
+    /* a route without a valid id still takes part, and is named by its path */
+    expect_error(doc("'routes': ["
+                     "{'id': 'bad id', 'methods': ['GET'], 'path': '/a', 'response': {}},"
+                     "{'id': 'b', 'methods': ['GET'], 'path': '/a', 'response': {}}]"),
+                 "/routes/1/path", "conflicts with /routes/0 (GET /a)");
+
+    /* not conflicts: other methods, other hosts, any-method beside explicit */
+    struct adm_config *c = expect_ok(
+        doc("'routes': ["
+            "{'id': 'a', 'methods': ['GET'], 'path': '/users/{id}', 'response': {}},"
+            "{'id': 'b', 'methods': ['PUT'], 'path': '/users/{name}', 'response': {}},"
+            "{'id': 'c', 'path': '/users/{id}', 'response': {}},"
+            "{'id': 'd', 'host': 'a.example.com', 'methods': ['GET'], 'path': '/users/{id}', "
+            "'response': {}},"
+            "{'id': 'e', 'path': '/users/{id}/profile', 'response': {}},"
+            "{'id': 'f', 'path': '/users/me', 'response': {}}]"));
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(bad_cidrs)
+{
+    expect_error(doc("'trusted_proxies': ['10.0.0.0/8', '10.0.0.0/33']"), "/trusted_proxies/1",
+                 "invalid CIDR \"10.0.0.0/33\": prefix length must be 0..32");
+    expect_error(doc("'trusted_proxies': ['10.1.2.3/8']"), "/trusted_proxies/0",
+                 "host bits are set beyond the prefix (did you mean 10.0.0.0/8?)");
+    expect_error(doc("'trusted_proxies': ['::1/129']"), "/trusted_proxies/0",
+                 "prefix length must be 0..128");
+    expect_error(doc("'trusted_proxies': ['fd00::1/8']"), "/trusted_proxies/0",
+                 "did you mean fd00::/8?");
+    expect_error(doc("'trusted_proxies': ['proxy.local']"), "/trusted_proxies/0",
+                 "invalid IP address");
+    expect_error(doc("'trusted_proxies': ['10.0.0.0/']"), "/trusted_proxies/0",
+                 "prefix length must be a decimal number");
+    expect_error(doc("'trusted_proxies': ['10.0.0.0/08']"), "/trusted_proxies/0",
+                 "prefix length must be a decimal number");
+    expect_error(doc("'trusted_proxies': ['/8']"), "/trusted_proxies/0", "expected ADDRESS/PREFIX");
+    expect_error(doc("'trusted_proxies': [8]"), "/trusted_proxies/0", "expected a string");
+}
+END_TEST
+
+START_TEST(json_syntax)
+{
+    /* duplicate keys name the duplicate's path */
+    expect_error(J("{'listeners': [{'address': '1.2.3.4:80'}], 'listeners': []}"), "/listeners",
+                 "duplicate key (line 1, column ");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}],\n"
+                     "'servers': []}}"),
+                 "/upstreams/u/servers", "duplicate key (line 2, column ");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {}},\n"
+                     " {'id': 'b', 'path': '/b', 'id': 'c'}]"),
+                 "/routes/1/id", "duplicate key (line 2,");
+    expect_error(doc("'upstreams': {'a/b~': {'servers': [{'address': '1.2.3.4:80', "
+                     "'x\\\"y': 1, 'x\\\"y': 2}]}}"),
+                 "/upstreams/a~1b~0/servers/0/x\"y", "duplicate key");
+    /* syntax errors: the document, with line and column */
+    expect_error(J("{'listeners': [{'address': '1.2.3.4:80'}]\n,}"), "", "line 2, column ");
+    expect_error("{\"listeners\": [", "", "line 1, column ");
+    expect_error("", "", "line 1, column 0:");
+    expect_error("{\"a\": 1} x", "", "line 1");
+    expect_error("{\"a\": \"x\\u0000y\"}", "", "line 1");
+    expect_error("{\"a\": 123456789012345678901234567890}", "", "too big integer");
+    /* the document must be an object */
+    expect_error("[]", "", "the config must be a JSON object, got an array");
+    expect_error("42", "", "line 1");
+    expect_error("\"x\"", "", "line 1");
+
+    struct adm_errors e;
+    adm_errors_init(&e);
+    ck_assert_ptr_null(adm_config_parse(NULL, 0, &e));
+    ck_assert_uint_eq(e.n, 1);
+    adm_errors_clear(&e);
+    ck_assert_ptr_null(adm_config_parse("{", 1, NULL));
+    /* a length shorter than the string: only <len> bytes count */
+    ck_assert_ptr_null(adm_config_parse(doc(NULL), 5, NULL));
+}
+END_TEST
+
+START_TEST(many_errors_reported)
+{
+    static const char bad[] =
+        "{'workers': 0, 'listeners': [{'address': 'nope'}, {'address': '1.2.3.4:80', 'x': 1}],"
+        " 'upstreams': {'u': {'servers': [{'address': '1.2.3.4:0'}], 'keepalive': 'lots'}},"
+        " 'routes': ["
+        "   {'id': 'a', 'path': '/a/{id}', 'upstream': 'missing'},"
+        "   {'id': 'a', 'path': '/b', 'response': {'status': 42}},"
+        "   {'id': 'c', 'path': '/a/{x}', 'upstream': 'u'},"
+        "   {'path': 'rel', 'redirect': {}}"
+        " ],"
+        " 'router': {'trailing_slash': 'sometimes'},"
+        " 'trusted_proxies': ['1.2.3.4/40'],"
+        " 'limits': {'max_headers': 0},"
+        " 'timeouts': {'drain': 5},"
+        " 'access_log': 7,"
+        " 'admin': {'address': 'localhost:9901'},"
+        " 'extra': null}";
+    struct adm_errors e;
+    struct adm_config *c = parse(J(bad), &e);
+    ck_assert_ptr_null(c);
+    static const char *const paths[] = {
+        "/workers",
+        "/listeners/0/address",
+        "/listeners/1/x",
+        "/upstreams/u/servers/0/address",
+        "/upstreams/u/keepalive",
+        "/routes/0/upstream",
+        "/routes/1/id",
+        "/routes/1/response/status",
+        "/routes/2/path",
+        "/routes/3/id",
+        "/routes/3/path",
+        "/routes/3/redirect/location",
+        "/router/trailing_slash",
+        "/trusted_proxies/0",
+        "/limits/max_headers",
+        "/timeouts/drain",
+        "/access_log",
+        "/admin/address",
+        "/extra",
+    };
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        ck_has_error(&e, paths[i], "");
+    ck_has_error(&e, "/routes/2/path", "conflicts with route \"a\" (any method /a/{id})");
+    ck_assert_uint_eq(e.n, sizeof(paths) / sizeof(paths[0]));
+
+    /* formatting */
+    char line[256];
+    long i = find_error(&e, "/routes/0/upstream", "");
+    ck_assert_int_ge(i, 0);
+    size_t n = adm_error_format(&e.v[i], line, sizeof(line));
+    ck_assert_str_eq(line, "/routes/0/upstream: unknown upstream \"missing\"");
+    ck_assert_uint_eq(n, strlen(line));
+    char *all = adm_errors_format(&e);
+    ck_assert_ptr_nonnull(strstr(all, "/routes/0/upstream: unknown upstream \"missing\"\n"));
+    size_t lines = 0;
+    for (const char *p = all; *p; p++)
+        lines += *p == '\n';
+    ck_assert_uint_eq(lines, e.n);
+    free(all);
+    json_t *j = adm_errors_json(&e);
+    ck_assert_uint_eq(json_array_size(j), e.n);
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, (size_t)i), "path")),
+                     "/routes/0/upstream");
+    json_decref(j);
+    adm_errors_clear(&e);
+
+    /* a root error formats without a path */
+    c = parse("[", &e);
+    ck_assert_ptr_null(c);
+    adm_error_format(&e.v[0], line, sizeof(line));
+    ck_assert_int_eq(strncmp(line, "line 1, column ", 15), 0);
+    adm_errors_clear(&e);
+}
+END_TEST
+
+/* Error lists are capped; the rest is counted. */
+START_TEST(error_cap)
+{
+    size_t n = ADM_ERRORS_MAX + 50;
+    char *s = malloc(n * 16 + 64);
+    size_t o = (size_t)sprintf(s, "{\"listeners\": [{\"address\": \"1.2.3.4:80\"}]");
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)sprintf(s + o, ", \"k%zu\": 1", i);
+    strcpy(s + o, "}");
+    struct adm_errors e;
+    ck_assert_ptr_null(parse(s, &e));
+    ck_assert_uint_eq(e.n, ADM_ERRORS_MAX);
+    ck_assert_uint_eq(e.dropped, 50);
+    char *all = adm_errors_format(&e);
+    ck_assert_ptr_nonnull(strstr(all, "... and 50 more errors\n"));
+    free(all);
+    adm_errors_clear(&e);
+    free(s);
+}
+END_TEST
+
+/* ---- entry points ---- */
+
+START_TEST(from_json_and_files)
+{
+    json_t *j = json_loads(doc("'workers': 3"), 0, NULL);
+    struct adm_errors e;
+    adm_errors_init(&e);
+    struct adm_config *c = adm_config_from_json(j, &e);
+    ck_assert_ptr_nonnull(c);
+    json_object_set_new(j, "workers", json_integer(9)); /* the config holds a copy */
+    ck_assert_int_eq(json_integer_value(json_object_get(c->json, "workers")), 3);
+    ck_assert_uint_eq(c->workers, 3);
+    adm_config_free(c);
+
+    /* strings with NUL only come this way */
+    json_object_set_new(j, "access_log", json_stringn("a\0b", 3));
+    ck_assert_ptr_null(adm_config_from_json(j, &e));
+    ck_has_error(&e, "/access_log", "must not contain NUL characters");
+    adm_errors_clear(&e);
+    json_decref(j);
+
+    ck_assert_ptr_null(adm_config_from_json(NULL, &e));
+    ck_has_error(&e, "", "must be a JSON object, got null");
+    adm_errors_clear(&e);
+
+    char tmpl[] = "/tmp/sy_config_XXXXXX";
+    int fd = mkstemp(tmpl);
+    ck_assert_int_ge(fd, 0);
+    const char *text = doc("'workers': 5");
+    ck_assert_int_eq(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    c = adm_config_load_file(tmpl, &e);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(c->workers, 5);
+    adm_config_free(c);
+    unlink(tmpl);
+
+    ck_assert_ptr_null(adm_config_load_file("/nonexistent/sy.json", &e));
+    ck_has_error(&e, "", "/nonexistent/sy.json: No such file or directory");
+    adm_errors_clear(&e);
+    ck_assert_ptr_null(adm_config_load_file("/tmp", &e));
+    ck_assert_uint_ge(e.n, 1);
+    adm_errors_clear(&e);
+
+    adm_config_free(NULL);
+    adm_errors_clear(NULL);
+}
+END_TEST
+
+static size_t freed;
+static void *make_udata(const struct adm_route *r, void *arg)
+{
+    (void)arg;
+    return strdup(r->id);
+}
+static void count_free(void *p)
+{
+    freed++;
+    free(p);
+}
+
+START_TEST(build_routes)
+{
+    struct adm_config *c = expect_ok(J(full_config));
+    struct adm_errors e;
+    adm_errors_init(&e);
+    rt_table *t = adm_config_build_routes(c, NULL, NULL, NULL, &e);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(rt_table_count(t), c->nroutes);
+    ck_assert_int_eq(rt_table_options(t)->trailing_slash, RT_TS_REDIRECT);
+    ck_assert_int_eq(rt_table_options(t)->auto_options, 1);
+
+    struct rt_param params[8];
+    struct rt_match m;
+    const char *path = "/users/42";
+    ck_assert_int_eq(
+        rt_lookup(t, "GET", 3, "api.example.com", 15, path, strlen(path), params, 8, &m), RT_HIT);
+    ck_assert_ptr_eq(rt_route_udata(m.route), &c->routes[0]);
+    ck_assert_str_eq(rt_route_name(m.route), "get-user");
+    rt_table_free(t);
+
+    freed = 0;
+    t = adm_config_build_routes(c, make_udata, count_free, NULL, &e);
+    ck_assert_ptr_nonnull(t);
+    path = "/ping";
+    ck_assert_int_eq(rt_lookup(t, "GET", 3, NULL, 0, path, strlen(path), params, 8, &m), RT_HIT);
+    ck_assert_str_eq(rt_route_udata(m.route), "ping");
+    rt_table_free(t);
+    ck_assert_uint_eq(freed, c->nroutes);
+    ck_assert_uint_eq(e.n, 0);
+    adm_errors_clear(&e);
+    adm_config_free(c);
+
+    /* a conflict (made by editing a valid config) fails the build and
+     * releases every udata already made */
+    c = expect_ok(doc("'routes': [{'id': 'a', 'path': '/a', 'response': {}}, "
+                      "{'id': 'b', 'path': '/b', 'response': {}}, "
+                      "{'id': 'c', 'path': '/c', 'response': {}}]"));
+    free(c->routes[2].pattern);
+    c->routes[2].pattern = strdup("/a");
+    freed = 0;
+    ck_assert_ptr_null(adm_config_build_routes(c, make_udata, count_free, NULL, &e));
+    ck_assert_uint_eq(freed, 3);
+    ck_has_error(&e, "/routes/2/path", "conflicts with route \"a\" (any method /a)");
+    adm_errors_clear(&e);
+    adm_config_free(c);
+}
+END_TEST
+
+/* ---- addresses and CIDRs ---- */
+
+static struct sockaddr_storage sa(const char *ip)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(ip, ':')) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        s6->sin6_family = AF_INET6;
+        ck_assert_int_eq(inet_pton(AF_INET6, ip, &s6->sin6_addr), 1);
+    } else {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        s4->sin_family = AF_INET;
+        ck_assert_int_eq(inet_pton(AF_INET, ip, &s4->sin_addr), 1);
+    }
+    return ss;
+}
+
+static int match(const struct adm_cidr *l, size_t n, const char *ip)
+{
+    struct sockaddr_storage ss = sa(ip);
+    return adm_cidr_match(l, n, (const struct sockaddr *)&ss);
+}
+
+START_TEST(cidr_matching)
+{
+    static const char *const specs[] = {"10.0.0.0/8",    "192.168.1.7", "172.16.0.0/12",
+                                        "2001:db8::/32", "::1",         "fe80::/10"};
+    struct adm_cidr l[6];
+    char why[128];
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_msg(adm_cidr_parse(&l[i], specs[i], why, sizeof(why)) == 0, "%s: %s", specs[i],
+                      why);
+
+    ck_assert_int_eq(match(l, 6, "10.0.0.1"), 1);
+    ck_assert_int_eq(match(l, 6, "10.255.255.255"), 1);
+    ck_assert_int_eq(match(l, 6, "11.0.0.1"), 0);
+    ck_assert_int_eq(match(l, 6, "9.255.255.255"), 0);
+    ck_assert_int_eq(match(l, 6, "192.168.1.7"), 1);
+    ck_assert_int_eq(match(l, 6, "192.168.1.8"), 0);
+    ck_assert_int_eq(match(l, 6, "172.31.255.255"), 1);
+    ck_assert_int_eq(match(l, 6, "172.32.0.0"), 0);
+    ck_assert_int_eq(match(l, 6, "172.15.255.255"), 0);
+    ck_assert_int_eq(match(l, 6, "2001:db8::1"), 1);
+    ck_assert_int_eq(match(l, 6, "2001:db8:ffff:ffff::1"), 1);
+    ck_assert_int_eq(match(l, 6, "2001:db9::1"), 0);
+    ck_assert_int_eq(match(l, 6, "::1"), 1);
+    ck_assert_int_eq(match(l, 6, "::2"), 0);
+    ck_assert_int_eq(match(l, 6, "fe80::1234"), 1);
+    ck_assert_int_eq(match(l, 6, "febf::1"), 1);
+    ck_assert_int_eq(match(l, 6, "fec0::1"), 0);
+    /* IPv4-mapped IPv6 (dual-stack sockets) matches IPv4 prefixes */
+    ck_assert_int_eq(match(l, 6, "::ffff:10.1.2.3"), 1);
+    ck_assert_int_eq(match(l, 6, "::ffff:11.1.2.3"), 0);
+    ck_assert_int_eq(match(l, 6, "::ffff:192.168.1.7"), 1);
+    /* an empty list matches nothing; /0 matches everything of its family */
+    ck_assert_int_eq(match(l, 0, "10.0.0.1"), 0);
+    struct adm_cidr all4, all6, mapped;
+    ck_assert_int_eq(adm_cidr_parse(&all4, "0.0.0.0/0", why, sizeof(why)), 0);
+    ck_assert_int_eq(adm_cidr_parse(&all6, "::/0", why, sizeof(why)), 0);
+    ck_assert_int_eq(adm_cidr_parse(&mapped, "::ffff:0:0/96", why, sizeof(why)), 0);
+    ck_assert_int_eq(match(&all4, 1, "1.2.3.4"), 1);
+    ck_assert_int_eq(match(&all4, 1, "::1"), 0);
+    ck_assert_int_eq(match(&all6, 1, "::1"), 1);
+    ck_assert_int_eq(match(&mapped, 1, "1.2.3.4"), 1);
+    /* other families never match */
+    struct sockaddr un = {.sa_family = AF_UNIX};
+    ck_assert_int_eq(adm_cidr_match(&all4, 1, &un), 0);
+    ck_assert_int_eq(adm_cidr_match(&all4, 1, NULL), 0);
+    /* odd prefix lengths */
+    struct adm_cidr p;
+    ck_assert_int_eq(adm_cidr_parse(&p, "192.168.128.0/17", why, sizeof(why)), 0);
+    ck_assert_int_eq(match(&p, 1, "192.168.255.1"), 1);
+    ck_assert_int_eq(match(&p, 1, "192.168.127.1"), 0);
+    ck_assert_int_eq(adm_cidr_parse(&p, "192.168.129.0/17", why, sizeof(why)), -1);
+    ck_assert_ptr_nonnull(strstr(why, "192.168.128.0/17"));
+}
+END_TEST
+
+START_TEST(address_parsing)
+{
+    struct adm_addr a;
+    char why[128];
+    ck_assert_int_eq(adm_addr_parse(&a, "[2001:db8::1]:443", 0, why, sizeof(why)), 0);
+    ck_assert_str_eq(a.host, "2001:db8::1");
+    ck_assert_uint_eq(a.port, 443);
+    ck_assert_int_eq(adm_addr_is_loopback(&a), 0);
+    adm_addr_free(&a);
+    ck_assert_int_eq(adm_addr_parse(&a, "db.internal:5432", 1, why, sizeof(why)), 0);
+    ck_assert_int_eq(a.numeric, 0);
+    ck_assert_int_eq(adm_addr_is_loopback(&a), 0);
+    adm_addr_free(&a);
+    ck_assert_int_eq(adm_addr_parse(&a, "db_1:5432", 1, why, sizeof(why)), 0);
+    adm_addr_free(&a);
+    ck_assert_int_eq(adm_addr_parse(&a, "localhost:65535", 1, why, sizeof(why)), 0);
+    ck_assert_uint_eq(a.port, 65535);
+    adm_addr_free(&a);
+    ck_assert_int_eq(adm_addr_parse(&a, "localhost:65535", 0, why, sizeof(why)), -1);
+    adm_addr_free(&a);
+    adm_addr_free(NULL);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("admin_config");
+    TCase *tc = tcase_create("config");
+    tcase_add_test(tc, default_config_parses);
+    tcase_add_test(tc, default_config_file_matches);
+    tcase_add_test(tc, full_config_values);
+    tcase_add_test(tc, minimal_config_defaults);
+    tcase_add_test(tc, unknown_keys);
+    tcase_add_test(tc, wrong_types);
+    tcase_add_test(tc, missing_required);
+    tcase_add_test(tc, out_of_range);
+    tcase_add_test(tc, bad_addresses);
+    tcase_add_test(tc, route_errors);
+    tcase_add_test(tc, pattern_errors);
+    tcase_add_test(tc, conflicts);
+    tcase_add_test(tc, bad_cidrs);
+    tcase_add_test(tc, json_syntax);
+    tcase_add_test(tc, many_errors_reported);
+    tcase_add_test(tc, error_cap);
+    tcase_add_test(tc, from_json_and_files);
+    tcase_add_test(tc, build_routes);
+    tcase_add_test(tc, cidr_matching);
+    tcase_add_test(tc, address_parsing);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

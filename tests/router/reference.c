@@ -1,0 +1,550 @@
+/*
+ * reference.c - the brute-force reference router (see reference.h).
+ *
+ * Every rule here is read off router/SEMANTICS.md, in the same words where
+ * possible, and nothing is shared with router/: a lookup matches each pattern
+ * on its own (matching is deterministic because a parameter runs to the next
+ * separator), records for each match the kind of pattern token that consumed
+ * each request position, and keeps the match whose record is lowest.
+ */
+#include "reference.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum ref_kind { TOK_STATIC, TOK_PARAM, TOK_CATCHALL };
+
+struct ref_tok {
+    enum ref_kind kind;
+    const char *s; /* static text (host: lower-cased) or parameter name */
+    size_t len;
+    char *own; /* heap copy backing <s> */
+};
+
+/* Ranks of the tokens walked over a request: "pattern ended" < catch-all
+ * matching the empty rest, static byte < param < catch-all. */
+enum { KEY_END = 1, KEY_STATIC = 2, KEY_PARAM = 3, KEY_CATCHALL = 4 };
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        abort();
+    return p;
+}
+
+static char *xstrndup(const char *s, size_t n)
+{
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static char lower(char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+}
+
+/* Splits one part of a valid pattern (<s>, <len>) into tokens; <ci> lower-
+ * cases static text (hosts). Returns a heap array, its size in <*n>. */
+static struct ref_tok *tokenize(const char *s, size_t len, int ci, size_t *n)
+{
+    struct ref_tok *tok = xmalloc(sizeof(*tok) * (len + 1));
+    size_t i = 0, k = 0;
+
+    while (i < len) {
+        if (s[i] == '{' || (s[i] == '*' && i + 1 < len && s[i + 1] == '{')) {
+            int catchall = s[i] == '*';
+            size_t start = i + (catchall ? 2 : 1), end = start;
+            while (end < len && s[end] != '}')
+                end++;
+            tok[k].kind = catchall ? TOK_CATCHALL : TOK_PARAM;
+            tok[k].own = xstrndup(s + start, end - start);
+            tok[k].s = tok[k].own;
+            tok[k].len = end - start;
+            k++;
+            i = end + 1;
+        } else {
+            size_t end = i;
+            while (end < len && s[end] != '{' &&
+                   !(s[end] == '*' && end + 1 < len && s[end + 1] == '{'))
+                end++;
+            tok[k].kind = TOK_STATIC;
+            tok[k].own = xstrndup(s + i, end - i);
+            if (ci)
+                for (size_t j = 0; j < end - i; j++)
+                    tok[k].own[j] = lower(tok[k].own[j]);
+            tok[k].s = tok[k].own;
+            tok[k].len = end - i;
+            k++;
+            i = end;
+        }
+    }
+    *n = k;
+    return tok;
+}
+
+static void toks_free(struct ref_tok *tok, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(tok[i].own);
+    free(tok);
+}
+
+/* The shape: the pattern with host lower-cased and parameter names erased.
+ * Two routes have the same shape iff their shapes are equal strings. */
+static char *make_shape(const char *pattern, size_t hostlen)
+{
+    size_t len = strlen(pattern);
+    char *shape = xmalloc(len + 1);
+    size_t k = 0;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = pattern[i];
+        if (c == '{') {
+            shape[k++] = '{';
+            while (i < len && pattern[i] != '}')
+                i++;
+            shape[k++] = '}';
+            continue;
+        }
+        shape[k++] = i < hostlen ? lower(c) : c;
+    }
+    shape[k] = '\0';
+    return shape;
+}
+
+static void route_set_methods(struct ref_route *r, const char *const *methods, size_t n)
+{
+    r->nmethods = 0;
+    for (size_t i = 0; i < n; i++) {
+        int dup = 0;
+        assert(strlen(methods[i]) < REF_METHOD_LEN);
+        for (size_t j = 0; j < r->nmethods; j++)
+            dup |= strcmp(r->methods[j], methods[i]) == 0;
+        if (dup)
+            continue;
+        assert(r->nmethods < REF_MAX_METHODS);
+        strcpy(r->methods[r->nmethods++], methods[i]);
+    }
+}
+
+static void route_build(struct ref_route *r, const char *const *methods, size_t n,
+                        const char *pattern, intptr_t id)
+{
+    const char *slash = strchr(pattern, '/');
+    size_t hostlen;
+
+    assert(slash != NULL);
+    memset(r, 0, sizeof(*r));
+    hostlen = (size_t)(slash - pattern);
+    r->pattern = xstrndup(pattern, strlen(pattern));
+    r->id = id;
+    r->has_host = hostlen > 0;
+    r->shape = make_shape(pattern, hostlen);
+    r->htok = tokenize(pattern, hostlen, 1, &r->nhtok);
+    r->ptok = tokenize(slash, strlen(slash), 0, &r->nptok);
+    route_set_methods(r, methods, n);
+}
+
+static void route_free(struct ref_route *r)
+{
+    free(r->pattern);
+    free(r->shape);
+    toks_free(r->htok, r->nhtok);
+    toks_free(r->ptok, r->nptok);
+}
+
+static int names_method(const struct ref_route *r, const char *m, size_t mlen)
+{
+    for (size_t i = 0; i < r->nmethods; i++)
+        if (strlen(r->methods[i]) == mlen && memcmp(r->methods[i], m, mlen) == 0)
+            return 1;
+    return 0;
+}
+
+/* Method sets intersect, or both take any method. */
+static int methods_clash(const struct ref_route *a, const struct ref_route *b)
+{
+    if (a->nmethods == 0 || b->nmethods == 0)
+        return a->nmethods == 0 && b->nmethods == 0;
+    for (size_t i = 0; i < a->nmethods; i++)
+        if (names_method(b, a->methods[i], strlen(a->methods[i])))
+            return 1;
+    return 0;
+}
+
+static int methods_equal(const struct ref_route *a, const struct ref_route *b)
+{
+    if (a->nmethods != b->nmethods)
+        return 0;
+    for (size_t i = 0; i < a->nmethods; i++)
+        if (!names_method(b, a->methods[i], strlen(a->methods[i])))
+            return 0;
+    return 1;
+}
+
+void ref_init(struct ref_table *t)
+{
+    memset(t, 0, sizeof(*t));
+}
+
+void ref_clear(struct ref_table *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        route_free(&t->routes[i]);
+    free(t->routes);
+    ref_init(t);
+}
+
+static struct ref_route *append(struct ref_table *t)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 16;
+        struct ref_route *nr = realloc(t->routes, cap * sizeof(*nr));
+        if (!nr)
+            abort();
+        t->routes = nr;
+        t->cap = cap;
+    }
+    return &t->routes[t->n++];
+}
+
+void ref_copy(struct ref_table *dst, const struct ref_table *src)
+{
+    for (size_t i = 0; i < src->n; i++) {
+        const struct ref_route *s = &src->routes[i];
+        const char *ms[REF_MAX_METHODS];
+        for (size_t j = 0; j < s->nmethods; j++)
+            ms[j] = s->methods[j];
+        route_build(append(dst), ms, s->nmethods, s->pattern, s->id);
+    }
+}
+
+int ref_insert(struct ref_table *t, const char *const *methods, size_t nmethods,
+               const char *pattern, intptr_t id, intptr_t *other, size_t cap, size_t *nother)
+{
+    struct ref_route nr;
+    size_t nc = 0;
+
+    route_build(&nr, methods, nmethods, pattern, id);
+    for (size_t i = 0; i < t->n; i++) {
+        if (strcmp(t->routes[i].shape, nr.shape) == 0 && methods_clash(&t->routes[i], &nr)) {
+            if (nc < cap)
+                other[nc] = t->routes[i].id;
+            nc++;
+        }
+    }
+    if (nother)
+        *nother = nc;
+    if (nc > 0) {
+        route_free(&nr);
+        return REF_ECONFLICT;
+    }
+    *append(t) = nr;
+    return REF_OK;
+}
+
+/* The index of the route with <pattern>'s shape and exactly <methods>. */
+static size_t find_exact(const struct ref_table *t, const char *const *methods, size_t nmethods,
+                         const char *pattern)
+{
+    struct ref_route probe;
+    size_t found = t->n;
+
+    route_build(&probe, methods, nmethods, pattern, 0);
+    for (size_t i = 0; i < t->n && found == t->n; i++)
+        if (strcmp(t->routes[i].shape, probe.shape) == 0 && methods_equal(&t->routes[i], &probe))
+            found = i;
+    route_free(&probe);
+    return found;
+}
+
+int ref_update(struct ref_table *t, const char *const *methods, size_t nmethods,
+               const char *pattern, intptr_t id, intptr_t *old_id)
+{
+    size_t i = find_exact(t, methods, nmethods, pattern);
+
+    if (i == t->n)
+        return REF_ENOENT;
+    if (old_id)
+        *old_id = t->routes[i].id;
+    route_free(&t->routes[i]);
+    route_build(&t->routes[i], methods, nmethods, pattern, id);
+    return REF_OK;
+}
+
+int ref_delete(struct ref_table *t, const char *const *methods, size_t nmethods,
+               const char *pattern, intptr_t *old_id)
+{
+    size_t i = find_exact(t, methods, nmethods, pattern);
+
+    if (i == t->n)
+        return REF_ENOENT;
+    if (old_id)
+        *old_id = t->routes[i].id;
+    route_free(&t->routes[i]);
+    memmove(&t->routes[i], &t->routes[i + 1], (t->n - i - 1) * sizeof(t->routes[0]));
+    t->n--;
+    return REF_OK;
+}
+
+size_t ref_max_params(const struct ref_table *t)
+{
+    size_t max = 0;
+
+    for (size_t i = 0; i < t->n; i++) {
+        const struct ref_route *r = &t->routes[i];
+        size_t n = 0;
+        for (size_t j = 0; j < r->nhtok; j++)
+            n += r->htok[j].kind != TOK_STATIC;
+        for (size_t j = 0; j < r->nptok; j++)
+            n += r->ptok[j].kind != TOK_STATIC;
+        if (n > max)
+            max = n;
+    }
+    return max;
+}
+
+/* ---- matching ---- */
+
+/* One route matched against the request: its rank keys and parameters. */
+struct ref_cand {
+    const struct ref_route *route;
+    int pref; /* among same-shape candidates: 0 names M, 1 GET for HEAD, 2 any */
+    unsigned char *hkey, *pkey;
+    size_t hkeylen, pkeylen;
+    size_t nparams;
+    struct ref_param params[REF_MAX_PARAMS];
+};
+
+/* Matches tokens against <s>/<len>; <sep> ends a parameter, <ci> compares
+ * static text case-insensitively. Appends the rank of every token walked to
+ * <key> and the parameters to <c>. Returns 1 on a match. */
+static int match_part(const struct ref_tok *tok, size_t ntok, const char *s, size_t len, char sep,
+                      int ci, unsigned char *key, size_t *keylen, struct ref_cand *c)
+{
+    size_t pos = 0, k = 0;
+    int ended = 1;
+
+    for (size_t i = 0; i < ntok; i++) {
+        const struct ref_tok *t = &tok[i];
+        if (t->kind == TOK_STATIC) {
+            if (len - pos < t->len)
+                return 0;
+            for (size_t j = 0; j < t->len; j++) {
+                char a = ci ? lower(s[pos + j]) : s[pos + j];
+                if (a != t->s[j])
+                    return 0;
+                key[k++] = KEY_STATIC;
+            }
+            pos += t->len;
+        } else if (t->kind == TOK_PARAM) {
+            size_t end = pos;
+            while (end < len && s[end] != sep)
+                end++;
+            if (end == pos)
+                return 0;
+            assert(c->nparams < REF_MAX_PARAMS);
+            c->params[c->nparams++] = (struct ref_param){t->s, s + pos, end - pos};
+            key[k++] = KEY_PARAM;
+            pos = end;
+        } else {
+            assert(c->nparams < REF_MAX_PARAMS);
+            c->params[c->nparams++] = (struct ref_param){t->s, s + pos, len - pos};
+            key[k++] = KEY_CATCHALL;
+            pos = len;
+            ended = 0;
+        }
+    }
+    if (pos != len)
+        return 0;
+    if (ended)
+        key[k++] = KEY_END;
+    *keylen = k;
+    return 1;
+}
+
+static int key_cmp(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen)
+{
+    size_t n = alen < blen ? alen : blen;
+    int c = memcmp(a, b, n);
+
+    if (c != 0)
+        return c;
+    return alen < blen ? -1 : alen > blen;
+}
+
+/* <0 when <a> is more specific than <b>. Host routes whose host matches rank
+ * above every host-less route; between two host routes the host is compared
+ * first, then the path. */
+static int cand_cmp(const struct ref_cand *a, const struct ref_cand *b)
+{
+    int c;
+
+    if (a->route->has_host != b->route->has_host)
+        return a->route->has_host ? -1 : 1;
+    if (a->route->has_host) {
+        c = key_cmp(a->hkey, a->hkeylen, b->hkey, b->hkeylen);
+        if (c != 0)
+            return c;
+    }
+    c = key_cmp(a->pkey, a->pkeylen, b->pkey, b->pkeylen);
+    if (c != 0)
+        return c;
+    return a->pref - b->pref;
+}
+
+/* H: port removed (host:port, [v6]:port), one final '.' removed. Returns the
+ * length left; 0 means no host. */
+static size_t host_normalize(const char *h, size_t hlen)
+{
+    size_t n = hlen;
+
+    if (!h || hlen == 0)
+        return 0;
+    if (h[0] == '[') {
+        const char *end = memchr(h, ']', hlen);
+        if (end)
+            n = (size_t)(end - h) + 1;
+    } else {
+        const char *colon = memchr(h, ':', hlen);
+        if (colon)
+            n = (size_t)(colon - h);
+    }
+    if (n > 0 && h[n - 1] == '.')
+        n--;
+    return n;
+}
+
+static void allow_add(struct ref_result *r, const char *m)
+{
+    for (size_t i = 0; i < r->nallow; i++)
+        if (strcmp(r->allow[i], m) == 0)
+            return;
+    assert(r->nallow < REF_MAX_ALLOW);
+    strcpy(r->allow[r->nallow++], m);
+}
+
+/* One lookup without the trailing-slash twin. */
+static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, const char *h,
+                        size_t hlen, const char *p, size_t plen, struct ref_result *r)
+{
+    struct ref_cand *best = xmalloc(sizeof(*best)), *cur = xmalloc(sizeof(*cur));
+    size_t keycap = (hlen > plen ? hlen : plen) + 2;
+    int have_best = 0, matched = 0;
+
+    best->hkey = xmalloc(keycap);
+    best->pkey = xmalloc(keycap);
+    cur->hkey = xmalloc(keycap);
+    cur->pkey = xmalloc(keycap);
+    r->nallow = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct ref_route *rt = &t->routes[i];
+        cur->route = rt;
+        cur->nparams = 0;
+        cur->hkeylen = 0;
+        if (rt->has_host) {
+            if (hlen == 0 || !match_part(rt->htok, rt->nhtok, h, hlen, '.', 1, cur->hkey,
+                                         &cur->hkeylen, cur))
+                continue;
+        }
+        if (!match_part(rt->ptok, rt->nptok, p, plen, '/', 0, cur->pkey, &cur->pkeylen, cur))
+            continue;
+        matched = 1;
+        for (size_t j = 0; j < rt->nmethods; j++)
+            allow_add(r, rt->methods[j]);
+
+        /* A route takes M when its set contains M or it takes any method;
+         * a GET route also takes HEAD. */
+        if (names_method(rt, m, mlen))
+            cur->pref = 0;
+        else if (mlen == 4 && memcmp(m, "HEAD", 4) == 0 && names_method(rt, "GET", 3))
+            cur->pref = 1;
+        else if (rt->nmethods == 0)
+            cur->pref = 2;
+        else
+            continue;
+        if (!have_best || cand_cmp(cur, best) < 0) {
+            struct ref_cand *tmp = best;
+            best = cur;
+            cur = tmp;
+            have_best = 1;
+        }
+    }
+
+    r->route = NULL;
+    r->id = 0;
+    r->nparams = 0;
+    r->slash = 0;
+    if (have_best) {
+        r->status = 200;
+        r->route = best->route;
+        r->id = best->route->id;
+        r->nparams = best->nparams;
+        memcpy(r->params, best->params, best->nparams * sizeof(best->params[0]));
+    } else if (matched) {
+        r->status = 405;
+        if (mlen == 7 && memcmp(m, "OPTIONS", 7) == 0)
+            r->status = -204; /* decided by the caller: auto_options */
+    } else {
+        r->status = 404;
+    }
+    free(best->hkey);
+    free(best->pkey);
+    free(cur->hkey);
+    free(cur->pkey);
+    free(best);
+    free(cur);
+}
+
+void ref_lookup(const struct ref_table *t, int trailing_slash, int auto_options, const char *method,
+                size_t mlen, const char *host, size_t hlen, const char *path, size_t plen,
+                struct ref_result *r)
+{
+    size_t hn = host_normalize(host, hlen);
+
+    lookup_core(t, method, mlen, host, hn, path, plen, r);
+    if (r->status == -204) {
+        r->status = auto_options ? 204 : 405;
+        return;
+    }
+    if (r->status != 404 || trailing_slash == REF_TS_STRICT || plen == 0 ||
+        (plen == 1 && path[0] == '/'))
+        return;
+
+    /* The twin: P without its final '/', or P + '/'. */
+    struct ref_result *sub = xmalloc(sizeof(*sub));
+    size_t tlen;
+    int slash;
+    assert(plen <= REF_MAX_PATH);
+    if (path[plen - 1] == '/') {
+        tlen = plen - 1;
+        slash = -1;
+    } else {
+        tlen = plen + 1;
+        slash = +1;
+    }
+    memcpy(r->twin, path, plen < tlen ? plen : tlen);
+    if (slash > 0)
+        r->twin[plen] = '/';
+    r->twin[tlen] = '\0';
+    lookup_core(t, method, mlen, host, hn, r->twin, tlen, sub);
+    if (sub->status == 200) {
+        r->route = sub->route;
+        r->id = sub->id;
+        r->slash = slash;
+        if (trailing_slash == REF_TS_REDIRECT) {
+            int safe = (mlen == 3 && memcmp(method, "GET", 3) == 0) ||
+                       (mlen == 4 && memcmp(method, "HEAD", 4) == 0);
+            r->status = safe ? 301 : 308;
+        } else {
+            r->status = 200;
+            r->nparams = sub->nparams;
+            memcpy(r->params, sub->params, sub->nparams * sizeof(sub->params[0]));
+        }
+    }
+    free(sub);
+}
