@@ -57,7 +57,7 @@ enum rt_errcode {
     RT_ECONFLICT, /* an identical route (method, host, shape) exists */
     RT_ENOENT,    /* update/delete: no such route */
     RT_ENOMEM,
-    RT_ELIMIT, /* too many distinct methods, or pattern too long */
+    RT_ELIMIT, /* too many distinct methods or parameters */
 };
 
 struct rt_error {

@@ -447,8 +447,8 @@ static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, c
         cur->nparams = 0;
         cur->hkeylen = 0;
         if (rt->has_host) {
-            if (hlen == 0 || !match_part(rt->htok, rt->nhtok, h, hlen, '.', 1, cur->hkey,
-                                         &cur->hkeylen, cur))
+            if (hlen == 0 ||
+                !match_part(rt->htok, rt->nhtok, h, hlen, '.', 1, cur->hkey, &cur->hkeylen, cur))
                 continue;
         }
         if (!match_part(rt->ptok, rt->nptok, p, plen, '/', 0, cur->pkey, &cur->pkeylen, cur))

@@ -30,9 +30,9 @@ enum ref_ts { REF_TS_STRICT = 0, REF_TS_REDIRECT, REF_TS_RELAXED };
 struct ref_tok;
 
 struct ref_route {
-    char *pattern;  /* as registered */
-    char *shape;    /* lower-cased host + path with parameter names erased */
-    intptr_t id;    /* the caller's id */
+    char *pattern;   /* as registered */
+    char *shape;     /* lower-cased host + path with parameter names erased */
+    intptr_t id;     /* the caller's id */
     size_t nmethods; /* 0: takes any method */
     char methods[REF_MAX_METHODS][REF_METHOD_LEN];
     int has_host;
@@ -54,7 +54,7 @@ struct ref_param {
 /* The answer to one lookup. Holds pointers into itself (twin path): do not
  * copy it by value after ref_lookup() filled it. */
 struct ref_result {
-    int status; /* 200, 204, 301, 308, 404, 405 */
+    int status;                    /* 200, 204, 301, 308, 404, 405 */
     const struct ref_route *route; /* hit or redirect target */
     intptr_t id;                   /* route->id, 0 without route */
     int slash;

@@ -76,8 +76,7 @@ rt_table *rtest_build(const struct rt_options *o, const char *const *lines, size
         spec[sp - lines[i]] = '\0';
         memset(&err, 0, sizeof(err));
         int rc = rtest_insert(tx, spec, sp + 1, (intptr_t)(i + 1), &err);
-        RTEST_REQUIRE(rc == 0, "insert '%s' failed: code %d: %s", lines[i], (int)err.code,
-                      err.msg);
+        RTEST_REQUIRE(rc == 0, "insert '%s' failed: code %d: %s", lines[i], (int)err.code, err.msg);
     }
     t = rt_txn_commit(tx);
     RTEST_REQUIRE(t != NULL, "rt_txn_commit failed");
@@ -195,8 +194,8 @@ static const char *const gen_static[] = {"a", "b", "ab", "abc", "users", "u", "v
 static const char *const gen_param_pre[] = {"", "", "", "a", "ab", "u:", "x."};
 static const char *const gen_catch_pre[] = {"", "", "a", "f=", "ab"};
 static const char *const gen_hosts[] = {
-    "example.com",   "api.example.com",   "{h}.example.com", "api-{h}.example.com",
-    "www.example.com", "other.org",       "{t}.org",         "API.Example.com",
+    "example.com", "api.example.com", "{h}.example.com", "api-{h}.example.com", "www.example.com",
+    "other.org",   "{t}.org",         "API.Example.com", "Api-{t}.example.com",
 };
 static const char *const gen_pnames[] = {"p", "q", "id"};
 
@@ -205,9 +204,8 @@ struct gen_mspec {
     unsigned weight;
 };
 static const struct gen_mspec gen_methods[] = {
-    {"GET", 30},    {"POST", 14},   {"*", 10},     {"GET,POST", 8}, {"PUT", 7},
-    {"DELETE", 7},  {"HEAD", 6},    {"OPTIONS", 5}, {"PURGE", 5},   {"PUT,PATCH", 4},
-    {"POST,PURGE", 2}, {"GET,HEAD", 2},
+    {"GET", 30}, {"POST", 14},   {"*", 10},    {"GET,POST", 8},  {"PUT", 7},        {"DELETE", 7},
+    {"HEAD", 6}, {"OPTIONS", 5}, {"PURGE", 5}, {"PUT,PATCH", 4}, {"POST,PURGE", 2}, {"GET,HEAD", 2},
 };
 
 static const char *pick(struct rtest_rng *rng, const char *const *v, size_t n)
@@ -252,8 +250,8 @@ void rtest_gen_route(struct rtest_rng *rng, int hostpct, struct rtest_groute *ou
         char seg[64];
         const char *name = pick(rng, gen_pnames, NELEM(gen_pnames));
         if (last && r < 18)
-            snprintf(seg, sizeof(seg), "/%s*{%s%zu}", pick(rng, gen_catch_pre, NELEM(gen_catch_pre)),
-                     name, i);
+            snprintf(seg, sizeof(seg), "/%s*{%s%zu}",
+                     pick(rng, gen_catch_pre, NELEM(gen_catch_pre)), name, i);
         else if (r < 55)
             snprintf(seg, sizeof(seg), "/%s", pick(rng, gen_static, NELEM(gen_static)));
         else
@@ -284,23 +282,42 @@ void rtest_rename_params(struct rtest_rng *rng, const char *pattern, char *out, 
 }
 
 static const char *const gen_req_methods[] = {
-    "GET", "GET", "GET", "HEAD", "HEAD", "POST", "POST", "PUT",   "DELETE",
-    "OPTIONS", "OPTIONS", "PATCH", "PURGE", "PURGE", "TRACE", "FOO",
+    "GET",     "GET",     "GET",   "HEAD",  "HEAD",  "POST",  "POST", "PUT", "DELETE",
+    "OPTIONS", "OPTIONS", "PATCH", "PURGE", "PURGE", "TRACE", "FOO",  "get",
 };
 static const char *const gen_req_hosts[] = {
-    "example.com",       "api.example.com", "API.Example.Com",      "www.example.com",
-    "foo.example.com",   "api-eu.example.com", "API-EU.example.com", "api-.example.com",
-    "x.y.example.com",   "other.org",       "foo.org",              "example.com.",
-    "api.example.com:8080", "api-eu.example.com.:443", "[::1]:8080", "unknown.net",
-    "Other.ORG",         "org",             "example.com..",
+    "example.com",
+    "api.example.com",
+    "API.Example.Com",
+    "www.example.com",
+    "foo.example.com",
+    "api-eu.example.com",
+    "API-EU.example.com",
+    "api-.example.com",
+    "x.y.example.com",
+    "other.org",
+    "foo.org",
+    "example.com.",
+    "api.example.com:8080",
+    "api-eu.example.com.:443",
+    "[::1]:8080",
+    "unknown.net",
+    "Other.ORG",
+    "org",
+    "example.com..",
+    ".",
+    ":80",
+    "EXAMPLE.COM:8080",
 };
-static const char *const gen_param_vals[] = {"a", "b", "ab", "1", "users", "x.txt", "u:1",
-                                             "zz", "abc", "v1", "f=a", "a.b"};
-static const char *const gen_catch_vals[] = {"", "", "a", "a/b", "b/", "x.txt", "/", "ab/u:1",
-                                             "a//b", "users/1"};
+static const char *const gen_param_vals[] = {
+    "a",  "b",   "ab",  "1",   "users",    "x.txt", "u:1", "zz",  "abc",
+    "v1", "f=a", "a.b", "%2F", "\xc3\xa9", "~",     "*",   "{x}", "a b",
+};
+static const char *const gen_catch_vals[] = {"",      "",  "a",      "a/b",  "b/",
+                                             "x.txt", "/", "ab/u:1", "a//b", "users/1"};
 static const char *const gen_host_vals[] = {"api", "eu", "foo", "x", "www", "other", "Api"};
-static const char *const gen_req_segs[] = {"a", "b", "ab", "abc", "users", "u", "v1", "x.txt",
-                                           "u:1", "f=", "f=a", "ax", "", "abx", "a.b"};
+static const char *const gen_req_segs[] = {"a",   "b",  "ab",  "abc", "users", "u",   "v1", "x.txt",
+                                           "u:1", "f=", "f=a", "ax",  "",      "abx", "a.b"};
 
 static void render_host(struct rtest_rng *rng, const char *h, size_t len, char *out, size_t cap)
 {
@@ -501,9 +518,8 @@ static void describe(char *why, size_t cap, const rt_table *t, const char *what,
              tr->m.route ? rt_route_pattern(tr->m.route) : "-", tr->m.slash, tparams, tallow);
 }
 
-int rtest_agree(const rt_table *t, const struct ref_table *ref, rtest_idfn idfn,
-                const char *method, const char *host, size_t hlen, const char *path, size_t plen,
-                char *why, size_t cap)
+int rtest_agree(const rt_table *t, const struct ref_table *ref, rtest_idfn idfn, const char *method,
+                const char *host, size_t hlen, const char *path, size_t plen, char *why, size_t cap)
 {
     const struct rt_options *o = rt_table_options(t);
     struct rtest_res tr;
@@ -519,9 +535,9 @@ int rtest_agree(const rt_table *t, const struct ref_table *ref, rtest_idfn idfn,
     st = rt_lookup(t, method, strlen(method), host, hlen, path, plen, tr.params, pcap, &tr.m);
     ref_lookup(ref, (int)o->trailing_slash, o->auto_options, method, strlen(method), host, hlen,
                path, plen, rr);
-    tid = tr.m.route ? (idfn ? idfn(rt_route_udata(tr.m.route))
-                             : (intptr_t)rt_route_udata(tr.m.route))
-                     : 0;
+    tid = tr.m.route
+              ? (idfn ? idfn(rt_route_udata(tr.m.route)) : (intptr_t)rt_route_udata(tr.m.route))
+              : 0;
 
     if (st != tr.m.status)
         what = "return value differs from m->status";
@@ -565,8 +581,9 @@ int rtest_agree(const rt_table *t, const struct ref_table *ref, rtest_idfn idfn,
     }
     if (what) {
         char head[1024];
-        snprintf(head, sizeof(head), "%s for %s host=%s%.*s%s path=\"%.*s\" (slash mode %d, auto_options %d)",
-                 what, method, host ? "\"" : "", host ? (int)hlen : 4, host ? host : "NULL",
+        snprintf(head, sizeof(head),
+                 "%s for %s host=%s%.*s%s path=\"%.*s\" (slash mode %d, auto_options %d)", what,
+                 method, host ? "\"" : "", host ? (int)hlen : 4, host ? host : "NULL",
                  host ? "\"" : "", (int)plen, path, (int)o->trailing_slash, o->auto_options);
         describe(why, cap, t, head, &tr, rr);
     }

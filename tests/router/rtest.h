@@ -110,9 +110,9 @@ typedef intptr_t (*rtest_idfn)(void *udata);
 /* Looks the request up in both; returns 1 when they agree on status, route,
  * params (names and values), slash and allow mask, else 0 with the
  * difference described in <why>. */
-int rtest_agree(const rt_table *t, const struct ref_table *ref, rtest_idfn idfn,
-                const char *method, const char *host, size_t hlen, const char *path, size_t plen,
-                char *why, size_t cap);
+int rtest_agree(const rt_table *t, const struct ref_table *ref, rtest_idfn idfn, const char *method,
+                const char *host, size_t hlen, const char *path, size_t plen, char *why,
+                size_t cap);
 
 /* Allow mask of reference method tokens in table <t>, HEAD added where GET. */
 uint64_t rtest_norm_mask(const rt_table *t, uint64_t mask);

@@ -82,7 +82,7 @@ static enum rt_status get(const rt_table *t, const char *path, intptr_t *ud, str
     size_t cap = rt_table_max_params(t);
 
     if (cap > 8)
-        return (enum rt_status)-1;
+        return (enum rt_status) - 1;
     rt_lookup(t, "GET", 3, NULL, 0, path, strlen(path), params, cap, &m);
     *ud = m.status == RT_HIT ? (intptr_t)rt_route_udata(m.route) : -1;
     if (p0 && m.status == RT_HIT && m.nparams > 0)

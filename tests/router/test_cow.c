@@ -154,8 +154,8 @@ static void check_version(struct world *w, const struct version *v, size_t nreq,
     qsort(want, n, sizeof(*want), cmp_intptr);
     qsort(got, n, sizeof(*got), cmp_intptr);
     RTEST_REQUIRE(n == 0 || memcmp(want, got, n * sizeof(*want)) == 0,
-                  "seed %llu %s: gen %zu: foreach routes differ", (unsigned long long)w->seed,
-                  when, v->gen);
+                  "seed %llu %s: gen %zu: foreach routes differ", (unsigned long long)w->seed, when,
+                  v->gen);
     free(want);
     free(got);
 
@@ -171,8 +171,7 @@ static void check_version(struct world *w, const struct version *v, size_t nreq,
         struct rtest_greq r;
         rtest_gen_request(&w->rng, routes, nroutes, &r);
         if (!rtest_agree(v->t, &v->ref, ud_id, r.method, r.has_host ? r.host : NULL,
-                         r.has_host ? strlen(r.host) : 0, r.path, strlen(r.path), why,
-                         sizeof(why)))
+                         r.has_host ? strlen(r.host) : 0, r.path, strlen(r.path), why, sizeof(why)))
             ck_abort_msg("seed %llu %s: version gen %zu (%zu routes): %s",
                          (unsigned long long)w->seed, when, v->gen, n, why);
     }
@@ -253,7 +252,8 @@ static void one_txn(struct world *w, size_t from, size_t gen)
             rc = rt_txn_update(tx, ms.ptr, ms.n, pattern, NULL, u, &err);
             rrc = ref_update(&nv.ref, ms.ptr, ms.n, pattern, ud_id(u), NULL);
         }
-        snprintf(why, sizeof(why), "seed %llu gen %zu: %s %s %s: tree rc %d code %d (%s), reference %d",
+        snprintf(why, sizeof(why),
+                 "seed %llu gen %zu: %s %s %s: tree rc %d code %d (%s), reference %d",
                  (unsigned long long)w->seed, gen, what, g.methods, pattern, rc, (int)err.code,
                  err.msg, rrc);
         RTEST_REQUIRE((rc == 0) == (rrc == REF_OK), "%s", why);

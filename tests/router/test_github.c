@@ -101,9 +101,9 @@ START_TEST(test_github_requests)
                     maxp = np;
                 ck_assert_msg(rtest_lookup(t, reqs[i].method, NULL, path, &r) == RT_HIT &&
                                   rtest_id(&r) == (intptr_t)(i + 1),
-                              "line %zu: %s %s: status %d route %s, want %s", i + 1,
-                              reqs[i].method, path, (int)r.m.status,
-                              r.m.route ? rt_route_pattern(r.m.route) : "-", routes[i].path);
+                              "line %zu: %s %s: status %d route %s, want %s", i + 1, reqs[i].method,
+                              path, (int)r.m.status, r.m.route ? rt_route_pattern(r.m.route) : "-",
+                              routes[i].path);
                 ck_assert_int_eq(r.m.slash, 0);
                 ck_assert_msg(r.m.nparams == np, "%s: nparams %zu, want %zu", path, r.m.nparams,
                               np);
@@ -158,8 +158,8 @@ START_TEST(test_github_variants)
                     else if (v == 1) /* slash toggled */
                         snprintf(path, sizeof(path), "%s/", reqs[i].path);
                     else if (v == 2) /* last segment dropped */
-                        snprintf(path, sizeof(path), "%.*s", (int)(strrchr(reqs[i].path, '/') -
-                                                                 reqs[i].path + 1),
+                        snprintf(path, sizeof(path), "%.*s",
+                                 (int)(strrchr(reqs[i].path, '/') - reqs[i].path + 1),
                                  reqs[i].path);
                     else /* raw pattern text, as the benchmark replays it */
                         snprintf(path, sizeof(path), "%s", routes[i].path);

@@ -37,7 +37,7 @@ static const char *nz(const char *s)
 /* Parameter <i> of the local <r> is <name> = <value>. */
 #define PARAM(pi, pname, pvalue)                                                                   \
     ck_assert_msg(rtest_param_is(&r, (pi), (pname), (pvalue)),                                     \
-                  "param %d: got %s=\"%.*s\" (nparams %zu), want %s=\"%s\"", (int)(pi),          \
+                  "param %d: got %s=\"%.*s\" (nparams %zu), want %s=\"%s\"", (int)(pi),            \
                   (size_t)(pi) < r.m.nparams && r.params[pi].name ? r.params[pi].name : "-",       \
                   (size_t)(pi) < r.m.nparams ? (int)r.params[pi].len : 0,                          \
                   (size_t)(pi) < r.m.nparams && r.params[pi].value ? r.params[pi].value : "",      \
@@ -46,7 +46,8 @@ static const char *nz(const char *s)
 #define NPARAMS(n) ck_assert_uint_eq(r.m.nparams, (n))
 
 /* The allow mask of the local <r>, HEAD folded into GET, must be <mask>. */
-#define ALLOW(t, mask) ck_assert_uint_eq(rtest_norm_mask((t), r.m.allow), rtest_norm_mask((t), (mask)))
+#define ALLOW(t, mask)                                                                             \
+    ck_assert_uint_eq(rtest_norm_mask((t), r.m.allow), rtest_norm_mask((t), (mask)))
 
 static rt_table *build_opts(enum rt_trailing_slash ts, int auto_options, const char *const *lines,
                             size_t n)
@@ -198,28 +199,28 @@ END_TEST
 START_TEST(test_backtracking)
 {
     const char *lines[] = {
-        "GET /a/b/c",         /* 1 */
-        "GET /a/{x}/d",       /* 2 */
-        "GET /foo/bar/baz",   /* 3 */
-        "GET /foo/{p}/qux",   /* 4 */
-        "GET /foo/*{rest}",   /* 5 */
-        "GET /f/a{x}",        /* 6 */
-        "GET /f/{n}",         /* 7 */
-        "GET /g/a{x}/z",      /* 8 */
-        "GET /g/{n}/y",       /* 9 */
-        "GET /e/x",           /* 10 */
-        "GET /e/x*{c}",       /* 11 */
-        "GET /e/",            /* 12 */
-        "GET /e/*{c}",        /* 13 */
-        "GET /x/{a}/y",       /* 14 */
-        "GET /x/*{c}",        /* 15 */
-        "GET /ab/c",          /* 16 */
-        "GET /{x}/d",         /* 17 */
-        "GET /api/v1/users",  /* 18 */
+        "GET /a/b/c",                /* 1 */
+        "GET /a/{x}/d",              /* 2 */
+        "GET /foo/bar/baz",          /* 3 */
+        "GET /foo/{p}/qux",          /* 4 */
+        "GET /foo/*{rest}",          /* 5 */
+        "GET /f/a{x}",               /* 6 */
+        "GET /f/{n}",                /* 7 */
+        "GET /g/a{x}/z",             /* 8 */
+        "GET /g/{n}/y",              /* 9 */
+        "GET /e/x",                  /* 10 */
+        "GET /e/x*{c}",              /* 11 */
+        "GET /e/",                   /* 12 */
+        "GET /e/*{c}",               /* 13 */
+        "GET /x/{a}/y",              /* 14 */
+        "GET /x/*{c}",               /* 15 */
+        "GET /ab/c",                 /* 16 */
+        "GET /{x}/d",                /* 17 */
+        "GET /api/v1/users",         /* 18 */
         "GET /api/{ver}/users/{id}", /* 19 */
-        "GET /deep/a/b/c/d",  /* 20 */
-        "GET /deep/{p1}/b/c/e", /* 21 */
-        "GET /deep/a/{p2}/c/f", /* 22 */
+        "GET /deep/a/b/c/d",         /* 20 */
+        "GET /deep/{p1}/b/c/e",      /* 21 */
+        "GET /deep/a/{p2}/c/f",      /* 22 */
     };
     rt_table *t = BUILD(lines);
     struct rtest_res r;
@@ -305,8 +306,8 @@ END_TEST
  * method does not hide a less specific one that takes it. */
 START_TEST(test_method_aware_backtracking)
 {
-    const char *lines[] = {"GET /users/{id}", "POST /users/admin", "GET /s/{x}", "* /s/static",
-                           "HEAD /t/{x}", "GET /t/static"};
+    const char *lines[] = {"GET /users/{id}", "POST /users/admin", "GET /s/{x}",
+                           "* /s/static",     "HEAD /t/{x}",       "GET /t/static"};
     rt_table *t = BUILD(lines);
     struct rtest_res r;
 
@@ -566,8 +567,8 @@ END_TEST
 
 START_TEST(test_any_method_and_head)
 {
-    const char *lines[] = {"* /any", "* /both", "GET /both", "GET /hh", "HEAD /hh",
-                           "GET /h", "HEAD /ho", "* /z", "HEAD /z", "* /w", "GET /w", "HEAD /w"};
+    const char *lines[] = {"* /any",   "* /both", "GET /both", "GET /hh", "HEAD /hh", "GET /h",
+                           "HEAD /ho", "* /z",    "HEAD /z",   "* /w",    "GET /w",   "HEAD /w"};
     rt_table *t = BUILD(lines);
     struct rtest_res r;
     char buf[64];
@@ -765,16 +766,16 @@ END_TEST
 /* ---- trailing slash ---- */
 
 static const char *const ts_lines[] = {
-    "GET /a",        /* 1 */
-    "GET /b/",       /* 2 */
-    "POST /p",       /* 3 */
-    "GET /u/{id}",   /* 4 */
-    "GET /s/*{p}",   /* 5 */
-    "POST /c",       /* 6 */
-    "GET /c/",       /* 7 */
-    "GET,POST /d/{x}/", /* 8 */
+    "GET /a",                 /* 1 */
+    "GET /b/",                /* 2 */
+    "POST /p",                /* 3 */
+    "GET /u/{id}",            /* 4 */
+    "GET /s/*{p}",            /* 5 */
+    "POST /c",                /* 6 */
+    "GET /c/",                /* 7 */
+    "GET,POST /d/{x}/",       /* 8 */
     "GET api.example.com/h/", /* 9 */
-    "GET /",         /* 10 */
+    "GET /",                  /* 10 */
 };
 
 START_TEST(test_slash_strict)
@@ -879,8 +880,8 @@ static void expect_conflict(rt_txn *tx, const char *spec, const char *pattern, i
 
     memset(&err, 0, sizeof(err));
     rc = rtest_insert(tx, spec, pattern, 999, &err);
-    ck_assert_msg(rc == -1 && err.code == RT_ECONFLICT, "%s %s: rc %d code %d, want conflict",
-                  spec, pattern, rc, (int)err.code);
+    ck_assert_msg(rc == -1 && err.code == RT_ECONFLICT, "%s %s: rc %d code %d, want conflict", spec,
+                  pattern, rc, (int)err.code);
     ck_assert_msg(err.other != NULL, "%s %s: err.other is NULL", spec, pattern);
     if (other_id)
         ck_assert_msg((intptr_t)rt_route_udata(err.other) == other_id,

@@ -305,8 +305,8 @@ START_TEST(test_bad_methods)
 {
     rt_table *empty = rt_table_new(NULL, NULL);
     rt_txn *tx = rt_txn_begin(empty);
-    const char *const bad[][2] = {{"", NULL}, {"GE T", NULL}, {"GET\r", NULL}, {"GET", "P\nOST"},
-                                  {"GET", ""}};
+    const char *const bad[][2] = {
+        {"", NULL}, {"GE T", NULL}, {"GET\r", NULL}, {"GET", "P\nOST"}, {"GET", ""}};
     struct rt_error err;
 
     for (size_t i = 0; i < NELEM(bad); i++) {

@@ -80,8 +80,8 @@ static rt_table *build_both(const struct rset *s, const unsigned char *keep,
             continue;
         rtest_methods_parse(&ms, s->r[i].methods);
         memset(&err, 0, sizeof(err));
-        rc = rt_txn_insert(tx, ms.ptr, ms.n, s->r[i].pattern, NULL, (void *)(intptr_t)(i + 1),
-                           &err);
+        rc =
+            rt_txn_insert(tx, ms.ptr, ms.n, s->r[i].pattern, NULL, (void *)(intptr_t)(i + 1), &err);
         rrc = ref_insert(ref, ms.ptr, ms.n, s->r[i].pattern, (intptr_t)(i + 1), other, 8, &nother);
         if (rc == 0 && rrc != REF_OK) {
             snprintf(why, cap, "insert %s %s accepted, reference: conflict with route %ld",
