@@ -72,6 +72,25 @@ enum chunk_state {
 
 /* ---- character classes (RFC 9110 5.6.2, RFC 3986 2) ---- */
 
+/*
+ * ASCII class bitmaps, as nginx keeps them: bit (c & 31) of word (c >> 5) is
+ * set when byte c (< 0x80) belongs to the class. Bytes >= 0x80 belong to none.
+ */
+static const uint32_t tchar_map[4] = {
+    /* ALPHA DIGIT ! # $ % & ' * + - . ^ _ ` | ~ */
+    0x00000000, 0x03ff6cfa, 0xc7fffffe, 0x57ffffff};
+static const uint32_t unreserved_map[4] = {
+    /* ALPHA DIGIT - . _ ~ */
+    0x00000000, 0x03ff6000, 0x87fffffe, 0x47fffffe};
+static const uint32_t regname_map[4] = {
+    /* unreserved and sub-delims: ! $ & ' ( ) * + , ; = */
+    0x00000000, 0x2bff7fd2, 0x87fffffe, 0x47fffffe};
+
+static bool in_map(const uint32_t *map, unsigned char c)
+{
+    return c < 0x80 && (map[c >> 5] >> (c & 31) & 1) != 0;
+}
+
 static bool is_alpha(unsigned char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -84,37 +103,35 @@ static bool is_digit(unsigned char c)
 
 static bool is_tchar(unsigned char c)
 {
-    if (is_alpha(c) || is_digit(c))
-        return true;
-    switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-        return true;
-    default:
-        return false;
-    }
+    return in_map(tchar_map, c);
 }
 
 static bool is_unreserved(unsigned char c)
 {
-    return is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~';
+    return in_map(unreserved_map, c);
 }
 
-static bool is_subdelim(unsigned char c)
+static bool is_regname_char(unsigned char c)
 {
-    switch (c) {
-    case '!': case '$': case '&': case '\'': case '(': case ')': case '*': case '+':
-    case ',': case ';': case '=':
-        return true;
-    default:
-        return false;
-    }
+    return in_map(regname_map, c);
 }
 
-/* field-content bytes: VCHAR, obs-text, SP, HTAB (no other CTL, no DEL). */
+/* field-content bytes: VCHAR, obs-text, SP, HTAB (no other CTL, no DEL).
+ * A table, because the header scanner asks once per byte. */
+static const unsigned char field_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
 static bool is_field_byte(unsigned char c)
 {
-    return c == '\t' || (c >= 0x20 && c != 0x7f);
+    return field_byte[c] != 0;
 }
 
 static int hex_value(unsigned char c)
@@ -188,48 +205,57 @@ static bool next_element(struct gw_slice v, size_t *pos, struct gw_slice *elem)
 
 /* ---- status and errors ---- */
 
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {101, "Switching Protocols"},
+    {200, "OK"},
+    {201, "Created"},
+    {202, "Accepted"},
+    {204, "No Content"},
+    {206, "Partial Content"},
+    {301, "Moved Permanently"},
+    {302, "Found"},
+    {303, "See Other"},
+    {304, "Not Modified"},
+    {307, "Temporary Redirect"},
+    {308, "Permanent Redirect"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {408, "Request Timeout"},
+    {409, "Conflict"},
+    {411, "Length Required"},
+    {412, "Precondition Failed"},
+    {413, "Content Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {417, "Expectation Failed"},
+    {421, "Misdirected Request"},
+    {426, "Upgrade Required"},
+    {428, "Precondition Required"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {504, "Gateway Timeout"},
+    {505, "HTTP Version Not Supported"},
+};
+
 const char *gw_status_reason(int status)
 {
-    switch (status) {
-    case 100: return "Continue";
-    case 101: return "Switching Protocols";
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 303: return "See Other";
-    case 304: return "Not Modified";
-    case 307: return "Temporary Redirect";
-    case 308: return "Permanent Redirect";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 411: return "Length Required";
-    case 412: return "Precondition Failed";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 421: return "Misdirected Request";
-    case 426: return "Upgrade Required";
-    case 428: return "Precondition Required";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
-    }
+    size_t k;
+
+    for (k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++)
+        if (reasons[k].status == status)
+            return reasons[k].reason;
+    return "Unknown";
 }
 
 /* Records the error; the parser stays failed until reset. Returns -1. */
@@ -315,6 +341,10 @@ int gw_req_parser_init(struct gw_req_parser *p, const struct gw_req_limits *lim)
         p->lim.max_body_bytes = lim->max_body_bytes;
         p->lim.merge_slashes = lim->merge_slashes;
     }
+    /* Until init succeeds, every feed fails instead of touching NULL buffers. */
+    p->phase = PH_ERROR;
+    p->status = 500;
+    p->reason = "parser not initialized";
     if (p->lim.max_request_line > LIMIT_MAX_REQUEST_LINE ||
         p->lim.max_header_bytes > LIMIT_MAX_HEADER_BYTES || p->lim.max_headers > LIMIT_MAX_HEADERS)
         return -1;
@@ -550,7 +580,7 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
                 i += 3;
                 continue;
             }
-            if (!is_unreserved(c) && !is_subdelim(c))
+            if (!is_regname_char(c))
                 return -1;
             /* as nginx: ".." has no business in a host name */
             if (c == '.' && i > 0 && s[i - 1] == '.')
@@ -647,8 +677,7 @@ static int parse_target(struct gw_req_parser *p, const char *t, size_t n)
         r->query.ptr = q + 1;
         r->query.len = (size_t)(t + n - q - 1);
     }
-    if (gw_path_normalize(path, plen, p->path, p->path_cap, p->lim.merge_slashes, &r->path_len) <
-        0)
+    if (gw_path_normalize(path, plen, p->path, p->path_cap, p->lim.merge_slashes, &r->path_len) < 0)
         return fail(p, 400, "invalid percent-encoding in path");
     r->path = p->path;
     return 0;
@@ -681,8 +710,8 @@ static int parse_request_line(struct gw_req_parser *p)
     for (k = 0; k < tlen; k++)
         if (t[k] == '#')
             return fail(p, 400, "fragment in request target");
-    if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit((unsigned char)v[5]) ||
-        v[6] != '.' || !is_digit((unsigned char)v[7]))
+    if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit((unsigned char)v[5]) || v[6] != '.' ||
+        !is_digit((unsigned char)v[7]))
         return fail(p, 400, "malformed HTTP version");
     if (v[5] != '1' || v[7] > '1')
         return fail(p, 505, "unsupported HTTP version");
@@ -901,8 +930,8 @@ static int end_head(struct gw_req_parser *p)
     /* 400s first: the message is malformed. */
     if (f.nhost > 1)
         return fail(p, 400, "more than one Host header");
-    if (f.host != NULL && parse_authority(f.host->value.ptr, f.host->value.len, false, &hname,
-                                          &hport) < 0)
+    if (f.host != NULL &&
+        parse_authority(f.host->value.ptr, f.host->value.len, false, &hname, &hport) < 0)
         return fail(p, 400, "invalid Host header");
     if (f.host == NULL && r->version_minor == 1)
         return fail(p, 400, "missing Host header");
@@ -1005,40 +1034,50 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
             i++;
             break;
 
-        case HS_RL:
-            for (; i < len; i++) {
+        case HS_RL: {
+            /* Scan a run of request-line bytes (0x20-0x7E, method bytes
+             * tchar), at most up to the limit, then copy it in one go. The
+             * first offending byte decides, wherever the input was cut. */
+            size_t start = i, room = p->lim.max_request_line - p->rl_len;
+            size_t stop = len - i > room ? i + room : len;
+            bool in_method = p->in_method;
+
+            for (; i < stop; i++) {
                 c = d[i];
-                if (c == '\r' || c == '\n')
+                if (c < 0x20 || c > 0x7e)
                     break;
-                if (c < 0x20 || c > 0x7e) {
-                    fail(p, 400, "invalid character in request line");
-                    goto out_fail;
+                if (in_method) {
+                    if (c == ' ')
+                        in_method = false;
+                    else if (!is_tchar(c))
+                        break;
                 }
-                if (p->in_method) {
-                    if (c == ' ') {
-                        p->in_method = false;
-                    } else if (!is_tchar(c)) {
-                        fail(p, 400, "invalid method");
-                        goto out_fail;
-                    }
-                }
-                if (p->rl_len == p->lim.max_request_line) {
-                    fail(p, 414, "request line too long");
-                    goto out_fail;
-                }
-                p->head[p->head_len++] = (char)c;
-                p->rl_len++;
             }
+            p->in_method = in_method;
+            memcpy(p->head + p->head_len, d + start, i - start);
+            p->head_len += i - start;
+            p->rl_len += i - start;
             if (i == len)
                 break;
-            i++;
-            if (c == '\r') {
-                p->hs = HS_RL_CR;
+            c = d[i];
+            if (c == '\r' || c == '\n') {
+                i++;
+                if (c == '\r') {
+                    p->hs = HS_RL_CR;
+                    break;
+                }
+                if (end_request_line(p) < 0)
+                    goto out_fail;
                 break;
             }
-            if (end_request_line(p) < 0)
-                goto out_fail;
-            break;
+            if (c < 0x20 || c > 0x7e)
+                fail(p, 400, "invalid character in request line");
+            else if (in_method && c != ' ' && !is_tchar(c))
+                fail(p, 400, "invalid method");
+            else
+                fail(p, 414, "request line too long");
+            goto out_fail;
+        }
 
         case HS_RL_CR:
             if (c != '\n') {
@@ -1071,7 +1110,7 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
         case HS_FIELD: {
             size_t start = i, n;
 
-            while (i < len && d[i] != '\r' && d[i] != '\n' && is_field_byte(d[i]))
+            while (i < len && is_field_byte(d[i])) /* stops at CR and LF too */
                 i++;
             n = i - start;
             if (n > p->lim.max_header_bytes - p->hdr_bytes) {
@@ -1361,8 +1400,6 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
             }
             *take = i + 1;
             *done = true;
-            if (*to_http > *take)
-                *to_http = *take;
             return 0;
         }
         i++;
@@ -1388,14 +1425,14 @@ static int feed_http(struct gw_req_parser *p, const char *data, size_t len, bool
     if (p->cb_failed)
         return fail(p, 500, "body consumer failed");
     if (last)
-        agrees = err == HPE_PAUSED && p->msg_complete &&
-                 llhttp_get_error_pos(&p->http) == data + len;
+        agrees =
+            err == HPE_PAUSED && p->msg_complete && llhttp_get_error_pos(&p->http) == data + len;
     else
         agrees = err == HPE_OK && !p->msg_complete;
     if (!agrees)
-        return fail(p, 400, err != HPE_OK && err != HPE_PAUSED
-                                ? http_reason(p, "body rejected by llhttp")
-                                : "body framing disagreement");
+        return fail(p, 400,
+                    err != HPE_OK && err != HPE_PAUSED ? http_reason(p, "body rejected by llhttp")
+                                                       : "body framing disagreement");
     return 0;
 }
 

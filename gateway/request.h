@@ -216,14 +216,14 @@ struct gw_req_parser {
     struct gw_header *hdrs;
     struct gw_slice *conn;
     int phase, hs, cs;
-    size_t line_off;   /* head offset of the field line being read */
-    size_t rl_len;     /* request-line bytes so far */
-    size_t hdr_bytes;  /* header-section bytes so far */
-    bool in_method;    /* request line: no SP seen yet */
-    uint64_t body_left; /* CL bytes or current chunk bytes still to come */
+    size_t line_off;     /* head offset of the field line being read */
+    size_t rl_len;       /* request-line bytes so far */
+    size_t hdr_bytes;    /* header-section bytes so far */
+    bool in_method;      /* request line: no SP seen yet */
+    uint64_t body_left;  /* CL bytes or current chunk bytes still to come */
     uint64_t body_total; /* chunked: sum of chunk sizes so far */
     uint64_t chunk_size;
-    size_t cline;      /* bytes of the current chunk-size line */
+    size_t cline; /* bytes of the current chunk-size line */
     size_t tr_bytes, tr_count;
     gw_req_body_cb cb;
     void *cb_ctx;
@@ -238,7 +238,8 @@ void gw_req_limits_default(struct gw_req_limits *lim);
  * Prepares <p> for the first request with limits <lim> (copied; NULL for the
  * defaults) and allocates its buffers. Returns 0, or -1 if out of memory or a
  * limit is absurd (request line > 1 MiB, header bytes > 16 MiB, headers >
- * 65536). On -1, gw_req_parser_free(p) is still safe.
+ * 65536). On -1 every feed fails with status 500, and gw_req_parser_free(p)
+ * is still safe.
  */
 int gw_req_parser_init(struct gw_req_parser *p, const struct gw_req_limits *lim);
 

@@ -1,0 +1,543 @@
+/*
+ * tests/gateway/fuzz_request.c - fuzz target of gateway/request.c.
+ *
+ * Input layout: byte 0 picks the limits and merge_slashes, bytes 1-8 seed the
+ * split points, the rest is a client byte stream. The stream goes through the
+ * head and body phases request after request, once in one shot and once cut
+ * at pseudo-random points; both runs must tell the same story (same heads,
+ * same bodies, same error statuses). Along the way every invariant of the API
+ * is checked: consumed <= len, AGAIN takes everything, a parsed head is
+ * self-consistent (slices inside the head buffer, normalized path starting
+ * with '/', idempotent normalization, ...), errors carry an allowed status.
+ * The bytes are also fed to gw_path_normalize() directly.
+ *
+ * Built as a libFuzzer target with SY_FUZZ=ON (clang), and with
+ * SY_FUZZ_REPLAY as a plain program that replays a corpus directory plus
+ * mutations of it with a fixed seed (run by ctest).
+ */
+#define _POSIX_C_SOURCE 200809L /* replay: dirent, stat */
+
+#include "gateway/request.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);           \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    int k;
+
+    for (k = 0; k < 8; k++) {
+        h ^= (v >> (8 * k)) & 0xff;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* FNV-1a over bytes: feeding "ab" then "c" gives the hash of "abc". */
+static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
+{
+    size_t k;
+
+    for (k = 0; k < n; k++) {
+        h ^= (unsigned char)s[k];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+static uint64_t mix_bytes(uint64_t h, const char *s, size_t n)
+{
+    return mix(hash_bytes(h, s, n), n);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s;
+
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *s = x;
+    return x;
+}
+
+struct body_sink {
+    uint64_t hash;
+    uint64_t len;
+};
+
+static int sink(void *ctx, const char *d, size_t n)
+{
+    struct body_sink *b = ctx;
+
+    CHECK(n > 0);
+    b->hash = hash_bytes(b->hash, d, n);
+    b->len += n;
+    return 0;
+}
+
+static bool in_buf(struct gw_slice s, const struct gw_slice *buf)
+{
+    return s.ptr >= buf->ptr && s.ptr + s.len <= buf->ptr + buf->len;
+}
+
+static bool is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Checks a normalized path: shape, escapes, no dot segments, idempotent. */
+static void check_normalized(const char *path, size_t len, int merge)
+{
+    char again[1 << 12];
+    size_t k, len2;
+
+    CHECK(len >= 1 && path[0] == '/');
+    CHECK(strlen(path) == len);
+    for (k = 0; k < len; k++) {
+        if (path[k] == '%') {
+            CHECK(k + 2 < len);
+            CHECK(path[k + 1] != '\0' && strchr("0123456789ABCDEF", path[k + 1]) != NULL);
+            CHECK(path[k + 2] != '\0' && strchr("0123456789ABCDEF", path[k + 2]) != NULL);
+        }
+        if (path[k] == '/') {
+            const char *seg = path + k + 1;
+            size_t sl = strcspn(seg, "/");
+
+            CHECK(!(sl == 1 && seg[0] == '.'));
+            CHECK(!(sl == 2 && seg[0] == '.' && seg[1] == '.'));
+            if (merge && k + 1 < len)
+                CHECK(sl > 0);
+        }
+    }
+    if (len + 2 <= sizeof(again)) {
+        CHECK(gw_path_normalize(path, len, again, sizeof(again), merge, &len2) == 0);
+        CHECK(len2 == len && memcmp(again, path, len) == 0);
+    }
+}
+
+/* Checks everything a GW_REQ_HEAD promises. */
+static void check_head(const struct gw_req_parser *p)
+{
+    const struct gw_request *r = &p->req;
+    size_t k;
+
+    CHECK(r->head.ptr != NULL && r->head.len >= 4);
+    CHECK(memcmp(r->head.ptr + r->head.len - 4, "\r\n\r\n", 4) == 0);
+    CHECK(in_buf(r->method, &r->head) && r->method.len > 0);
+    CHECK(strlen(llhttp_method_name(r->method_id)) == r->method.len);
+    CHECK(memcmp(llhttp_method_name(r->method_id), r->method.ptr, r->method.len) == 0);
+    CHECK(r->version_major == 1 && r->version_minor <= 1);
+    CHECK(in_buf(r->target, &r->head) && r->target.len > 0);
+    CHECK(r->path != NULL && strlen(r->path) == r->path_len);
+    switch (r->form) {
+    case GW_TARGET_ORIGIN:
+        CHECK(r->target.ptr[0] == '/');
+        CHECK(r->path_len <= r->target.len);
+        check_normalized(r->path, r->path_len, p->lim.merge_slashes);
+        break;
+    case GW_TARGET_ABSOLUTE:
+        CHECK(r->path_len <= r->target.len);
+        CHECK(r->host.ptr != NULL && in_buf(r->host, &r->target));
+        check_normalized(r->path, r->path_len, p->lim.merge_slashes);
+        break;
+    case GW_TARGET_ASTERISK:
+        CHECK(strcmp(r->path, "*") == 0 && r->method_id == HTTP_OPTIONS);
+        break;
+    case GW_TARGET_AUTHORITY:
+        CHECK(r->path_len == 0 && r->method_id == HTTP_CONNECT);
+        CHECK(!r->keep_alive && r->body_kind == GW_BODY_NONE);
+        break;
+    default:
+        CHECK(0);
+    }
+    if (r->query.ptr != NULL) {
+        CHECK(in_buf(r->query, &r->target));
+        CHECK(r->query.ptr[-1] == '?');
+    }
+    if (r->version_minor == 1)
+        CHECK(r->host.ptr != NULL);
+    if (r->host.ptr != NULL) {
+        CHECK(in_buf(r->host, &r->head) && r->host.len > 0);
+        CHECK(r->host_name.ptr == r->host.ptr && r->host_name.len > 0 &&
+              r->host_name.len <= r->host.len);
+        CHECK(r->port <= 65535);
+        for (k = 0; k < r->host.len; k++)
+            CHECK(r->host.ptr[k] != '/' && r->host.ptr[k] != '@' && r->host.ptr[k] != ' ');
+    }
+    CHECK(r->nheaders <= p->lim.max_headers);
+    for (k = 0; k < r->nheaders; k++) {
+        struct gw_slice n = r->headers[k].name, v = r->headers[k].value;
+        size_t i;
+
+        CHECK(in_buf(n, &r->head) && n.len > 0);
+        CHECK(in_buf(v, &r->head));
+        for (i = 0; i < n.len; i++)
+            CHECK(is_tchar((unsigned char)n.ptr[i]));
+        CHECK(n.ptr[n.len] == ':');
+        for (i = 0; i < v.len; i++) {
+            unsigned char c = (unsigned char)v.ptr[i];
+
+            CHECK(c == '\t' || (c >= 0x20 && c != 0x7f));
+        }
+        if (v.len > 0) {
+            CHECK(v.ptr[0] != ' ' && v.ptr[0] != '\t');
+            CHECK(v.ptr[v.len - 1] != ' ' && v.ptr[v.len - 1] != '\t');
+        }
+    }
+    CHECK(r->nconnection <= GW_REQ_MAX_CONN_TOKENS);
+    for (k = 0; k < r->nconnection; k++)
+        CHECK(in_buf(r->connection[k], &r->head) && r->connection[k].len > 0);
+    CHECK(r->head.len <= p->lim.max_request_line + 2 + p->lim.max_header_bytes);
+    if (r->body_kind != GW_BODY_LENGTH)
+        CHECK(r->content_length == 0);
+    if (r->body_kind == GW_BODY_CHUNKED)
+        CHECK(r->version_minor == 1);
+    if (r->body_kind == GW_BODY_LENGTH && p->lim.max_body_bytes != 0)
+        CHECK(r->content_length <= p->lim.max_body_bytes);
+    if (r->upgrade || r->expect_continue)
+        CHECK(r->version_minor == 1);
+}
+
+static bool head_status_ok(int s)
+{
+    return s == 400 || s == 413 || s == 414 || s == 417 || s == 431 || s == 501 || s == 505;
+}
+
+static bool body_status_ok(int s)
+{
+    return s == 400 || s == 413 || s == 431;
+}
+
+/* How many bytes the next feed gets: all of them (seed 0) or a random cut. */
+static size_t next_len(uint64_t *seed, size_t left)
+{
+    uint64_t r;
+    size_t n;
+
+    if (*seed == 0 || left == 0)
+        return left;
+    r = rng_next(seed);
+    switch (r & 3) {
+    case 0:
+        n = 1;
+        break;
+    case 1:
+        n = 1 + (size_t)((r >> 8) % 8);
+        break;
+    case 2:
+        n = 1 + (size_t)((r >> 8) % 64);
+        break;
+    default:
+        n = 1 + (size_t)((r >> 8) % 1024);
+        break;
+    }
+    return n < left ? n : left;
+}
+
+/* SY_FUZZ_TRACE=1 in the environment prints every event of every run. */
+__attribute__((format(printf, 1, 2))) static void trace(const char *fmt, ...)
+{
+    static int on = -1;
+    va_list ap;
+
+    if (on < 0)
+        on = getenv("SY_FUZZ_TRACE") != NULL;
+    if (!on)
+        return;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+/* Runs the stream d[0..n) through a parser; returns the story's hash. */
+static uint64_t drive(const char *d, size_t n, const struct gw_req_limits *lim, uint64_t seed)
+{
+    struct gw_req_parser p;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    size_t off = 0, c, len, requests = 0;
+    int rc;
+
+    CHECK(gw_req_parser_init(&p, lim) == 0);
+    for (;;) {
+        struct body_sink body = {0xcbf29ce484222325ULL, 0};
+
+        CHECK(requests++ <= n + 1);
+        do {
+            len = next_len(&seed, n - off);
+            rc = gw_req_feed_head(&p, d + off, len, &c);
+            CHECK(c <= len);
+            if (rc == GW_REQ_AGAIN)
+                CHECK(c == len);
+            off += c;
+        } while (rc == GW_REQ_AGAIN && off < n);
+        if (rc == GW_REQ_AGAIN) {
+            trace("  [%llu] head incomplete at %zu\n", (unsigned long long)seed, off);
+            h = mix(h, 'A');
+            break;
+        }
+        if (rc == GW_REQ_ERROR) {
+            trace("  [%llu] head error %d (%s) at %zu\n", (unsigned long long)seed, p.status,
+                  p.reason, off);
+            CHECK(head_status_ok(p.status));
+            CHECK(p.reason != NULL && p.reason[0] != '\0');
+            h = mix(mix(h, 'E'), (uint64_t)p.status);
+            break;
+        }
+        CHECK(rc == GW_REQ_HEAD);
+        trace("  [%llu] head ends at %zu: %.*s %s\n", (unsigned long long)seed, off,
+              (int)p.req.method.len, p.req.method.ptr, p.req.path);
+        check_head(&p);
+        h = mix(mix(h, 'H'), off);
+        h = mix_bytes(h, p.req.path, p.req.path_len);
+        h = mix_bytes(h, p.req.head.ptr, p.req.head.len);
+        h = mix(h, (uint64_t)p.req.body_kind << 8 | (uint64_t)p.req.keep_alive << 1 |
+                       (uint64_t)p.req.upgrade << 2 | (uint64_t)p.req.expect_continue << 3);
+        h = mix(h, p.req.content_length);
+        if (p.req.host.ptr != NULL)
+            h = mix_bytes(h, p.req.host.ptr, p.req.host.len);
+
+        do {
+            len = next_len(&seed, n - off);
+            rc = gw_req_feed_body(&p, d + off, len, &c, sink, &body);
+            CHECK(c <= len);
+            if (rc == GW_REQ_AGAIN)
+                CHECK(c == len);
+            off += c;
+        } while (rc == GW_REQ_AGAIN && off < n);
+        if (rc == GW_REQ_AGAIN) {
+            trace("  [%llu] body incomplete at %zu\n", (unsigned long long)seed, off);
+            h = mix(h, 'a');
+            break;
+        }
+        if (rc == GW_REQ_ERROR) {
+            trace("  [%llu] body error %d (%s) at %zu\n", (unsigned long long)seed, p.status,
+                  p.reason, off);
+            CHECK(body_status_ok(p.status));
+            CHECK(p.reason != NULL && p.reason[0] != '\0');
+            h = mix(mix(h, 'e'), (uint64_t)p.status);
+            break;
+        }
+        CHECK(rc == GW_REQ_DONE);
+        trace("  [%llu] message ends at %zu, %llu body bytes\n", (unsigned long long)seed, off,
+              (unsigned long long)body.len);
+        if (p.req.body_kind == GW_BODY_LENGTH)
+            CHECK(body.len == p.req.content_length);
+        if (p.req.body_kind == GW_BODY_NONE)
+            CHECK(body.len == 0);
+        if (p.lim.max_body_bytes != 0)
+            CHECK(body.len <= p.lim.max_body_bytes);
+        h = mix(mix(mix(mix(h, 'D'), off), body.len), body.hash);
+        gw_req_reset(&p);
+    }
+    gw_req_parser_free(&p);
+    return h;
+}
+
+static void fuzz_normalize(const char *d, size_t n, int merge)
+{
+    char out[1 << 12];
+    size_t outlen;
+
+    if (n == 0 || d[0] != '/' || n + 2 > sizeof(out))
+        return;
+    if (gw_path_normalize(d, n, out, sizeof(out), merge, &outlen) == 0) {
+        CHECK(outlen <= n);
+        check_normalized(out, outlen, merge);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct gw_req_limits lim;
+    uint64_t seed = 0, one, cut;
+    const char *d = (const char *)data + 9;
+    size_t n, k;
+
+    if (size < 9)
+        return 0;
+    gw_req_limits_default(&lim);
+    lim.merge_slashes = (data[0] & 1) != 0;
+    switch ((data[0] >> 1) & 3) {
+    case 1:
+        lim.max_request_line = 32;
+        lim.max_header_bytes = 64;
+        lim.max_headers = 4;
+        lim.max_body_bytes = 16;
+        break;
+    case 2:
+        lim.max_request_line = 128;
+        lim.max_header_bytes = 256;
+        lim.max_headers = 8;
+        break;
+    case 3:
+        lim.max_request_line = 16;
+        lim.max_header_bytes = 24;
+        lim.max_headers = 2;
+        lim.max_body_bytes = 1;
+        break;
+    default:
+        break;
+    }
+    for (k = 1; k < 9; k++)
+        seed = seed << 8 | data[k];
+    seed |= 1; /* 0 means "one shot" */
+    n = size - 9;
+
+    one = drive(d, n, &lim, 0);
+    cut = drive(d, n, &lim, seed);
+    CHECK(one == cut);
+    fuzz_normalize(d, n, lim.merge_slashes);
+    return 0;
+}
+
+#ifdef SY_FUZZ_REPLAY
+/* ---- replay: corpus files plus fixed-seed mutations of them ---- */
+#include <dirent.h>
+#include <sys/stat.h>
+
+#define MAX_FILES 512
+#define MAX_INPUT 65536
+#define MUTATIONS 200000
+
+static char *files[MAX_FILES];
+static size_t file_len[MAX_FILES];
+static size_t nfiles;
+
+static void load(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+
+    if (f == NULL || nfiles == MAX_FILES) {
+        if (f != NULL)
+            fclose(f);
+        return;
+    }
+    buf = malloc(MAX_INPUT);
+    CHECK(buf != NULL);
+    n = fread(buf, 1, MAX_INPUT, f);
+    fclose(f);
+    files[nfiles] = buf;
+    file_len[nfiles++] = n;
+}
+
+static void load_arg(const char *path)
+{
+    struct stat st;
+    DIR *dir;
+    struct dirent *e;
+    char full[4096];
+
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "fuzz_request_replay: cannot stat %s\n", path);
+        exit(2);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        load(path);
+        return;
+    }
+    dir = opendir(path);
+    CHECK(dir != NULL);
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(full, sizeof(full), "%s/%s", path, e->d_name);
+        if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
+            load(full);
+    }
+    closedir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    static uint8_t buf[MAX_INPUT * 2];
+    uint64_t rng = 0x9e3779b97f4a7c15ULL;
+    size_t k, runs = 0;
+    int a;
+
+    for (a = 1; a < argc; a++)
+        load_arg(argv[a]);
+    if (nfiles == 0) {
+        fprintf(stderr, "fuzz_request_replay: no corpus files\n");
+        return 2;
+    }
+    for (k = 0; k < nfiles; k++, runs++)
+        LLVMFuzzerTestOneInput((const uint8_t *)files[k], file_len[k]);
+
+    /* Mutations: flip, insert, delete, duplicate and splice bytes. */
+    for (k = 0; k < MUTATIONS; k++, runs++) {
+        size_t f = (size_t)(rng_next(&rng) % nfiles), n = file_len[f], m, edits, e;
+
+        memcpy(buf, files[f], n);
+        edits = 1 + (size_t)(rng_next(&rng) % 4);
+        for (e = 0; e < edits && n > 0; e++) {
+            uint64_t r = rng_next(&rng);
+            size_t at = (size_t)((r >> 8) % n);
+
+            switch (r & 7) {
+            case 0:
+            case 1:
+                buf[at] = (uint8_t)(r >> 32);
+                break;
+            case 2:
+                buf[at] = (uint8_t) "\r\n :;,\t\"%/.0aF\x7f\x80"[(r >> 32) % 17];
+                break;
+            case 3:
+                if (n < MAX_INPUT) {
+                    memmove(buf + at + 1, buf + at, n - at);
+                    buf[at] = (uint8_t) "\r\n :;,\t\"%/.0aF"[(r >> 32) % 15];
+                    n++;
+                }
+                break;
+            case 4:
+                m = 1 + (size_t)((r >> 32) % 8);
+                if (m > n - at)
+                    m = n - at;
+                memmove(buf + at, buf + at + m, n - at - m);
+                n -= m;
+                break;
+            case 5:
+                m = 1 + (size_t)((r >> 32) % 32);
+                if (m > n - at)
+                    m = n - at;
+                if (n + m <= MAX_INPUT) {
+                    memmove(buf + at + m, buf + at, n - at);
+                    n += m;
+                }
+                break;
+            case 6: {
+                size_t g = (size_t)((r >> 16) % nfiles), gl = file_len[g];
+
+                if (gl > 9 && at + (gl - 9) <= MAX_INPUT) {
+                    memcpy(buf + at, files[g] + 9, gl - 9);
+                    n = at + (gl - 9);
+                }
+                break;
+            }
+            default:
+                n = at;
+                break;
+            }
+        }
+        LLVMFuzzerTestOneInput(buf, n);
+    }
+    printf("fuzz_request_replay: %zu corpus files, %zu runs, all invariants held\n", nfiles, runs);
+    return 0;
+}
+#endif
