@@ -73,6 +73,7 @@ struct gw_upconn {
     struct gw_conn *c; /* NULL while idle in the pool */
     llhttp_t hp;
     int connected, reused, got_bytes, head_done, msg_done, raw, keep, read_paused;
+    int eof; /* the upstream closed: what is buffered is all that comes */
     int status;
     struct gw_header hdr[GW_UP_MAX_HEADERS];
     size_t nhdr;
@@ -139,6 +140,15 @@ static int named_in(const struct gw_slice *n, const struct gw_slice *tok, size_t
         if (tok[i].len == n->len && strncasecmp(tok[i].ptr, n->ptr, n->len) == 0)
             return 1;
     return 0;
+}
+
+/* The first contiguous run of <in>'s bytes in <v>; 0 when <in> is empty. An
+ * empty buffer may still hold an empty chain (left by a read that found EOF
+ * or EAGAIN), for which evbuffer_peek() reports one zero-length vector: a
+ * loop that fed that to a parser would never end. */
+static int peek_first(struct evbuffer *in, struct evbuffer_iovec *v)
+{
+    return evbuffer_get_length(in) > 0 && evbuffer_peek(in, -1, NULL, v, 1) >= 1 && v->iov_len > 0;
 }
 
 static double elapsed_ms(const struct timespec *t0)
@@ -302,7 +312,7 @@ static void discard_body(struct gw_conn *c)
         size_t used = 0;
         int rc;
 
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+        if (!peek_first(in, &v)) {
             /* empty input: ask for more */
             rc = gw_req_feed_body(&c->rp, "", 0, &used, discard_cb, c);
             if (rc == GW_REQ_DONE) {
@@ -431,6 +441,13 @@ static int hp_on_field(llhttp_t *hp, const char *at, size_t len)
         u->nhdr++;
         u->in_value = 0;
     }
+    for (size_t i = 0; i < len; i++) {
+        /* a name is a token: llhttp (not strict) lets "Name :" through,
+         * which must never reach the client (RFC 9112 5.1) */
+        unsigned char ch = (unsigned char)at[i];
+        if (ch <= 0x20 || ch >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", ch))
+            return -1;
+    }
     u->hdr[u->nhdr - 1].name.len += len;
     return 0;
 }
@@ -445,6 +462,8 @@ static int hp_on_value(llhttp_t *hp, const char *at, size_t len)
     h = &u->hdr[u->nhdr - 1];
     if (!h->value.ptr)
         h->value.ptr = at;
+    else if (at != h->value.ptr + h->value.len)
+        return -1; /* obs-fold: the value is not one run of bytes (RFC 9112 5.2: 502) */
     h->value.len += len;
     u->in_value = 1;
     return 0;
@@ -589,8 +608,7 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
     int trusted = cfg->ntrusted_proxies &&
                   adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies,
                                  (const struct sockaddr *)&c->peer);
-    const struct gw_slice *xff = NULL;
-    int have_proto = 0, have_xfh = 0, have_id = 0;
+    int have_xff = 0, have_proto = 0, have_xfh = 0, have_id = 0;
 
     evbuffer_add(out, rq->method.ptr, rq->method.len);
     evbuffer_add(out, " ", 1);
@@ -623,8 +641,12 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
             break;
         case 12:
             if (name_is(n, "x-request-id")) {
+                /* the client's id, unless empty, too long to echo whole or
+                 * a repeat: the upstream and the client see the same one */
+                if (have_id || !h->value.len || h->value.len >= sizeof(c->reqid))
+                    continue;
                 have_id = 1;
-                c->reqid_len = h->value.len < sizeof(c->reqid) ? h->value.len : sizeof(c->reqid) - 1;
+                c->reqid_len = h->value.len;
                 memcpy(c->reqid, h->value.ptr, c->reqid_len);
             }
             break;
@@ -634,8 +656,7 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
             break;
         case 15:
             if (name_is(n, "x-forwarded-for")) {
-                if (trusted && !xff)
-                    xff = &h->value;
+                have_xff |= trusted;
                 continue;
             }
             break;
@@ -665,11 +686,19 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
     }
     if (rq->form == GW_TARGET_ABSOLUTE && rq->host.ptr)
         evbuffer_add_printf(out, "Host: %.*s\r\n", (int)rq->host.len, rq->host.ptr);
-    if (xff)
-        evbuffer_add_printf(out, "X-Forwarded-For: %.*s, %s\r\n", (int)xff->len, xff->ptr,
-                            c->peer_ip);
-    else
-        evbuffer_add_printf(out, "X-Forwarded-For: %s\r\n", c->peer_ip);
+    else if (!rq->host.ptr) /* HTTP/1.0 without Host: HTTP/1.1 needs one (as nginx) */
+        evbuffer_add_printf(out, "Host: %s\r\n", c->upstream_addr);
+    /* a trusted proxy's list, every field of it in order (one list, RFC 9110
+     * 5.3), then the peer */
+    evbuffer_add(out, "X-Forwarded-For: ", 17);
+    for (size_t i = 0; have_xff && i < rq->nheaders; i++) {
+        const struct gw_header *h = &rq->headers[i];
+        if (h->value.len && name_is(&h->name, "x-forwarded-for")) {
+            evbuffer_add(out, h->value.ptr, h->value.len);
+            evbuffer_add(out, ", ", 2);
+        }
+    }
+    evbuffer_add_printf(out, "%s\r\n", c->peer_ip);
     if (!have_proto)
         evbuffer_add(out, "X-Forwarded-Proto: http\r\n", 25);
     if (!have_xfh && rq->host.ptr)
@@ -733,7 +762,7 @@ static void pump_body_up(struct gw_conn *c)
             c->read_paused = 1;
             return;
         }
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1) {
+        if (!peek_first(in, &v)) {
             v.iov_base = (void *)"";
             v.iov_len = 0;
         }
@@ -767,6 +796,26 @@ static void pump_body_up(struct gw_conn *c)
 
 /* ---- the upstream response ---- */
 
+/* At most one Transfer-Encoding, and only "chunked" (nginx's rule for
+ * upstream responses): the client must frame the body exactly as llhttp
+ * did, and "chunked, chunked" or "gzip, chunked" leave room for doubt. */
+static int resp_framing_ok(const struct gw_upconn *u)
+{
+    int nte = 0;
+
+    for (size_t i = 0; i < u->nhdr; i++) {
+        const struct gw_header *h = &u->hdr[i];
+        size_t vl = h->value.len;
+        if (!name_is(&h->name, "transfer-encoding"))
+            continue;
+        while (vl && (h->value.ptr[vl - 1] == ' ' || h->value.ptr[vl - 1] == '\t'))
+            vl--;
+        if (++nte > 1 || vl != 7 || strncasecmp(h->value.ptr, "chunked", 7) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* Parses the response head from the start of <in>. 1: complete, with
  * *head_len bytes; 0: need more; -1: invalid. */
 static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_len)
@@ -791,7 +840,7 @@ static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_
     err = llhttp_execute(&u->hp, p, n);
     if (err == HPE_PAUSED) {
         *head_len = (size_t)(llhttp_get_error_pos(&u->hp) - p);
-        return 1;
+        return resp_framing_ok(u) ? 1 : -1;
     }
     if (err == HPE_OK)
         return n == GW_UP_HEAD_MAX ? -1 : 0;
@@ -813,7 +862,7 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
     struct evbuffer *out = bufferevent_get_output(c->bev);
     struct gw_slice conn_tok[32];
     size_t ntok = 0, before = evbuffer_get_length(out);
-    int have_id = 0;
+    int have_id = 0, have_date = 0;
 
     for (size_t i = 0; i < u->nhdr; i++) {
         const struct gw_header *h = &u->hdr[i];
@@ -846,6 +895,8 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
             continue;
         if (name_is(&h->name, "x-request-id"))
             have_id = 1;
+        else if (name_is(&h->name, "date"))
+            have_date = 1;
         while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
             vl--;
         evbuffer_add(out, h->name.ptr, h->name.len);
@@ -855,6 +906,8 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
     }
     if (!have_id && c->reqid_len)
         evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
+    if (!have_date && u->status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */
+        evbuffer_add(out, c->w->date, c->w->date_len);
     if (upgrade) {
         const struct gw_header *up = NULL;
         for (size_t i = 0; i < u->nhdr; i++)
@@ -918,8 +971,11 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
             u->read_paused = 1;
             return;
         }
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+        if (!peek_first(in, &v)) {
+            if (u->eof)
+                break;
             return;
+        }
         err = llhttp_execute(&u->hp, v.iov_base, v.iov_len);
         if (err == HPE_OK) {
             used = v.iov_len;
@@ -929,10 +985,7 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
             gw_log(GW_LOG_WARN, "upstream %s: invalid response body (%s); closing client %s:%u",
                    up_server_address(u->pool, u->server), llhttp_errno_name(err), c->peer_ip,
                    c->peer_port);
-            gw_count(&c->w->ctr.upstream_errors, 1);
-            c->keep = 0;
-            up_free(u);
-            conn_free(c);
+            proxy_fail(c, 502);
             return;
         }
         if (u->raw) {
@@ -941,6 +994,17 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
         } else {
             evbuffer_drain(in, used);
         }
+    }
+    if (!u->msg_done) {
+        /* the upstream closed and every byte it sent has gone on */
+        if (llhttp_message_needs_eof(&u->hp)) {
+            resp_done(c); /* a close-delimited body ends here */
+            return;
+        }
+        gw_log(GW_LOG_WARN, "upstream %s closed mid-body; closing client %s:%u",
+               up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
+        proxy_fail(c, 502);
+        return;
     }
     if (evbuffer_get_length(in))
         u->keep = 0; /* bytes after the response: never reuse */
@@ -1033,10 +1097,10 @@ static void proxy_fail(struct gw_conn *c, int status)
     if (status >= 500)
         gw_count(&c->w->ctr.upstream_errors, 1);
     if (c->resp_started) {
+        /* what the client already has goes out, then the close tells it
+         * the response was cut short */
         c->keep = 0;
-        access_log(c);
-        count_status(c);
-        conn_free(c);
+        request_done(c);
         return;
     }
     if (!c->body_done || status < 500)
@@ -1109,18 +1173,13 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if ((what & BEV_EVENT_EOF) && u->head_done && !u->msg_done) {
-        /* a close-delimited body ends here; anything else died mid-body */
-        if (llhttp_message_needs_eof(&u->hp)) {
-            pump_body_down(c, u); /* take what is buffered */
-            if (c->up == u && !u->msg_done && llhttp_finish(&u->hp) == HPE_OK) {
-                u->keep = 0;
-                resp_done(c);
-            }
-            return;
-        }
-        gw_log(GW_LOG_WARN, "upstream %s closed mid-body; closing client %s:%u",
-               up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
-        proxy_fail(c, 502);
+        /* The body bytes still buffered go to the client first (it may be
+         * slower than the upstream): then a close-delimited body ends, and
+         * any other died mid-body (pump_body_down decides). */
+        u->eof = 1;
+        u->keep = 0;
+        if (!u->read_paused)
+            pump_body_down(c, u);
         return;
     }
     if (!u->head_done && !u->got_bytes && u->reused && !c->retried &&
@@ -1390,7 +1449,7 @@ static void conn_process(struct gw_conn *c)
             c->read_paused = 1;
             return;
         }
-        if (evbuffer_peek(in, -1, NULL, &v, 1) < 1)
+        if (!peek_first(in, &v))
             return;
         if (!c->head_started) {
             const struct adm_config *cfg = cur_cfg(c);
@@ -1404,8 +1463,20 @@ static void conn_process(struct gw_conn *c)
         rc = gw_req_feed_head(&c->rp, v.iov_base, v.iov_len, &used);
         evbuffer_drain(in, used);
         c->bytes_in += used;
-        if (rc == GW_REQ_AGAIN)
+        if (rc == GW_REQ_AGAIN) {
+            /* client_header_ms bounds the whole head, not each read (as
+             * nginx): a client trickling bytes must not hold the connection */
+            const struct adm_config *cfg = cur_cfg(c);
+            double left = (double)cfg->timeouts.client_header_ms - elapsed_ms(&c->t0);
+            if (left < 1) {
+                c->is_head = 0;
+                c->http10 = 0;
+                send_error_close(c, 408);
+                return;
+            }
+            set_timeout(c->bev, (unsigned)left, cfg->timeouts.client_idle_ms);
             continue;
+        }
         if (rc == GW_REQ_ERROR) {
             c->is_head = 0;
             c->http10 = 0;
@@ -1502,9 +1573,12 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
         bufferevent_disable(c->bev, EV_READ);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && c->st == CS_CLOSING &&
+    if ((what & BEV_EVENT_EOF) && (c->st == CS_CLOSING || c->st == CS_HEAD) &&
         evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+        /* the client is done sending (a half-close): it still gets the
+         * responses already queued, then the connection closes */
         c->eof = 1;
+        c->st = CS_CLOSING;
         bufferevent_disable(c->bev, EV_READ);
         return;
     }

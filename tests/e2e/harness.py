@@ -1,0 +1,779 @@
+"""harness.py - shared helpers of Switchyard's end-to-end tests (stdlib only).
+
+The tests start the real `switchyard` binary (SY_BIN) in front of real
+sy_test_backend processes (SY_BACKEND, see backend/README.md), all on
+127.0.0.1 with free ports and generated configs, and talk to them over raw
+sockets so that malformed input, pipelining and framing stay under control.
+
+- Backend / Gateway own one process each, started in a process group of its
+  own and killed (SIGKILL to the group) by stop()/kill(); an atexit hook kills
+  whatever a crashed test left behind.
+- Gateway.stop() sends SIGTERM, waits for the drain and returns the exit
+  status; check_clean() fails the test when the process did not exit 0 or its
+  stderr holds a sanitizer report (the suite also runs under ASan+UBSan and,
+  for the "concurrency" label, TSan).
+- Client is a blocking HTTP/1.1 client over one socket with a timeout, reading
+  responses the way RFC 9112 section 6.3 says (HEAD, 1xx, 204, 304, chunked,
+  Content-Length, close-delimited).
+Every wait is bounded (TIMEOUT seconds, more under sanitizers via
+SY_E2E_TIMEOUT); nothing asserts on timing.
+"""
+import atexit
+import base64
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(os.path.dirname(HERE))
+SY_BIN = os.environ.get("SY_BIN") or os.path.join(_ROOT, "build-e2e", "gateway", "switchyard")
+SY_BACKEND = os.environ.get("SY_BACKEND") or os.path.join(
+    _ROOT, "build-e2e", "tests", "e2e", "backend", "sy_test_backend")
+
+# Upper bound of every single wait (a socket read, a process start, a log
+# line). Generous: sanitizer builds are several times slower. Only failures
+# ever wait this long.
+TIMEOUT = float(os.environ.get("SY_E2E_TIMEOUT", "30"))
+
+PATTERN = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/"
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "WARNING: ThreadSanitizer", "ERROR: ThreadSanitizer",
+                   "ERROR: UndefinedBehaviorSanitizer")
+
+_live = []  # every process started and not yet reaped
+
+
+def _kill_all():
+    for p in list(_live):
+        _killpg(p, signal.SIGKILL)
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+atexit.register(_kill_all)
+
+
+def _killpg(p, sig):
+    try:
+        os.killpg(p.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def pattern_bytes(n, start=0):
+    """The first <n> bytes (from offset <start>) of a generated backend body."""
+    reps = (start + n) // len(PATTERN) + 1
+    return (PATTERN * reps)[start:start + n]
+
+
+def pattern_sha256(n):
+    """sha256 hex of the <n>-byte generated body, computed in 1 MiB blocks."""
+    block = PATTERN * (1 << 14)  # 1 MiB, a whole number of periods
+    h = hashlib.sha256()
+    left = n
+    while left >= len(block):
+        h.update(block)
+        left -= len(block)
+    h.update(block[:left])
+    return h.hexdigest()
+
+
+_ports = set()
+
+
+def free_port():
+    """A port nothing listens on right now (and not handed out before)."""
+    for _ in range(100):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+        finally:
+            s.close()
+        if p not in _ports:
+            _ports.add(p)
+            return p
+    raise RuntimeError("no free port")
+
+
+def wait_for(cond, timeout=TIMEOUT, interval=0.01, what="condition"):
+    """Polls cond() until it returns a true value (returned) or timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+def rss_kib(pid):
+    """VmRSS of <pid> in KiB (from /proc/PID/status)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS for %d" % pid)
+
+
+class TempDir:
+    def __init__(self, prefix="sy-e2e-"):
+        self.path = tempfile.mkdtemp(prefix=prefix)
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+    def cleanup(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------
+# processes
+
+
+class Backend:
+    """One sy_test_backend process (see backend/README.md)."""
+
+    def __init__(self, tmp, name, port=0, threads=1):
+        self.tmp, self.name, self.port, self.threads = tmp, name, port, threads
+        self.proc = None
+
+    def start(self):
+        pf = self.tmp.file("backend-%s.port" % self.name)
+        if os.path.exists(pf):
+            os.unlink(pf)
+        args = [SY_BACKEND, "--listen", "127.0.0.1:%d" % self.port, "--name", self.name,
+                "--port-file", pf]
+        if self.threads > 1:
+            args += ["--threads", str(self.threads)]
+        err = open(self.tmp.file("backend-%s.err" % self.name), "ab")
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err,
+                                     start_new_session=True)
+        err.close()
+        _live.append(self.proc)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError("backend %s exited with %s: %s" % (
+                    self.name, self.proc.returncode, self.stderr()))
+            try:
+                with open(pf) as f:
+                    return int(f.read().strip() or 0)
+            except (OSError, ValueError):
+                return 0
+
+        self.port = wait_for(ready, what="backend %s port file" % self.name)
+        return self
+
+    def stderr(self):
+        try:
+            with open(self.tmp.file("backend-%s.err" % self.name), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM):
+        if not self.proc:
+            return None
+        _killpg(self.proc, sig)
+        try:
+            rc = self.proc.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            _killpg(self.proc, signal.SIGKILL)
+            rc = self.proc.wait(TIMEOUT)
+        if self.proc in _live:
+            _live.remove(self.proc)
+        return rc
+
+    def restart(self):
+        """Stops the process and starts a new one on the same port."""
+        self.stop()
+        return self.start()
+
+    def _control(self, path):
+        c = Client(self.port)
+        try:
+            r = c.request("GET", path, headers=[("Connection", "close")])
+        finally:
+            c.close()
+        assert r.status == 200, (path, r.status, r.body)
+        return json.loads(r.body)
+
+    def stats(self):
+        return self._control("/__stats")
+
+    def reset(self):
+        return self._control("/__reset")
+
+
+def upstream_cfg(*backends_or_addrs, **extra):
+    servers = []
+    for b in backends_or_addrs:
+        servers.append({"address": b if isinstance(b, str) else b.addr})
+    u = {"servers": servers}
+    u.update(extra)
+    return u
+
+
+def gateway_config(upstreams=None, routes=None, workers=2, **sections):
+    """A config dict for one 127.0.0.1 listener on a free port; the admin
+    address gets a free port too, access_log defaults to "off"."""
+    cfg = {
+        "workers": workers,
+        "listeners": [{"address": "127.0.0.1:%d" % free_port()}],
+        "upstreams": upstreams or {},
+        "routes": routes or [],
+        "admin": {"address": "127.0.0.1:%d" % free_port()},
+        "access_log": "off",
+    }
+    cfg.update(sections)
+    return cfg
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.rename(tmp, path)
+
+
+class Gateway:
+    """One switchyard process on a generated config file."""
+
+    _count = 0
+
+    def __init__(self, tmp, cfg, name="gw", env=None, args=None, port=None):
+        """<cfg> None: no -c, the embedded default config (give <port>).
+        Files are named after <name> plus a sequence number: one log each."""
+        Gateway._count += 1
+        name = "%s-%d" % (name, Gateway._count)
+        self.tmp, self.cfg, self.name = tmp, cfg, name
+        self._port = port
+        self.env, self.args = env, args
+        self.proc = None
+        self.rc = None
+        self.cfg_path = tmp.file(name + ".json")
+        self.log_path = tmp.file(name + ".log")
+        self.out_path = tmp.file(name + ".out")
+
+    @property
+    def port(self):
+        if self._port:
+            return self._port
+        return int(self.cfg["listeners"][0]["address"].rsplit(":", 1)[1])
+
+    @property
+    def nworkers(self):
+        return (self.cfg or {}).get("workers", 1)
+
+    def write_config(self, cfg=None, text=None):
+        if cfg is not None:
+            self.cfg = cfg
+        write_atomic(self.cfg_path, text if text is not None else json.dumps(self.cfg, indent=1))
+
+    def start(self):
+        args = [SY_BIN]
+        if self.cfg is not None:
+            self.write_config()
+            args += ["-c", self.cfg_path]
+        args += self.args or []
+        env = dict(os.environ)
+        if self.env:
+            env.update(self.env)
+        log = open(self.log_path, "ab")
+        out = open(self.out_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=out, stderr=log, env=env,
+                                     start_new_session=True)
+        log.close()
+        out.close()
+        _live.append(self.proc)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError("switchyard exited with %s:\n%s" % (
+                    self.proc.returncode, self.log()))
+            return self._accepts()
+
+        wait_for(ready, what="switchyard listening on port %d" % self.port)
+        return self
+
+    def _accepts(self):
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=TIMEOUT).close()
+            return True
+        except OSError:
+            return False
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def log_size(self):
+        try:
+            return os.path.getsize(self.log_path)
+        except OSError:
+            return 0
+
+    def wait_log(self, regex, since=0, timeout=TIMEOUT):
+        """Waits until <regex> matches the log after byte <since>; returns
+        the match (its end() is relative to <since>)."""
+        rx = re.compile(regex)
+
+        def found():
+            if self.proc.poll() is not None:
+                raise AssertionError("switchyard exited with %s while waiting for %r:\n%s" % (
+                    self.proc.returncode, regex, self.log()))
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                return rx.search(f.read().decode(errors="replace"))
+
+        return wait_for(found, timeout=timeout, interval=0.005, what="log line %r" % regex)
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def reload(self, cfg=None, text=None):
+        self.write_config(cfg, text)
+        self.signal(signal.SIGHUP)
+
+    def pid(self):
+        return self.proc.pid
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        """SIGTERM, wait for the drain; returns the exit status."""
+        if not self.proc:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.rc = self.proc.wait(TIMEOUT * 2)
+        except subprocess.TimeoutExpired:
+            _killpg(self.proc, signal.SIGKILL)
+            self.proc.wait(TIMEOUT)
+            self.rc = "killed after the drain did not finish"
+        _killpg(self.proc, signal.SIGKILL)  # anything left in its group
+        if self.proc in _live:
+            _live.remove(self.proc)
+        return self.rc
+
+    def check_clean(self):
+        """Raises unless the process exited 0 without sanitizer reports."""
+        text = self.log()
+        for m in SANITIZER_MARKS:
+            if m in text:
+                raise AssertionError("sanitizer report in %s's log:\n%s" % (self.name, text[-20000:]))
+        if self.rc != 0:
+            raise AssertionError("%s exited with %s:\n%s" % (self.name, self.rc, text[-5000:]))
+
+
+class GatewayCase(unittest.TestCase):
+    """A TestCase with a temp dir and helpers that stop what they start."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = TempDir()
+        cls._procs = []
+        # runs even when a subclass's setUpClass fails half-way
+        cls.addClassCleanup(cls._stop_shared)
+
+    @classmethod
+    def _stop_shared(cls):
+        errors = []
+        for p in reversed(cls._procs):
+            try:
+                p.stop()
+                if isinstance(p, Gateway):
+                    p.check_clean()
+            except AssertionError as e:
+                errors.append(str(e))
+        cls._procs = []
+        cls.tmp.cleanup()
+        if errors:
+            raise AssertionError("\n".join(errors))
+
+    @classmethod
+    def shared_backend(cls, name, **kw):
+        b = Backend(cls.tmp, name, **kw)
+        cls._procs.append(b)
+        return b.start()
+
+    @classmethod
+    def shared_gateway(cls, cfg, name="gw", **kw):
+        g = Gateway(cls.tmp, cfg, name=name, **kw)
+        cls._procs.append(g)
+        return g.start()
+
+    # per-test processes: stopped (and checked) at the end of the test
+    def own_backend(self, name, **kw):
+        b = Backend(self.tmp, name, **kw)
+        self.addCleanup(b.stop)
+        return b.start()
+
+    def own_gateway(self, cfg, name="gw", check=True, **kw):
+        g = Gateway(self.tmp, cfg, name=name, **kw)
+
+        def done():
+            g.stop()
+            if check:
+                g.check_clean()
+
+        self.addCleanup(done)
+        return g.start()
+
+    # assertions
+    def assertClosed(self, client, msg=None):
+        self.assertTrue(client.wait_closed(), msg or "connection still open")
+
+    def assertHeader(self, resp, name, value):
+        self.assertEqual(resp.header(name), value, "%s in %s" % (name, resp.headers))
+
+
+# ---------------------------------------------------------------------------
+# HTTP client
+
+
+class Response:
+    def __init__(self):
+        self.version = None
+        self.status = None
+        self.reason = None
+        self.headers = []  # [(name, value)] as received
+        self.body = b""
+        self.interim = []  # 1xx responses before this one
+        self.raw_head = b""
+        self.body_len = 0  # bytes of body received (also when a sink took them)
+        self.complete = False
+
+    def header(self, name):
+        n = name.lower()
+        for k, v in self.headers:
+            if k.lower() == n:
+                return v
+        return None
+
+    def headers_all(self, name):
+        n = name.lower()
+        return [v for k, v in self.headers if k.lower() == n]
+
+    def has(self, name):
+        return self.header(name) is not None
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return "<Response %s %s %r>" % (self.status, self.headers, self.body[:200])
+
+
+class Closed(Exception):
+    """The peer closed (or reset) the connection before the expected bytes.
+    .response holds the partial response when its head had arrived."""
+
+    response = None
+
+
+class Client:
+    """A blocking HTTP/1.1 client over one TCP connection."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, sock=None):
+        self.port = port
+        self.sock = sock or socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.buf = bytearray()
+        self.eof = False
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def local_port(self):
+        return self.sock.getsockname()[1]
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def _fill(self, n=65536):
+        if self.eof:
+            raise Closed("connection closed")
+        try:
+            d = self.sock.recv(n)
+        except ConnectionResetError:
+            d = b""
+        if not d:
+            self.eof = True
+            raise Closed("connection closed")
+        self.buf += d
+
+    def _take(self, n):
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def read_until(self, sep, limit=1 << 20):
+        while True:
+            i = self.buf.find(sep)
+            if i >= 0:
+                return self._take(i + len(sep))
+            if len(self.buf) > limit:
+                raise AssertionError("no %r within %d bytes" % (sep, limit))
+            self._fill()
+
+    def read_exact(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        return self._take(n)
+
+    def read_head(self):
+        """One response head (status line + fields), CRLF line ends."""
+        raw = self.read_until(b"\r\n\r\n")
+        r = Response()
+        r.raw_head = raw
+        lines = raw[:-4].split(b"\r\n")
+        m = re.match(rb"^HTTP/(\d\.\d) (\d{3})(?: (.*))?$", lines[0])
+        if not m:
+            raise AssertionError("bad status line %r" % lines[0])
+        r.version = m.group(1).decode()
+        r.status = int(m.group(2))
+        r.reason = (m.group(3) or b"").decode("latin-1")
+        for ln in lines[1:]:
+            if b":" not in ln or ln[:1] in (b" ", b"\t"):
+                raise AssertionError("bad field line %r in %r" % (ln, raw))
+            k, v = ln.split(b":", 1)
+            if k != k.strip():
+                raise AssertionError("whitespace around field name %r" % ln)
+            r.headers.append((k.decode("latin-1"), v.strip(b" \t").decode("latin-1")))
+        return r
+
+    def read_response(self, method="GET", sink=None, max_body=1 << 30):
+        """The next final response (1xx collected in .interim). With <sink>,
+        body bytes go to sink(bytes) instead of .body. A close-delimited
+        body is read until EOF. Raises Closed when the connection ends
+        before the message does (the partial response is in exc.response)."""
+        interim = []
+        while True:
+            r = self.read_head()
+            if 100 <= r.status < 200:
+                interim.append(r)
+                if len(interim) > 100:
+                    raise AssertionError("more than 100 interim responses")
+                if r.status == 101:
+                    r.interim = interim[:-1]
+                    r.complete = True
+                    return r
+                continue
+            break
+        r.interim = interim
+        parts = []
+
+        def put(b):
+            r.body_len += len(b)
+            if r.body_len > max_body:
+                raise AssertionError("response body over %d bytes" % max_body)
+            if sink:
+                sink(b)
+            else:
+                parts.append(b)
+
+        try:
+            if method == "HEAD" or r.status in (204, 304):
+                pass
+            elif r.header("Transfer-Encoding") is not None:
+                te = r.header("Transfer-Encoding").lower()
+                if te != "chunked":
+                    raise AssertionError("unexpected Transfer-Encoding %r" % te)
+                while True:
+                    line = self.read_until(b"\r\n")
+                    size = int(line.split(b";")[0].strip(), 16)
+                    if size == 0:
+                        while self.read_until(b"\r\n") != b"\r\n":
+                            pass  # trailers
+                        break
+                    self._body_n(size, put)
+                    if self.read_exact(2) != b"\r\n":
+                        raise AssertionError("chunk data not followed by CRLF")
+            elif r.header("Content-Length") is not None:
+                self._body_n(int(r.header("Content-Length")), put)
+            else:
+                while True:
+                    if self.buf:
+                        put(self._take(len(self.buf)))
+                    try:
+                        self._fill(1 << 20)
+                    except Closed:
+                        break
+        except Closed as e:
+            r.body = b"".join(parts)
+            e.response = r
+            raise
+        r.body = b"".join(parts)
+        r.complete = True
+        return r
+
+    def _body_n(self, n, put):
+        while n > 0:
+            if not self.buf:
+                self._fill(1 << 20)
+            k = min(n, len(self.buf))
+            put(self._take(k))
+            n -= k
+
+    def request(self, method, target, headers=None, body=None, version="1.1", host="localhost",
+                sink=None):
+        self.send(build_request(method, target, headers, body, version, host))
+        return self.read_response(method, sink=sink)
+
+    def wait_closed(self, timeout=TIMEOUT):
+        """True when the peer closes (EOF or RST) within <timeout> without
+        sending anything more; False on timeout or on unexpected bytes."""
+        if self.buf:
+            return False
+        if self.eof:
+            return True
+        self.sock.settimeout(timeout)
+        try:
+            d = self.sock.recv(4096)
+        except ConnectionResetError:
+            return True
+        except socket.timeout:
+            return False
+        finally:
+            self.sock.settimeout(TIMEOUT)
+        if d:
+            self.buf += d
+            return False
+        self.eof = True
+        return True
+
+    def silent_for(self, seconds):
+        """True when nothing arrives (and no close) for <seconds>."""
+        if self.buf or self.eof:
+            return False
+        self.sock.settimeout(seconds)
+        try:
+            d = self.sock.recv(4096)
+        except socket.timeout:
+            return True
+        except ConnectionResetError:
+            self.eof = True
+            return False
+        finally:
+            self.sock.settimeout(TIMEOUT)
+        if d:
+            self.buf += d
+        else:
+            self.eof = True
+        return False
+
+
+def build_request(method, target, headers=None, body=None, version="1.1", host="localhost"):
+    """Request bytes; Host first unless <host> is None or headers has one;
+    Content-Length added for a body unless headers frame it."""
+    hs = list(headers or [])
+    names = {k.lower() for k, _ in hs}
+    lines = ["%s %s HTTP/%s" % (method, target, version)]
+    if host is not None and "host" not in names:
+        lines.append("Host: %s" % host)
+    if body is not None and "content-length" not in names and "transfer-encoding" not in names:
+        hs.append(("Content-Length", str(len(body))))
+    for k, v in hs:
+        lines.append("%s: %s" % (k, v))
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    if body is not None:
+        data += body
+    return data
+
+
+def get(port, target, headers=None, method="GET", body=None, host="localhost", version="1.1"):
+    """One request on a fresh connection (closed afterwards)."""
+    with Client(port) as c:
+        return c.request(method, target, headers=headers, body=body, host=host, version=version)
+
+
+def chunked(parts, trailers=None, ext=None):
+    """Chunked encoding of <parts> (bytes), optional trailer fields."""
+    out = b""
+    for p in parts:
+        out += b"%x%s\r\n" % (len(p), (b";" + ext) if ext else b"") + p + b"\r\n"
+    out += b"0\r\n"
+    for k, v in trailers or []:
+        out += ("%s: %s\r\n" % (k, v)).encode()
+    return out + b"\r\n"
+
+
+# ---------------------------------------------------------------------------
+# WebSocket (RFC 6455) client side
+
+
+def ws_handshake(client, target, host="localhost", extra_headers=None):
+    key = base64.b64encode(os.urandom(16)).decode()
+    hs = [("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Key", key),
+          ("Sec-WebSocket-Version", "13")] + list(extra_headers or [])
+    client.send(build_request("GET", target, hs, host=host))
+    r = client.read_response()
+    expect = base64.b64encode(hashlib.sha1(
+        (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    return r, expect
+
+
+def ws_frame(payload, opcode=1, fin=True):
+    mask = os.urandom(4)
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | opcode
+    if n < 126:
+        head = struct.pack("!BB", b0, 0x80 | n)
+    elif n < 65536:
+        head = struct.pack("!BBH", b0, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BBQ", b0, 0x80 | 127, n)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return head + mask + masked
+
+
+def ws_read(client):
+    """(opcode, fin, payload) of the next (unmasked) server frame."""
+    b0, b1 = client.read_exact(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = struct.unpack("!H", client.read_exact(2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", client.read_exact(8))[0]
+    if b1 & 0x80:
+        raise AssertionError("server frame is masked")
+    return b0 & 0x0F, bool(b0 & 0x80), client.read_exact(n)
+
+
+def main():
+    unittest.main(verbosity=2)

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""test_cli.py - the command line: `switchyard --check` and the embedded
+default config."""
+import errno
+import json
+import socket
+import subprocess
+
+from harness import SY_BIN, TIMEOUT, GatewayCase, get, gateway_config, main
+
+
+class CheckTest(GatewayCase):
+    def check(self, text):
+        path = self.tmp.file("check.json")
+        with open(path, "w") as f:
+            f.write(text)
+        p = subprocess.run([SY_BIN, "--check", path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_check_ok(self):
+        cfg = gateway_config(
+            upstreams={"app": {"servers": [{"address": "127.0.0.1:9"}]}},
+            routes=[{"id": "app", "path": "/*{rest}", "upstream": "app"},
+                    {"id": "ping", "path": "/ping", "methods": ["GET"],
+                     "response": {"status": 200, "body": "pong"}}])
+        rc, out, err = self.check(json.dumps(cfg))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.strip(), "ok")
+
+    def test_check_errors_name_json_paths(self):
+        cfg = gateway_config(
+            upstreams={"a": {"servers": [{"address": "127.0.0.1:1"}]}},
+            routes=[{"id": "r0", "path": "/x", "upstream": "nope"},
+                    {"id": "r1", "path": "/y", "upstream": "a", "bogus": 1}])
+        cfg["listeners"][0]["address"] = "127.0.0.1:99999"
+        rc, out, err = self.check(json.dumps(cfg))
+        self.assertEqual(rc, 1)
+        self.assertNotIn("ok", out)
+        lines = err.splitlines()
+        # every error on its own line, starting with its JSON pointer
+        self.assertTrue(any(l.startswith("/listeners/0/address:") for l in lines), err)
+        self.assertTrue(any(l.startswith("/routes/0/upstream:") and "nope" in l
+                            for l in lines), err)
+        self.assertTrue(any(l.startswith("/routes/1/bogus:") for l in lines), err)
+
+    def test_check_syntax_error(self):
+        rc, out, err = self.check("{\n \"listeners\": [\n")
+        self.assertEqual(rc, 1)
+        self.assertRegex(err, r"line \d+")
+
+    def test_check_missing_file(self):
+        p = subprocess.run([SY_BIN, "--check", self.tmp.file("absent.json")],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("absent.json", p.stderr)
+
+    def test_start_refuses_bad_config(self):
+        cfg = gateway_config(routes=[{"id": "r", "path": "/x", "upstream": "nope"}])
+        path = self.tmp.file("bad.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        p = subprocess.run([SY_BIN, "-c", path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("/routes/0/upstream", p.stderr)
+
+
+def port_busy(addr, port):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((addr, port))
+        return False
+    except OSError as e:
+        return e.errno in (errno.EADDRINUSE, errno.EACCES)
+    finally:
+        s.close()
+
+
+class DefaultConfigTest(GatewayCase):
+    def test_default_config_welcome_page(self):
+        if port_busy("0.0.0.0", 8080) or port_busy("127.0.0.1", 9901):
+            self.skipTest("port 8080 or 9901 is busy")
+        # no -c: the embedded default config (0.0.0.0:8080, GET / page)
+        g = self.own_gateway(None, name="default", port=8080)
+        g.wait_log(r"embedded default")
+        r = get(8080, "/")
+        self.assertEqual(r.status, 200)
+        self.assertTrue(r.body.startswith(b"Switchyard is running."), r.body[:100])
+        self.assertEqual(r.header("Content-Type"), "text/plain; charset=utf-8")
+        self.assertEqual(int(r.header("Content-Length")), len(r.body))
+        self.assertTrue(r.has("Date"))
+        # the page is GET only, everything else is a miss
+        self.assertEqual(get(8080, "/", method="POST", body=b"").status, 405)
+        self.assertEqual(get(8080, "/nothing-here").status, 404)
+
+
+if __name__ == "__main__":
+    main()

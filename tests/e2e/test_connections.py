@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""test_connections.py - connection handling: client keep-alive, HTTP/1.0,
+pipelining, upstream connection reuse and the retry of a dead pooled
+connection, WebSocket tunnels, and limits.max_connections."""
+import os
+import socket
+import threading
+
+from harness import (Client, GatewayCase, build_request, gateway_config, get, main,
+                     upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
+
+
+class ConnectionTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        routes = [{"id": "all", "path": "/*{rest}", "upstream": "b"},
+                  {"id": "local", "path": "/local/{n}", "response": {"body": "local\n"}}]
+        cls.gw = cls.shared_gateway(gateway_config(upstreams={"b": upstream_cfg(cls.b)},
+                                                   routes=routes, workers=2))
+
+    def test_keep_alive_many_requests(self):
+        with Client(self.gw.port) as c:
+            conn_ids = set()
+            for i in range(50):
+                r = c.request("GET", "/k/%d" % i)
+                self.assertEqual(r.status, 200)
+                e = r.json()
+                self.assertEqual(e["path"], "/k/%d" % i)
+                conn_ids.add(e["conn_id"])
+                self.assertIsNone(r.header("Connection"))
+            # one client connection, served over one upstream connection
+            self.assertEqual(len(conn_ids), 1)
+
+    def test_http10_without_keep_alive(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/h10", version="1.0")
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.version, "1.1")
+            self.assertEqual((r.header("Connection") or "").lower(), "close")
+            self.assertClosed(c)
+        with Client(self.gw.port) as c:  # no Host is fine in HTTP/1.0
+            c.send(b"GET /h10b HTTP/1.0\r\n\r\n")
+            r = c.read_response()
+            self.assertEqual(r.status, 200)
+            self.assertClosed(c)
+
+    def test_http10_keep_alive(self):
+        with Client(self.gw.port) as c:
+            for i in range(3):
+                r = c.request("GET", "/h10k/%d" % i, version="1.0",
+                              headers=[("Connection", "keep-alive")])
+                self.assertEqual(r.status, 200)
+                self.assertEqual((r.header("Connection") or "").lower(), "keep-alive")
+                self.assertEqual(r.json()["path"], "/h10k/%d" % i)
+            r = c.request("GET", "/local/1", version="1.0", headers=[("Connection", "keep-alive")])
+            self.assertEqual(r.body, b"local\n")
+            self.assertEqual((r.header("Connection") or "").lower(), "keep-alive")
+            # the last one without keep-alive closes
+            r = c.request("GET", "/h10k/last", version="1.0")
+            self.assertEqual(r.status, 200)
+            self.assertClosed(c)
+
+    def test_connection_close_request(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/cc", headers=[("Connection", "close")])
+            self.assertEqual(r.status, 200)
+            self.assertEqual((r.header("Connection") or "").lower(), "close")
+            self.assertClosed(c)
+
+    def test_half_close_after_request(self):
+        # the client shuts its sending side after the request: it still
+        # gets the whole answer, then the connection closes
+        for i in range(10):
+            for target, want in (("/hc/%d" % i, None), ("/local/%d" % i, b"local\n")):
+                with self.subTest(target=target), Client(self.gw.port) as c:
+                    c.send(build_request("GET", target))
+                    c.sock.shutdown(socket.SHUT_WR)
+                    r = c.read_response()
+                    self.assertEqual(r.status, 200)
+                    if want:
+                        self.assertEqual(r.body, want)
+                    else:
+                        self.assertEqual(r.json()["path"], target)
+                    self.assertClosed(c)
+
+    def test_pipelining(self):
+        reqs = []
+        for i in range(20):
+            if i % 5 == 3:
+                reqs.append(build_request("GET", "/local/%d" % i))
+            elif i % 5 == 4:
+                reqs.append(build_request("POST", "/pp/%d" % i, body=b"x" * (i * 100)))
+            elif i % 5 == 2:
+                reqs.append(build_request("GET", "/pp/%d?mode=chunked&size=%d" % (i, i * 1000)))
+            else:
+                reqs.append(build_request("GET", "/pp/%d" % i))
+        with Client(self.gw.port) as c:
+            c.send(b"".join(reqs))  # one write
+            for i in range(20):
+                r = c.read_response()
+                self.assertEqual(r.status, 200, (i, r))
+                if i % 5 == 3:
+                    self.assertEqual(r.body, b"local\n")
+                elif i % 5 == 2:
+                    self.assertEqual(r.body_len, i * 1000)
+                else:
+                    e = r.json()
+                    self.assertEqual(e["path"], "/pp/%d" % i)
+                    self.assertEqual(e["body_bytes"], i * 100 if i % 5 == 4 else 0)
+            # and the connection goes on
+            self.assertEqual(c.request("GET", "/after").json()["path"], "/after")
+
+    def test_pipelined_head_and_get(self):
+        with Client(self.gw.port) as c:
+            c.send(build_request("HEAD", "/p?mode=fixed&size=100") +
+                   build_request("GET", "/p?mode=fixed&size=7") +
+                   build_request("GET", "/p?mode=status&status=204") +
+                   build_request("GET", "/p?mode=fixed&size=3"))
+            r = c.read_response("HEAD")
+            self.assertEqual(r.header("Content-Length"), "100")
+            self.assertEqual(c.read_response().body, b"0123456")
+            self.assertEqual(c.read_response().status, 204)
+            self.assertEqual(c.read_response().body, b"012")
+
+    def test_upstream_connection_reuse(self):
+        self.b.reset()
+        for i in range(100):
+            r = get(self.gw.port, "/reuse/%d" % i)  # a new client connection each time
+            self.assertEqual(r.status, 200)
+        st = self.b.stats()
+        self.assertEqual(st["requests"], 100)
+        self.assertLessEqual(st["connections"], self.gw.nworkers, st)
+
+    def test_websocket_echo(self):
+        with Client(self.gw.port) as c:
+            r, accept = ws_handshake(c, "/ws")
+            self.assertEqual(r.status, 101)
+            self.assertEqual(r.header("Sec-WebSocket-Accept"), accept)
+            self.assertEqual((r.header("Upgrade") or "").lower(), "websocket")
+            self.assertIn("upgrade", (r.header("Connection") or "").lower())
+            msgs = [(1, b"hello"), (2, os.urandom(300)), (2, os.urandom(70000)), (1, b"")]
+            for op, payload in msgs:
+                c.send(ws_frame(payload, op))
+                self.assertEqual(ws_read(c), (op, True, payload))
+            c.send(ws_frame(b"ping!", 9))
+            self.assertEqual(ws_read(c), (10, True, b"ping!"))
+            # several frames in one write, fragmented message
+            c.send(ws_frame(b"a", 1, fin=False) + ws_frame(b"b", 0, fin=False) +
+                   ws_frame(b"c", 0))
+            self.assertEqual([ws_read(c) for _ in range(3)],
+                             [(1, False, b"a"), (0, False, b"b"), (0, True, b"c")])
+            c.send(ws_frame(b"\x03\xe8bye", 8))
+            self.assertEqual(ws_read(c), (8, True, b"\x03\xe8bye"))
+            self.assertClosed(c)
+
+    def test_websocket_refused_upgrade_stays_http(self):
+        with Client(self.gw.port) as c:
+            r, _ = ws_handshake(c, "/ws?mode=status&status=403")
+            self.assertEqual(r.status, 403)
+            self.assertEqual(c.request("GET", "/after-ws").json()["path"], "/after-ws")
+
+
+class TunnelCloseTest(GatewayCase):
+    def test_client_close_ends_upstream_tunnel(self):
+        b = self.own_backend("ws")
+        g = self.own_gateway(gateway_config(upstreams={"b": upstream_cfg(b)}, workers=1,
+                                            routes=[{"id": "all", "path": "/*{r}",
+                                                     "upstream": "b"}]))
+        c = Client(g.port)
+        r, _ = ws_handshake(c, "/ws")
+        self.assertEqual(r.status, 101)
+        c.send(ws_frame(b"x"))
+        self.assertEqual(ws_read(c), (1, True, b"x"))
+        self.assertEqual(b.stats()["open"], 1)
+        c.close()  # no close frame: the TCP connection just goes
+        wait_for(lambda: b.stats()["open"] == 0, what="the upstream side of the tunnel closed")
+
+
+class BalanceTest(GatewayCase):
+    def test_weighted_round_robin(self):
+        a, b = self.own_backend("A"), self.own_backend("B")
+        ups = {"ab": {"servers": [{"address": a.addr, "weight": 2}, {"address": b.addr}]}}
+        g = self.own_gateway(gateway_config(upstreams=ups, workers=1,
+                                            routes=[{"id": "all", "path": "/*{r}",
+                                                     "upstream": "ab"}]))
+        seen = {"A": 0, "B": 0}
+        with Client(g.port) as c:
+            for i in range(30):
+                r = c.request("GET", "/rr/%d" % i)
+                self.assertEqual(r.status, 200)
+                seen[r.header("X-Backend")] += 1
+        self.assertEqual(seen, {"A": 20, "B": 10})
+
+
+class RetryTest(GatewayCase):
+    def test_retry_dead_pooled_connection(self):
+        b = self.own_backend("b")
+        g = self.own_gateway(gateway_config(upstreams={"b": upstream_cfg(b)},
+                                            routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
+                                            workers=1))
+        with Client(g.port) as c:
+            r = c.request("GET", "/first")
+            self.assertEqual(r.status, 200)
+            first_conn = r.header("X-Conn-Id")
+            b.restart()  # same port; the pooled connection is dead
+            r = c.request("GET", "/second")
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["path"], "/second")
+            self.assertEqual(r.header("X-Conn-Id"), "1")  # a new process, its first connection
+            self.assertEqual(first_conn, "1")
+            # a request with a body is not retried blindly, but a fresh
+            # connection is used once the dead one is known: it works too
+            r = c.request("POST", "/third", body=b"abc")
+            self.assertEqual(r.status, 200)
+
+    def test_pooled_connection_killed_by_upstream_idle_close(self):
+        # the backend closes its side after the answer (close=1): the next
+        # request must not be sent on that connection
+        b = self.own_backend("b")
+        g = self.own_gateway(gateway_config(upstreams={"b": upstream_cfg(b)},
+                                            routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
+                                            workers=1))
+        with Client(g.port) as c:
+            for i in range(20):
+                r = c.request("POST", "/c/%d?close=1" % i, body=b"data")
+                self.assertEqual(r.status, 200)
+                self.assertEqual(r.json()["conn_requests"], 1)
+
+
+class FlakyUpstream:
+    """A tiny upstream that answers GETs with keep-alive, except that its
+    first connection dies (FIN, no answer) when a second request arrives on
+    it: a pooled connection that the upstream closed as it was reused."""
+
+    def __init__(self):
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(16)
+        self.ls.settimeout(0.2)
+        self.port = self.ls.getsockname()[1]
+        self.seen = []  # (connection number, request number, request line)
+        self.stop = False
+        self.threads = []
+        self.t = threading.Thread(target=self.accept_loop, daemon=True)
+        self.t.start()
+
+    def accept_loop(self):
+        n = 0
+        while not self.stop:
+            try:
+                s, _ = self.ls.accept()
+            except socket.timeout:
+                continue
+            n += 1
+            t = threading.Thread(target=self.serve, args=(s, n), daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def serve(self, s, n):
+        s.settimeout(30)
+        buf = b""
+        k = 0
+        try:
+            while not self.stop:
+                while b"\r\n\r\n" not in buf:
+                    d = s.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                k += 1
+                self.seen.append((n, k, head.split(b"\r\n")[0].decode()))
+                if n == 1 and k == 2:
+                    return  # dies without answering
+                body = b"%d:%d" % (n, k)
+                s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def close(self):
+        self.stop = True
+        self.t.join(5)
+        self.ls.close()
+
+
+class PooledRetryTest(GatewayCase):
+    def start(self):
+        up = FlakyUpstream()
+        self.addCleanup(up.close)
+        g = self.own_gateway(gateway_config(upstreams={"f": {"servers": [
+            {"address": "127.0.0.1:%d" % up.port}]}},
+            routes=[{"id": "all", "path": "/*{r}", "upstream": "f"}], workers=1))
+        return up, g
+
+    def test_idempotent_request_retried_on_fresh_connection(self):
+        up, g = self.start()
+        with Client(g.port) as c:
+            r = c.request("GET", "/a")
+            self.assertEqual((r.status, r.body), (200, b"1:1"))
+            r = c.request("GET", "/b")  # sent on the pooled connection, which dies
+            self.assertEqual((r.status, r.body), (200, b"2:1"))
+        self.assertEqual([x[:2] for x in up.seen], [(1, 1), (1, 2), (2, 1)])
+
+    def test_post_not_retried(self):
+        up, g = self.start()
+        with Client(g.port) as c:
+            self.assertEqual(c.request("GET", "/a").body, b"1:1")
+            r = c.request("POST", "/p", body=b"")
+            self.assertEqual(r.status, 502)
+        self.assertEqual([x[2] for x in up.seen], ["GET /a HTTP/1.1", "POST /p HTTP/1.1"])
+
+
+class MaxConnectionsTest(GatewayCase):
+    def test_connection_limit(self):
+        b = self.own_backend("b")
+        g = self.own_gateway(gateway_config(upstreams={"b": upstream_cfg(b)},
+                                            routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
+                                            workers=1, limits={"max_connections": 2}))
+        c1, c2 = Client(g.port), Client(g.port)
+        self.addCleanup(c1.close)
+        self.addCleanup(c2.close)
+        self.assertEqual(c1.request("GET", "/1").status, 200)
+        self.assertEqual(c2.request("GET", "/2").status, 200)
+        # the third connection is not served while two are open
+        c3 = Client(g.port)
+        self.addCleanup(c3.close)
+        c3.send(build_request("GET", "/3"))
+        self.assertTrue(c3.silent_for(1.0), "a third connection was served")
+        self.assertEqual(c1.request("GET", "/1b").status, 200)  # the others still are
+        # one closes: the waiting one is served
+        c1.close()
+        r = c3.read_response()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.json()["path"], "/3")
+        self.assertEqual(c2.request("GET", "/2b").status, 200)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""test_failures.py - what a client sees when things go wrong: an upstream
+that refuses connections or speaks garbage (502), one that never answers
+(504), one that dies mid-body (the client connection is closed short of the
+announced length), and clients that stall (408)."""
+from harness import (Client, Closed, GatewayCase, build_request, free_port, gateway_config, main,
+                     pattern_bytes, upstream_cfg)
+
+
+class FailureTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        dead = free_port()  # nothing listens there
+        ups = {"b": upstream_cfg(cls.b), "dead": upstream_cfg("127.0.0.1:%d" % dead)}
+        routes = [{"id": "dead", "path": "/dead/*{r}", "upstream": "dead"},
+                  {"id": "slow", "path": "/slow/*{r}", "upstream": "b", "timeout_ms": 500},
+                  {"id": "all", "path": "/*{r}", "upstream": "b"}]
+        cfg = gateway_config(upstreams=ups, routes=routes,
+                             timeouts={"client_header_ms": 500, "client_body_ms": 500,
+                                       "client_idle_ms": 700})
+        cls.gw = cls.shared_gateway(cfg)
+
+    def client(self):
+        return Client(self.gw.port)
+
+    def still_usable(self, c):
+        r = c.request("GET", "/ok")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.json()["path"], "/ok")
+
+    def test_502_connection_refused(self):
+        with self.client() as c:
+            r = c.request("GET", "/dead/x")
+            self.assertEqual(r.status, 502)
+            self.assertEqual(int(r.header("Content-Length")), len(r.body))
+            self.still_usable(c)
+        self.assertRegex(self.gw.log(), r"upstream 127\.0\.0\.1:\d+: ")
+
+    def test_502_connection_refused_with_body(self):
+        with self.client() as c:
+            r = c.request("POST", "/dead/x", body=b"x" * 1000)
+            self.assertEqual(r.status, 502)
+
+    def test_502_garbage(self):
+        with self.client() as c:
+            r = c.request("GET", "/g?mode=garbage")
+            self.assertEqual(r.status, 502)
+            self.still_usable(c)
+
+    def test_502_bad_status_line(self):
+        with self.client() as c:
+            r = c.request("GET", "/g?mode=raw&data=HTTP/1.1%20abc%20OK%0D%0A%0D%0A")
+            self.assertEqual(r.status, 502)
+
+    def test_502_reset_before_answer(self):
+        with self.client() as c:
+            r = c.request("GET", "/g?mode=reset")
+            self.assertEqual(r.status, 502)
+            self.still_usable(c)
+
+    def test_502_closed_before_answer(self):
+        with self.client() as c:
+            r = c.request("GET", "/g?mode=raw&data=")
+            self.assertEqual(r.status, 502)
+
+    def test_504_never_answers(self):
+        with self.client() as c:
+            r = c.request("GET", "/slow/x?mode=never")
+            self.assertEqual(r.status, 504)
+            self.still_usable(c)
+
+    def test_504_answer_too_late(self):
+        with self.client() as c:
+            r = c.request("GET", "/slow/x?delay_ms=5000")
+            self.assertEqual(r.status, 504)
+            self.still_usable(c)
+
+    def test_upstream_dies_mid_body(self):
+        with self.client() as c:
+            c.send(build_request("GET", "/cut?mode=cutoff&size=200000&after=100000"))
+            with self.assertRaises(Closed) as cm:
+                c.read_response()
+            r = cm.exception.response
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header("Content-Length"), "200000")
+            # every byte the upstream sent goes on, then the close
+            self.assertEqual(r.body, pattern_bytes(100000))
+            self.assertTrue(c.eof)
+
+    def test_upstream_dies_mid_chunked_body(self):
+        # a chunked body that ends without its last chunk
+        with self.client() as c:
+            c.send(build_request("GET", "/cut?mode=raw&data=HTTP/1.1%20200%20OK%0D%0A"
+                                 "Transfer-Encoding:%20chunked%0D%0A%0D%0A5%0D%0Ahello%0D%0A"))
+            with self.assertRaises(Closed) as cm:
+                c.read_response()
+            self.assertEqual(cm.exception.response.body, b"hello")
+
+    def test_408_stalled_head(self):
+        with self.client() as c:
+            c.send(b"GET /x HTTP/1.1\r\nHost: a\r\nX-Half")
+            r = c.read_response()
+            self.assertEqual(r.status, 408)
+            self.assertEqual((r.header("Connection") or "").lower(), "close")
+            self.assertClosed(c)
+
+    def test_408_trickled_head(self):
+        # one byte every 100 ms: client_header_ms (500) bounds the whole
+        # head, not the gap between two reads
+        with self.client() as c:
+            head = b"GET /x HTTP/1.1\r\nHost: a\r\nX-Slow: " + b"a" * 200
+            answered = False
+            for ch in head:  # at most ~20 s: far beyond the 500 ms deadline
+                try:
+                    c.send(bytes([ch]))
+                except OSError:
+                    break
+                if not c.silent_for(0.1):
+                    answered = True
+                    break
+            self.assertTrue(answered, "a trickled head was never timed out")
+            r = c.read_response()
+            self.assertEqual(r.status, 408)
+            self.assertClosed(c)
+
+    def test_408_stalled_body(self):
+        with self.client() as c:
+            c.send(build_request("POST", "/x", [("Content-Length", "100")]) + b"0123456789")
+            r = c.read_response()
+            self.assertEqual(r.status, 408)
+            self.assertClosed(c)
+
+    def test_idle_keep_alive_connection_closed_quietly(self):
+        # between requests, an idle connection is closed without a 408
+        with self.client() as c:
+            self.still_usable(c)
+            self.assertClosed(c)
+            self.assertEqual(bytes(c.buf), b"")
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""test_proxying.py - what the gateway does to requests and responses on the
+way through: hop-by-hop fields, Host, X-Forwarded-*, X-Request-Id, request
+and response bodies in every framing, interim responses, Expect:
+100-continue, and the access log."""
+import hashlib
+import json
+import os
+import socket
+import time
+from urllib.parse import quote
+
+from harness import (Client, GatewayCase, build_request, chunked, gateway_config, main,
+                     pattern_bytes, pattern_sha256, upstream_cfg, wait_for)
+
+HOP = ("connection", "keep-alive", "te", "trailer", "proxy-connection", "upgrade")
+
+
+def names(echo):
+    return [k.lower() for k, _ in echo["headers"]]
+
+
+def values(echo, name):
+    return [v for k, v in echo["headers"] if k.lower() == name.lower()]
+
+
+class ProxyTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        ups = {"b": upstream_cfg(cls.b)}
+        routes = [{"id": "all", "path": "/*{rest}", "upstream": "b"},
+                  {"id": "local", "path": "/local", "response": {"body": "local\n"}}]
+        cls.gw = cls.shared_gateway(gateway_config(upstreams=ups, routes=routes), name="untrusted")
+        cls.tgw = cls.shared_gateway(gateway_config(upstreams=ups, routes=routes,
+                                                    trusted_proxies=["127.0.0.1/32"]),
+                                     name="trusted")
+
+    def echo(self, c, method="GET", target="/e", headers=None, body=None, **kw):
+        r = c.request(method, target, headers=headers, body=body, **kw)
+        self.assertEqual(r.status, 200, r)
+        return r, r.json()
+
+    # ---- hop-by-hop
+
+    def test_hop_by_hop_request_fields_removed(self):
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, headers=[
+                ("Connection", "X-Foo, x-bar"), ("Connection", "keep-alive"),
+                ("X-Foo", "1"), ("X-Bar", "2"), ("X-Keep", "3"),
+                ("Keep-Alive", "timeout=5"), ("TE", "trailers"), ("Trailer", "X-T"),
+                ("Proxy-Connection", "keep-alive"), ("Upgrade", "h2c")])
+            got = names(e)
+            for h in HOP + ("x-foo", "x-bar"):
+                self.assertNotIn(h, got, e["headers"])
+            self.assertEqual(values(e, "X-Keep"), ["3"])
+            # the client connection is still usable
+            self.assertEqual(self.echo(c)[1]["conn_requests"], e["conn_requests"] + 1)
+
+    def test_connection_cannot_remove_framing_fields(self):
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, "POST", headers=[("Connection", "Content-Length, Host")],
+                             body=b"hello")
+            self.assertEqual(e["body_bytes"], 5)
+            self.assertEqual(values(e, "Content-Length"), ["5"])
+            self.assertEqual(values(e, "Host"), ["localhost"])
+
+    def test_hop_by_hop_response_fields_removed(self):
+        q = ("mode=headers&h=Connection:X-Foo,%20X-Baz&h=X-Foo:bar&h=X-Baz:baz"
+             "&h=Keep-Alive:timeout%3D5&h=Proxy-Connection:keep-alive&h=X-Keep:yes")
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?" + q)
+            self.assertEqual(r.status, 200)
+            got = [k.lower() for k, _ in r.headers]
+            for h in ("connection", "x-foo", "x-baz", "keep-alive", "proxy-connection"):
+                self.assertNotIn(h, got, r.headers)
+            self.assertEqual(r.header("X-Keep"), "yes")
+            self.assertEqual(c.request("GET", "/e").status, 200)
+
+    def test_date_on_proxied_responses(self):
+        # the backend sends no Date: a forwarder adds one (RFC 9110 6.6.1)
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e")
+            self.assertEqual(len(r.headers_all("Date")), 1, r.headers)
+            self.assertRegex(r.header("Date"),
+                             r"^[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT$")
+            # the upstream's own Date is kept as it is
+            r = c.request("GET", "/e?h=Date:Sun,%2006%20Nov%201994%2008:49:37%20GMT")
+            self.assertEqual(r.headers_all("Date"), ["Sun, 06 Nov 1994 08:49:37 GMT"])
+
+    def test_upstream_close_does_not_close_client(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?close=1")
+            self.assertEqual(r.status, 200)
+            self.assertNotEqual((r.header("Connection") or "").lower(), "close")
+            self.assertEqual(c.request("GET", "/e").status, 200)
+
+    # ---- Host, X-Forwarded-*, X-Request-Id
+
+    def test_host_preserved(self):
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, host="example.test:1234")
+            self.assertEqual(values(e, "Host"), ["example.test:1234"])
+            self.assertEqual(values(e, "X-Forwarded-Host"), ["example.test:1234"])
+
+    def test_absolute_form_host(self):
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, target="http://abs.example:81/e?x=1", host="other.example")
+            self.assertEqual(values(e, "Host"), ["abs.example:81"])
+            self.assertEqual(e["target"], "/e?x=1")
+
+    def test_forwarded_fields_untrusted_client(self):
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, headers=[
+                ("X-Forwarded-For", "1.2.3.4"), ("X-Forwarded-For", "5.6.7.8"),
+                ("Forwarded", "for=1.2.3.4;proto=https"), ("X-Forwarded-Proto", "https"),
+                ("X-Forwarded-Host", "evil.example")], host="real.example")
+            self.assertEqual(values(e, "X-Forwarded-For"), ["127.0.0.1"])
+            self.assertEqual(values(e, "Forwarded"), [])
+            self.assertEqual(values(e, "X-Forwarded-Proto"), ["http"])
+            self.assertEqual(values(e, "X-Forwarded-Host"), ["real.example"])
+
+    def test_forwarded_fields_trusted_proxy(self):
+        with Client(self.tgw.port) as c:
+            r, e = self.echo(c, headers=[
+                ("X-Forwarded-For", "1.2.3.4"), ("Forwarded", "for=1.2.3.4;proto=https"),
+                ("X-Forwarded-Proto", "https"), ("X-Forwarded-Host", "orig.example")],
+                host="real.example")
+            self.assertEqual(values(e, "X-Forwarded-For"), ["1.2.3.4, 127.0.0.1"])
+            self.assertEqual(values(e, "Forwarded"), ["for=1.2.3.4;proto=https"])
+            self.assertEqual(values(e, "X-Forwarded-Proto"), ["https"])
+            self.assertEqual(values(e, "X-Forwarded-Host"), ["orig.example"])
+            # nothing sent: the gateway's own values
+            r, e = self.echo(c, host="real.example")
+            self.assertEqual(values(e, "X-Forwarded-For"), ["127.0.0.1"])
+            self.assertEqual(values(e, "X-Forwarded-Proto"), ["http"])
+            self.assertEqual(values(e, "X-Forwarded-Host"), ["real.example"])
+
+    def test_forwarded_for_several_fields_trusted(self):
+        # several X-Forwarded-For fields are one list (RFC 9110 5.3): keep all
+        with Client(self.tgw.port) as c:
+            r, e = self.echo(c, headers=[("X-Forwarded-For", "1.1.1.1"),
+                                         ("X-Forwarded-For", "2.2.2.2, 3.3.3.3")])
+            self.assertEqual(values(e, "X-Forwarded-For"),
+                             ["1.1.1.1, 2.2.2.2, 3.3.3.3, 127.0.0.1"])
+
+    def test_http10_request_without_host_gets_one(self):
+        # the upstream request is HTTP/1.1, which requires a Host: the
+        # gateway supplies the upstream's address (as nginx's $proxy_host)
+        with Client(self.gw.port) as c:
+            c.send(b"GET /e HTTP/1.0\r\n\r\n")
+            r = c.read_response()
+            self.assertEqual(r.status, 200)
+            e = r.json()
+            self.assertEqual(e["version"], "1.1")
+            self.assertEqual(values(e, "Host"), [self.b.addr])
+
+    def test_request_id_generated(self):
+        with Client(self.gw.port) as c:
+            r1, e1 = self.echo(c)
+            r2, e2 = self.echo(c)
+        for r, e in ((r1, e1), (r2, e2)):
+            rid = r.header("X-Request-Id")
+            self.assertTrue(rid)
+            self.assertEqual(r.headers_all("X-Request-Id"), [rid])
+            self.assertEqual(values(e, "X-Request-Id"), [rid])
+        self.assertNotEqual(r1.header("X-Request-Id"), r2.header("X-Request-Id"))
+
+    def test_request_id_passed_through(self):
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, headers=[("X-Request-Id", "abc-123")])
+            self.assertEqual(values(e, "X-Request-Id"), ["abc-123"])
+            self.assertEqual(r.headers_all("X-Request-Id"), ["abc-123"])
+            # the next request on the connection gets a fresh one again
+            r, e = self.echo(c)
+            self.assertNotEqual(r.header("X-Request-Id"), "abc-123")
+            self.assertEqual(values(e, "X-Request-Id"), [r.header("X-Request-Id")])
+
+    def test_request_id_unusable_ones_replaced(self):
+        # empty, repeated or too long: the backend and the client still see
+        # one and the same id
+        cases = ([("X-Request-Id", "")], [("X-Request-Id", "r" * 300)],
+                 [("X-Request-Id", "first"), ("X-Request-Id", "second")])
+        with Client(self.gw.port) as c:
+            for hs in cases:
+                with self.subTest(hs=hs):
+                    r, e = self.echo(c, headers=hs)
+                    ids = values(e, "X-Request-Id")
+                    self.assertEqual(len(ids), 1, e["headers"])
+                    self.assertTrue(ids[0])
+                    self.assertEqual(r.headers_all("X-Request-Id"), ids)
+            self.assertEqual(values(self.echo(c, headers=cases[2])[1], "X-Request-Id"), ["first"])
+
+    def test_request_id_from_backend_kept(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?h=X-Request-Id:from-backend")
+            self.assertEqual(r.headers_all("X-Request-Id"), ["from-backend"])
+
+    # ---- request bodies
+
+    def test_chunked_request_body(self):
+        parts = [os.urandom(n) for n in (1, 100, 4096, 70000, 3)]
+        data = b"".join(parts)
+        with Client(self.gw.port) as c:
+            c.send(build_request("POST", "/e", [("Transfer-Encoding", "chunked")]) +
+                   chunked(parts, trailers=[("X-Trailer", "t")], ext=b"name=value"))
+            r = c.read_response()
+            self.assertEqual(r.status, 200)
+            e = r.json()
+            self.assertEqual(e["body_bytes"], len(data))
+            self.assertEqual(e["body_sha256"], hashlib.sha256(data).hexdigest())
+            self.assertEqual(e["body_framing"], "chunked")
+            # empty chunked body
+            c.send(build_request("POST", "/e", [("Transfer-Encoding", "chunked")]) + b"0\r\n\r\n")
+            e = c.read_response().json()
+            self.assertEqual(e["body_bytes"], 0)
+
+    def test_chunked_request_body_trickled(self):
+        parts = [b"a" * 10, b"b" * 2000, b"c"]
+        wire = build_request("POST", "/e", [("Transfer-Encoding", "chunked")]) + chunked(parts)
+        with Client(self.gw.port) as c:
+            for i in range(0, len(wire), 7):
+                c.send(wire[i:i + 7])
+            e = c.read_response().json()
+            self.assertEqual(e["body_sha256"], hashlib.sha256(b"".join(parts)).hexdigest())
+
+    def test_content_length_request_body(self):
+        data = os.urandom(300 * 1024)
+        with Client(self.gw.port) as c:
+            r, e = self.echo(c, "PUT", body=data)
+            self.assertEqual(e["body_bytes"], len(data))
+            self.assertEqual(e["body_sha256"], hashlib.sha256(data).hexdigest())
+            self.assertEqual(e["body_framing"], "length")
+            r, e = self.echo(c, "POST", body=b"")
+            self.assertEqual(e["body_bytes"], 0)
+
+    # ---- response bodies
+
+    def test_chunked_response(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?mode=chunked&size=300001&chunk=7000")
+            self.assertEqual(r.status, 200)
+            self.assertEqual((r.header("Transfer-Encoding") or "").lower(), "chunked")
+            self.assertIsNone(r.header("Content-Length"))
+            self.assertEqual(r.body, pattern_bytes(300001))
+            self.assertEqual(c.request("GET", "/e?mode=chunked&size=0").body, b"")
+            self.assertEqual(c.request("GET", "/e").status, 200)
+
+    def test_chunked_response_to_http10(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?mode=chunked&size=50000&chunk=999", version="1.0")
+            self.assertEqual(r.status, 200)
+            self.assertIsNone(r.header("Transfer-Encoding"))
+            self.assertEqual(r.body, pattern_bytes(50000))
+            self.assertClosed(c)
+
+    def test_close_delimited_response(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?mode=close&size=200000")
+            self.assertEqual(r.status, 200)
+            self.assertIsNone(r.header("Content-Length"))
+            self.assertIsNone(r.header("Transfer-Encoding"))
+            self.assertEqual(r.body, pattern_bytes(200000))
+            self.assertTrue(c.eof)
+
+    def test_slow_client_gets_whole_bodies(self):
+        # the upstream is done (and closed) long before the client has read:
+        # the buffered rest must still reach it, in every framing
+        for q, n in (("mode=close&size=%d" % (4 << 20), 4 << 20),
+                     ("mode=fixed&close=1&size=%d" % (4 << 20), 4 << 20),
+                     ("mode=chunked&close=1&size=%d" % (3 << 20), 3 << 20)):
+            with self.subTest(q=q), Client(self.gw.port) as c:
+                c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 18)
+                c.send(build_request("GET", "/e?" + q))
+                time.sleep(0.3)
+                h = hashlib.sha256()
+                r = c.read_response(sink=h.update)
+                self.assertEqual(r.status, 200)
+                self.assertEqual(r.body_len, n)
+                self.assertEqual(h.hexdigest(), pattern_sha256(n))
+
+    def test_fixed_response(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?mode=fixed&size=123457")
+            self.assertEqual(r.header("Content-Length"), "123457")
+            self.assertEqual(r.body, pattern_bytes(123457))
+
+    def test_head_response_framing(self):
+        with Client(self.gw.port) as c:
+            r = c.request("HEAD", "/e?mode=fixed&size=5000")
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header("Content-Length"), "5000")
+            r = c.request("HEAD", "/e?mode=chunked&size=5000")
+            self.assertEqual(r.status, 200)
+            r = c.request("GET", "/e?mode=fixed&size=5000")
+            self.assertEqual(r.body, pattern_bytes(5000))
+            self.assertEqual(c.request("GET", "/e").status, 200)
+
+    def test_204_and_304_framing(self):
+        with Client(self.gw.port) as c:
+            for st in (204, 304, 204):
+                r = c.request("GET", "/e?mode=status&status=%d" % st)
+                self.assertEqual(r.status, st)
+                self.assertEqual(r.body, b"")
+                self.assertIsNone(r.header("Transfer-Encoding"))
+            r = c.request("GET", "/e?mode=fixed&size=10")
+            self.assertEqual(r.body, pattern_bytes(10))
+
+    def test_error_statuses_passed_through(self):
+        with Client(self.gw.port) as c:
+            for st in (404, 500, 503, 599):
+                r = c.request("GET", "/e?mode=status&status=%d" % st)
+                self.assertEqual(r.status, st)
+                self.assertEqual(r.header("X-Backend"), "b")
+
+    def test_1xx_forwarded(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?mode=1xx")
+            self.assertEqual([i.status for i in r.interim], [103])
+            self.assertEqual(r.interim[0].header("Link"),
+                             "</early-hint.css>; rel=preload; as=style")
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.json()["path"], "/e")
+            r = c.request("GET", "/e?mode=1xx&interim=102&delay_ms=50")
+            self.assertEqual([i.status for i in r.interim], [102])
+            self.assertEqual(r.status, 200)
+            r = c.request("GET", "/e")
+            self.assertEqual(r.interim, [])
+        # never to an HTTP/1.0 client (the upstream request is HTTP/1.1)
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/e?mode=1xx", version="1.0")
+            self.assertEqual((r.interim, r.status), ([], 200))
+
+    def test_expect_100_continue(self):
+        data = os.urandom(50000)
+        with Client(self.gw.port) as c:
+            c.send(build_request("POST", "/e", [("Expect", "100-continue"),
+                                                ("Content-Length", str(len(data)))]))
+            interim = c.read_head()
+            self.assertEqual(interim.status, 100)
+            c.send(data)
+            r = c.read_response()
+            self.assertEqual(r.interim, [])  # exactly one 100
+            self.assertEqual(r.status, 200)
+            e = r.json()
+            self.assertEqual(e["body_sha256"], hashlib.sha256(data).hexdigest())
+            self.assertEqual(values(e, "Expect"), [])
+            # chunked, and the connection goes on
+            c.send(build_request("POST", "/e", [("Expect", "100-continue"),
+                                                ("Transfer-Encoding", "chunked")]))
+            self.assertEqual(c.read_head().status, 100)
+            c.send(chunked([b"abc", b"def"]))
+            r = c.read_response()
+            self.assertEqual(r.interim, [])
+            self.assertEqual(r.json()["body_sha256"], hashlib.sha256(b"abcdef").hexdigest())
+
+    def test_expect_on_local_route(self):
+        # a local answer to an Expect request: no 100, the answer, and then
+        # either the connection closes or it goes on in step
+        with Client(self.gw.port) as c:
+            c.send(build_request("POST", "/local", [("Expect", "100-continue"),
+                                                    ("Content-Length", "5")]))
+            r = c.read_response()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.interim, [])
+            self.assertEqual(r.body, b"local\n")
+
+
+class ResponseHeadTest(GatewayCase):
+    """Malformed upstream response heads (sent with mode=raw) are never
+    passed on in a form the client could frame differently than the
+    gateway did: RFC 9112 5.1/5.2 let a proxy answer 502 instead."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        cls.gw = cls.shared_gateway(gateway_config(
+            upstreams={"b": upstream_cfg(cls.b)},
+            routes=[{"id": "all", "path": "/*{rest}", "upstream": "b"}],
+            limits={"max_request_line": 200000}))  # long h= queries
+
+    def raw(self, c, data):
+        c.send(build_request("GET", "/raw?mode=raw&data=" + quote(data, safe="")))
+        return c.read_response()
+
+    def in_step(self, c):
+        r = c.request("GET", "/after")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.json()["path"], "/after")
+
+    def test_obs_fold_in_response(self):
+        with Client(self.gw.port) as c:
+            r = self.raw(c, "HTTP/1.1 200 OK\r\nX-A: one\r\n two\r\n"
+                            "Content-Length: 2\r\n\r\nok")
+            # either refused, or the fold replaced by SP (RFC 9112 5.2)
+            if r.status != 502:
+                self.assertEqual((r.status, r.header("X-A"), r.body), (200, "one two", b"ok"))
+            self.in_step(c)
+
+    def test_space_before_colon_in_response(self):
+        for name in ("X-A ", "Content-Length ", "Transfer-Encoding\t"):
+            with self.subTest(name=name), Client(self.gw.port) as c:
+                # Client.read_head() refuses whitespace before a colon
+                r = self.raw(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n%s: 1\r\n\r\nok"
+                             % name)
+                self.assertIn(r.status, (200, 502))
+                if r.status == 200:
+                    self.assertEqual(r.body, b"ok")
+                self.in_step(c)
+
+    def test_conflicting_framing_in_response(self):
+        for head in ("Content-Length: 5\r\nTransfer-Encoding: chunked",
+                     "Content-Length: 5\r\nContent-Length: 6",
+                     "Content-Length: 5\r\nContent-Length: 5",
+                     "Content-Length: 5, 6",
+                     "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+                     "Transfer-Encoding: chunked, chunked",
+                     "Transfer-Encoding: gzip, chunked",
+                     "Transfer-Encoding: xchunked"):
+            with self.subTest(head=head), Client(self.gw.port) as c:
+                r = self.raw(c, "HTTP/1.1 200 OK\r\n%s\r\n\r\n0\r\n\r\nhello!" % head)
+                self.assertEqual(r.status, 502)
+                self.in_step(c)
+
+    def test_control_characters_in_response_field(self):
+        for v in ("a\x00b", "a\x01b", "a\rb"):
+            with self.subTest(v=v), Client(self.gw.port) as c:
+                r = self.raw(c, "HTTP/1.1 200 OK\r\nX-A: %s\r\nContent-Length: 0\r\n\r\n" % v)
+                self.assertEqual(r.status, 502)
+                self.in_step(c)
+
+
+    def test_body_after_head_response(self):
+        # a HEAD answered with a body: the body is not passed on, and the
+        # upstream connection is not reused
+        with Client(self.gw.port) as c:
+            c.send(build_request("HEAD", "/raw?mode=raw&hold=1&data=" + quote(
+                "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", safe="")))
+            r = c.read_response("HEAD")
+            self.assertEqual((r.status, r.header("Content-Length")), (200, "5"))
+            self.in_step(c)
+
+    def test_101_without_upgrade_request(self):
+        with Client(self.gw.port) as c:
+            r = self.raw(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                            "Connection: Upgrade\r\n\r\n")
+            self.assertEqual(r.status, 502)
+            self.in_step(c)
+
+    def test_many_response_fields(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/m?mode=headers" + "".join("&h=X-F%d:%d" % (i, i)
+                                                              for i in range(200)))
+            self.assertEqual(r.status, 200)
+            self.assertEqual([r.header("X-F%d" % i) for i in range(200)],
+                             [str(i) for i in range(200)])
+            # far too many: refused rather than truncated
+            r = c.request("GET", "/m?mode=headers" + "".join("&h=X-F%d:%d" % (i, i)
+                                                              for i in range(1000)))
+            self.assertEqual(r.status, 502)
+            self.in_step(c)
+
+    def test_large_response_head(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/m?mode=headers&h=X-Big:" + "b" * 50000)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.header("X-Big"), "b" * 50000)
+            r = c.request("GET", "/m?mode=headers&h=X-Big:" + "b" * 100000)
+            self.assertEqual(r.status, 502)
+            self.in_step(c)
+
+
+class AccessLogTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        cls.log = cls.tmp.file("access.log")
+        cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)},
+                             routes=[{"id": "api", "path": "/api/*{rest}", "upstream": "b"},
+                                     {"id": "ping", "path": "/ping",
+                                      "response": {"body": "pong"}}],
+                             access_log=cls.log)
+        cls.gw = cls.shared_gateway(cfg)
+
+    def test_access_log_lines(self):
+        with Client(self.gw.port) as c:
+            port = c.local_port()
+            r1 = c.request("POST", "/api/x?q=1", body=b"12345")
+            r2 = c.request("GET", "/nope")
+            r3 = c.request("GET", "/ping")
+        self.assertEqual((r1.status, r2.status, r3.status), (200, 404, 200))
+
+        def lines():
+            try:
+                with open(self.log) as f:
+                    ls = f.read().splitlines()
+            except OSError:
+                return None
+            return ls if len(ls) >= 3 else None
+
+        ls = wait_for(lines, what="3 access-log lines")
+        self.assertEqual(len(ls), 3, ls)
+        recs = [json.loads(l) for l in ls]
+        fields = {"time", "client", "method", "path", "status", "bytes_in", "bytes_out",
+                  "duration_ms", "route", "upstream", "request_id"}
+        for rec in recs:
+            self.assertEqual(set(rec), fields, rec)
+            self.assertEqual(rec["client"], "127.0.0.1:%d" % port)
+            self.assertRegex(rec["time"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+            self.assertIsInstance(rec["duration_ms"], (int, float))
+            self.assertGreaterEqual(rec["duration_ms"], 0)
+            self.assertGreater(rec["bytes_in"], 0)
+            self.assertGreater(rec["bytes_out"], 0)
+        a, b, c = recs
+        self.assertEqual((a["method"], a["path"], a["status"]), ("POST", "/api/x", 200))
+        self.assertEqual(a["route"], "api")
+        self.assertEqual(a["upstream"], self.b.addr)
+        self.assertEqual(a["request_id"], r1.header("X-Request-Id"))
+        self.assertGreaterEqual(a["bytes_in"], 5)
+        self.assertGreaterEqual(a["bytes_out"], len(r1.body))
+        self.assertEqual((b["method"], b["path"], b["status"]), ("GET", "/nope", 404))
+        self.assertIsNone(b["route"])
+        self.assertIsNone(b["upstream"])
+        self.assertEqual((c["path"], c["status"], c["route"]), ("/ping", 200, "ping"))
+        self.assertIsNone(c["upstream"])
+
+
+if __name__ == "__main__":
+    main()
