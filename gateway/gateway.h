@@ -112,6 +112,8 @@ void gw_worker_listen_update(struct gw_worker *w);
 void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen);
 void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections between requests */
 void gw_conn_free_all(struct gw_worker *w);
+/* After a swap: closes idle upstream connections of pools no longer in use. */
+void gw_up_prune(struct gw_worker *w);
 void gw_responses_init(void);
 
 /* log.c */

@@ -1690,6 +1690,23 @@ void gw_conn_close_idle(struct gw_worker *w)
     }
 }
 
+void gw_up_prune(struct gw_worker *w)
+{
+    struct adm_snapshot *s = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
+    struct gw_upconn *u = w->upconns, *next;
+
+    for (; u; u = next) {
+        size_t i;
+        next = u->next;
+        if (u->c)
+            continue;
+        for (i = 0; i < s->npools && s->pools[i] != u->pool; i++)
+            ;
+        if (i == s->npools) /* idle, and its pool left the config */
+            up_free(u);
+    }
+}
+
 void gw_conn_free_all(struct gw_worker *w)
 {
     while (w->conns)

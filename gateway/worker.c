@@ -84,6 +84,7 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
     }
     /* outside every request step: from now on only the current snapshot */
     adm_swap_ack(&w->proc->swap, w->id);
+    gw_up_prune(w);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)

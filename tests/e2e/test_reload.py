@@ -53,6 +53,19 @@ class ReloadTest(GatewayCase):
                        since=since)
         return m
 
+    def test_removed_upstream_idle_connections_close(self):
+        """A swap that drops an upstream closes its idle pooled connections
+        right away instead of keeping them until upstream_idle_ms."""
+        cfgs = two_configs(self.a, self.b, both_upstreams=False)
+        g = self.own_gateway(cfgs["A"])
+        for i in range(4):
+            self.assertEqual(get(g.port, "/who/%d" % i).header("X-Backend"), "A")
+        wait_for(lambda: self.a.stats()["open"] >= 1, what="a pooled connection to A")
+        self.reload_and_wait(g, cfgs["B"])
+        self.assertEqual(get(g.port, "/who/x").header("X-Backend"), "B")
+        wait_for(lambda: self.a.stats()["open"] == 0, timeout=10,
+                 what="idle connections to the removed upstream closed")
+
     def test_sighup_bad_file_keeps_old_config(self):
         cfgs = two_configs(self.a, self.b)
         g = self.own_gateway(cfgs["A"])
