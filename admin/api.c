@@ -82,6 +82,20 @@ static const char *reason(int code)
     }
 }
 
+/* Sends <b> as the answer. To HEAD, the head only, with the length a GET
+ * would have: libevent 2.1 would send the body bytes after it, and the
+ * client would read them as the next answer. */
+static void send_reply(struct evhttp_request *req, int code, const char *why, struct evbuffer *b)
+{
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        char n[32];
+        snprintf(n, sizeof(n), "%zu", evbuffer_get_length(b));
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", n);
+        evbuffer_drain(b, evbuffer_get_length(b));
+    }
+    evhttp_send_reply(req, code, why, b);
+}
+
 /* Sends <body> (stolen) as JSON; the ETag of the live config goes along. */
 static void reply(struct adm_api *api, struct evhttp_request *req, int code, json_t *body)
 {
@@ -104,7 +118,7 @@ static void reply(struct adm_api *api, struct evhttp_request *req, int code, jso
     evhttp_add_header(h, "Content-Type", "application/json");
     etag_of(api, etag, sizeof(etag));
     evhttp_add_header(h, "ETag", etag);
-    evhttp_send_reply(req, code, reason(code), b);
+    send_reply(req, code, reason(code), b);
     evbuffer_free(b);
 }
 
@@ -242,9 +256,9 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
 }
 
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
- * (unless <dry>). Answers the request. */
+ * (unless <dry>). Answers the request, with <code> on success. */
 static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *doc, int dry,
-                       const char *what)
+                       const char *what, int code)
 {
     struct adm_errors errs;
     char msg[512];
@@ -270,7 +284,7 @@ static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *
         reply_error(api, req, 500, "cannot persist the config; nothing changed",
                     json_pack("[{s:s,s:s}]", "path", "", "message", msg));
     else
-        reply_written(api, req, 200, json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
+        reply_written(api, req, code, json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
     adm_errors_clear(&errs);
 }
 
@@ -300,13 +314,13 @@ static void handle_config(struct adm_api *api, struct evhttp_request *req, int m
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "application/json");
         evhttp_add_header(evhttp_request_get_output_headers(req), "ETag", etag);
-        evhttp_send_reply(req, 200, "OK", b);
+        send_reply(req, 200, "OK", b);
         evbuffer_free(b);
         return;
     }
     if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
         return;
-    apply_full(api, req, doc, query_flag(query, "dry_run"), "config");
+    apply_full(api, req, doc, query_flag(query, "dry_run"), "config", 200);
     json_decref(doc);
 }
 
@@ -657,7 +671,7 @@ static void upstream_put(struct adm_api *api, struct evhttp_request *req, const 
         json_object_set_new(ups, name, def);
     }
     json_object_set_new(doc, "upstreams", ups);
-    apply_full(api, req, doc, 0, "upstream");
+    apply_full(api, req, doc, 0, "upstream", create ? 201 : 200);
     json_decref(doc);
     json_decref(body);
 }
@@ -691,7 +705,7 @@ static void upstream_delete(struct adm_api *api, struct evhttp_request *req, con
     ups = json_deep_copy(json_object_get(doc, "upstreams"));
     json_object_del(ups, name);
     json_object_set_new(doc, "upstreams", ups);
-    apply_full(api, req, doc, 0, "upstream");
+    apply_full(api, req, doc, 0, "upstream", 200);
     json_decref(doc);
 }
 
@@ -836,7 +850,7 @@ static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
                                 (unsigned long long)up_requests(s->pools[i], k));
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "text/plain; version=0.0.4");
-    evhttp_send_reply(req, 200, "OK", b);
+    send_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
 
@@ -883,6 +897,8 @@ static void handle(struct evhttp_request *req, void *arg)
     int m = (int)evhttp_request_get_command(req);
     char name[256];
 
+    if (m == EVHTTP_REQ_HEAD) /* a GET without the body (send_reply) */
+        m = EVHTTP_REQ_GET;
     if (!path)
         path = "/";
     if (strcmp(path, "/healthz") == 0) {
@@ -905,7 +921,9 @@ static void handle(struct evhttp_request *req, void *arg)
             route_put(api, req, NULL);
         else
             not_allowed(api, req, "GET, POST");
-    } else if (strcmp(path, "/routes/match") == 0) {
+    } else if (strcmp(path, "/routes/match") == 0 &&
+               (query || !json_object_get(api->st->ids, "match"))) {
+        /* without a query, a route with the id "match" is reached below */
         if (m == EVHTTP_REQ_GET)
             route_match(api, req, query);
         else
@@ -974,9 +992,16 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
                             const struct adm_api_hooks *hooks, const char *token, char *msg,
                             size_t cap)
 {
-    struct adm_api *api = calloc(1, sizeof(*api));
+    struct adm_api *api;
 
-    if (!api)
+    /* never an open admin API off loopback, whatever the caller checked */
+    if ((!token || !*token) && !adm_addr_is_loopback(addr)) {
+        snprintf(msg, cap,
+                 "admin API: %s is not loopback and no token is configured: refusing to start",
+                 addr->text);
+        return NULL;
+    }
+    if (!(api = calloc(1, sizeof(*api))))
         goto oom;
     api->base = base;
     api->sw = sw;

@@ -185,6 +185,25 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
+/* The journal's first line: {"op":"base","hash":"<hash of config.json>"}.
+ * A crash after a new config.json is renamed into place but before the
+ * journal is emptied leaves a journal whose changes config.json already
+ * holds (or a whole new config replaced): its base no longer matches, and
+ * it is not replayed on top. */
+static void journal_base(const json_t *doc, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%016llx", (unsigned long long)adm_json_hash(doc));
+}
+
+static int journal_head(int fd, const json_t *doc)
+{
+    char h[32], line[96];
+
+    journal_base(doc, h, sizeof(h));
+    snprintf(line, sizeof(line), "{\"hash\":\"%s\",\"op\":\"base\"}\n", h);
+    return write_all(fd, line, strlen(line));
+}
+
 int adm_state_save(struct adm_state *st, char *msg, size_t cap)
 {
     char *tmp = NULL, *dst = NULL, *prev = NULL, *js = NULL;
@@ -222,8 +241,11 @@ int adm_state_save(struct adm_state *st, char *msg, size_t cap)
         snprintf(msg, cap, "fsync %s: %s", st->dir, strerror(errno));
         goto out;
     }
-    /* the journal's changes are in config.json now */
-    if (st->journal_fd >= 0 && (ftruncate(st->journal_fd, 0) < 0 || fsync(st->journal_fd) < 0)) {
+    /* the journal's changes are in config.json now; the emptied journal
+     * starts with the hash of the config.json it belongs to */
+    if (st->journal_fd >= 0 &&
+        (ftruncate(st->journal_fd, 0) < 0 || journal_head(st->journal_fd, st->doc) < 0 ||
+         fsync(st->journal_fd) < 0)) {
         snprintf(msg, cap, "truncate journal: %s", strerror(errno));
         goto out;
     }
@@ -385,15 +407,28 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
         goto fail;
     }
     if (doc && (jf = fopen(jpath, "r"))) {
-        char *line = NULL;
+        char *line = NULL, base[32];
         size_t lcap = 0, good = 0;
         ssize_t n;
         long off = 0;
+        journal_base(doc, base, sizeof(base));
         while ((n = getline(&line, &lcap, jf)) > 0) {
             json_t *op;
+            const char *kind, *h;
             if (line[n - 1] != '\n')
                 break; /* torn: never acknowledged */
             op = json_loads(line, 0, NULL);
+            kind = json_string_value(json_object_get(op, "op"));
+            if (off == 0 && kind && strcmp(kind, "base") == 0) {
+                int stale;
+                h = json_string_value(json_object_get(op, "hash"));
+                stale = !h || strcmp(h, base) != 0;
+                json_decref(op);
+                if (stale)
+                    break; /* config.json already holds these changes */
+                off += n;
+                continue;
+            }
             if (!op || adm_state_apply(doc, op) < 0) {
                 json_decref(op);
                 break;

@@ -335,7 +335,7 @@ int main(int argc, char **argv)
         }
     }
     if (!adm_addr_is_loopback(&cfg->admin.addr) && !cfg->admin.token_file &&
-        !getenv("SWITCHYARD_ADMIN_TOKEN")) {
+        !(getenv("SWITCHYARD_ADMIN_TOKEN") && *getenv("SWITCHYARD_ADMIN_TOKEN"))) {
         gw_log(GW_LOG_ERROR, "admin address %s is not loopback and no token is configured "
                              "(admin.token_file or SWITCHYARD_ADMIN_TOKEN): refusing to start",
                cfg->admin.addr.text);
