@@ -114,6 +114,8 @@ void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections betwee
 void gw_conn_free_all(struct gw_worker *w);
 /* After a swap: closes idle upstream connections of pools no longer in use. */
 void gw_up_prune(struct gw_worker *w);
+/* Once a second: closes parked upstream connections past their idle timeout. */
+void gw_up_sweep(struct gw_worker *w);
 void gw_responses_init(void);
 
 /* log.c */

@@ -34,6 +34,13 @@
 #define GW_UP_HEAD_MAX (64 * 1024)
 #define GW_UP_MAX_HEADERS 256
 
+/* Timeouts as last set on a bufferevent: setting them re-arms libevent's
+ * events, so unchanged values are not set again. */
+struct tmo {
+    unsigned rd, wr;
+    int set;
+};
+
 enum cstate { CS_HEAD, CS_LOCAL, CS_PROXY, CS_TUNNEL, CS_CLOSING };
 
 struct gw_conn {
@@ -62,6 +69,7 @@ struct gw_conn {
     size_t reqid_len;
     const char *upstream_addr;
     struct timespec t_up; /* when the request went upstream */
+    struct tmo tmo;
 };
 
 struct gw_upconn {
@@ -75,6 +83,8 @@ struct gw_upconn {
     int connected, reused, got_bytes, head_done, msg_done, raw, keep, read_paused;
     int eof; /* the upstream closed: what is buffered is all that comes */
     int status;
+    struct tmo tmo;
+    long long idle_until; /* parked: CLOCK_MONOTONIC ms when it is closed */
     struct gw_header hdr[GW_UP_MAX_HEADERS];
     size_t nhdr;
     int in_value, too_many;
@@ -93,12 +103,89 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* ---- small helpers ---- */
 
-static void set_timeout(struct bufferevent *bev, unsigned rd_ms, unsigned wr_ms)
+static void set_tmo(struct bufferevent *bev, struct tmo *t, unsigned rd_ms, unsigned wr_ms)
 {
     struct timeval r = {rd_ms / 1000, (rd_ms % 1000) * 1000};
     struct timeval wt = {wr_ms / 1000, (wr_ms % 1000) * 1000};
 
+    if (t->set && t->rd == rd_ms && t->wr == wr_ms)
+        return;
+    t->set = 1;
+    t->rd = rd_ms;
+    t->wr = wr_ms;
     bufferevent_set_timeouts(bev, rd_ms ? &r : NULL, wr_ms ? &wt : NULL);
+}
+
+
+/* Output assembled on the stack and handed to the evbuffer in one add: each
+ * evbuffer_add on a bufferevent's output runs its callbacks (and re-arms the
+ * write event), so a head written field by field costs that many times. */
+struct obuf {
+    struct evbuffer *out;
+    size_t n, total;
+    char b[3072];
+};
+
+static void ob_init(struct obuf *o, struct evbuffer *out)
+{
+    o->out = out;
+    o->n = 0;
+    o->total = 0;
+}
+
+static void ob_flush(struct obuf *o)
+{
+    if (o->n) {
+        evbuffer_add(o->out, o->b, o->n);
+        o->n = 0;
+    }
+}
+
+static void ob_add(struct obuf *o, const void *p, size_t n)
+{
+    o->total += n;
+    if (o->n + n > sizeof(o->b)) {
+        ob_flush(o);
+        if (n > sizeof(o->b)) {
+            evbuffer_add(o->out, p, n);
+            return;
+        }
+    }
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+
+#define ob_lit(o, s) ob_add((o), (s), sizeof(s) - 1)
+
+static void ob_str(struct obuf *o, const char *s)
+{
+    ob_add(o, s, strlen(s));
+}
+
+static void ob_slice(struct obuf *o, const struct gw_slice *s)
+{
+    ob_add(o, s->ptr, s->len);
+}
+
+static void ob_u64(struct obuf *o, uint64_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    ob_add(o, d + i, sizeof(d) - i);
+}
+
+/* "Name: value\r\n" */
+static void ob_field(struct obuf *o, const char *name, size_t nlen, const char *v, size_t vlen)
+{
+    ob_add(o, name, nlen);
+    ob_lit(o, ": ");
+    ob_add(o, v, vlen);
+    ob_lit(o, "\r\n");
 }
 
 static const struct adm_config *cur_cfg(struct gw_conn *c)
@@ -240,9 +327,15 @@ static void make_reqid(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
 
-    c->reqid_len = (size_t)snprintf(c->reqid, sizeof(c->reqid), "%08x%02x%014llx",
-                                    w->reqid_prefix, w->id & 0xff,
-                                    (unsigned long long)++w->reqid_seq);
+    static const char hex[] = "0123456789abcdef";
+    uint64_t hi = ((uint64_t)w->reqid_prefix << 8) | (w->id & 0xff), lo = ++w->reqid_seq;
+
+    /* 24 hex digits: process prefix, worker, sequence */
+    for (int i = 9; i >= 0; i--, hi >>= 4)
+        c->reqid[i] = hex[hi & 15];
+    for (int i = 23; i >= 10; i--, lo >>= 4)
+        c->reqid[i] = hex[lo & 15];
+    c->reqid_len = 24;
 }
 
 /* ---- local answers ---- */
@@ -268,8 +361,9 @@ static void request_done(struct gw_conn *c)
     c->st = CS_HEAD;
     c->head_started = 0;
     gw_req_reset(&c->rp);
-    set_timeout(c->bev, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
-    bufferevent_enable(c->bev, EV_READ);
+    set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
+    if (!(bufferevent_get_enabled(c->bev) & EV_READ))
+        bufferevent_enable(c->bev, EV_READ);
     if (evbuffer_get_length(bufferevent_get_input(c->bev)))
         bufferevent_trigger(c->bev, EV_READ, BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
 }
@@ -323,7 +417,7 @@ static void discard_body(struct gw_conn *c)
                 c->keep = 0;
                 break;
             }
-            set_timeout(c->bev, cur_cfg(c)->timeouts.client_body_ms,
+            set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                         cur_cfg(c)->timeouts.client_idle_ms);
             bufferevent_enable(c->bev, EV_READ);
             return;
@@ -344,31 +438,41 @@ static void discard_body(struct gw_conn *c)
 /* A short local answer: status line, Date, extra fields, a one-line body. */
 static void send_simple(struct gw_conn *c, int status, const char *extra, size_t extra_len)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    char body[96];
-    int blen = 0;
-    size_t before = evbuffer_get_length(out);
+    struct obuf ob, *o = &ob;
+    const char *reason = gw_status_reason(status);
+    size_t rlen = strlen(reason);
+    int body = status != 204 && status != 304;
 
-    if (status != 204 && status != 304)
-        blen = snprintf(body, sizeof(body), "%d %s\n", status, gw_status_reason(status));
-    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nServer: switchyard\r\n", status,
-                        gw_status_reason(status));
-    evbuffer_add(out, c->w->date, c->w->date_len);
+    ob_init(o, bufferevent_get_output(c->bev));
+    ob_lit(o, "HTTP/1.1 ");
+    ob_u64(o, (uint64_t)status);
+    ob_lit(o, " ");
+    ob_add(o, reason, rlen);
+    ob_lit(o, "\r\nServer: switchyard\r\n");
+    ob_add(o, c->w->date, c->w->date_len);
     if (extra_len)
-        evbuffer_add(out, extra, extra_len);
+        ob_add(o, extra, extra_len);
     if (c->reqid_len)
-        evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
-    if (blen)
-        evbuffer_add_printf(out, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n",
-                            blen);
+        ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
+    if (body) {
+        /* the body is "<status> <reason>\n" */
+        ob_lit(o, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+        ob_u64(o, rlen + 5);
+        ob_lit(o, "\r\n");
+    }
     if (!c->keep || c->w->draining)
-        evbuffer_add(out, "Connection: close\r\n", 19);
+        ob_lit(o, "Connection: close\r\n");
     else if (c->http10)
-        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
-    evbuffer_add(out, "\r\n", 2);
-    if (blen && !c->is_head)
-        evbuffer_add(out, body, (size_t)blen);
-    c->bytes_out += evbuffer_get_length(out) - before;
+        ob_lit(o, "Connection: keep-alive\r\n");
+    ob_lit(o, "\r\n");
+    if (body && !c->is_head) {
+        ob_u64(o, (uint64_t)status);
+        ob_lit(o, " ");
+        ob_add(o, reason, rlen);
+        ob_lit(o, "\n");
+    }
+    ob_flush(o);
+    c->bytes_out += o->total;
     c->status = status;
     c->resp_started = 1;
 }
@@ -384,19 +488,20 @@ static void send_error_close(struct gw_conn *c, int status)
 /* A configured direct response or redirect, encoded once in the snapshot. */
 static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
-    size_t before = evbuffer_get_length(out);
+    struct obuf ob, *o = &ob;
 
-    evbuffer_add(out, sr->head, sr->head_len);
-    evbuffer_add(out, c->w->date, c->w->date_len);
+    ob_init(o, bufferevent_get_output(c->bev));
+    ob_add(o, sr->head, sr->head_len);
+    ob_add(o, c->w->date, c->w->date_len);
     if (!c->keep || c->w->draining)
-        evbuffer_add(out, "Connection: close\r\n", 19);
+        ob_lit(o, "Connection: close\r\n");
     else if (c->http10)
-        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
-    evbuffer_add(out, sr->tail, sr->tail_len);
+        ob_lit(o, "Connection: keep-alive\r\n");
+    ob_add(o, sr->tail, sr->tail_len);
     if (!c->is_head && sr->body_len)
-        evbuffer_add(out, sr->body, sr->body_len);
-    c->bytes_out += evbuffer_get_length(out) - before;
+        ob_add(o, sr->body, sr->body_len);
+    ob_flush(o);
+    c->bytes_out += o->total;
     c->status = (int)sr->status;
     c->resp_started = 1;
 }
@@ -572,7 +677,7 @@ fail:
 
 /* ---- building the upstream request ---- */
 
-static void add_path(struct gw_conn *c, struct evbuffer *out)
+static void add_path(struct gw_conn *c, struct obuf *o)
 {
     const struct gw_request *rq = &c->rp.req;
     const struct adm_sroute *sr = c->sr;
@@ -583,9 +688,9 @@ static void add_path(struct gw_conn *c, struct evbuffer *out)
         for (size_t i = 0; i < sr->nrewrite; i++) {
             const struct adm_rw_part *part = &sr->rewrite[i];
             if (part->param < 0)
-                evbuffer_add(out, part->s, part->len);
+                ob_add(o, part->s, part->len);
             else if ((size_t)part->param < c->nparams && (size_t)part->param < c->params_cap)
-                evbuffer_add(out, c->params[part->param].value, c->params[part->param].len);
+                ob_add(o, c->params[part->param].value, c->params[part->param].len);
         }
         return;
     }
@@ -594,15 +699,16 @@ static void add_path(struct gw_conn *c, struct evbuffer *out)
         p += sr->strip_len;
         n -= sr->strip_len;
         if (n == 0 || p[0] != '/') {
-            evbuffer_add(out, "/", 1);
+            ob_add(o, "/", 1);
         }
     }
-    evbuffer_add(out, p, n);
+    ob_add(o, p, n);
 }
 
 /* Writes the request head for the upstream into <out>. */
 static void build_up_head(struct gw_conn *c, struct evbuffer *out)
 {
+    struct obuf ob, *o = &ob;
     const struct gw_request *rq = &c->rp.req;
     const struct adm_config *cfg = c->snap->cfg;
     int trusted = cfg->ntrusted_proxies &&
@@ -610,17 +716,19 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
                                  (const struct sockaddr *)&c->peer);
     int have_xff = 0, have_proto = 0, have_xfh = 0, have_id = 0;
 
-    evbuffer_add(out, rq->method.ptr, rq->method.len);
-    evbuffer_add(out, " ", 1);
+    ob_init(o, out);
+
+    ob_add(o, rq->method.ptr, rq->method.len);
+    ob_add(o, " ", 1);
     if (rq->form == GW_TARGET_ASTERISK)
-        evbuffer_add(out, "*", 1);
+        ob_add(o, "*", 1);
     else
-        add_path(c, out);
+        add_path(c, o);
     if (rq->query.ptr) {
-        evbuffer_add(out, "?", 1);
-        evbuffer_add(out, rq->query.ptr, rq->query.len);
+        ob_add(o, "?", 1);
+        ob_add(o, rq->query.ptr, rq->query.len);
     }
-    evbuffer_add(out, " HTTP/1.1\r\n", 11);
+    ob_add(o, " HTTP/1.1\r\n", 11);
     for (size_t i = 0; i < rq->nheaders; i++) {
         const struct gw_header *h = &rq->headers[i];
         const struct gw_slice *n = &h->name;
@@ -679,47 +787,51 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
         default:
             break;
         }
-        evbuffer_add(out, n->ptr, n->len);
-        evbuffer_add(out, ": ", 2);
-        evbuffer_add(out, h->value.ptr, h->value.len);
-        evbuffer_add(out, "\r\n", 2);
+        ob_add(o, n->ptr, n->len);
+        ob_add(o, ": ", 2);
+        ob_add(o, h->value.ptr, h->value.len);
+        ob_add(o, "\r\n", 2);
     }
     if (rq->form == GW_TARGET_ABSOLUTE && rq->host.ptr)
-        evbuffer_add_printf(out, "Host: %.*s\r\n", (int)rq->host.len, rq->host.ptr);
+        ob_field(o, "Host", 4, rq->host.ptr, rq->host.len);
     else if (!rq->host.ptr) /* HTTP/1.0 without Host: HTTP/1.1 needs one (as nginx) */
-        evbuffer_add_printf(out, "Host: %s\r\n", c->upstream_addr);
+        ob_field(o, "Host", 4, c->upstream_addr, strlen(c->upstream_addr));
     /* a trusted proxy's list, every field of it in order (one list, RFC 9110
      * 5.3), then the peer */
-    evbuffer_add(out, "X-Forwarded-For: ", 17);
+    ob_add(o, "X-Forwarded-For: ", 17);
     for (size_t i = 0; have_xff && i < rq->nheaders; i++) {
         const struct gw_header *h = &rq->headers[i];
         if (h->value.len && name_is(&h->name, "x-forwarded-for")) {
-            evbuffer_add(out, h->value.ptr, h->value.len);
-            evbuffer_add(out, ", ", 2);
+            ob_add(o, h->value.ptr, h->value.len);
+            ob_add(o, ", ", 2);
         }
     }
-    evbuffer_add_printf(out, "%s\r\n", c->peer_ip);
+    ob_str(o, c->peer_ip);
+    ob_lit(o, "\r\n");
     if (!have_proto)
-        evbuffer_add(out, "X-Forwarded-Proto: http\r\n", 25);
+        ob_lit(o, "X-Forwarded-Proto: http\r\n");
     if (!have_xfh && rq->host.ptr)
-        evbuffer_add_printf(out, "X-Forwarded-Host: %.*s\r\n", (int)rq->host.len, rq->host.ptr);
+        ob_field(o, "X-Forwarded-Host", 16, rq->host.ptr, rq->host.len);
     if (!have_id) {
         if (!c->reqid_len)
             make_reqid(c);
-        evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
+        ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     }
-    if (rq->body_kind == GW_BODY_LENGTH)
-        evbuffer_add_printf(out, "Content-Length: %llu\r\n",
-                            (unsigned long long)rq->content_length);
-    else if (rq->body_kind == GW_BODY_CHUNKED)
-        evbuffer_add(out, "Transfer-Encoding: chunked\r\n", 28);
+    if (rq->body_kind == GW_BODY_LENGTH) {
+        ob_lit(o, "Content-Length: ");
+        ob_u64(o, rq->content_length);
+        ob_lit(o, "\r\n");
+    } else if (rq->body_kind == GW_BODY_CHUNKED) {
+        ob_lit(o, "Transfer-Encoding: chunked\r\n");
+    }
     if (rq->upgrade) {
         const struct gw_header *up = gw_request_header(rq, "upgrade");
-        evbuffer_add(out, "Connection: upgrade\r\n", 21);
+        ob_lit(o, "Connection: upgrade\r\n");
         if (up)
-            evbuffer_add_printf(out, "Upgrade: %.*s\r\n", (int)up->value.len, up->value.ptr);
+            ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
     }
-    evbuffer_add(out, "\r\n", 2);
+    ob_lit(o, "\r\n");
+    ob_flush(o);
 }
 
 /* ---- streaming the request body up ---- */
@@ -781,17 +893,15 @@ static void pump_body_up(struct gw_conn *c)
         }
         if (v.iov_len == 0) {
             /* need more bytes from the client */
-            set_timeout(c->bev, cur_cfg(c)->timeouts.client_body_ms,
+            set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                         cur_cfg(c)->timeouts.client_idle_ms);
             bufferevent_enable(c->bev, EV_READ);
             return;
         }
     }
-    if (c->body_done && !c->eof) {
-        /* keep the next pipelined request where it is until this one is
-         * answered, but still notice a client that goes away */
-        bufferevent_disable(c->bev, EV_READ);
-    }
+    /* After the body, reading goes on: a pipelined next request waits in
+     * the input buffer (bounded by the read watermark) and a client that
+     * goes away is noticed. */
 }
 
 /* ---- the upstream response ---- */
@@ -859,11 +969,12 @@ static int resp_keepalive(const struct gw_upconn *u)
 /* Writes the response head to the client, dropping hop-by-hop fields. */
 static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
 {
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct obuf ob, *o = &ob;
     struct gw_slice conn_tok[32];
-    size_t ntok = 0, before = evbuffer_get_length(out);
+    size_t ntok = 0;
     int have_id = 0, have_date = 0;
 
+    ob_init(o, bufferevent_get_output(c->bev));
     for (size_t i = 0; i < u->nhdr; i++) {
         const struct gw_header *h = &u->hdr[i];
         if (name_is(&h->name, "connection")) {
@@ -883,8 +994,12 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
             }
         }
     }
-    evbuffer_add_printf(out, "HTTP/1.1 %d %.*s\r\n", u->status, (int)u->status_text.len,
-                        u->status_text.ptr ? u->status_text.ptr : "");
+    ob_lit(o, "HTTP/1.1 ");
+    ob_u64(o, (uint64_t)u->status);
+    ob_lit(o, " ");
+    if (u->status_text.ptr)
+        ob_slice(o, &u->status_text);
+    ob_lit(o, "\r\n");
     for (size_t i = 0; i < u->nhdr; i++) {
         const struct gw_header *h = &u->hdr[i];
         const char *v = h->value.ptr ? h->value.ptr : "";
@@ -899,30 +1014,28 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
             have_date = 1;
         while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
             vl--;
-        evbuffer_add(out, h->name.ptr, h->name.len);
-        evbuffer_add(out, ": ", 2);
-        evbuffer_add(out, v, vl);
-        evbuffer_add(out, "\r\n", 2);
+        ob_field(o, h->name.ptr, h->name.len, v, vl);
     }
     if (!have_id && c->reqid_len)
-        evbuffer_add_printf(out, "X-Request-Id: %.*s\r\n", (int)c->reqid_len, c->reqid);
+        ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     if (!have_date && u->status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */
-        evbuffer_add(out, c->w->date, c->w->date_len);
+        ob_add(o, c->w->date, c->w->date_len);
     if (upgrade) {
         const struct gw_header *up = NULL;
         for (size_t i = 0; i < u->nhdr; i++)
             if (name_is(&u->hdr[i].name, "upgrade"))
                 up = &u->hdr[i];
-        evbuffer_add(out, "Connection: upgrade\r\n", 21);
+        ob_lit(o, "Connection: upgrade\r\n");
         if (up)
-            evbuffer_add_printf(out, "Upgrade: %.*s\r\n", (int)up->value.len, up->value.ptr);
+            ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
     } else if (!c->keep || c->w->draining) {
-        evbuffer_add(out, "Connection: close\r\n", 19);
+        ob_lit(o, "Connection: close\r\n");
     } else if (c->http10) {
-        evbuffer_add(out, "Connection: keep-alive\r\n", 24);
+        ob_lit(o, "Connection: keep-alive\r\n");
     }
-    evbuffer_add(out, "\r\n", 2);
-    c->bytes_out += evbuffer_get_length(out) - before;
+    ob_lit(o, "\r\n");
+    ob_flush(o);
+    c->bytes_out += o->total;
     c->resp_started = 1;
     c->status = u->status;
 }
@@ -941,8 +1054,12 @@ static void resp_done(struct gw_conn *c)
         u->c = NULL;
         if (reuse && up_idle_put(u->pool, c->w->id, u->server, u) == 0) {
             const struct adm_upstream *ud = &cfg->upstreams[c->sr->upstream];
-            set_timeout(u->bev, ud->idle_timeout_ms, 0);
-            bufferevent_enable(u->bev, EV_READ);
+            struct timespec now;
+            /* parked as it is (reading on, timeouts unchanged, so parking
+             * re-arms nothing); the worker's tick closes it after the idle
+             * timeout */
+            clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+            u->idle_until = now.tv_sec * 1000 + now.tv_nsec / 1000000 + ud->idle_timeout_ms;
             u->reused = 1;
         } else {
             up_free(u);
@@ -1078,7 +1195,6 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         write_resp_head(c, u, 0);
         evbuffer_drain(in, hl);
         llhttp_resume(&u->hp);
-        set_timeout(u->bev, c->sr->timeout_ms, 0);
     }
     pump_body_down(c, u);
 }
@@ -1165,7 +1281,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED) {
         u->connected = 1;
         if (c) /* from now on writes are held to the response timeout too */
-            set_timeout(u->bev, c->sr->timeout_ms, c->sr->timeout_ms);
+            set_tmo(u->bev, &u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
         return;
     }
     if (!c) { /* idle connection closed or timed out */
@@ -1233,9 +1349,9 @@ static int proxy_send(struct gw_conn *c, int fresh)
         u = up_connect(c->w, pool, server);
         if (!u)
             return -1;
-        set_timeout(u->bev, c->sr->timeout_ms, cfg->timeouts.upstream_connect_ms);
+        set_tmo(u->bev, &u->tmo, c->sr->timeout_ms, cfg->timeouts.upstream_connect_ms);
     } else {
-        set_timeout(u->bev, c->sr->timeout_ms, c->sr->timeout_ms);
+        set_tmo(u->bev, &u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
     }
     up_count_request(pool, c->w->id, server);
     u->c = c;
@@ -1247,7 +1363,8 @@ static int proxy_send(struct gw_conn *c, int fresh)
     c->upstream_addr = up_server_address(pool, server);
     clock_gettime(CLOCK_MONOTONIC, &c->t_up);
     build_up_head(c, bufferevent_get_output(u->bev));
-    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
+    if (!u->reused) /* a parked connection reads and writes already */
+        bufferevent_enable(u->bev, EV_READ | EV_WRITE);
     return 0;
 }
 
@@ -1319,8 +1436,8 @@ static void tunnel_start(struct gw_conn *c)
     count_status(c);
     unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
     bufferevent_setcb(u->bev, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
-    set_timeout(u->bev, 0, 0);
-    set_timeout(c->bev, 0, 0);
+    set_tmo(u->bev, &u->tmo, 0, 0);
+    set_tmo(c->bev, &c->tmo, 0, 0);
     /* bytes already read on either side */
     tunnel_move(c, u->bev, c->bev);
     tunnel_move(c, c->bev, u->bev);
@@ -1339,7 +1456,6 @@ static void request_start(struct gw_conn *c)
     struct adm_snapshot *s;
     size_t need;
 
-    clock_gettime(CLOCK_MONOTONIC, &c->t0);
     c->snap = s = adm_swap_pin(&w->proc->swap, w->id);
     c->sr = NULL;
     c->up = NULL;
@@ -1352,7 +1468,8 @@ static void request_start(struct gw_conn *c)
     c->is_head = rq->method_id == HTTP_HEAD;
     c->status = 0;
     c->reqid_len = 0;
-    set_timeout(c->bev, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
+    if (!c->body_done)
+        set_tmo(c->bev, &c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
 
     if (rq->method_id == HTTP_CONNECT) {
         c->keep = 0;
@@ -1458,7 +1575,7 @@ static void conn_process(struct gw_conn *c)
             c->bytes_out = 0;
             c->reqid_len = 0;
             clock_gettime(CLOCK_MONOTONIC, &c->t0);
-            set_timeout(c->bev, cfg->timeouts.client_header_ms, cfg->timeouts.client_idle_ms);
+            (void)cfg; /* the header deadline is armed only if the head is partial */
         }
         rc = gw_req_feed_head(&c->rp, v.iov_base, v.iov_len, &used);
         evbuffer_drain(in, used);
@@ -1474,7 +1591,7 @@ static void conn_process(struct gw_conn *c)
                 send_error_close(c, 408);
                 return;
             }
-            set_timeout(c->bev, (unsigned)left, cfg->timeouts.client_idle_ms);
+            set_tmo(c->bev, &c->tmo, (unsigned)left, cfg->timeouts.client_idle_ms);
             continue;
         }
         if (rc == GW_REQ_ERROR) {
@@ -1558,6 +1675,12 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
             proxy_fail(c, 408);
             return;
         }
+        if ((what & BEV_EVENT_READING) && (c->st == CS_PROXY || c->st == CS_LOCAL) &&
+            c->body_done) {
+            /* only waiting for our own answer: the upstream's timeout rules */
+            bufferevent_enable(c->bev, EV_READ);
+            return;
+        }
         if (c->snap) {
             c->status = c->status ? c->status : 408;
             access_log(c);
@@ -1638,7 +1761,8 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
     c->st = CS_HEAD;
     bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
     bufferevent_setwatermark(c->bev, EV_WRITE, GW_LWM, 0);
-    set_timeout(c->bev, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+    bufferevent_setwatermark(c->bev, EV_READ, 0, GW_HWM);
+    set_tmo(c->bev, &c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     if (w->nconns >= w->max_conns)
         gw_worker_listen_update(w);
@@ -1703,6 +1827,21 @@ void gw_up_prune(struct gw_worker *w)
         for (i = 0; i < s->npools && s->pools[i] != u->pool; i++)
             ;
         if (i == s->npools) /* idle, and its pool left the config */
+            up_free(u);
+    }
+}
+
+void gw_up_sweep(struct gw_worker *w)
+{
+    struct gw_upconn *u = w->upconns, *next;
+    struct timespec now;
+    long long ms;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    ms = now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    for (; u; u = next) {
+        next = u->next;
+        if (!u->c && u->idle_until && u->idle_until <= ms)
             up_free(u);
     }
 }

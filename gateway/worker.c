@@ -94,6 +94,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     gw_date_update(w);
+    gw_up_sweep(w);
     if (w->log_len)
         gw_access_flush(w);
 }
