@@ -82,12 +82,28 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
             return 0;
         }
         if (n->nkids) {
+            /* labels and fan-outs are short: plain loops beat libc calls */
             const unsigned char *f = rt_node_firsts(n);
-            const unsigned char *hit = memchr(f, (unsigned char)s[off], n->nkids);
-            if (hit) {
-                k = n->kids[hit - f];
-                if (k->label_len > len - off || memcmp(k->label, s + off, k->label_len) != 0)
+            const unsigned char ch = (unsigned char)s[off];
+            unsigned i = 0, nk = n->nkids;
+            while (i < nk && f[i] != ch)
+                i++;
+            if (i < nk) {
+                size_t ll;
+                k = n->kids[i];
+                ll = k->label_len;
+                if (ll > len - off) {
                     k = NULL;
+                } else if (ll <= 32) {
+                    for (size_t j = 1; j < ll; j++) {
+                        if (k->label[j] != s[off + j]) {
+                            k = NULL;
+                            break;
+                        }
+                    }
+                } else if (memcmp(k->label, s + off, ll) != 0) {
+                    k = NULL;
+                }
             }
         }
         if (k) {
@@ -100,8 +116,9 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
                 return 1;
         }
         if (p) {
-            const char *e = memchr(s + off, '/', len - off);
-            size_t end = e ? (size_t)(e - s) : len;
+            size_t end = off;
+            while (end < len && s[end] != '/')
+                end++;
             if (end > off) {
                 push(w, s + off, end - off);
                 if (!c) {
