@@ -407,12 +407,13 @@ static const char *method_name(const rt_table *t, size_t bit)
     return bit < t->nmethods ? t->fam->methods[bit] : NULL;
 }
 
-size_t rt_methods_format(const rt_table *t, uint64_t mask, char *buf, size_t cap)
+/* Writes the names of <mask>'s methods separated by <sep> into <buf>
+ * (snprintf-like: NUL-terminated when cap > 0; returns the length needed). */
+static size_t format_mask(const rt_table *t, uint64_t mask, const char *sep, char *buf,
+                          size_t cap)
 {
-    size_t len = 0;
+    size_t len = 0, sl = strlen(sep);
 
-    if (mask & RT_M_GET)
-        mask |= RT_M_HEAD;
     if (cap)
         buf[0] = '\0';
     for (size_t b = 0; b < RT_MAX_METHODS; b++) {
@@ -422,9 +423,9 @@ size_t rt_methods_format(const rt_table *t, uint64_t mask, char *buf, size_t cap
             continue;
         ml = strlen(m);
         if (len) {
-            if (len + 2 < cap)
-                memcpy(buf + len, ", ", 2);
-            len += 2;
+            if (len + sl < cap)
+                memcpy(buf + len, sep, sl);
+            len += sl;
         }
         if (len + ml < cap)
             memcpy(buf + len, m, ml);
@@ -437,10 +438,13 @@ size_t rt_methods_format(const rt_table *t, uint64_t mask, char *buf, size_t cap
     return len;
 }
 
+size_t rt_methods_format(const rt_table *t, uint64_t mask, char *buf, size_t cap)
+{
+    return format_mask(t, (mask & RT_M_GET) ? mask | RT_M_HEAD : mask, ", ", buf, cap);
+}
+
 size_t rt_route_methods_format(const rt_table *t, const rt_route *r, char *buf, size_t cap)
 {
-    size_t len = 0;
-
     if (r->any) {
         if (cap > 1) {
             buf[0] = '*';
@@ -448,28 +452,7 @@ size_t rt_route_methods_format(const rt_table *t, const rt_route *r, char *buf, 
         }
         return 1;
     }
-    if (cap)
-        buf[0] = '\0';
-    for (size_t b = 0; b < RT_MAX_METHODS; b++) {
-        const char *m;
-        size_t ml;
-        if (!(r->methods & (UINT64_C(1) << b)) || !(m = method_name(t, b)))
-            continue;
-        ml = strlen(m);
-        if (len) {
-            if (len + 1 < cap)
-                buf[len] = ' ';
-            len++;
-        }
-        if (len + ml < cap)
-            memcpy(buf + len, m, ml);
-        len += ml;
-        if (len < cap)
-            buf[len] = '\0';
-    }
-    if (len >= cap && cap)
-        buf[cap - 1] = '\0';
-    return len;
+    return format_mask(t, r->methods, " ", buf, cap);
 }
 
 uint64_t rt_method_bit(const rt_table *t, const char *method, size_t mlen)
