@@ -10,7 +10,61 @@
  */
 #include "router/router_int.h"
 
+#include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* The index of the child whose label starts with <ch>, or -1. The first
+ * bytes are padded to 16 (table.c), so SSE2 compares 16 at a time. */
+static inline int kid_index(const struct rt_node *n, unsigned char ch)
+{
+    const unsigned char *f = rt_node_firsts(n);
+    unsigned nk = n->nkids;
+    if (nk < 8) { /* most nodes: a short loop beats the vector set-up */
+        for (unsigned i = 0; i < nk; i++)
+            if (f[i] == ch)
+                return (int)i;
+        return -1;
+    }
+#ifdef __SSE2__
+    const __m128i needle = _mm_set1_epi8((char)ch);
+    for (unsigned base = 0; base < nk; base += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(f + base));
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, needle));
+        if (nk - base < 16)
+            mask &= (1u << (nk - base)) - 1;
+        if (mask)
+            return (int)(base + (unsigned)__builtin_ctz(mask));
+    }
+    return -1;
+#else
+    for (unsigned i = 0; i < nk; i++)
+        if (f[i] == ch)
+            return (int)i;
+    return -1;
+#endif
+}
+
+/* 1 when a[0..n) == b[0..n); words at a time for the short labels here. */
+static inline int same(const char *a, const char *b, size_t n)
+{
+    while (n >= 8) {
+        uint64_t x, y;
+        memcpy(&x, a, 8);
+        memcpy(&y, b, 8);
+        if (x != y)
+            return 0;
+        a += 8;
+        b += 8;
+        n -= 8;
+    }
+    while (n--)
+        if (*a++ != *b++)
+            return 0;
+    return 1;
+}
 
 struct walk {
     uint64_t mbit;  /* the request's method bit (0: a token no route names) */
@@ -82,28 +136,11 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
             return 0;
         }
         if (n->nkids) {
-            /* labels and fan-outs are short: plain loops beat libc calls */
-            const unsigned char *f = rt_node_firsts(n);
-            const unsigned char ch = (unsigned char)s[off];
-            unsigned i = 0, nk = n->nkids;
-            while (i < nk && f[i] != ch)
-                i++;
-            if (i < nk) {
-                size_t ll;
+            int i = kid_index(n, (unsigned char)s[off]);
+            if (i >= 0) {
                 k = n->kids[i];
-                ll = k->label_len;
-                if (ll > len - off) {
+                if (k->label_len > len - off || !same(k->label + 1, s + off + 1, k->label_len - 1u))
                     k = NULL;
-                } else if (ll <= 32) {
-                    for (size_t j = 1; j < ll; j++) {
-                        if (k->label[j] != s[off + j]) {
-                            k = NULL;
-                            break;
-                        }
-                    }
-                } else if (memcmp(k->label, s + off, ll) != 0) {
-                    k = NULL;
-                }
             }
         }
         if (k) {

@@ -46,40 +46,39 @@ int rt_method_is_token(const char *m, size_t len)
 
 uint64_t rt_known_method_bit(const char *m, size_t len)
 {
-#define RT_IS(lit) (len == sizeof(lit) - 1 && memcmp(m, lit, len) == 0)
+    /* byte compares, no calls: this runs for every request */
     switch (len) {
     case 3:
-        if (RT_IS("GET"))
+        if (m[0] == 'G' && m[1] == 'E' && m[2] == 'T')
             return RT_M_GET;
-        if (RT_IS("PUT"))
+        if (m[0] == 'P' && m[1] == 'U' && m[2] == 'T')
             return RT_M_PUT;
         break;
     case 4:
-        if (RT_IS("POST"))
+        if (m[0] == 'P' && m[1] == 'O' && m[2] == 'S' && m[3] == 'T')
             return RT_M_POST;
-        if (RT_IS("HEAD"))
+        if (m[0] == 'H' && m[1] == 'E' && m[2] == 'A' && m[3] == 'D')
             return RT_M_HEAD;
         break;
     case 5:
-        if (RT_IS("PATCH"))
+        if (memcmp(m, "PATCH", 5) == 0)
             return RT_M_PATCH;
-        if (RT_IS("TRACE"))
+        if (memcmp(m, "TRACE", 5) == 0)
             return RT_M_TRACE;
         break;
     case 6:
-        if (RT_IS("DELETE"))
+        if (memcmp(m, "DELETE", 6) == 0)
             return RT_M_DELETE;
         break;
     case 7:
-        if (RT_IS("OPTIONS"))
+        if (memcmp(m, "OPTIONS", 7) == 0)
             return RT_M_OPTIONS;
-        if (RT_IS("CONNECT"))
+        if (memcmp(m, "CONNECT", 7) == 0)
             return RT_M_CONNECT;
         break;
     default:
         break;
     }
-#undef RT_IS
     return 0;
 }
 

@@ -22,9 +22,11 @@ struct rt_txn {
 
 /* ---- nodes ---- */
 
+/* The child block: n pointers, then n first bytes padded with zeros to a
+ * multiple of 16 so lookups may compare them 16 at a time. */
 static size_t kids_size(size_t n)
 {
-    return n * (sizeof(struct rt_node *) + 1);
+    return n * sizeof(struct rt_node *) + ((n + 15) & ~(size_t)15);
 }
 
 static unsigned char *firsts_mut(struct rt_node *n)
@@ -151,7 +153,7 @@ static int kid_find(const struct rt_node *n, unsigned char c)
 static int kid_add(struct rt_node *n, struct rt_node *k)
 {
     size_t cnt = n->nkids;
-    struct rt_node **blk = malloc(kids_size(cnt + 1));
+    struct rt_node **blk = calloc(1, kids_size(cnt + 1));
     unsigned char *f;
 
     if (!blk)
