@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,7 @@ static void set_tmo(struct bufferevent *bev, struct tmo *t, unsigned rd_ms, unsi
  * write event), so a head written field by field costs that many times. */
 struct obuf {
     struct evbuffer *out;
+    evutil_socket_t fd; /* -1: never write directly */
     size_t n, total;
     char b[3072];
 };
@@ -129,16 +131,35 @@ struct obuf {
 static void ob_init(struct obuf *o, struct evbuffer *out)
 {
     o->out = out;
+    o->fd = -1;
     o->n = 0;
     o->total = 0;
 }
 
+/* Output for <bev>'s socket: with nothing queued, bytes go straight to the
+ * socket (as nginx writes), and only what the socket does not take is
+ * queued, so a response that fits costs no write event at all. */
+static void ob_init_bev(struct obuf *o, struct bufferevent *bev)
+{
+    ob_init(o, bufferevent_get_output(bev));
+    o->fd = bufferevent_getfd(bev);
+}
+
 static void ob_flush(struct obuf *o)
 {
-    if (o->n) {
-        evbuffer_add(o->out, o->b, o->n);
-        o->n = 0;
+    size_t off = 0;
+
+    if (!o->n)
+        return;
+    if (o->fd >= 0 && evbuffer_get_length(o->out) == 0) {
+        ssize_t k = send(o->fd, o->b, o->n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0)
+            off = (size_t)k;
+        /* errors: queue it all; libevent's write reports them as usual */
     }
+    if (off < o->n)
+        evbuffer_add(o->out, o->b + off, o->n - off);
+    o->n = 0;
 }
 
 static void ob_add(struct obuf *o, const void *p, size_t n)
@@ -354,8 +375,11 @@ static void request_done(struct gw_conn *c)
     if (!c->keep || w->draining || c->eof) {
         c->st = CS_CLOSING;
         bufferevent_disable(c->bev, EV_READ);
+        /* never free here: callers still hold <c>; the write callback
+         * closes once the output is flushed (at once when it is) */
         if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-            conn_free(c);
+            bufferevent_trigger(c->bev, EV_WRITE,
+                                BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
         return;
     }
     c->st = CS_HEAD;
@@ -443,7 +467,7 @@ static void send_simple(struct gw_conn *c, int status, const char *extra, size_t
     size_t rlen = strlen(reason);
     int body = status != 204 && status != 304;
 
-    ob_init(o, bufferevent_get_output(c->bev));
+    ob_init_bev(o, c->bev);
     ob_lit(o, "HTTP/1.1 ");
     ob_u64(o, (uint64_t)status);
     ob_lit(o, " ");
@@ -490,7 +514,7 @@ static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
 {
     struct obuf ob, *o = &ob;
 
-    ob_init(o, bufferevent_get_output(c->bev));
+    ob_init_bev(o, c->bev);
     ob_add(o, sr->head, sr->head_len);
     ob_add(o, c->w->date, c->w->date_len);
     if (!c->keep || c->w->draining)
@@ -717,6 +741,11 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
     int have_xff = 0, have_proto = 0, have_xfh = 0, have_id = 0;
 
     ob_init(o, out);
+    /* Sent at once only without a body: with one, the head waits in the
+     * output until the body bytes already here have passed the parser, so a
+     * request refused for its framing puts no byte on the upstream. */
+    if (c->up && c->up->connected && rq->body_kind == GW_BODY_NONE)
+        o->fd = bufferevent_getfd(c->up->bev);
 
     ob_add(o, rq->method.ptr, rq->method.len);
     ob_add(o, " ", 1);
@@ -974,7 +1003,7 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
     size_t ntok = 0;
     int have_id = 0, have_date = 0;
 
-    ob_init(o, bufferevent_get_output(c->bev));
+    ob_init_bev(o, c->bev);
     for (size_t i = 0; i < u->nhdr; i++) {
         const struct gw_header *h = &u->hdr[i];
         if (name_is(&h->name, "connection")) {
