@@ -1004,14 +1004,19 @@ static int resp_keepalive(const struct gw_upconn *u)
 }
 
 /* Writes the response head to the client, dropping hop-by-hop fields. */
-static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
+static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
+                            struct obuf *pend)
 {
-    struct obuf ob, *o = &ob;
+    struct obuf ob, *o = pend ? pend : &ob;
     struct gw_slice conn_tok[32];
     size_t ntok = 0;
     int have_id = 0, have_date = 0;
 
-    ob_init_bev(o, c->bev);
+    size_t before;
+
+    if (!pend)
+        ob_init_bev(o, c->bev);
+    before = o->total;
     for (size_t i = 0; i < u->nhdr; i++) {
         const struct gw_header *h = &u->hdr[i];
         if (name_is(&h->name, "connection")) {
@@ -1071,8 +1076,9 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade)
         ob_lit(o, "Connection: keep-alive\r\n");
     }
     ob_lit(o, "\r\n");
-    ob_flush(o);
-    c->bytes_out += o->total;
+    if (!pend)
+        ob_flush(o);
+    c->bytes_out += o->total - before;
     c->resp_started = 1;
     c->status = u->status;
 }
@@ -1110,11 +1116,20 @@ static void resp_done(struct gw_conn *c)
 static void tunnel_start(struct gw_conn *c);
 
 /* Feeds response body bytes through llhttp and on to the client. */
-static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
+static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct obuf *pend)
 {
     struct evbuffer *in = bufferevent_get_input(u->bev);
     struct evbuffer *out = bufferevent_get_output(c->bev);
 
+    if (pend && !u->raw) { /* decoded bodies go through the output: head first */
+        ob_flush(pend);
+        pend = NULL;
+    }
+#define PEND_FLUSH()                                                                               \
+    do {                                                                                           \
+        if (pend)                                                                                  \
+            ob_flush(pend);                                                                        \
+    } while (0)
     while (!u->msg_done) {
         struct evbuffer_iovec v;
         llhttp_errno_t err;
@@ -1123,11 +1138,13 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
         if (evbuffer_get_length(out) > GW_HWM) {
             bufferevent_disable(u->bev, EV_READ);
             u->read_paused = 1;
+            PEND_FLUSH();
             return;
         }
         if (!peek_first(in, &v)) {
             if (u->eof)
                 break;
+            PEND_FLUSH();
             return;
         }
         err = llhttp_execute(&u->hp, v.iov_base, v.iov_len);
@@ -1139,16 +1156,27 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
             gw_log(GW_LOG_WARN, "upstream %s: invalid response body (%s); closing client %s:%u",
                    up_server_address(u->pool, u->server), llhttp_errno_name(err), c->peer_ip,
                    c->peer_port);
+            PEND_FLUSH();
             proxy_fail(c, 502);
             return;
         }
         if (u->raw) {
-            evbuffer_remove_buffer(in, out, used);
+            if (pend && evbuffer_get_length(out) == 0 && pend->n + used <= sizeof(pend->b)) {
+                /* small bodies leave with the head in one write */
+                evbuffer_remove(in, pend->b + pend->n, used);
+                pend->n += used;
+                pend->total += used;
+            } else {
+                PEND_FLUSH();
+                evbuffer_remove_buffer(in, out, used);
+            }
             c->bytes_out += used;
         } else {
             evbuffer_drain(in, used);
         }
     }
+    PEND_FLUSH();
+#undef PEND_FLUSH
     if (!u->msg_done) {
         /* the upstream closed and every byte it sent has gone on */
         if (llhttp_message_needs_eof(&u->hp)) {
@@ -1169,6 +1197,9 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u)
 static void up_handle(struct gw_conn *c, struct gw_upconn *u)
 {
     struct evbuffer *in = bufferevent_get_input(u->bev);
+    struct obuf pend;
+
+    ob_init_bev(&pend, c->bev);
 
     while (!u->head_done) {
         size_t hl = 0;
@@ -1188,7 +1219,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
                 return;
             }
             u->raw = 1;
-            write_resp_head(c, u, 1);
+            write_resp_head(c, u, 1, NULL);
             evbuffer_drain(in, hl);
             tunnel_start(c);
             return;
@@ -1200,7 +1231,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
                 int keep = c->keep;
                 u->raw = 1;
                 c->keep = 1;
-                write_resp_head(c, u, 0);
+                write_resp_head(c, u, 0, NULL);
                 c->keep = keep;
                 c->resp_started = 0;
             }
@@ -1215,7 +1246,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             gw_count(&c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
         }
         if (c->is_head || u->status == 204 || u->status == 304) {
-            write_resp_head(c, u, 0);
+            write_resp_head(c, u, 0, NULL);
             evbuffer_drain(in, hl);
             if (evbuffer_get_length(in))
                 u->keep = 0;
@@ -1229,11 +1260,11 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         u->raw = !(c->http10 && (u->hp.flags & F_CHUNKED));
         if (!u->raw)
             c->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
-        write_resp_head(c, u, 0);
+        write_resp_head(c, u, 0, &pend);
         evbuffer_drain(in, hl);
         llhttp_resume(&u->hp);
     }
-    pump_body_down(c, u);
+    pump_body_down(c, u, &pend);
 }
 
 /* Fails the proxied request: an error answer when nothing was sent yet,
@@ -1332,7 +1363,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
         u->eof = 1;
         u->keep = 0;
         if (!u->read_paused)
-            pump_body_down(c, u);
+            pump_body_down(c, u, NULL);
         return;
     }
     if (!u->head_done && !u->got_bytes && u->reused && !c->retried &&
