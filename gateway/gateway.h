@@ -89,6 +89,7 @@ struct gw_worker {
     int notify_fd[2];
     struct event *notify_ev;
     struct event *tick_ev; /* once a second: Date, access-log flush */
+    struct event *sweep_ev; /* every GW_SWEEP_MS: connection timeouts */
     char date[48];         /* "Date: ...\r\n" */
     size_t date_len;
     char *log;             /* access-log buffer */
@@ -114,6 +115,9 @@ void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections betwee
 void gw_conn_free_all(struct gw_worker *w);
 /* After a swap: closes idle upstream connections of pools no longer in use. */
 void gw_up_prune(struct gw_worker *w);
+/* Every GW_SWEEP_MS: fires the connections' timeouts (ours, not libevent's). */
+#define GW_SWEEP_MS 100
+void gw_timeout_sweep(struct gw_worker *w);
 /* Once a second: closes parked upstream connections past their idle timeout. */
 void gw_up_sweep(struct gw_worker *w);
 void gw_responses_init(void);

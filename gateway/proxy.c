@@ -35,11 +35,14 @@
 #define GW_UP_HEAD_MAX (64 * 1024)
 #define GW_UP_MAX_HEADERS 256
 
-/* Timeouts as last set on a bufferevent: setting them re-arms libevent's
- * events, so unchanged values are not set again. */
+/* A connection's timeouts. libevent's bufferevent timeouts re-arm an event
+ * on every read and write; ours are two stores, and the worker sweeps its
+ * connections every GW_SWEEP_MS (gw_timeout_sweep). <rd>: the read side may
+ * be idle that long; <wr>: queued output may make no progress that long. */
 struct tmo {
-    unsigned rd, wr;
-    int set;
+    unsigned rd, wr; /* ms, 0: none */
+    long long last_rd, last_wr;
+    size_t wr_len; /* queued output at the last sweep */
 };
 
 enum cstate { CS_HEAD, CS_LOCAL, CS_PROXY, CS_TUNNEL, CS_CLOSING };
@@ -104,19 +107,41 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
 
 /* ---- small helpers ---- */
 
-static void set_tmo(struct bufferevent *bev, struct tmo *t, unsigned rd_ms, unsigned wr_ms)
+static long long now_ms(void)
 {
-    struct timeval r = {rd_ms / 1000, (rd_ms % 1000) * 1000};
-    struct timeval wt = {wr_ms / 1000, (wr_ms % 1000) * 1000};
+    struct timespec ts;
 
-    if (t->set && t->rd == rd_ms && t->wr == wr_ms)
-        return;
-    t->set = 1;
-    t->rd = rd_ms;
-    t->wr = wr_ms;
-    bufferevent_set_timeouts(bev, rd_ms ? &r : NULL, wr_ms ? &wt : NULL);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static void set_tmo(struct bufferevent *bev, struct tmo *t, unsigned rd_ms, unsigned wr_ms)
+{
+    (void)bev;
+    t->rd = rd_ms;
+    t->wr = wr_ms;
+    t->last_rd = t->last_wr = now_ms();
+}
+
+/* Which timeout of <t> has run out, as bufferevent event flags, or 0. */
+static short tmo_expired(struct tmo *t, struct bufferevent *bev, long long now)
+{
+    if (t->rd && (bufferevent_get_enabled(bev) & EV_READ) && now - t->last_rd >= t->rd) {
+        t->last_rd = now;
+        return BEV_EVENT_TIMEOUT | BEV_EVENT_READING;
+    }
+    if (t->wr) {
+        size_t len = evbuffer_get_length(bufferevent_get_output(bev));
+        if (len == 0 || len != t->wr_len) {
+            t->wr_len = len;
+            t->last_wr = now;
+        } else if (now - t->last_wr >= t->wr) {
+            t->last_wr = now;
+            return BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING;
+        }
+    }
+    return 0;
+}
 
 /* Output assembled on the stack and handed to the evbuffer in one add: each
  * evbuffer_add on a bufferevent's output runs its callbacks (and re-arms the
@@ -1319,6 +1344,7 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
     struct gw_upconn *u = arg;
 
     (void)bev;
+    u->tmo.last_rd = now_ms();
     if (!u->c) { /* idle: an upstream must not speak unasked */
         up_free(u);
         return;
@@ -1679,6 +1705,7 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
     struct gw_conn *c = arg;
 
     (void)bev;
+    c->tmo.last_rd = now_ms();
     switch (c->st) {
     case CS_HEAD:
         conn_process(c);
@@ -1896,6 +1923,33 @@ void gw_up_prune(struct gw_worker *w)
             ;
         if (i == s->npools) /* idle, and its pool left the config */
             up_free(u);
+    }
+}
+
+void gw_timeout_sweep(struct gw_worker *w)
+{
+    long long now = now_ms();
+    struct gw_conn *c, *cn;
+    struct gw_upconn *u, *un;
+
+    /* a client's handler frees at most that client and its own upstream
+     * connection (not in this list); an upstream's handler at most itself
+     * and its client: the saved next stays valid */
+    for (c = w->conns; c; c = cn) {
+        short what;
+        cn = c->next;
+        if ((what = tmo_expired(&c->tmo, c->bev, now))) {
+            bufferevent_disable(c->bev, (what & BEV_EVENT_READING) ? EV_READ : EV_WRITE);
+            conn_event_cb(c->bev, what, c);
+        }
+    }
+    for (u = w->upconns; u; u = un) {
+        short what;
+        un = u->next;
+        if (u->c && (what = tmo_expired(&u->tmo, u->bev, now))) {
+            bufferevent_disable(u->bev, (what & BEV_EVENT_READING) ? EV_READ : EV_WRITE);
+            up_event_cb(u->bev, what, u);
+        }
     }
 }
 

@@ -87,6 +87,13 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
     gw_up_prune(w);
 }
 
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    gw_timeout_sweep(arg);
+}
+
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct gw_worker *w = arg;
@@ -136,6 +143,8 @@ void gw_worker_destroy(struct gw_worker *w)
         event_free(w->notify_ev);
     if (w->tick_ev)
         event_free(w->tick_ev);
+    if (w->sweep_ev)
+        event_free(w->sweep_ev);
     if (w->base)
         event_base_free(w->base);
     if (w->notify_fd[0] > 0) {
@@ -165,10 +174,15 @@ int gw_worker_start(struct gw_worker *w)
     fcntl(w->notify_fd[1], F_SETFL, O_NONBLOCK);
     w->notify_ev = event_new(w->base, w->notify_fd[0], EV_READ | EV_PERSIST, notify_cb, w);
     w->tick_ev = event_new(w->base, -1, EV_PERSIST, tick_cb, w);
-    if (!w->notify_ev || !w->tick_ev)
+    w->sweep_ev = event_new(w->base, -1, EV_PERSIST, sweep_cb, w);
+    if (!w->notify_ev || !w->tick_ev || !w->sweep_ev)
         return -1;
     event_add(w->notify_ev, NULL);
     event_add(w->tick_ev, &sec);
+    {
+        struct timeval sw = {0, GW_SWEEP_MS * 1000};
+        event_add(w->sweep_ev, &sw);
+    }
     gw_date_update(w);
     w->log_cap = 256 * 1024;
     if (!(w->log = malloc(w->log_cap)))
