@@ -441,6 +441,25 @@ int gw_path_normalize(const char *in, size_t len, char *out, size_t cap, int mer
     if (in[0] != '/' || cap < len + 1)
         return -1;
 
+    /* Fast path, the common case: no escape, no dot segment, no empty
+     * segment, only bytes the slow path would keep: the path is its own
+     * normal form. */
+    {
+        size_t k = 1;
+        for (; k < len; k++) {
+            unsigned char c = (unsigned char)in[k];
+            if (c - 0x21u > 0x7eu - 0x21u || c == '%' ||
+                ((c == '/' || c == '.') && in[k - 1] == '/'))
+                break;
+        }
+        if (k == len) {
+            memcpy(out, in, len);
+            out[len] = '\0';
+            *outlen = len;
+            return 0;
+        }
+    }
+
     /*
      * out[0..o) is the result so far, as "/seg/seg". Each input segment is
      * decoded into out[o+1..w) (never past what was read: escapes only
