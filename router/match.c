@@ -237,11 +237,11 @@ static size_t host_name(const char *host, size_t hlen)
         const char *e = memchr(host, ']', hlen);
         return e ? (size_t)(e - host) + 1 : hlen;
     }
-    for (size_t i = hlen; i > 0; i--) {
-        if (host[i - 1] == ':') {
-            hlen = i - 1;
-            break;
-        }
+    {
+        /* a name has no ':': the first one starts the port */
+        const char *colon = memchr(host, ':', hlen);
+        if (colon)
+            hlen = (size_t)(colon - host);
     }
     if (hlen && host[hlen - 1] == '.')
         hlen--;
