@@ -207,7 +207,8 @@ def switchyard_json(routes, listen_port, upstream_port, admin_port):
     doc = {
         "workers": 1,
         "listeners": [{"address": f"127.0.0.1:{listen_port}"}],
-        "upstreams": {"bench": {"servers": [{"address": f"127.0.0.1:{upstream_port}"}]}},
+        "upstreams": {"bench": {"servers": [{"address": f"127.0.0.1:{upstream_port}"}],
+                               "keepalive": 64}},  # as nginx's keepalive 64
         "routes": [
             {"id": f"r{i}", "methods": [m], "path": p, "upstream": "bench"}
             for i, (m, p) in enumerate(routes)
