@@ -28,9 +28,8 @@
 
 #define ADM_BODY_MAX (64u * 1024 * 1024)
 
-const double adm_hist_bounds[ADM_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                                  0.025,  0.05,  0.1,    0.25,  0.5,
-                                                  1,      2.5,   5,      10};
+const double adm_hist_bounds[ADM_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 
 struct adm_api {
     struct event_base *base;
@@ -67,18 +66,30 @@ static void etag_of(struct adm_api *api, char *buf, size_t cap)
 static const char *reason(int code)
 {
     switch (code) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 412: return "Precondition Failed";
-    case 413: return "Payload Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 409:
+        return "Conflict";
+    case 412:
+        return "Precondition Failed";
+    case 413:
+        return "Payload Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 503:
+        return "Service Unavailable";
+    default:
+        return "Unknown";
     }
 }
 
@@ -205,8 +216,7 @@ static int query_flag(const char *query, const char *name)
 
 /* ---- whole configs ---- */
 
-int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
-                  size_t cap)
+int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
 {
     struct adm_config *cfg;
     struct adm_snapshot *s;
@@ -222,8 +232,7 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
     }
     /* an identical document keeps its generation */
     routes = json_object_get(doc, "routes");
-    json_array_foreach(routes, i, r)
-        hr ^= adm_json_hash(r);
+    json_array_foreach(routes, i, r) hr ^= adm_json_hash(r);
     tmp = json_copy(doc);
     json_object_del(tmp, "routes");
     hb = adm_json_hash(tmp);
@@ -341,9 +350,7 @@ static size_t route_methods(const json_t *r, const char **out, size_t cap)
     json_t *m = json_object_get(r, "methods"), *v;
     size_t i, n = 0;
 
-    json_array_foreach(m, i, v)
-        if (n < cap && json_is_string(v))
-            out[n++] = json_string_value(v);
+    json_array_foreach(m, i, v) if (n < cap && json_is_string(v)) out[n++] = json_string_value(v);
     return n;
 }
 
@@ -387,9 +394,7 @@ static size_t doc_index(json_t *routes, const json_t *r)
     size_t i;
     json_t *v;
 
-    json_array_foreach(routes, i, v)
-        if (v == r)
-            return i;
+    json_array_foreach(routes, i, v) if (v == r) return i;
     return (size_t)-1;
 }
 
@@ -511,7 +516,8 @@ static void route_put(struct adm_api *api, struct evhttp_request *req, const cha
                       cfg->routes[0].pattern, id, sr, &err) < 0) {
         adm_sroute_free(sr);
         if (err.code == RT_ECONFLICT)
-            reply_error(api, req, 409, "the route conflicts with another route", conflict_json(&err));
+            reply_error(api, req, 409, "the route conflicts with another route",
+                        conflict_json(&err));
         else
             reply_error(api, req, 400, err.msg, NULL);
         goto out;
@@ -586,12 +592,12 @@ static void route_match(struct adm_api *api, struct evhttp_request *req, const c
     if (!host)
         host = "";
     if (!path || path[0] != '/' || strlen(path) >= sizeof(norm) ||
-        api->hooks.normalize(path, strlen(path), norm, sizeof(norm),
-                             s->cfg->router.merge_slashes, &nlen) < 0) {
+        api->hooks.normalize(path, strlen(path), norm, sizeof(norm), s->cfg->router.merge_slashes,
+                             &nlen) < 0) {
         evhttp_clear_headers(&q);
         free(params);
-        reply_error(api, req, 400, "path must start with '/' and be a valid path (400 for a client)",
-                    NULL);
+        reply_error(api, req, 400,
+                    "path must start with '/' and be a valid path (400 for a client)", NULL);
         return;
     }
     rt_lookup(s->rt, method, strlen(method), host, strlen(host), norm, nlen, params, cap, &m);
@@ -614,9 +620,10 @@ static void route_match(struct adm_api *api, struct evhttp_request *req, const c
         rt_methods_format(s->rt, m.allow | (m.status == RT_OPTIONS_AUTO ? RT_M_OPTIONS : 0), allow,
                           sizeof(allow));
         json_object_set_new(o, "allow", json_string(allow));
-        json_object_set_new(o, "why", json_string(m.status == RT_NOT_ALLOWED
-                                                      ? "the path matches routes of other methods"
-                                                      : "automatic OPTIONS answer"));
+        json_object_set_new(o, "why",
+                            json_string(m.status == RT_NOT_ALLOWED
+                                            ? "the path matches routes of other methods"
+                                            : "automatic OPTIONS answer"));
     }
     if (m.status == RT_REDIRECT_301 || m.status == RT_REDIRECT_308) {
         char loc[8200];
@@ -695,8 +702,8 @@ static void upstream_delete(struct adm_api *api, struct evhttp_request *req, con
             json_array_append(users, json_object_get(r, "id"));
     }
     if (json_array_size(users)) {
-        json_t *o = json_pack("{s:s,s:o}", "error", "routes still use this upstream", "routes",
-                              users);
+        json_t *o =
+            json_pack("{s:s,s:o}", "error", "routes still use this upstream", "routes", users);
         reply(api, req, 409, o);
         return;
     }
@@ -722,8 +729,8 @@ static void upstream_health(struct adm_api *api, struct evhttp_request *req, con
         for (size_t k = 0; k < up_pool_nservers(p); k++)
             json_array_append_new(servers,
                                   json_pack("{s:s,s:I,s:I}", "address", up_server_address(p, k),
-                                            "requests", (json_int_t)up_requests(p, k),
-                                            "connects", (json_int_t)up_connects(p, k)));
+                                            "requests", (json_int_t)up_requests(p, k), "connects",
+                                            (json_int_t)up_connects(p, k)));
         reply(api, req, 200, json_pack("{s:s,s:o}", "upstream", name, "servers", servers));
         return;
     }
@@ -743,14 +750,13 @@ static void handle_status(struct adm_api *api, struct evhttp_request *req)
         api->hooks.stats(api->hooks.arg, &gs);
     etag_of(api, etag, sizeof(etag));
     reply(api, req, 200,
-          json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "generation",
-                    (json_int_t)s->gen, "etag", etag, "uptime_s",
-                    (json_int_t)(time(NULL) - api->started), "workers", (int)api->sw->nworkers,
-                    "connections_open", (json_int_t)gs.conns_open, "requests",
-                    (json_int_t)gs.requests, "swaps", (json_int_t)api->sw->swaps, "routes",
-                    (json_int_t)rt_table_count(s->rt), "last_build_ms", s->build_ms,
-                    "retired_snapshots", (json_int_t)api->sw->nretired, "upstreams",
-                    (json_int_t)s->npools));
+          json_pack(
+              "{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "generation", (json_int_t)s->gen,
+              "etag", etag, "uptime_s", (json_int_t)(time(NULL) - api->started), "workers",
+              (int)api->sw->nworkers, "connections_open", (json_int_t)gs.conns_open, "requests",
+              (json_int_t)gs.requests, "swaps", (json_int_t)api->sw->swaps, "routes",
+              (json_int_t)rt_table_count(s->rt), "last_build_ms", s->build_ms, "retired_snapshots",
+              (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools));
 }
 
 struct route_metrics {
@@ -767,8 +773,9 @@ static void route_metric(const rt_route *r, void *arg)
         for (unsigned w = 0; w < sr->nworkers; w++)
             n += atomic_load_explicit(&sr->ctr[w].status[cls], memory_order_relaxed);
         if (n)
-            evbuffer_add_printf(rm->b, "switchyard_route_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n",
-                                sr->id, cls, (unsigned long long)n);
+            evbuffer_add_printf(
+                rm->b, "switchyard_route_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", sr->id,
+                cls, (unsigned long long)n);
     }
 }
 
@@ -807,8 +814,9 @@ static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
     for (int cls = 1; cls <= 5; cls++)
         evbuffer_add_printf(b, "switchyard_requests_total{code=\"%dxx\"} %llu\n", cls,
                             (unsigned long long)gs.status[cls]);
-    evbuffer_add_printf(b, "# HELP switchyard_route_requests_total Requests by route and status class.\n"
-                           "# TYPE switchyard_route_requests_total counter\n");
+    evbuffer_add_printf(
+        b, "# HELP switchyard_route_requests_total Requests by route and status class.\n"
+           "# TYPE switchyard_route_requests_total counter\n");
     rt_table_foreach(s->rt, route_metric, &rm);
     histogram(b, "switchyard_request_duration_seconds",
               "Time from the request head to the end of the response.", gs.dur, gs.dur_sum);
@@ -821,7 +829,8 @@ static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
         "# HELP switchyard_connections_total Client connections accepted.\n"
         "# TYPE switchyard_connections_total counter\nswitchyard_connections_total %llu\n"
         "# HELP switchyard_connections_dropped_total Connections refused for memory or limits.\n"
-        "# TYPE switchyard_connections_dropped_total counter\nswitchyard_connections_dropped_total %llu\n"
+        "# TYPE switchyard_connections_dropped_total counter\nswitchyard_connections_dropped_total "
+        "%llu\n"
         "# HELP switchyard_received_bytes_total Bytes received from clients.\n"
         "# TYPE switchyard_received_bytes_total counter\nswitchyard_received_bytes_total %llu\n"
         "# HELP switchyard_sent_bytes_total Bytes sent to clients.\n"
@@ -841,13 +850,15 @@ static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
         (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
         (unsigned long long)api->sw->swaps, (unsigned long long)s->gen, s->build_ms / 1000.0,
         rt_table_count(s->rt));
-    evbuffer_add_printf(b, "# HELP switchyard_upstream_requests_total Requests sent per upstream server.\n"
-                           "# TYPE switchyard_upstream_requests_total counter\n");
+    evbuffer_add_printf(
+        b, "# HELP switchyard_upstream_requests_total Requests sent per upstream server.\n"
+           "# TYPE switchyard_upstream_requests_total counter\n");
     for (size_t i = 0; i < s->npools; i++)
         for (size_t k = 0; k < up_pool_nservers(s->pools[i]); k++)
-            evbuffer_add_printf(b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
-                                up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
-                                (unsigned long long)up_requests(s->pools[i], k));
+            evbuffer_add_printf(
+                b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
+                up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
+                (unsigned long long)up_requests(s->pools[i], k));
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "text/plain; version=0.0.4");
     send_reply(req, 200, "OK", b);

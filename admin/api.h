@@ -55,8 +55,7 @@ void adm_api_free(struct adm_api *api);
  * keeps a reference to <doc> on success: the caller must not change it.
  * 0 swapped, 1 identical to the live one (nothing done), -1 invalid (errors
  * in <errs>), -2 not persisted (<msg>; nothing changed). */
-int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
-                  size_t cap);
+int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap);
 
 /* Compares two strings in time independent of where they differ. */
 int adm_token_equal(const char *a, const char *b);

@@ -14,28 +14,51 @@
 static const char *reason_phrase(unsigned status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 303: return "See Other";
-    case 307: return "Temporary Redirect";
-    case 308: return "Permanent Redirect";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 410: return "Gone";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return status < 300 ? "OK" : status < 400 ? "Redirect" : status < 500 ? "Error"
-                                                                            : "Server Error";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 303:
+        return "See Other";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 410:
+        return "Gone";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return status < 300   ? "OK"
+               : status < 400 ? "Redirect"
+               : status < 500 ? "Error"
+                              : "Server Error";
     }
 }
 
@@ -154,8 +177,8 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
                 has_ctype = 1;
         }
         if (!has_ctype && r->body_len)
-            len += (size_t)snprintf(h + len, cap - len,
-                                    "Content-Type: text/plain; charset=utf-8\r\n");
+            len +=
+                (size_t)snprintf(h + len, cap - len, "Content-Type: text/plain; charset=utf-8\r\n");
     } else {
         len += (size_t)snprintf(h + len, cap - len, "Location: %s\r\n", c->redirect.location);
     }
@@ -168,8 +191,7 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
     return 0;
 }
 
-static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworkers,
-                                      size_t upstream)
+static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworkers, size_t upstream)
 {
     struct adm_sroute *r = calloc(1, sizeof(*r));
 
@@ -196,8 +218,7 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
             while (r->strip_len > 1 && r->strip_prefix[r->strip_len - 1] == '/')
                 r->strip_len--;
         }
-        if (c->rewrite &&
-            (!(r->rewrite_src = dups(c->rewrite)) || build_rewrite(r) < 0))
+        if (c->rewrite && (!(r->rewrite_src = dups(c->rewrite)) || build_rewrite(r) < 0))
             goto fail;
     } else if (encode_local(r, c) < 0) {
         goto fail;

@@ -46,10 +46,10 @@ struct adm_sroute {
     char *id;
     char *pattern;
     enum adm_action action;
-    unsigned status;             /* direct response or redirect status */
+    unsigned status; /* direct response or redirect status */
     char *upstream_name;
-    size_t upstream;             /* index into the snapshot's pools */
-    char *strip_prefix;          /* NULL if none */
+    size_t upstream;    /* index into the snapshot's pools */
+    char *strip_prefix; /* NULL if none */
     size_t strip_len;
     char *rewrite_src;           /* the template the parts point into */
     struct adm_rw_part *rewrite; /* NULL if none */
@@ -81,8 +81,8 @@ struct adm_snapshot {
     uint64_t gen;
     struct adm_config *cfg; /* = base->cfg */
     struct adm_cfgref *base;
-    rt_table *rt;           /* owned; udata are struct adm_sroute */
-    up_pool **pools;        /* one reference each, index = cfg->upstreams index */
+    rt_table *rt;    /* owned; udata are struct adm_sroute */
+    up_pool **pools; /* one reference each, index = cfg->upstreams index */
     size_t npools;
     unsigned nworkers;
     struct adm_pin *pins; /* one per worker */
@@ -131,8 +131,8 @@ struct adm_swap {
     void *notify_arg;
 };
 
-int adm_swap_init(struct adm_swap *sw, unsigned nworkers,
-                  void (*notify)(void *arg, unsigned w), void *arg);
+int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *arg, unsigned w),
+                  void *arg);
 /* Frees the current and all retired snapshots: only when no worker runs. */
 void adm_swap_destroy(struct adm_swap *sw);
 /* Publishes <s> (admin thread): it becomes current, the previous one is

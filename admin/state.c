@@ -55,8 +55,7 @@ static uint64_t hash_walk(uint64_t h, const json_t *v)
         json_t *x;
         if (!keys)
             return h;
-        json_object_foreach((json_t *)v, k, x)
-            keys[i++] = k;
+        json_object_foreach((json_t *)v, k, x) keys[i++] = k;
         qsort(keys, n, sizeof(*keys), key_cmp);
         for (i = 0; i < n; i++) {
             h = mix(h, keys[i], strlen(keys[i]) + 1);
@@ -69,8 +68,7 @@ static uint64_t hash_walk(uint64_t h, const json_t *v)
     case JSON_ARRAY: {
         size_t i;
         json_t *x;
-        json_array_foreach(v, i, x)
-            h = hash_walk(h, x);
+        json_array_foreach(v, i, x) h = hash_walk(h, x);
         return mix(h, "]", 1);
     }
     case JSON_STRING:
@@ -112,8 +110,7 @@ int adm_state_set_doc(struct adm_state *st, json_t *doc)
     return adm_state_set_doc_hashed(st, doc, 0, 0, 0);
 }
 
-int adm_state_set_doc_hashed(struct adm_state *st, json_t *doc, int known, uint64_t hb,
-                             uint64_t hr)
+int adm_state_set_doc_hashed(struct adm_state *st, json_t *doc, int known, uint64_t hb, uint64_t hr)
 {
     json_t *routes = json_object_get(doc, "routes"), *r, *ids = json_object();
     size_t i;
@@ -334,8 +331,8 @@ int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
         snprintf(msg, cap, "out of memory");
         return -1;
     }
-    if (write_all(st->journal_fd, line, strlen(line)) < 0 || write_all(st->journal_fd, "\n", 1) < 0 ||
-        fdatasync(st->journal_fd) < 0) {
+    if (write_all(st->journal_fd, line, strlen(line)) < 0 ||
+        write_all(st->journal_fd, "\n", 1) < 0 || fdatasync(st->journal_fd) < 0) {
         snprintf(msg, cap, "journal: %s", strerror(errno));
         rc = -1;
     } else {
@@ -357,7 +354,8 @@ static json_t *load_json(const char *path, char *msg, size_t cap, int *missing)
     }
     j = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!j || !json_is_object(j)) {
-        snprintf(msg, cap, "%s is corrupt (line %d: %s)", path, je.line, j ? "not an object" : je.text);
+        snprintf(msg, cap, "%s is corrupt (line %d: %s)", path, je.line,
+                 j ? "not an object" : je.text);
         json_decref(j);
         return NULL;
     }
@@ -393,9 +391,9 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
         snprintf(aside, sizeof(aside), "%s.corrupt", cfg);
         rename(cfg, aside);
         doc = load_json(prev, msg + n, cap - n, &missing);
-        snprintf(msg + strlen(msg), cap - strlen(msg),
-                 "; moved aside to %s; %s", aside,
-                 doc ? "using config.json.prev (the previous good config)" : "no previous good config");
+        snprintf(msg + strlen(msg), cap - strlen(msg), "; moved aside to %s; %s", aside,
+                 doc ? "using config.json.prev (the previous good config)"
+                     : "no previous good config");
         if (doc) {
             /* the journal belongs to the corrupt file: it cannot be replayed */
             unlink(jpath);

@@ -29,14 +29,14 @@
 #define ADM_JOURNAL_MAX 1000
 
 struct adm_state {
-    json_t *doc;         /* the live document (owned) */
-    json_t *ids;         /* route id -> route object (borrowed from doc) */
-    uint64_t hash_base;  /* hash of doc without "routes" */
+    json_t *doc;          /* the live document (owned) */
+    json_t *ids;          /* route id -> route object (borrowed from doc) */
+    uint64_t hash_base;   /* hash of doc without "routes" */
     uint64_t hash_routes; /* XOR of route hashes */
-    char *dir;           /* state directory, NULL: no persistence */
+    char *dir;            /* state directory, NULL: no persistence */
     int journal_fd;
     size_t journal_n;
-    char *canon;         /* GET /config bytes, encoded once per generation */
+    char *canon; /* GET /config bytes, encoded once per generation */
     size_t canon_len;
     uint64_t canon_gen;
 };

@@ -38,7 +38,7 @@ struct gw_counters {
     _Atomic uint64_t conns_total;
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t upstream_errors;
-    _Atomic uint64_t conns_dropped; /* out of memory or over the limit */
+    _Atomic uint64_t conns_dropped;             /* out of memory or over the limit */
     _Atomic uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration histogram */
     _Atomic uint64_t dur_sum_us;
     _Atomic uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
@@ -88,18 +88,18 @@ struct gw_worker {
     int listening; /* listeners enabled */
     int notify_fd[2];
     struct event *notify_ev;
-    struct event *tick_ev; /* once a second: Date, access-log flush */
+    struct event *tick_ev;  /* once a second: Date, access-log flush */
     struct event *sweep_ev; /* every GW_SWEEP_MS: connection timeouts */
-    char date[48];         /* "Date: ...\r\n" */
+    char date[48];          /* "Date: ...\r\n" */
     size_t date_len;
-    char *log;             /* access-log buffer */
+    char *log; /* access-log buffer */
     size_t log_len, log_cap;
     unsigned nconns, max_conns;
     int draining;
     uint64_t reqid_seq;
     uint32_t reqid_prefix;
-    struct gw_conn *conns;        /* every client connection */
-    struct gw_upconn *upconns;    /* every upstream connection */
+    struct gw_conn *conns;     /* every client connection */
+    struct gw_upconn *upconns; /* every upstream connection */
     struct gw_counters ctr __attribute__((aligned(64)));
 };
 

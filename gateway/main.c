@@ -76,8 +76,8 @@ static void reload(void)
     doc = json_load_file(proc.config_path, JSON_REJECT_DUPLICATES, &je);
     if (!doc) {
         gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving:");
-        gw_log(GW_LOG_ERROR, "  %s: line %d, column %d: %s", proc.config_path, je.line,
-               je.column, je.text);
+        gw_log(GW_LOG_ERROR, "  %s: line %d, column %d: %s", proc.config_path, je.line, je.column,
+               je.text);
         return;
     }
     adm_errors_init(&errs);
@@ -336,8 +336,9 @@ int main(int argc, char **argv)
     }
     if (!adm_addr_is_loopback(&cfg->admin.addr) && !cfg->admin.token_file &&
         !(getenv("SWITCHYARD_ADMIN_TOKEN") && *getenv("SWITCHYARD_ADMIN_TOKEN"))) {
-        gw_log(GW_LOG_ERROR, "admin address %s is not loopback and no token is configured "
-                             "(admin.token_file or SWITCHYARD_ADMIN_TOKEN): refusing to start",
+        gw_log(GW_LOG_ERROR,
+               "admin address %s is not loopback and no token is configured "
+               "(admin.token_file or SWITCHYARD_ADMIN_TOKEN): refusing to start",
                cfg->admin.addr.text);
         adm_config_free(cfg);
         return 1;
@@ -429,8 +430,8 @@ int main(int argc, char **argv)
             return 1;
         }
     }
-    gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", admin_addr.text, token ? " (bearer token)" : "",
-           state.dir ? ", state persisted" : "");
+    gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", admin_addr.text,
+           token ? " (bearer token)" : "", state.dir ? ", state persisted" : "");
 
     gw_log(GW_LOG_INFO, "switchyard %s: %u workers, %zu listeners (%s%s), %zu routes, config %s",
            SY_VERSION, proc.nworkers, snap->cfg->nlisteners, snap->cfg->listeners[0].addr.text,

@@ -236,8 +236,8 @@ static void ob_field(struct obuf *o, const char *name, size_t nlen, const char *
 
 static const struct adm_config *cur_cfg(struct gw_conn *c)
 {
-    return c->snap ? c->snap->cfg : atomic_load_explicit(&c->w->proc->swap.current,
-                                                         memory_order_acquire)->cfg;
+    return c->snap ? c->snap->cfg
+                   : atomic_load_explicit(&c->w->proc->swap.current, memory_order_acquire)->cfg;
 }
 
 static int name_is(const struct gw_slice *s, const char *lit)
@@ -410,7 +410,8 @@ static void request_done(struct gw_conn *c)
     c->st = CS_HEAD;
     c->head_started = 0;
     gw_req_reset(&c->rp);
-    set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
+    set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_idle_ms,
+            cur_cfg(c)->timeouts.client_idle_ms);
     if (!(bufferevent_get_enabled(c->bev) & EV_READ))
         bufferevent_enable(c->bev, EV_READ);
     if (evbuffer_get_length(bufferevent_get_input(c->bev)))
@@ -467,7 +468,7 @@ static void discard_body(struct gw_conn *c)
                 break;
             }
             set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_body_ms,
-                        cur_cfg(c)->timeouts.client_idle_ms);
+                    cur_cfg(c)->timeouts.client_idle_ms);
             bufferevent_enable(c->bev, EV_READ);
             return;
         }
@@ -752,7 +753,8 @@ static void add_path(struct gw_conn *c, struct obuf *o)
         return;
     }
     if (sr->strip_len && n >= sr->strip_len && memcmp(p, sr->strip_prefix, sr->strip_len) == 0 &&
-        (n == sr->strip_len || p[sr->strip_len] == '/' || sr->strip_prefix[sr->strip_len - 1] == '/')) {
+        (n == sr->strip_len || p[sr->strip_len] == '/' ||
+         sr->strip_prefix[sr->strip_len - 1] == '/')) {
         p += sr->strip_len;
         n -= sr->strip_len;
         if (n == 0 || p[0] != '/') {
@@ -768,9 +770,9 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
     struct obuf ob, *o = &ob;
     const struct gw_request *rq = &c->rp.req;
     const struct adm_config *cfg = c->snap->cfg;
-    int trusted = cfg->ntrusted_proxies &&
-                  adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies,
-                                 (const struct sockaddr *)&c->peer);
+    int trusted =
+        cfg->ntrusted_proxies && adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies,
+                                                (const struct sockaddr *)&c->peer);
     int have_xff = 0, have_proto = 0, have_xfh = 0, have_id = 0;
 
     ob_init(o, out);
@@ -956,7 +958,7 @@ static void pump_body_up(struct gw_conn *c)
         if (v.iov_len == 0) {
             /* need more bytes from the client */
             set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_body_ms,
-                        cur_cfg(c)->timeouts.client_idle_ms);
+                    cur_cfg(c)->timeouts.client_idle_ms);
             bufferevent_enable(c->bev, EV_READ);
             return;
         }
@@ -1029,8 +1031,7 @@ static int resp_keepalive(const struct gw_upconn *u)
 }
 
 /* Writes the response head to the client, dropping hop-by-hop fields. */
-static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
-                            struct obuf *pend)
+static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade, struct obuf *pend)
 {
     struct obuf ob, *o = pend ? pend : &ob;
     struct gw_slice conn_tok[32];
@@ -1116,7 +1117,8 @@ static void resp_done(struct gw_conn *c)
     const struct adm_config *cfg = c->snap->cfg;
 
     if (u) {
-        int reuse = u->keep && c->body_done && evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
+        int reuse = u->keep && c->body_done &&
+                    evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
                     evbuffer_get_length(bufferevent_get_output(u->bev)) == 0 && !c->w->draining;
         c->up = NULL;
         u->c = NULL;
@@ -1424,7 +1426,8 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     } else {
         int e = EVUTIL_SOCKET_ERROR();
         gw_log(GW_LOG_WARN, "upstream %s: %s", up_server_address(u->pool, u->server),
-               (what & BEV_EVENT_EOF) ? "closed before responding" : evutil_socket_error_to_string(e));
+               (what & BEV_EVENT_EOF) ? "closed before responding"
+                                      : evutil_socket_error_to_string(e));
     }
     proxy_fail(c, 502);
 }
@@ -1590,8 +1593,8 @@ static void request_start(struct gw_conn *c)
         c->params = p;
         c->params_cap = need;
     }
-    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
-              rq->path, rq->path_len, c->params, c->params_cap, &m);
+    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len, rq->path,
+              rq->path_len, c->params, c->params_cap, &m);
     c->nparams = m.nparams;
     switch (m.status) {
     case RT_HIT:
@@ -1722,7 +1725,8 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
             tunnel_move(c, c->bev, c->up->bev);
         break;
     case CS_CLOSING:
-        evbuffer_drain(bufferevent_get_input(c->bev), evbuffer_get_length(bufferevent_get_input(c->bev)));
+        evbuffer_drain(bufferevent_get_input(c->bev),
+                       evbuffer_get_length(bufferevent_get_input(c->bev)));
         break;
     }
 }

@@ -67,9 +67,9 @@ static inline int same(const char *a, const char *b, size_t n)
 }
 
 struct walk {
-    uint64_t mbit;  /* the request's method bit (0: a token no route names) */
-    int head;       /* HEAD: GET routes take it too */
-    const char *s;  /* the key being walked: host, then path */
+    uint64_t mbit; /* the request's method bit (0: a token no route names) */
+    int head;      /* HEAD: GET routes take it too */
+    const char *s; /* the key being walked: host, then path */
     size_t len;
     struct rt_param *params;
     size_t cap, np;
@@ -207,7 +207,8 @@ static int walk_host(struct walk *w, const struct rt_node *n, const char *host, 
             const struct rt_node *k = n->kids[hit - f];
             size_t i = 0;
             if (k->label_len <= hlen - off) {
-                while (i < k->label_len && lc((unsigned char)host[off + i]) == (unsigned char)k->label[i])
+                while (i < k->label_len &&
+                       lc((unsigned char)host[off + i]) == (unsigned char)k->label[i])
                     i++;
             }
             if (i == k->label_len && k->label_len &&

@@ -114,7 +114,8 @@ static size_t parse_name(const char *s, size_t i, struct rt_pat *p, struct rt_er
         return 0;
     }
     for (size_t k = 0; k < p->nparams; k++) {
-        if (p->names[k].len == j - start && memcmp(s + p->names[k].off, s + start, j - start) == 0) {
+        if (p->names[k].len == j - start &&
+            memcmp(s + p->names[k].off, s + start, j - start) == 0) {
             rt_err_set(err, RT_EINVAL, start, "offset %zu: duplicate parameter name '%.*s'", start,
                        (int)(j - start), s + start);
             return 0;
@@ -154,8 +155,8 @@ static int parse_host(const char *s, size_t end, struct rt_pat *p, struct rt_err
                     return -1;
                 }
                 if (k < end && s[k] != '.') {
-                    rt_err_set(err, RT_EINVAL, k,
-                               "offset %zu: a host parameter must end its label", k);
+                    rt_err_set(err, RT_EINVAL, k, "offset %zu: a host parameter must end its label",
+                               k);
                     return -1;
                 }
                 p->host[o++] = RT_MARK_PARAM;
@@ -232,8 +233,8 @@ static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error
                 if (!k)
                     return -1;
                 if (s[k] != '\0' && s[k] != '/') {
-                    rt_err_set(err, RT_EINVAL, k,
-                               "offset %zu: a parameter must end its segment", k);
+                    rt_err_set(err, RT_EINVAL, k, "offset %zu: a parameter must end its segment",
+                               k);
                     return -1;
                 }
                 p->path[o++] = RT_MARK_PARAM;

@@ -62,9 +62,9 @@ enum rt_errcode {
 
 struct rt_error {
     enum rt_errcode code;
-    size_t offset;           /* byte offset in the pattern, for RT_EINVAL */
-    const rt_route *other;   /* the conflicting route, for RT_ECONFLICT */
-    char msg[160];           /* a complete human sentence, no trailing newline */
+    size_t offset;         /* byte offset in the pattern, for RT_EINVAL */
+    const rt_route *other; /* the conflicting route, for RT_ECONFLICT */
+    char msg[160];         /* a complete human sentence, no trailing newline */
 };
 
 /* Methods. Known methods have fixed bits; other tokens get bits when a route
@@ -147,10 +147,10 @@ int rt_pattern_check(const char *pattern, struct rt_error *err);
 
 /* ---- routes ---- */
 
-const char *rt_route_pattern(const rt_route *r);   /* as registered */
-const char *rt_route_name(const rt_route *r);      /* NULL if none */
+const char *rt_route_pattern(const rt_route *r); /* as registered */
+const char *rt_route_name(const rt_route *r);    /* NULL if none */
 void *rt_route_udata(const rt_route *r);
-uint64_t rt_route_methods(const rt_route *r);      /* RT_ANY_METHOD or a mask */
+uint64_t rt_route_methods(const rt_route *r); /* RT_ANY_METHOD or a mask */
 size_t rt_route_nparams(const rt_route *r);
 const char *rt_route_param_name(const rt_route *r, size_t i);
 
@@ -163,7 +163,7 @@ size_t rt_route_methods_format(const rt_table *t, const rt_route *r, char *buf, 
 /* ---- looking up ---- */
 
 enum rt_status {
-    RT_HIT = 200,         /* route found; params filled */
+    RT_HIT = 200,          /* route found; params filled */
     RT_OPTIONS_AUTO = 204, /* auto OPTIONS: answer with <allow> */
     RT_REDIRECT_301 = 301, /* trailing-slash redirect to the twin path */
     RT_REDIRECT_308 = 308,
@@ -172,7 +172,7 @@ enum rt_status {
 };
 
 struct rt_param {
-    const char *name; /* the route's parameter name (NUL-terminated) */
+    const char *name;  /* the route's parameter name (NUL-terminated) */
     const char *value; /* slice into the host or path given to rt_lookup */
     size_t len;
 };
@@ -182,7 +182,7 @@ struct rt_match {
     const rt_route *route; /* RT_HIT, and the twin's route on redirects */
     uint64_t allow;        /* RT_NOT_ALLOWED, RT_OPTIONS_AUTO */
     size_t nparams;
-    int slash;             /* on redirect or relaxed hit: +1 add '/', -1 remove it */
+    int slash; /* on redirect or relaxed hit: +1 add '/', -1 remove it */
 };
 
 /* Looks up a request. <method> is the request's method token, <host> its Host

@@ -36,7 +36,7 @@ struct rt_node {
     uint8_t kind;       /* enum rt_node_kind */
     uint8_t nroutes;
     uint16_t nkids;
-    struct rt_node **kids;   /* static children; the block also holds nkids first bytes */
+    struct rt_node **kids;    /* static children; the block also holds nkids first bytes */
     struct rt_node *param;    /* at most one {param} child */
     struct rt_node *catchall; /* at most one *{catchall} child */
     struct rt_node *paths;    /* host trees: the path tree of this host */

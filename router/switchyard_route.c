@@ -101,8 +101,7 @@ static rt_table *load_routes(const char *path, const struct rt_options *opts)
         sprintf(e->name, "%s %s", method, pattern);
         ms[0] = method;
         if (rt_txn_insert(tx, ms, 1, pattern, e->name, e, &err) < 0) {
-            fprintf(stderr, "%s:%u: route \"%s %s\": %s\n", path, lineno, method, pattern,
-                    err.msg);
+            fprintf(stderr, "%s:%u: route \"%s %s\": %s\n", path, lineno, method, pattern, err.msg);
             exit(1);
         }
     }

@@ -298,8 +298,7 @@ void rt_table_foreach(const rt_table *t, void (*fn)(const rt_route *r, void *arg
 static void stat_walk(const struct rt_node *n, struct rt_stats *st)
 {
     st->nodes++;
-    st->bytes += sizeof(*n) + n->label_len + kids_size(n->nkids) +
-                 n->nroutes * sizeof(*n->routes);
+    st->bytes += sizeof(*n) + n->label_len + kids_size(n->nkids) + n->nroutes * sizeof(*n->routes);
     for (size_t i = 0; i < n->nroutes; i++) {
         const struct rt_route *r = n->routes[i];
         st->routes++;
@@ -411,8 +410,7 @@ static const char *method_name(const rt_table *t, size_t bit)
 
 /* Writes the names of <mask>'s methods separated by <sep> into <buf>
  * (snprintf-like: NUL-terminated when cap > 0; returns the length needed). */
-static size_t format_mask(const rt_table *t, uint64_t mask, const char *sep, char *buf,
-                          size_t cap)
+static size_t format_mask(const rt_table *t, uint64_t mask, const char *sep, char *buf, size_t cap)
 {
     size_t len = 0, sl = strlen(sep);
 
