@@ -271,7 +271,7 @@ static void name_params(const struct rt_route *r, struct rt_match *m, struct rt_
     m->route = r;
     m->nparams = r->nparams;
     for (size_t i = 0; i < r->nparams && i < cap; i++)
-        params[i].name = rt_route_param_name(r, i);
+        params[i].name = (const char *)(r->poff + r->nparams) + r->poff[i];
 }
 
 /* The trailing-slash twin of a path that matched nothing. Kept out of line
@@ -325,7 +325,9 @@ enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, con
 {
     struct walk w;
 
-    w.mbit = rt_method_bit(t, method, mlen);
+    w.mbit = rt_known_method_bit(method, mlen);
+    if (!w.mbit) /* a custom token: the table's own list */
+        w.mbit = rt_method_bit(t, method, mlen);
     w.head = w.mbit == RT_M_HEAD;
     w.params = params;
     w.cap = cap;
