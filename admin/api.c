@@ -216,7 +216,10 @@ static int query_flag(const char *query, const char *name)
 
 /* ---- whole configs ---- */
 
-int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
+/* adm_api_apply, with the document's text when the caller has it (a pushed
+ * body): then it is persisted as it came instead of encoded again. */
+static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t rawlen,
+                     struct adm_errors *errs, char *msg, size_t cap)
 {
     struct adm_config *cfg;
     struct adm_snapshot *s;
@@ -251,7 +254,9 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
     json_incref(copy);
     old = st->doc;
     json_incref(old);
-    if (adm_state_set_doc_hashed(st, copy, 1, hb, hr) < 0 || adm_state_save(st, msg, cap) < 0) {
+    if (adm_state_set_doc_hashed(st, copy, 1, hb, hr) < 0 ||
+        (raw ? adm_state_save_bytes(st, raw, rawlen, msg, cap) : adm_state_save(st, msg, cap)) <
+            0) {
         adm_state_set_doc(st, old);
         json_decref(copy);
         json_decref(old);
@@ -264,10 +269,15 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
     return 0;
 }
 
+int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
+{
+    return apply_doc(api, doc, NULL, 0, errs, msg, cap);
+}
+
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
  * (unless <dry>). Answers the request, with <code> on success. */
 static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *doc, int dry,
-                       const char *what, int code)
+                       const char *what, int code, const char *raw, size_t rawlen)
 {
     struct adm_errors errs;
     char msg[512];
@@ -286,7 +296,7 @@ static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *
         adm_errors_clear(&errs);
         return;
     }
-    rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
+    rc = apply_doc(api, doc, raw, rawlen, &errs, msg, sizeof(msg));
     if (rc == -1)
         reply_errs(api, req, 400, "invalid config", &errs);
     else if (rc == -2)
@@ -329,7 +339,13 @@ static void handle_config(struct adm_api *api, struct evhttp_request *req, int m
     }
     if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
         return;
-    apply_full(api, req, doc, query_flag(query, "dry_run"), "config", 200);
+    {
+        /* the body as pushed: persisted as it came */
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t n = evbuffer_get_length(in);
+        apply_full(api, req, doc, query_flag(query, "dry_run"), "config", 200,
+                   (const char *)evbuffer_pullup(in, (ev_ssize_t)n), n);
+    }
     json_decref(doc);
 }
 
@@ -678,7 +694,7 @@ static void upstream_put(struct adm_api *api, struct evhttp_request *req, const 
         json_object_set_new(ups, name, def);
     }
     json_object_set_new(doc, "upstreams", ups);
-    apply_full(api, req, doc, 0, "upstream", create ? 201 : 200);
+    apply_full(api, req, doc, 0, "upstream", create ? 201 : 200, NULL, 0);
     json_decref(doc);
     json_decref(body);
 }
@@ -712,7 +728,7 @@ static void upstream_delete(struct adm_api *api, struct evhttp_request *req, con
     ups = json_deep_copy(json_object_get(doc, "upstreams"));
     json_object_del(ups, name);
     json_object_set_new(doc, "upstreams", ups);
-    apply_full(api, req, doc, 0, "upstream", 200);
+    apply_full(api, req, doc, 0, "upstream", 200, NULL, 0);
     json_decref(doc);
 }
 

@@ -187,23 +187,52 @@ static char *path_join(const char *dir, const char *name)
  * journal is emptied leaves a journal whose changes config.json already
  * holds (or a whole new config replaced): its base no longer matches, and
  * it is not replayed on top. */
-static void journal_base(const json_t *doc, char *buf, size_t cap)
+/* The document's hash as the state keeps it (adm_state_hash): the
+ * document without routes, XOR every route's hash. */
+static uint64_t doc_hash(json_t *doc)
 {
-    snprintf(buf, cap, "%016llx", (unsigned long long)adm_json_hash(doc));
+    json_t *r;
+    size_t i;
+    uint64_t h = base_hash(doc);
+
+    json_array_foreach(json_object_get(doc, "routes"), i, r) h ^= adm_json_hash(r);
+    return h;
 }
 
-static int journal_head(int fd, const json_t *doc)
+static void journal_base(uint64_t hash, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%016llx", (unsigned long long)hash);
+}
+
+static int journal_head(int fd, uint64_t hash)
 {
     char h[32], line[96];
 
-    journal_base(doc, h, sizeof(h));
+    journal_base(hash, h, sizeof(h));
     snprintf(line, sizeof(line), "{\"hash\":\"%s\",\"op\":\"base\"}\n", h);
     return write_all(fd, line, strlen(line));
 }
 
 int adm_state_save(struct adm_state *st, char *msg, size_t cap)
 {
-    char *tmp = NULL, *dst = NULL, *prev = NULL, *js = NULL;
+    char *js;
+    int rc;
+
+    if (!st->dir)
+        return 0;
+    js = json_dumps(st->doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (!js) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    rc = adm_state_save_bytes(st, js, strlen(js), msg, cap);
+    free(js);
+    return rc;
+}
+
+int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap)
+{
+    char *tmp = NULL, *dst = NULL, *prev = NULL;
     int fd = -1, rc = -1;
 
     if (!st->dir)
@@ -211,14 +240,12 @@ int adm_state_save(struct adm_state *st, char *msg, size_t cap)
     tmp = path_join(st->dir, "config.json.tmp");
     dst = path_join(st->dir, "config.json");
     prev = path_join(st->dir, "config.json.prev");
-    js = json_dumps(st->doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-    if (!tmp || !dst || !prev || !js) {
+    if (!tmp || !dst || !prev) {
         snprintf(msg, cap, "out of memory");
         goto out;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0 || write_all(fd, js, strlen(js)) < 0 || write_all(fd, "\n", 1) < 0 ||
-        fsync(fd) < 0) {
+    if (fd < 0 || write_all(fd, js, len) < 0 || write_all(fd, "\n", 1) < 0 || fsync(fd) < 0) {
         snprintf(msg, cap, "%s: %s", tmp, strerror(errno));
         goto out;
     }
@@ -241,7 +268,7 @@ int adm_state_save(struct adm_state *st, char *msg, size_t cap)
     /* the journal's changes are in config.json now; the emptied journal
      * starts with the hash of the config.json it belongs to */
     if (st->journal_fd >= 0 &&
-        (ftruncate(st->journal_fd, 0) < 0 || journal_head(st->journal_fd, st->doc) < 0 ||
+        (ftruncate(st->journal_fd, 0) < 0 || journal_head(st->journal_fd, adm_state_hash(st)) < 0 ||
          fsync(st->journal_fd) < 0)) {
         snprintf(msg, cap, "truncate journal: %s", strerror(errno));
         goto out;
@@ -254,7 +281,6 @@ out:
     free(tmp);
     free(dst);
     free(prev);
-    free(js);
     return rc;
 }
 
@@ -409,7 +435,7 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
         size_t lcap = 0, good = 0;
         ssize_t n;
         long off = 0;
-        journal_base(doc, base, sizeof(base));
+        journal_base(doc_hash(doc), base, sizeof(base));
         while ((n = getline(&line, &lcap, jf)) > 0) {
             json_t *op;
             const char *kind, *h;

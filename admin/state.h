@@ -62,6 +62,9 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
 
 /* Persists the whole document atomically and empties the journal. */
 int adm_state_save(struct adm_state *st, char *msg, size_t cap);
+/* The same with the document's text given (<len> bytes of valid JSON equal
+ * to st->doc, e.g. the body a client pushed): nothing is encoded again. */
+int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap);
 /* Appends one change (a JSON object, borrowed) to the journal and fsyncs;
  * folds the journal into config.json when it is long. */
 int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap);
