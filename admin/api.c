@@ -63,36 +63,6 @@ static void etag_of(struct adm_api *api, char *buf, size_t cap)
              (unsigned long long)adm_state_hash(api->st));
 }
 
-static const char *reason(int code)
-{
-    switch (code) {
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 409:
-        return "Conflict";
-    case 412:
-        return "Precondition Failed";
-    case 413:
-        return "Payload Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 503:
-        return "Service Unavailable";
-    default:
-        return "Unknown";
-    }
-}
-
 /* Sends <b> as the answer. To HEAD, the head only, with the length a GET
  * would have: libevent 2.1 would send the body bytes after it, and the
  * client would read them as the next answer. */
@@ -129,7 +99,7 @@ static void reply(struct adm_api *api, struct evhttp_request *req, int code, jso
     evhttp_add_header(h, "Content-Type", "application/json");
     etag_of(api, etag, sizeof(etag));
     evhttp_add_header(h, "ETag", etag);
-    send_reply(req, code, reason(code), b);
+    send_reply(req, code, adm_status_reason((unsigned)code), b);
     evbuffer_free(b);
 }
 

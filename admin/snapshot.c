@@ -11,7 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
-static const char *reason_phrase(unsigned status)
+const char *adm_status_reason(unsigned status)
 {
     switch (status) {
     case 200:
@@ -42,8 +42,14 @@ static const char *reason_phrase(unsigned status)
         return "Not Found";
     case 405:
         return "Method Not Allowed";
+    case 409:
+        return "Conflict";
     case 410:
         return "Gone";
+    case 412:
+        return "Precondition Failed";
+    case 413:
+        return "Payload Too Large";
     case 429:
         return "Too Many Requests";
     case 500:
@@ -168,7 +174,7 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
     }
     if (!r->body || !(h = malloc(cap)))
         return -1;
-    len = (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", r->status, reason_phrase(r->status));
+    len = (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", r->status, adm_status_reason(r->status));
     if (c->action == ADM_ACTION_RESPONSE) {
         for (size_t i = 0; i < c->response.nheaders; i++) {
             const struct adm_header *f = &c->response.headers[i];

@@ -108,6 +108,10 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
 struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s);
 void adm_sroute_free(void *udata);
 
+/* The reason phrase of <status> ("Not Found"); a generic one for codes
+ * without their own. Used for direct responses and the admin API. */
+const char *adm_status_reason(unsigned status);
+
 /* Frees a snapshot nobody can reach any more. NULL is a no-op. */
 void adm_snapshot_free(struct adm_snapshot *s);
 

@@ -115,9 +115,8 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void set_tmo(struct bufferevent *bev, struct tmo *t, unsigned rd_ms, unsigned wr_ms)
+static void set_tmo(struct tmo *t, unsigned rd_ms, unsigned wr_ms)
 {
-    (void)bev;
     t->rd = rd_ms;
     t->wr = wr_ms;
     t->last_rd = t->last_wr = now_ms();
@@ -410,8 +409,7 @@ static void request_done(struct gw_conn *c)
     c->st = CS_HEAD;
     c->head_started = 0;
     gw_req_reset(&c->rp);
-    set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_idle_ms,
-            cur_cfg(c)->timeouts.client_idle_ms);
+    set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
     if (!(bufferevent_get_enabled(c->bev) & EV_READ))
         bufferevent_enable(c->bev, EV_READ);
     if (evbuffer_get_length(bufferevent_get_input(c->bev)))
@@ -467,7 +465,7 @@ static void discard_body(struct gw_conn *c)
                 c->keep = 0;
                 break;
             }
-            set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_body_ms,
+            set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                     cur_cfg(c)->timeouts.client_idle_ms);
             bufferevent_enable(c->bev, EV_READ);
             return;
@@ -485,23 +483,26 @@ static void discard_body(struct gw_conn *c)
     request_done(c);
 }
 
-/* A short local answer: status line, Date, extra fields, a one-line body. */
-static void send_simple(struct gw_conn *c, int status, const char *extra, size_t extra_len)
+/* A short local answer in two halves, so callers can add fields between
+ * them: simple_head writes the status line, Server and Date; simple_tail
+ * the request id, framing, Connection and a one-line body. */
+static void simple_head(struct obuf *o, struct gw_conn *c, int status)
 {
-    struct obuf ob, *o = &ob;
-    const char *reason = gw_status_reason(status);
-    size_t rlen = strlen(reason);
-    int body = status != 204 && status != 304;
-
     ob_init_bev(o, c->bev);
     ob_lit(o, "HTTP/1.1 ");
     ob_u64(o, (uint64_t)status);
     ob_lit(o, " ");
-    ob_add(o, reason, rlen);
+    ob_str(o, gw_status_reason(status));
     ob_lit(o, "\r\nServer: switchyard\r\n");
     ob_add(o, c->w->date, c->w->date_len);
-    if (extra_len)
-        ob_add(o, extra, extra_len);
+}
+
+static void simple_tail(struct obuf *o, struct gw_conn *c, int status)
+{
+    const char *reason = gw_status_reason(status);
+    size_t rlen = strlen(reason);
+    int body = status != 204 && status != 304;
+
     if (c->reqid_len)
         ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     if (body) {
@@ -525,6 +526,17 @@ static void send_simple(struct gw_conn *c, int status, const char *extra, size_t
     c->bytes_out += o->total;
     c->status = status;
     c->resp_started = 1;
+}
+
+/* A short local answer with <extra> fields (each ending in CRLF). */
+static void send_simple(struct gw_conn *c, int status, const char *extra, size_t extra_len)
+{
+    struct obuf ob;
+
+    simple_head(&ob, c, status);
+    if (extra_len)
+        ob_add(&ob, extra, extra_len);
+    simple_tail(&ob, c, status);
 }
 
 /* A bad request head: answer and close. */
@@ -957,7 +969,7 @@ static void pump_body_up(struct gw_conn *c)
         }
         if (v.iov_len == 0) {
             /* need more bytes from the client */
-            set_tmo(c->bev, &c->tmo, cur_cfg(c)->timeouts.client_body_ms,
+            set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                     cur_cfg(c)->timeouts.client_idle_ms);
             bufferevent_enable(c->bev, EV_READ);
             return;
@@ -1377,7 +1389,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_CONNECTED) {
         u->connected = 1;
         if (c) /* from now on writes are held to the response timeout too */
-            set_tmo(u->bev, &u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
+            set_tmo(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
         return;
     }
     if (!c) { /* idle connection closed or timed out */
@@ -1446,9 +1458,9 @@ static int proxy_send(struct gw_conn *c, int fresh)
         u = up_connect(c->w, pool, server);
         if (!u)
             return -1;
-        set_tmo(u->bev, &u->tmo, c->sr->timeout_ms, cfg->timeouts.upstream_connect_ms);
+        set_tmo(&u->tmo, c->sr->timeout_ms, cfg->timeouts.upstream_connect_ms);
     } else {
-        set_tmo(u->bev, &u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
+        set_tmo(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
     }
     up_count_request(pool, c->w->id, server);
     u->c = c;
@@ -1533,8 +1545,8 @@ static void tunnel_start(struct gw_conn *c)
     count_status(c);
     unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
     bufferevent_setcb(u->bev, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
-    set_tmo(u->bev, &u->tmo, 0, 0);
-    set_tmo(c->bev, &c->tmo, 0, 0);
+    set_tmo(&u->tmo, 0, 0);
+    set_tmo(&c->tmo, 0, 0);
     /* bytes already read on either side */
     tunnel_move(c, u->bev, c->bev);
     tunnel_move(c, c->bev, u->bev);
@@ -1566,7 +1578,7 @@ static void request_start(struct gw_conn *c)
     c->status = 0;
     c->reqid_len = 0;
     if (!c->body_done)
-        set_tmo(c->bev, &c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
+        set_tmo(&c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
 
     if (rq->method_id == HTTP_CONNECT) {
         c->keep = 0;
@@ -1616,26 +1628,19 @@ static void request_start(struct gw_conn *c)
         return;
     case RT_REDIRECT_301:
     case RT_REDIRECT_308: {
-        struct evbuffer *loc = evbuffer_new();
-        size_t n;
-        char *hdr;
-        if (!loc) {
-            send_error_close(c, 503);
-            return;
-        }
-        evbuffer_add(loc, "Location: ", 10);
-        evbuffer_add(loc, rq->path, m.slash > 0 ? rq->path_len : rq->path_len - 1);
+        /* Location: the twin path and the query as it came */
+        struct obuf ob;
+        simple_head(&ob, c, (int)m.status);
+        ob_lit(&ob, "Location: ");
+        ob_add(&ob, rq->path, m.slash > 0 ? rq->path_len : rq->path_len - 1);
         if (m.slash > 0)
-            evbuffer_add(loc, "/", 1);
+            ob_lit(&ob, "/");
         if (rq->query.ptr) {
-            evbuffer_add(loc, "?", 1);
-            evbuffer_add(loc, rq->query.ptr, rq->query.len);
+            ob_lit(&ob, "?");
+            ob_slice(&ob, &rq->query);
         }
-        evbuffer_add(loc, "\r\n", 2);
-        n = evbuffer_get_length(loc);
-        hdr = (char *)evbuffer_pullup(loc, (ev_ssize_t)n);
-        send_simple(c, (int)m.status, hdr, n);
-        evbuffer_free(loc);
+        ob_lit(&ob, "\r\n");
+        simple_tail(&ob, c, (int)m.status);
         local_finish(c);
         return;
     }
@@ -1688,7 +1693,7 @@ static void conn_process(struct gw_conn *c)
                 send_error_close(c, 408);
                 return;
             }
-            set_tmo(c->bev, &c->tmo, (unsigned)left, cfg->timeouts.client_idle_ms);
+            set_tmo(&c->tmo, (unsigned)left, cfg->timeouts.client_idle_ms);
             continue;
         }
         if (rc == GW_REQ_ERROR) {
@@ -1861,7 +1866,7 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
     bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
     bufferevent_setwatermark(c->bev, EV_WRITE, GW_LWM, 0);
     bufferevent_setwatermark(c->bev, EV_READ, 0, GW_HWM);
-    set_tmo(c->bev, &c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+    set_tmo(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     if (w->nconns >= w->max_conns)
         gw_worker_listen_update(w);
