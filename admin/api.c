@@ -192,33 +192,37 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
                      struct adm_errors *errs, char *msg, size_t cap)
 {
     struct adm_config *cfg;
+    struct adm_route_binder binder;
     struct adm_snapshot *s;
     struct adm_state *st = api->st;
     json_t *copy, *old, *routes, *r, *tmp;
     uint64_t hb, hr = 0;
+    double t0;
     size_t i;
 
-    cfg = adm_config_from_json(doc, errs);
-    if (!cfg) {
-        snprintf(msg, cap, "invalid config");
-        return -1;
-    }
-    /* an identical document keeps its generation */
+    /* an identical document keeps its generation (the live one is valid) */
     routes = json_object_get(doc, "routes");
     json_array_foreach(routes, i, r) hr ^= adm_json_hash(r);
     tmp = json_copy(doc);
     json_object_del(tmp, "routes");
     hb = adm_json_hash(tmp);
     json_decref(tmp);
-    if ((hb ^ hr) == adm_state_hash(st)) {
-        adm_config_free(cfg);
+    if (current(api) && (hb ^ hr) == adm_state_hash(st))
         return 1;
+    /* the validator's conflict-finding table becomes the snapshot's */
+    t0 = adm_now_ms();
+    binder = adm_snapshot_binder(&api->sw->nworkers);
+    cfg = adm_config_from_json_bound(doc, &binder, errs);
+    if (!cfg) {
+        snprintf(msg, cap, "invalid config");
+        return -1;
     }
     s = adm_snapshot_build(cfg, current(api), api->sw->nworkers, errs);
     if (!s) {
         snprintf(msg, cap, "invalid config");
         return -1;
     }
+    s->build_ms = adm_now_ms() - t0; /* validation built the router table */
     /* the document is ours from now on: callers hand over a fresh one */
     copy = doc;
     json_incref(copy);

@@ -569,6 +569,7 @@ struct ctx {
     json_t *upstream_index;       /* name -> index into c->upstreams */
     unsigned char *route_ok;      /* per route: id, pattern and methods usable by the router */
     unsigned char *route_timeout; /* per route: timeout_ms given */
+    const struct adm_route_binder *bind; /* keep the routes' table, with this udata */
 };
 
 static int path_reserve(struct ctx *x, size_t add)
@@ -1902,8 +1903,13 @@ static void check_cross(struct ctx *x)
     }
 
     if (c->nroutes && !x->nomem) {
-        rt_table *t = build_routes(c, x->route_ok, NULL, NULL, NULL, x->errs, &x->nerr, &x->nomem);
-        rt_table_free(t);
+        const struct adm_route_binder *b = x->bind;
+        rt_table *t = build_routes(c, x->route_ok, b ? b->make : NULL, b ? b->free : NULL,
+                                   b ? b->arg : NULL, x->errs, &x->nerr, &x->nomem);
+        if (b && t)
+            c->table = t; /* freed with the config if anything failed */
+        else
+            rt_table_free(t);
     }
 }
 
@@ -1930,13 +1936,15 @@ static void config_defaults(struct adm_config *c)
 }
 
 /* Validates <root>, whose reference it takes over. */
-static struct adm_config *config_build(json_t *root, struct adm_errors *errs)
+static struct adm_config *config_build(json_t *root, const struct adm_route_binder *bind,
+                                       struct adm_errors *errs)
 {
     struct ctx x;
     char why[128];
 
     memset(&x, 0, sizeof(x));
     x.errs = errs;
+    x.bind = bind;
     x.c = calloc(1, sizeof(*x.c));
     x.pcap = 256;
     x.path = malloc(x.pcap);
@@ -2105,12 +2113,34 @@ struct adm_config *adm_config_parse(const char *json, size_t len, struct adm_err
     if (!root)
         report_syntax(errs, json, len, &je);
     else
-        c = config_build(root, errs);
+        c = config_build(root, NULL, errs);
     adm_errors_clear(&local);
     return c;
 }
 
-struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *errs)
+/* A copy of <root> that shares every value below the top level except the
+ * routes array, which is copied too: the admin API replaces those two
+ * containers' members but never changes a value in place. Sharing instead of
+ * a deep copy keeps a 10k-route push from allocating the document twice. */
+static json_t *structural_copy(const json_t *root)
+{
+    json_t *copy, *routes;
+
+    if (!json_is_object(root))
+        return json_deep_copy(root);
+    if (!(copy = json_copy((json_t *)root)))
+        return NULL;
+    routes = json_object_get(copy, "routes");
+    if (json_is_array(routes) && json_object_set_new(copy, "routes", json_copy(routes)) < 0) {
+        json_decref(copy);
+        return NULL;
+    }
+    return copy;
+}
+
+struct adm_config *adm_config_from_json_bound(const json_t *root,
+                                              const struct adm_route_binder *bind,
+                                              struct adm_errors *errs)
 {
     struct adm_errors local;
     struct adm_config *c = NULL;
@@ -2118,15 +2148,20 @@ struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *e
     adm_errors_init(&local);
     if (!errs)
         errs = &local;
-    json_t *copy = root ? json_deep_copy(root) : json_null();
+    json_t *copy = root ? structural_copy(root) : json_null();
     if (!copy) {
         errs->nomem = 1;
         adm_errors_add(errs, "", "out of memory while copying the config");
     } else {
-        c = config_build(copy, errs);
+        c = config_build(copy, bind, errs);
     }
     adm_errors_clear(&local);
     return c;
+}
+
+struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *errs)
+{
+    return adm_config_from_json_bound(root, NULL, errs);
 }
 
 struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs)
@@ -2241,6 +2276,7 @@ void adm_config_free(struct adm_config *c)
     adm_addr_free(&c->admin.addr);
     free(c->admin.token_file);
     free(c->admin.state_dir);
+    rt_table_free(c->table);
     json_decref(c->json);
     free(c);
 }

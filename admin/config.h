@@ -233,15 +233,36 @@ struct adm_config {
     struct adm_access_log access_log;
     struct adm_admin admin;
     json_t *json; /* the document as given (one owned reference); do not modify */
+    /* From adm_config_from_json_bound(): the routes' table with the binder's
+     * udata. A user takes it by setting this to NULL; otherwise it is freed
+     * with the config. NULL from every other parser. */
+    rt_table *table;
+};
+
+/* What adm_config_from_json_bound() attaches to each route of the table it
+ * keeps: make(route, arg) returns the udata (NULL = out of memory), free
+ * releases it. make runs after every other check, so route fields such as
+ * upstream_index and timeout_ms are final. */
+struct adm_route_binder {
+    void *(*make)(const struct adm_route *r, void *arg);
+    void (*free)(void *udata);
+    void *arg;
 };
 
 /* Parses and validates <len> bytes of JSON. Returns the config, or NULL with
  * every error appended to <errs> (which may be NULL; it is not cleared
  * first). On out of memory returns NULL with errs->nomem set. */
 struct adm_config *adm_config_parse(const char *json, size_t len, struct adm_errors *errs);
-/* Same for an already parsed document; <root> is borrowed and deep-copied, so
- * the caller may change or free it afterwards. */
+/* Same for an already parsed document. <root> is borrowed: its top-level
+ * object and its routes array are copied, so the caller may add, replace or
+ * remove their members afterwards; the values below them are shared and must
+ * not be changed in place (replace them instead). */
 struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *errs);
+/* adm_config_from_json(), keeping the table the validator built to find
+ * conflicts in cfg->table, its routes bound by <bind> (NULL: not kept). */
+struct adm_config *adm_config_from_json_bound(const json_t *root,
+                                              const struct adm_route_binder *bind,
+                                              struct adm_errors *errs);
 /* Reads and parses the file <path> (at most 64 MiB). I/O errors are reported
  * with path "" and the file name in the message. */
 struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs);

@@ -235,14 +235,15 @@ fail:
     return NULL;
 }
 
-struct mk_arg {
-    unsigned nworkers;
-};
-
+/* <arg> points to the number of workers */
 static void *make_sroute(const struct adm_route *c, void *arg)
 {
-    const struct mk_arg *a = arg;
-    return sroute_make(c, a->nworkers, c->upstream_index);
+    return sroute_make(c, *(const unsigned *)arg, c->upstream_index);
+}
+
+struct adm_route_binder adm_snapshot_binder(const unsigned *nworkers)
+{
+    return (struct adm_route_binder){make_sroute, adm_sroute_free, (void *)(uintptr_t)nworkers};
 }
 
 struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s)
@@ -325,7 +326,7 @@ out:
     return p;
 }
 
-static double now_ms(void)
+double adm_now_ms(void)
 {
     struct timespec ts;
 
@@ -336,7 +337,7 @@ static double now_ms(void)
 struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
                                         unsigned nworkers, struct adm_errors *errs)
 {
-    double t0 = now_ms();
+    double t0 = adm_now_ms();
     struct adm_snapshot *s = calloc(1, sizeof(*s));
 
     if (!s)
@@ -377,13 +378,15 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
         if (!s->pools[i])
             goto fail;
     }
-    {
-        struct mk_arg mk = {nworkers};
-        s->rt = adm_config_build_routes(cfg, make_sroute, adm_sroute_free, &mk, errs);
+    if (cfg->table) { /* validated and bound already */
+        s->rt = cfg->table;
+        cfg->table = NULL;
+    } else {
+        s->rt = adm_config_build_routes(cfg, make_sroute, adm_sroute_free, &nworkers, errs);
     }
     if (!s->rt)
         goto fail;
-    s->build_ms = now_ms() - t0;
+    s->build_ms = adm_now_ms() - t0;
     return s;
 fail:
     adm_snapshot_free(s);
@@ -412,7 +415,7 @@ void adm_snapshot_free(struct adm_snapshot *s)
 
 struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_table *rt)
 {
-    double t0 = now_ms();
+    double t0 = adm_now_ms();
     struct adm_snapshot *s = calloc(1, sizeof(*s));
 
     if (!s)
@@ -436,7 +439,7 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
             up_pool_retain(s->pools[i]);
         }
     }
-    s->build_ms = now_ms() - t0;
+    s->build_ms = adm_now_ms() - t0;
     return s;
 fail_s:
     adm_snapshot_free(s);

@@ -95,7 +95,9 @@ struct adm_snapshot {
 /* Builds a snapshot from <cfg>, taking ownership of it (freed on failure
  * too). Pools are reused from <prev> (may be NULL) when their definition is
  * unchanged. Server host names are resolved here (blocking: admin thread
- * only). NULL with errors appended to <errs> on failure. */
+ * only). NULL with errors appended to <errs> on failure. When cfg->table is
+ * set it becomes the snapshot's router table as it is: it must come from
+ * adm_config_from_json_bound() with adm_snapshot_binder(&n), n == nworkers. */
 struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
                                         unsigned nworkers, struct adm_errors *errs);
 /* A new snapshot sharing <cur>'s config, pools and counters, with router
@@ -106,6 +108,12 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
 /* Builds the route data for <r>, validated against <s>'s upstreams (the
  * pool is found by name). NULL on out of memory or an unknown upstream. */
 struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s);
+/* CLOCK_MONOTONIC in milliseconds, for build times. */
+double adm_now_ms(void);
+
+/* The binder that lets the validator's table serve as a snapshot's table for
+ * *<nworkers> workers (the pointer must stay valid while it is used). */
+struct adm_route_binder adm_snapshot_binder(const unsigned *nworkers);
 void adm_sroute_free(void *udata);
 
 /* The reason phrase of <status> ("Not Found"); a generic one for codes

@@ -974,6 +974,57 @@ static void count_free(void *p)
     free(p);
 }
 
+/* The validator's table kept with bound udata, and the copy's sharing. */
+START_TEST(from_json_bound)
+{
+    json_t *j = json_loads(J(full_config), 0, NULL);
+    struct adm_route_binder b = {make_udata, count_free, NULL};
+    struct adm_errors e;
+    struct rt_param params[8];
+    struct rt_match m;
+    const char *path = "/ping";
+
+    ck_assert_ptr_nonnull(j);
+    adm_errors_init(&e);
+    freed = 0;
+    struct adm_config *c = adm_config_from_json_bound(j, &b, &e);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_nonnull(c->table);
+    ck_assert_uint_eq(rt_table_count(c->table), c->nroutes);
+    ck_assert_int_eq(rt_lookup(c->table, "GET", 3, NULL, 0, path, strlen(path), params, 8, &m),
+                     RT_HIT);
+    ck_assert_str_eq(rt_route_udata(m.route), "ping");
+
+    /* the caller's routes array and top level may change; the config's do not */
+    size_t n = json_array_size(json_object_get(j, "routes"));
+    json_array_clear(json_object_get(j, "routes"));
+    json_object_set_new(j, "workers", json_integer(7));
+    ck_assert_uint_eq(json_array_size(json_object_get(c->json, "routes")), n);
+    ck_assert_int_eq(json_integer_value(json_object_get(c->json, "workers")), 4);
+    adm_config_free(c); /* frees the kept table and its udata */
+    ck_assert_uint_eq(freed, n);
+    json_decref(j);
+
+    /* an invalid config keeps nothing and frees every udata it made */
+    j = json_loads(J(full_config), 0, NULL);
+    json_object_set_new(j, "workers", json_string("many"));
+    freed = 0;
+    ck_assert_ptr_null(adm_config_from_json_bound(j, &b, &e));
+    ck_has_error(&e, "/workers", "");
+    ck_assert_uint_eq(freed, n);
+    adm_errors_clear(&e);
+    json_decref(j);
+
+    /* without a binder nothing is kept */
+    j = json_loads(J(full_config), 0, NULL);
+    c = adm_config_from_json(j, &e);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_ptr_null(c->table);
+    adm_config_free(c);
+    json_decref(j);
+}
+END_TEST
+
 START_TEST(build_routes)
 {
     struct adm_config *c = expect_ok(J(full_config));
@@ -1146,6 +1197,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, many_errors_reported);
     tcase_add_test(tc, error_cap);
     tcase_add_test(tc, from_json_and_files);
+    tcase_add_test(tc, from_json_bound);
     tcase_add_test(tc, build_routes);
     tcase_add_test(tc, cidr_matching);
     tcase_add_test(tc, address_parsing);
