@@ -110,6 +110,8 @@ void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
 
 /* proxy.c */
+/* Encodes the local answers once; every worker calls it before serving. */
+void gw_proxy_init(void);
 void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen);
 void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections between requests */
 void gw_conn_free_all(struct gw_worker *w);

@@ -483,45 +483,74 @@ static void discard_body(struct gw_conn *c)
     request_done(c);
 }
 
+/* Local answers, encoded once per status (100..599) on first use by any
+ * worker: the status line with Server, the framing fields, and the one-line
+ * body "<status> <reason>\n". Only Date, the request id and Connection are
+ * written per request. */
+struct simple_enc {
+    char line[80], framing[80], body[48];
+    unsigned char line_len, framing_len, body_len;
+};
+static struct simple_enc simple_encs[500];
+static pthread_once_t simple_once = PTHREAD_ONCE_INIT;
+
+static void simple_encode_all(void)
+{
+    for (int status = 100; status < 600; status++) {
+        struct simple_enc *e = &simple_encs[status - 100];
+        const char *reason = gw_status_reason(status);
+        int n = snprintf(e->line, sizeof(e->line), "HTTP/1.1 %d %s\r\nServer: switchyard\r\n",
+                         status, reason);
+        int b = snprintf(e->body, sizeof(e->body), "%d %s\n", status, reason);
+        int f = snprintf(e->framing, sizeof(e->framing),
+                         "Content-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\n", b);
+        /* the reasons are short, fixed strings: nothing is ever cut */
+        e->line_len = (unsigned char)n;
+        e->body_len = (unsigned char)b;
+        e->framing_len = (unsigned char)f;
+    }
+}
+
+void gw_proxy_init(void)
+{
+    pthread_once(&simple_once, simple_encode_all);
+}
+
+static const struct simple_enc *simple_enc(int status)
+{
+    if (status < 100 || status > 599)
+        status = 500;
+    return &simple_encs[status - 100];
+}
+
 /* A short local answer in two halves, so callers can add fields between
  * them: simple_head writes the status line, Server and Date; simple_tail
  * the request id, framing, Connection and a one-line body. */
 static void simple_head(struct obuf *o, struct gw_conn *c, int status)
 {
+    const struct simple_enc *e = simple_enc(status);
+
     ob_init_bev(o, c->bev);
-    ob_lit(o, "HTTP/1.1 ");
-    ob_u64(o, (uint64_t)status);
-    ob_lit(o, " ");
-    ob_str(o, gw_status_reason(status));
-    ob_lit(o, "\r\nServer: switchyard\r\n");
+    ob_add(o, e->line, e->line_len);
     ob_add(o, c->w->date, c->w->date_len);
 }
 
 static void simple_tail(struct obuf *o, struct gw_conn *c, int status)
 {
-    const char *reason = gw_status_reason(status);
-    size_t rlen = strlen(reason);
+    const struct simple_enc *e = simple_enc(status);
     int body = status != 204 && status != 304;
 
     if (c->reqid_len)
         ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
-    if (body) {
-        /* the body is "<status> <reason>\n" */
-        ob_lit(o, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
-        ob_u64(o, rlen + 5);
-        ob_lit(o, "\r\n");
-    }
+    if (body)
+        ob_add(o, e->framing, e->framing_len);
     if (!c->keep || c->w->draining)
         ob_lit(o, "Connection: close\r\n");
     else if (c->http10)
         ob_lit(o, "Connection: keep-alive\r\n");
     ob_lit(o, "\r\n");
-    if (body && !c->is_head) {
-        ob_u64(o, (uint64_t)status);
-        ob_lit(o, " ");
-        ob_add(o, reason, rlen);
-        ob_lit(o, "\n");
-    }
+    if (body && !c->is_head)
+        ob_add(o, e->body, e->body_len);
     ob_flush(o);
     c->bytes_out += o->total;
     c->status = status;

@@ -116,6 +116,26 @@ static bool is_regname_char(unsigned char c)
     return in_map(regname_map, c);
 }
 
+/* The index of the first byte of d[i..stop) outside 0x20-0x7E, or stop.
+ * Eight bytes a step: a byte b is outside when b - 0x20 borrows (b < 0x20)
+ * or b + 1 carries into bit 7 (b >= 0x7F); either sets that byte's top bit
+ * in the mask, and the exact byte is then found one at a time. */
+static size_t scan_printable(const unsigned char *d, size_t i, size_t stop)
+{
+    const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+
+    while (stop - i >= 8) {
+        uint64_t x;
+        memcpy(&x, d + i, 8);
+        if (((x - ones * 0x20) | (x + ones) | x) & high)
+            break;
+        i += 8;
+    }
+    while (i < stop && d[i] - 0x20u <= 0x7eu - 0x20u)
+        i++;
+    return i;
+}
+
 /* field-content bytes: VCHAR, obs-text, SP, HTAB (no other CTL, no DEL).
  * A table, because the header scanner asks once per byte. */
 static const unsigned char field_byte[256] = {
@@ -424,6 +444,25 @@ void gw_req_parser_free(struct gw_req_parser *p)
 
 /* ---- path normalization ---- */
 
+/* Byte classes for gw_path_normalize's fast path. */
+enum { PC_PLAIN = 0, PC_STOP, PC_SLASH, PC_DOT };
+#define S PC_STOP
+#define L PC_SLASH
+#define D PC_DOT
+static const unsigned char path_class[256] = {
+    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
+    S, 0, 0, 0, 0, S, 0, 0, 0, 0, 0, 0, 0, 0, D, L, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S,
+    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
+    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
+    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
+    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
+};
+#undef S
+#undef L
+#undef D
+
 int gw_path_normalize(const char *in, size_t len, char *out, size_t cap, int merge_slashes,
                       size_t *outlen)
 {
@@ -446,11 +485,12 @@ int gw_path_normalize(const char *in, size_t len, char *out, size_t cap, int mer
      * normal form. */
     {
         size_t k = 1;
+        unsigned prev = PC_SLASH; /* in[0] */
         for (; k < len; k++) {
-            unsigned char c = (unsigned char)in[k];
-            if (c - 0x21u > 0x7eu - 0x21u || c == '%' ||
-                ((c == '/' || c == '.') && in[k - 1] == '/'))
-                break;
+            unsigned cl = path_class[(unsigned char)in[k]];
+            if (cl != PC_PLAIN && (cl == PC_STOP || prev == PC_SLASH))
+                break; /* an escape, a byte to refuse, "//" or "/." */
+            prev = cl;
         }
         if (k == len) {
             memcpy(out, in, len);
@@ -707,7 +747,7 @@ static int parse_request_line(struct gw_req_parser *p)
 {
     struct gw_request *r = &p->req;
     const char *l = p->head, *sp1, *sp2, *t, *v;
-    size_t n = p->rl_len, tlen, vlen, k;
+    size_t n = p->rl_len, tlen, vlen;
 
     sp1 = memchr(l, ' ', n);
     if (sp1 == NULL)
@@ -726,9 +766,8 @@ static int parse_request_line(struct gw_req_parser *p)
 
     /* Bytes are 0x20-0x7E already; in the target, no '#' (a fragment is never
      * sent) and no SP (it would have split the line differently). */
-    for (k = 0; k < tlen; k++)
-        if (t[k] == '#')
-            return fail(p, 400, "fragment in request target");
+    if (memchr(t, '#', tlen) != NULL)
+        return fail(p, 400, "fragment in request target");
     if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit((unsigned char)v[5]) || v[6] != '.' ||
         !is_digit((unsigned char)v[7]))
         return fail(p, 400, "malformed HTTP version");
@@ -1061,17 +1100,15 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
             size_t stop = len - i > room ? i + room : len;
             bool in_method = p->in_method;
 
-            for (; i < stop; i++) {
+            for (; in_method && i < stop; i++) {
                 c = d[i];
-                if (c < 0x20 || c > 0x7e)
+                if (c == ' ')
+                    in_method = false;
+                else if (!is_tchar(c))
                     break;
-                if (in_method) {
-                    if (c == ' ')
-                        in_method = false;
-                    else if (!is_tchar(c))
-                        break;
-                }
             }
+            if (!in_method)
+                i = scan_printable(d, i, stop);
             p->in_method = in_method;
             memcpy(p->head + p->head_len, d + start, i - start);
             p->head_len += i - start;

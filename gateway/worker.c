@@ -163,6 +163,7 @@ int gw_worker_start(struct gw_worker *w)
 
     if (!ec)
         return -1;
+    gw_proxy_init();
     event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
     w->base = event_base_new_with_config(ec);
     event_config_free(ec);
