@@ -153,9 +153,8 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
                 return 1;
         }
         if (p) {
-            size_t end = off;
-            while (end < len && s[end] != '/')
-                end++;
+            const char *slash = memchr(s + off, '/', len - off);
+            size_t end = slash ? (size_t)(slash - s) : len;
             if (end > off) {
                 push(w, s + off, end - off);
                 if (!c) {
