@@ -155,15 +155,53 @@ static json_t *read_body(struct adm_api *api, struct evhttp_request *req)
     return j;
 }
 
+/* 1 when the If-Match value <v> lists <etag>: RFC 9110 13.1.1, a list of
+ * entity-tags compared strongly (a weak tag never matches). */
+static int etag_listed(const char *v, const char *etag)
+{
+    size_t elen = strlen(etag);
+
+    for (;;) {
+        const char *q;
+        int weak = 0;
+
+        while (*v == ' ' || *v == '\t' || *v == ',')
+            v++;
+        if (!*v)
+            return 0;
+        if (v[0] == 'W' && v[1] == '/') {
+            weak = 1;
+            v += 2;
+        }
+        if (*v != '"' || !(q = strchr(v + 1, '"')))
+            return 0; /* not an entity-tag: nothing after it counts */
+        if (!weak && (size_t)(q + 1 - v) == elen && memcmp(v, etag, elen) == 0)
+            return 1;
+        v = q + 1;
+    }
+}
+
+/* If-Match: absent, "*", or a list naming the live ETag (every field line
+ * counts); otherwise 412, answered here. */
 static int if_match_ok(struct adm_api *api, struct evhttp_request *req)
 {
-    const char *im = evhttp_find_header(evhttp_request_get_input_headers(req), "If-Match");
+    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    struct evkeyval *kv;
     char etag[64];
+    int seen = 0;
 
-    if (!im || strcmp(im, "*") == 0)
-        return 1;
     etag_of(api, etag, sizeof(etag));
-    if (strcmp(im, etag) == 0)
+    for (kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+        const char *v = kv->value;
+        if (evutil_ascii_strcasecmp(kv->key, "If-Match") != 0)
+            continue;
+        seen = 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if ((v[0] == '*' && v[1 + strspn(v + 1, " \t")] == '\0') || etag_listed(v, etag))
+            return 1;
+    }
+    if (!seen)
         return 1;
     reply_error(api, req, 412, "If-Match does not match the live config's ETag",
                 json_pack("[{s:s,s:s}]", "path", "", "message", etag));

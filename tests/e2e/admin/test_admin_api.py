@@ -105,10 +105,17 @@ class ConfigTest(ApiCase):
         for bad in ('"999-0000000000000000"', "W/" + etag1, etag1.strip('"')):
             self.assertStatus(api.put("/config", newer, headers={"If-Match": bad}), 412)
         self.assertUnchanged(before)
-        # "*" matches any config
-        r = api.put("/config", newer, headers={"If-Match": "*"})
-        self.assertWrite(r, 200, prev_gen=etag_gen(etag1))
+        # a list matches when it names the live ETag (RFC 9110 13.1.1)
+        self.assertStatus(api.put("/config", newer, headers={"If-Match": etag0 + ", W/" + etag1}),
+                          412)
+        self.assertUnchanged(before)
+        r = api.put("/config", newer, headers={"If-Match": etag0 + ", " + etag1})
+        etag2 = self.assertWrite(r, 200, prev_gen=etag_gen(etag1))
         self.assertEqual(self.answer("/b"), (200, "b"))
+        # "*" matches any config
+        r = api.put("/config", new, headers={"If-Match": "*"})
+        self.assertWrite(r, 200, prev_gen=etag_gen(etag2))
+        self.assertEqual(self.answer("/b")[0], 404)
 
     def test_dry_run_changes_nothing(self):
         api = self.start()
