@@ -1790,6 +1790,13 @@ static void request_start(struct gw_conn *c)
     case RT_HIT:
         c->sr = rt_route_udata(m.route);
         if (c->sr->action == ADM_ACTION_UPSTREAM) {
+            /* the second parser agrees before a byte goes upstream */
+            if (gw_req_confirm(&c->rp) < 0) {
+                c->is_head = 0;
+                c->http10 = 0;
+                send_error_close(c, c->rp.status);
+                return;
+            }
             proxy_start(c);
             return;
         }

@@ -411,6 +411,7 @@ void gw_req_reset(struct gw_req_parser *p)
     p->rl_len = 0;
     p->hdr_bytes = 0;
     p->in_method = true;
+    p->confirm_pending = false;
     p->body_left = 0;
     p->body_total = 0;
     p->chunk_size = 0;
@@ -629,22 +630,21 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
             return -1;
         i = alen + 2;
     } else {
-        while (i < n && s[i] != ':') {
+        for (; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
 
-            if (c == '%') {
-                if (n - i < 3 || hex_value((unsigned char)s[i + 1]) < 0 ||
-                    hex_value((unsigned char)s[i + 2]) < 0)
+            if (is_regname_char(c)) {
+                /* as nginx: ".." has no business in a host name */
+                if (c == '.' && i > 0 && s[i - 1] == '.')
                     return -1;
-                i += 3;
                 continue;
             }
-            if (!is_regname_char(c))
+            if (c == ':')
+                break;
+            if (c != '%' || n - i < 3 || hex_value((unsigned char)s[i + 1]) < 0 ||
+                hex_value((unsigned char)s[i + 2]) < 0)
                 return -1;
-            /* as nginx: ".." has no business in a host name */
-            if (c == '.' && i > 0 && s[i - 1] == '.')
-                return -1;
-            i++;
+            i += 2;
         }
         if (i == 0)
             return -1;
@@ -966,6 +966,18 @@ static int check_llhttp_head(struct gw_req_parser *p)
     return 0;
 }
 
+int gw_req_confirm(struct gw_req_parser *p)
+{
+    if (p->phase == PH_ERROR)
+        return GW_REQ_ERROR;
+    if (!p->confirm_pending)
+        return 0;
+    p->confirm_pending = false;
+    if (check_llhttp_head(p) < 0)
+        return GW_REQ_ERROR;
+    return 0;
+}
+
 /* The final empty line arrived: check the head as a whole, then llhttp. */
 static int end_head(struct gw_req_parser *p)
 {
@@ -1037,7 +1049,12 @@ static int end_head(struct gw_req_parser *p)
         r->body_kind = GW_BODY_NONE;
     }
 
-    if (check_llhttp_head(p) < 0)
+    /* a head with a body is checked now: llhttp decodes the body; one
+     * without (or with Content-Length: 0) waits for gw_req_confirm(),
+     * before it goes upstream */
+    p->confirm_pending =
+        r->body_kind == GW_BODY_NONE || (r->body_kind == GW_BODY_LENGTH && r->content_length == 0);
+    if (!p->confirm_pending && check_llhttp_head(p) < 0)
         return -1;
 
     p->body_left = r->content_length;

@@ -30,7 +30,13 @@
  * ever sees bytes that the validator has accepted, and the two must agree on
  * every framing decision (method, version, body length, message end) or the
  * request is refused with 400: a disagreement between two parsers is exactly
- * what request smuggling is made of.
+ * what request smuggling is made of. A head with a body is cross-checked
+ * when it ends (llhttp then decodes the body). A head without one (or with
+ * Content-Length: 0) is cross-checked by gw_req_confirm(), which the caller
+ * runs before the
+ * request goes upstream: a request answered locally (404, 405, a redirect)
+ * needs only the validator, and no byte of it reaches an upstream either
+ * way.
  *
  * Behaviour decisions (RFC 9112 unless said otherwise):
  *
@@ -216,12 +222,13 @@ struct gw_req_parser {
     struct gw_header *hdrs;
     struct gw_slice *conn;
     int phase, hs, cs;
-    size_t line_off;     /* head offset of the field line being read */
-    size_t rl_len;       /* request-line bytes so far */
-    size_t hdr_bytes;    /* header-section bytes so far */
-    bool in_method;      /* request line: no SP seen yet */
-    uint64_t body_left;  /* CL bytes or current chunk bytes still to come */
-    uint64_t body_total; /* chunked: sum of chunk sizes so far */
+    size_t line_off;      /* head offset of the field line being read */
+    size_t rl_len;        /* request-line bytes so far */
+    size_t hdr_bytes;     /* header-section bytes so far */
+    bool in_method;       /* request line: no SP seen yet */
+    bool confirm_pending; /* a body-less head not yet cross-checked by llhttp */
+    uint64_t body_left;   /* CL bytes or current chunk bytes still to come */
+    uint64_t body_total;  /* chunked: sum of chunk sizes so far */
     uint64_t chunk_size;
     size_t cline; /* bytes of the current chunk-size line */
     size_t tr_bytes, tr_count;
@@ -256,6 +263,9 @@ void gw_req_parser_free(struct gw_req_parser *p);
  * GW_REQ_ERROR: see p->status; *consumed is where parsing stopped.
  */
 int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size_t *consumed);
+/* The llhttp cross-check of a body-less head (see above): 0, or GW_REQ_ERROR
+ * with p->status 400. Runs once; 0 at once for a head checked already. */
+int gw_req_confirm(struct gw_req_parser *p);
 
 /*
  * Body phase, after GW_REQ_HEAD. Decodes up to <len> bytes of <data>, calling

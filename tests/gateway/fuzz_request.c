@@ -290,6 +290,9 @@ static uint64_t drive(const char *d, size_t n, const struct gw_req_limits *lim, 
             h = mix(h, 'A');
             break;
         }
+        /* as the gateway does before a request goes upstream */
+        if (rc == GW_REQ_HEAD && gw_req_confirm(&p) < 0)
+            rc = GW_REQ_ERROR;
         if (rc == GW_REQ_ERROR) {
             trace("  [%llu] head error %d (%s) at %zu\n", (unsigned long long)seed, p.status,
                   p.reason, off);

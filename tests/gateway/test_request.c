@@ -61,6 +61,9 @@ static void run_one(struct gw_req_parser *p, const char *raw, size_t n, size_t s
             ck_assert_uint_eq(c, chunk);
         off += c;
     } while (rc == GW_REQ_AGAIN && off < n);
+    /* the whole verdict, as before a request goes upstream */
+    if (rc == GW_REQ_HEAD && gw_req_confirm(p) < 0)
+        rc = GW_REQ_ERROR;
 
     if (rc == GW_REQ_HEAD) {
         out->head = true;
@@ -901,6 +904,41 @@ START_TEST(acc_chunked_case_insensitive)
 }
 END_TEST
 
+/* A body-less head waits for gw_req_confirm(); one with a body does not. */
+START_TEST(acc_confirm_deferred)
+{
+    struct gw_req_parser p;
+    size_t c;
+    static const char get[] = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n";
+    static const char post[] = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n";
+    static const char post0[] = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n";
+
+    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(gw_req_feed_head(&p, RAW(get), &c), GW_REQ_HEAD);
+    ck_assert(p.confirm_pending);
+    ck_assert_int_eq(gw_req_confirm(&p), 0);
+    ck_assert(!p.confirm_pending);
+    ck_assert_int_eq(gw_req_confirm(&p), 0); /* once */
+    ck_assert_int_eq(p.http.method, HTTP_GET);
+
+    gw_req_reset(&p);
+    ck_assert_int_eq(gw_req_feed_head(&p, RAW(post), &c), GW_REQ_HEAD);
+    ck_assert(!p.confirm_pending); /* checked when the head ended */
+    ck_assert_int_eq(gw_req_confirm(&p), 0);
+
+    gw_req_reset(&p); /* no body bytes: like no body */
+    ck_assert_int_eq(gw_req_feed_head(&p, RAW(post0), &c), GW_REQ_HEAD);
+    ck_assert(p.confirm_pending);
+    ck_assert_int_eq(gw_req_confirm(&p), 0);
+    ck_assert_uint_eq(p.http.content_length, 0);
+
+    gw_req_reset(&p);
+    ck_assert_int_eq(gw_req_feed_head(&p, RAW("GET / HTTP/1.1\r\n\r\n"), &c), GW_REQ_ERROR);
+    ck_assert_int_eq(gw_req_confirm(&p), GW_REQ_ERROR);
+    gw_req_parser_free(&p);
+}
+END_TEST
+
 START_TEST(acc_body_split_across_feeds)
 {
     struct gw_req_parser p;
@@ -1701,6 +1739,7 @@ static Suite *request_suite(void)
     ADD(acc, acc_tchar_names);
     ADD(acc, acc_char_classes);
     ADD(acc, acc_all_llhttp_methods);
+    ADD(acc, acc_confirm_deferred);
     ADD(acc, acc_odd_but_valid_target_chars);
     ADD(acc, acc_empty_query);
     ADD(acc, acc_query_unchanged);
