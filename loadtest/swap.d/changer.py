@@ -8,6 +8,11 @@ delays the next one; more than one interval behind, the schedule restarts
 from now and the skipped ticks are counted as "late"), for --duration s.
 
 Modes:
+  idle
+      wake on the same schedule and build an admin-put request body, but send
+      nothing: what the changer costs the client CPU, which it shares with
+      wrk, without any change. The baseline and control runs use it, so that
+      a change scenario differs from them by the changes alone.
   admin-put   --admin-port P [--swap-path /__swap]
       PUT /routes/swap over ONE keep-alive connection (http.client),
       alternating the direct-response body "b\\n" and "a\\n" of route
@@ -89,7 +94,7 @@ def swap_link(live, target):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["admin-put", "admin-postdelete", "signal", "command",
+    ap.add_argument("mode", choices=["idle", "admin-put", "admin-postdelete", "signal", "command",
                                      "haproxy-cli"])
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--rate", type=float, default=10)
@@ -135,7 +140,11 @@ def main():
 
     def change():
         nonlocal flip
-        if a.mode == "admin-put":
+        if a.mode == "idle":
+            json.dumps({"methods": ["GET"], "path": a.swap_path,
+                        "response": {"status": 200, "body": "b\n" if flip else "a\n"}})
+            st, text, ok = 0, b"", True
+        elif a.mode == "admin-put":
             body = {"methods": ["GET"], "path": a.swap_path,
                     "response": {"status": 200, "body": "b\n" if flip else "a\n"}}
             t = time.monotonic()
