@@ -1545,6 +1545,9 @@ static void up_write_cb(struct bufferevent *bev, void *arg)
     struct gw_conn *c = u->c;
 
     (void)bev;
+    /* a connect that completed at once reports no BEV_EVENT_CONNECTED, only
+     * this callback: the socket is connected either way */
+    rd_ready(&u->rd);
     if (c && c->read_paused && !c->body_done) {
         c->read_paused = 0;
         rd_set(&c->rd, 1);
