@@ -1049,8 +1049,8 @@ static int end_head(struct gw_req_parser *p)
         r->body_kind = GW_BODY_NONE;
     }
 
-    /* a head with a body is checked now: llhttp decodes the body; one
-     * without (or with Content-Length: 0) waits for gw_req_confirm(),
+    /* a head with body bytes is checked now: llhttp decodes the body; one
+     * without (no body, or Content-Length: 0) waits for gw_req_confirm(),
      * before it goes upstream */
     p->confirm_pending =
         r->body_kind == GW_BODY_NONE || (r->body_kind == GW_BODY_LENGTH && r->content_length == 0);
@@ -1058,10 +1058,7 @@ static int end_head(struct gw_req_parser *p)
         return -1;
 
     p->body_left = r->content_length;
-    if (r->body_kind == GW_BODY_NONE || (r->body_kind == GW_BODY_LENGTH && r->content_length == 0))
-        p->phase = PH_DONE;
-    else
-        p->phase = PH_BODY;
+    p->phase = p->confirm_pending ? PH_DONE : PH_BODY;
     return 0;
 }
 
