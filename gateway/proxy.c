@@ -960,10 +960,13 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
     int have_xff = 0, have_proto = 0, have_xfh = 0, have_id = 0;
 
     ob_init(o, out);
-    /* Sent at once only without a body: with one, the head waits in the
-     * output until the body bytes already here have passed the parser, so a
-     * request refused for its framing puts no byte on the upstream. */
-    if (c->up && c->up->connected && rq->body_kind == GW_BODY_NONE)
+    /* Sent at once only without a body (Content-Length: 0 is none): with
+     * one, the head waits in the output until the body bytes already here
+     * have passed the parser, so a request refused for its framing puts no
+     * byte on the upstream. */
+    if (c->up && c->up->connected &&
+        (rq->body_kind == GW_BODY_NONE ||
+         (rq->body_kind == GW_BODY_LENGTH && rq->content_length == 0)))
         o->fd = bufferevent_getfd(c->up->bev);
 
     ob_add(o, rq->method.ptr, rq->method.len);

@@ -235,6 +235,19 @@ class ProxyTest(GatewayCase):
             r, e = self.echo(c, "POST", body=b"")
             self.assertEqual(e["body_bytes"], 0)
 
+    def test_empty_bodies_on_a_reused_upstream_connection(self):
+        # Content-Length: 0 has nothing to wait for: its head goes straight
+        # to a pooled connection, and framing and order are kept
+        with Client(self.gw.port) as c:
+            _, first = self.echo(c, "GET", "/e/0")
+            for i, m in enumerate(["POST", "PUT", "PATCH", "GET", "POST"], 1):
+                _, e = self.echo(c, m, "/e/%d" % i, body=b"" if m != "GET" else None)
+                self.assertEqual((e["method"], e["target"]), (m, "/e/%d" % i))
+                self.assertEqual(e["body_bytes"], 0)
+                if m != "GET":
+                    self.assertEqual(values(e, "Content-Length"), ["0"])
+                self.assertEqual(e["conn_requests"], first["conn_requests"] + i)
+
     # ---- response bodies
 
     def test_chunked_response(self):
