@@ -6,7 +6,10 @@
 
 runs.tsv (tab-separated, with a header line): one row per wrk run,
   scenario server round rps p50_us p99_us cpu_us requests failed other_pct
-(other_pct: CPU the rest of the machine used during the run, in %)
+  [server_pct client_pct]
+(other_pct: CPU the rest of the machine used during the run, in %;
+server_pct, client_pct: how busy the server's core and the client's core
+(wrk + upstream) were, in % of one core)
 callgrind.tsv: one row per server and scenario,
   scenario server n1 ir1 n2 ir2
 
@@ -72,6 +75,8 @@ def summarize(runs, cg):
             "p99": med("p99_us"),
             "cpu": med("cpu_us"),
             "other": med("other_pct") if "other_pct" in rows[0] else None,
+            "srv_pct": med("server_pct") if "server_pct" in rows[0] else None,
+            "cli_pct": med("client_pct") if "client_pct" in rows[0] else None,
             "other_all": [r.get("other_pct", "") for r in rows],
             "failed": sum(int(r["failed"]) for r in rows),
             "requests": sum(int(r["requests"]) for r in rows),
@@ -83,6 +88,7 @@ def summarize(runs, cg):
         n1, n2, ir1, ir2 = int(r["n1"]), int(r["n2"]), int(r["ir1"]), int(r["ir2"])
         ipr = (ir2 - ir1) / (n2 - n1) if n2 != n1 else None
         out.setdefault(key, {"rps": None, "p50": None, "p99": None, "cpu": None, "other": None,
+                             "srv_pct": None, "cli_pct": None,
                              "failed": None, "requests": None, "rounds": 0, "rps_all": [],
                              "other_all": []})
         out[key]["instr"] = ipr
@@ -92,8 +98,8 @@ def summarize(runs, cg):
 def main_table(res):
     lines = [
         "| scenario | server | req/s (median) | p50 | p99 | CPU µs/req | instr/req | failed "
-        "| other CPU % |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| server core % | client core % | other CPU % |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for key in sorted(res, key=lambda k: (order(k[0], SCENARIOS), order(k[1], SERVERS))):
         m = res[key]
@@ -101,7 +107,7 @@ def main_table(res):
         lines.append(
             f"| {key[0]} | {key[1]} | {fmt_num(m['rps'])} | {fmt_us(m['p50'])} | "
             f"{fmt_us(m['p99'])} | {fmt_num(m['cpu'], 2)} | {fmt_num(m.get('instr'))} | {failed} "
-            f"| {fmt_num(m['other'], 1)} |"
+            f"| {fmt_num(m['srv_pct'])} | {fmt_num(m['cli_pct'])} | {fmt_num(m['other'], 1)} |"
         )
     return lines
 
