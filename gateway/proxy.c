@@ -750,6 +750,102 @@ static void send_allow(struct gw_conn *c, int status, uint64_t mask)
     send_simple(c, status, hdr, n + 2);
 }
 
+/* ---- Max-Forwards (RFC 9110 7.6.2) ---- */
+
+/* The Max-Forwards of an OPTIONS or TRACE request, or -1: another method,
+ * no such field, or none usable (repeated, or not a number). */
+static int64_t max_forwards(const struct gw_request *rq)
+{
+    int64_t v = -1;
+
+    if (rq->method_id != HTTP_OPTIONS && rq->method_id != HTTP_TRACE)
+        return -1;
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct gw_slice *val = &rq->headers[i].value;
+        int64_t x = 0;
+
+        if (!name_is(&rq->headers[i].name, "max-forwards"))
+            continue;
+        if (v >= 0 || val->len == 0)
+            return -1;
+        for (size_t k = 0; k < val->len; k++) {
+            if (val->ptr[k] < '0' || val->ptr[k] > '9')
+                return -1;
+            if (x < 1000000000)
+                x = x * 10 + (val->ptr[k] - '0');
+        }
+        v = x;
+    }
+    return v;
+}
+
+static int sensitive(const struct gw_slice *n)
+{
+    return name_is(n, "authorization") || name_is(n, "proxy-authorization") || name_is(n, "cookie");
+}
+
+/* TRACE with Max-Forwards: 0 stops here: the request head as received is
+ * the content of a 200 (RFC 9110 9.3.8), without the fields that carry
+ * credentials. */
+static void send_trace_reflection(struct gw_conn *c)
+{
+    const struct gw_request *rq = &c->rp.req;
+    struct obuf ob, *o = &ob;
+    uint64_t len = rq->method.len + 1 + rq->target.len + 1 + 8 + 2 + 2;
+
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct gw_header *h = &rq->headers[i];
+        if (!sensitive(&h->name))
+            len += h->name.len + 2 + h->value.len + 2;
+    }
+    simple_head(o, c, 200);
+    if (c->reqid_len)
+        ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
+    ob_lit(o, "Content-Type: message/http\r\nContent-Length: ");
+    ob_u64(o, len);
+    ob_lit(o, "\r\n");
+    if (!c->keep || c->w->draining)
+        ob_lit(o, "Connection: close\r\n");
+    else if (c->http10)
+        ob_lit(o, "Connection: keep-alive\r\n");
+    ob_lit(o, "\r\n");
+    ob_slice(o, &rq->method);
+    ob_lit(o, " ");
+    ob_slice(o, &rq->target);
+    ob_add(o, rq->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct gw_header *h = &rq->headers[i];
+        if (!sensitive(&h->name))
+            ob_field(o, h->name.ptr, h->name.len, h->value.ptr, h->value.len);
+    }
+    ob_lit(o, "\r\n");
+    ob_flush(o);
+    c->bytes_out += o->total;
+    c->status = 200;
+    c->resp_started = 1;
+}
+
+/* An OPTIONS or TRACE whose Max-Forwards is 0 is answered here, as its final
+ * recipient would: OPTIONS with the methods of the path. */
+static void answer_max_forwards_0(struct gw_conn *c)
+{
+    const struct gw_request *rq = &c->rp.req;
+    struct rt_match m;
+    uint64_t allow;
+
+    if (rq->method_id == HTTP_TRACE) {
+        send_trace_reflection(c);
+        return;
+    }
+    /* a method no route can name: the walk collects every method of the path */
+    rt_lookup(c->snap->rt, " ", 1, rq->host_name.ptr, rq->host_name.len, rq->path, rq->path_len,
+              c->params, c->params_cap, &m);
+    allow = m.status == RT_NOT_ALLOWED
+                ? m.allow
+                : RT_M_GET | RT_M_HEAD | RT_M_POST | RT_M_PUT | RT_M_DELETE | RT_M_PATCH;
+    send_allow(c, 200, allow | RT_M_OPTIONS);
+}
+
 /* ---- upstream connections ---- */
 
 /* RFC 9110 tchar, as a table: this runs for every byte of every upstream
@@ -958,6 +1054,7 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
         cfg->ntrusted_proxies && adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies,
                                                 (const struct sockaddr *)&c->peer);
     int have_xff = 0, have_proto = 0, have_xfh = 0, have_id = 0;
+    int64_t mf = max_forwards(rq);
 
     ob_init(o, out);
     /* Sent at once only without a body (Content-Length: 0 is none): with
@@ -1007,6 +1104,12 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
                 have_id = 1;
                 c->reqid_len = h->value.len;
                 memcpy(c->reqid, h->value.ptr, c->reqid_len);
+            } else if (mf > 0 && name_is(n, "max-forwards")) {
+                /* one hop less (RFC 9110 7.6.2) */
+                ob_lit(o, "Max-Forwards: ");
+                ob_u64(o, (uint64_t)mf - 1);
+                ob_lit(o, "\r\n");
+                continue;
             }
             break;
         case 14:
@@ -1796,6 +1899,11 @@ static void request_start(struct gw_conn *c)
     case RT_HIT:
         c->sr = rt_route_udata(m.route);
         if (c->sr->action == ADM_ACTION_UPSTREAM) {
+            if (max_forwards(rq) == 0) {
+                answer_max_forwards_0(c);
+                local_finish(c);
+                return;
+            }
             /* the second parser agrees before a byte goes upstream */
             if (gw_req_confirm(&c->rp) < 0) {
                 c->is_head = 0;

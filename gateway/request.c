@@ -776,8 +776,14 @@ static int parse_request_line(struct gw_req_parser *p)
 
     r->method.ptr = l;
     r->method.len = (size_t)(sp1 - l);
-    if (method_lookup(l, r->method.len, &r->method_id) < 0)
-        return fail(p, 501, "unknown method");
+    /* any token is a method (RFC 9110 9.1); one llhttp does not know is
+     * forwarded like any other, and shown to llhttp as GET (the method plays
+     * no part in a request's framing) */
+    if (method_lookup(l, r->method.len, &r->method_id) < 0) {
+        if (!all_tchar(l, r->method.len))
+            return fail(p, 400, "invalid method");
+        r->method_id = GW_METHOD_OTHER;
+    }
     r->version_major = 1;
     r->version_minor = (unsigned)(v[7] - '0');
     r->target.ptr = t;
@@ -937,7 +943,13 @@ static int check_llhttp_head(struct gw_req_parser *p)
     uint16_t flags;
 
     p->head_paused = false;
-    err = llhttp_execute(&p->http, p->head, p->head_len);
+    if (r->method_id == GW_METHOD_OTHER) {
+        err = llhttp_execute(&p->http, "GET", 3);
+        if (err == HPE_OK)
+            err = llhttp_execute(&p->http, p->head + r->method.len, p->head_len - r->method.len);
+    } else {
+        err = llhttp_execute(&p->http, p->head, p->head_len);
+    }
     if (err != HPE_PAUSED || !p->head_paused)
         return fail(p, 400, http_reason(p, "head rejected by llhttp"));
     if (llhttp_get_error_pos(&p->http) != p->head + p->head_len)
@@ -945,8 +957,8 @@ static int check_llhttp_head(struct gw_req_parser *p)
     llhttp_resume(&p->http);
 
     flags = p->http.flags;
-    if (p->http.method != (uint8_t)r->method_id || p->http.http_major != r->version_major ||
-        p->http.http_minor != r->version_minor)
+    if (p->http.method != (uint8_t)(r->method_id == GW_METHOD_OTHER ? HTTP_GET : r->method_id) ||
+        p->http.http_major != r->version_major || p->http.http_minor != r->version_minor)
         return fail(p, 400, "request line disagreement");
     switch (r->body_kind) {
     case GW_BODY_NONE:

@@ -161,11 +161,14 @@ enum gw_target_form {
  * and every pointer into the parser's own memory: all stay valid until
  * gw_req_reset() or gw_req_parser_free().
  */
+/* method_id of a method token llhttp does not know ("PURGEALL", "get") */
+#define GW_METHOD_OTHER ((llhttp_method_t)255)
+
 struct gw_request {
-    struct gw_slice method; /* the token as sent */
-    llhttp_method_t method_id;
-    unsigned version_major; /* always 1 */
-    unsigned version_minor; /* 0 or 1 */
+    struct gw_slice method;    /* the token as sent */
+    llhttp_method_t method_id; /* GW_METHOD_OTHER: see method */
+    unsigned version_major;    /* always 1 */
+    unsigned version_minor;    /* 0 or 1 */
 
     enum gw_target_form form;
     struct gw_slice target; /* raw request-target */

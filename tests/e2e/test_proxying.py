@@ -235,6 +235,36 @@ class ProxyTest(GatewayCase):
             r, e = self.echo(c, "POST", body=b"")
             self.assertEqual(e["body_bytes"], 0)
 
+    def test_max_forwards(self):
+        # RFC 9110 7.6.2: OPTIONS and TRACE stop at the hop whose
+        # Max-Forwards is 0; above 0 it goes on one less; other methods ignore it
+        with Client(self.gw.port) as c:
+            r = c.request("OPTIONS", "/e", headers=[("Max-Forwards", "0")])
+            self.assertEqual(r.status, 200, r)
+            self.assertIsNone(r.header("X-Backend"), r)
+            allow = {m.strip() for m in r.header("Allow").split(",")}
+            self.assertTrue({"OPTIONS", "GET", "POST"} <= allow, allow)
+            r = c.request("TRACE", "/e?q=1", headers=[
+                ("Max-Forwards", "0"), ("X-A", "1"), ("Cookie", "secret=1"),
+                ("Authorization", "Bearer secret")])
+            self.assertEqual(r.status, 200, r)
+            self.assertIsNone(r.header("X-Backend"), r)
+            self.assertEqual(r.header("Content-Type"), "message/http")
+            self.assertTrue(r.body.startswith(b"TRACE /e?q=1 HTTP/1.1\r\n"), r.body)
+            self.assertIn(b"\r\nX-A: 1\r\n", r.body)
+            self.assertTrue(r.body.endswith(b"\r\n\r\n"), r.body)
+            self.assertNotIn(b"secret", r.body)
+            _, e = self.echo(c, "OPTIONS", "/e", headers=[("Max-Forwards", "5")])
+            self.assertEqual(values(e, "Max-Forwards"), ["4"])
+            _, e = self.echo(c, "TRACE", "/e", headers=[("Max-Forwards", "1")])
+            self.assertEqual(values(e, "Max-Forwards"), ["0"])
+            _, e = self.echo(c, "GET", "/e", headers=[("Max-Forwards", "0")])
+            self.assertEqual(values(e, "Max-Forwards"), ["0"])
+            # a body sent with it is read and dropped; the connection goes on
+            r = c.request("OPTIONS", "/e", headers=[("Max-Forwards", "0")], body=b"abc")
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(self.echo(c)[1]["method"], "GET")
+
     def test_empty_bodies_on_a_reused_upstream_connection(self):
         # Content-Length: 0 has nothing to wait for: its head goes straight
         # to a pooled connection, and framing and order are kept

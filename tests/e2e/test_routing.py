@@ -37,6 +37,7 @@ class RoutingTest(GatewayCase):
             {"id": "host-any", "path": "/h", "response": {"body": "default"}},
             {"id": "norm", "path": "/n/*{rest}", "upstream": "b"},
             {"id": "enc", "path": "/enc/{name}", "upstream": "b"},
+            {"id": "purge", "methods": ["PURGEALL"], "path": "/cache/{key}", "upstream": "b"},
         ]
         cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
                              router={"trailing_slash": "redirect", "auto_options": True})
@@ -208,6 +209,25 @@ class RoutingTest(GatewayCase):
         self.assertEqual(e["path"], "/enc/a%2Fb")
         self.assertEqual(self.get("/enc/a/b").status, 404)
         self.assertEqual(self.echo("/enc/%2e%2e%2fetc")["path"], "/enc/..%2Fetc")
+
+    def test_any_method_token(self):
+        # RFC 9110 9.1: a method is any token, compared case-sensitively;
+        # ones no parser table knows are routed and forwarded like the rest
+        with Client(self.port) as c:
+            r = c.request("PURGEALL", "/cache/k1")
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["method"], "PURGEALL")
+            r = c.request("FOO", "/n/x", body=b"hello")
+            self.assertEqual((r.status, r.json()["method"]), (200, "FOO"), r)
+            self.assertEqual(r.json()["body_bytes"], 5)
+            r = c.request("get", "/api/users/42")
+            self.assertEqual(r.status, 405, r)
+            self.assertIn("GET", allow_set(r))
+            self.assertNotIn("get", allow_set(r))
+            r = c.request("GET", "/cache/k1")
+            self.assertEqual(r.status, 405, r)
+            self.assertIn("PURGEALL", allow_set(r))
+            self.assertEqual(c.request("GET", "/api/users/7").json()["path"], "/api/users/7")
 
     def test_head_to_upstream_route(self):
         with Client(self.port) as c:

@@ -92,6 +92,7 @@ struct tb_conn {
     bool name_open;
     bool headers_done;
     bool req_done;
+    char other_method[32]; /* a method token llhttp does not know, or "" */
     uint64_t body_bytes;
     int parse_status; /* HTTP status for a limit exceeded in a callback */
 
@@ -501,7 +502,8 @@ static int build_echo(struct tb_conn *c)
     char hex[2 * EVP_MAX_MD_SIZE + 1];
     const char *q;
     size_t path_len, qlen;
-    const char *method = llhttp_method_name((llhttp_method_t)c->parser.method);
+    const char *method = c->other_method[0] ? c->other_method
+                                            : llhttp_method_name((llhttp_method_t)c->parser.method);
     const char *framing = (c->parser.flags & F_CHUNKED)          ? "chunked"
                           : (c->parser.flags & F_CONTENT_LENGTH) ? "length"
                                                                  : "none";
@@ -881,13 +883,48 @@ static void dispatch(struct tb_conn *c, uint64_t req_len)
     respond(c);
 }
 
+/* At the start of a request: a method token llhttp does not know (any token
+ * is a method, RFC 9110 9.1) is kept in c->other_method and shown to llhttp
+ * as GET. Returns -1 while the method is still incomplete. */
+static int other_method(struct tb_conn *c, struct evbuffer *in)
+{
+    size_t avail = evbuffer_get_length(in), look = avail < 40 ? avail : 40, i;
+    const char *b = (const char *)evbuffer_pullup(in, (ev_ssize_t)look);
+    const char *sp = memchr(b, ' ', look);
+    size_t mlen = sp ? (size_t)(sp - b) : 0;
+
+    c->other_method[0] = '\0';
+    if (!sp)
+        return look < 40 && look > 0 && b[0] != '\r' && b[0] != '\n' ? -1 : 0;
+    if (mlen == 0 || mlen >= sizeof(c->other_method))
+        return 0;
+    for (i = 0; i < mlen; i++)
+        if (b[i] <= ' ' || b[i] >= 0x7f || strchr("\"(),/:;<=>?@[\\]{}", b[i]))
+            return 0;
+#define TB_KNOWN(num, name, string)                                                                \
+    if (mlen == sizeof(#string) - 1 && memcmp(b, #string, mlen) == 0)                              \
+        return 0;
+    HTTP_METHOD_MAP(TB_KNOWN)
+#undef TB_KNOWN
+    memcpy(c->other_method, b, mlen);
+    c->other_method[mlen] = '\0';
+    llhttp_execute(&c->parser, "GET", 3);
+    evbuffer_drain(in, mlen);
+    c->consumed += mlen;
+    return 0;
+}
+
 /* Feed the input to the parser until a request completes, the input runs
  * dry or the request is malformed. */
 static void parse(struct tb_conn *c, struct evbuffer *in)
 {
     struct evbuffer_iovec v[16];
-    int n = evbuffer_peek(in, -1, NULL, v, 16);
+    int n;
     size_t used = 0;
+
+    if (c->consumed == c->msg_start && other_method(c, in) < 0)
+        return;
+    n = evbuffer_peek(in, -1, NULL, v, 16);
 
     for (int i = 0; i < n && i < 16 && !c->req_done; i++) {
         const char *base = v[i].iov_base;
