@@ -1171,6 +1171,9 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
             make_reqid(c);
         ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     }
+    /* RFC 9110 7.6.3: a gateway MUST send Via in each request it forwards,
+     * after those of earlier hops, with the protocol it received */
+    ob_add(o, rq->version_minor ? "Via: 1.1 switchyard\r\n" : "Via: 1.0 switchyard\r\n", 21);
     if (rq->body_kind == GW_BODY_LENGTH) {
         ob_lit(o, "Content-Length: ");
         ob_u64(o, rq->content_length);

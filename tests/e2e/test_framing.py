@@ -188,7 +188,7 @@ class FramingTest(GatewayCase):
             c.send(b"GET /x HTTP/1.1\r\nHost: a\r\n" + fields + b"\r\n")
             r = c.read_response()
             self.assertEqual(r.status, 200)
-            self.assertEqual(len(r.json()["headers"]), 100 + 4)  # + X-Forwarded-*, X-Request-Id
+            self.assertEqual(len(r.json()["headers"]), 100 + 5)  # + X-Forwarded-*, X-Request-Id, Via
 
     def test_413_content_length(self):
         self.refused(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n" % (MAX_BODY + 1)

@@ -235,6 +235,17 @@ class ProxyTest(GatewayCase):
             r, e = self.echo(c, "POST", body=b"")
             self.assertEqual(e["body_bytes"], 0)
 
+    def test_via(self):
+        # RFC 9110 7.6.3: each hop adds itself, with the protocol it received
+        with Client(self.gw.port) as c:
+            _, e = self.echo(c)
+            self.assertEqual(values(e, "Via"), ["1.1 switchyard"])
+            _, e = self.echo(c, headers=[("Via", "1.1 edge, 1.0 cache")])
+            self.assertEqual(values(e, "Via"), ["1.1 edge, 1.0 cache", "1.1 switchyard"])
+        with Client(self.gw.port) as c:
+            _, e = self.echo(c, version="1.0")
+            self.assertEqual(values(e, "Via"), ["1.0 switchyard"])
+
     def test_max_forwards(self):
         # RFC 9110 7.6.2: OPTIONS and TRACE stop at the hop whose
         # Max-Forwards is 0; above 0 it goes on one less; other methods ignore it
