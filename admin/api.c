@@ -231,6 +231,7 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
 {
     struct adm_config *cfg;
     struct adm_route_binder binder;
+    struct adm_bind_ctx bctx;
     struct adm_snapshot *s;
     struct adm_state *st = api->st;
     json_t *copy, *old, *routes, *r, *tmp;
@@ -249,8 +250,10 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
         return 1;
     /* the validator's conflict-finding table becomes the snapshot's */
     t0 = adm_now_ms();
-    binder = adm_snapshot_binder(&api->sw->nworkers);
+    adm_bind_ctx_init(&bctx, api->sw->nworkers, current(api));
+    binder = adm_snapshot_binder(&bctx);
     cfg = adm_config_from_json_bound(doc, &binder, errs);
+    adm_bind_ctx_clear(&bctx);
     if (!cfg) {
         snprintf(msg, cap, "invalid config");
         return -1;
@@ -491,6 +494,7 @@ static void route_put(struct adm_api *api, struct evhttp_request *req, const cha
     json_t *body, *old, *idv;
     struct adm_config *cfg = NULL;
     struct adm_sroute *sr = NULL;
+    const struct adm_sroute *prev_sr = NULL;
     struct rt_error err;
     rt_txn *tx = NULL;
     rt_table *rt;
@@ -533,12 +537,14 @@ static void route_put(struct adm_api *api, struct evhttp_request *req, const cha
         goto oom;
     if (old) {
         nm = route_methods(old, ms, 64);
-        if (rt_txn_delete(tx, ms, nm, route_pattern(old, pat, sizeof(pat)), &err) < 0) {
+        /* the replacement keeps the route's counters */
+        prev_sr = rt_txn_find(tx, ms, nm, route_pattern(old, pat, sizeof(pat)));
+        if (rt_txn_delete(tx, ms, nm, pat, &err) < 0) {
             reply_error(api, req, 500, err.msg, NULL);
             goto out;
         }
     }
-    if (!(sr = adm_sroute_new(&cfg->routes[0], cur)))
+    if (!(sr = adm_sroute_new(&cfg->routes[0], cur, prev_sr)))
         goto oom;
     if (rt_txn_insert(tx, (const char *const *)cfg->routes[0].methods, cfg->routes[0].nmethods,
                       cfg->routes[0].pattern, id, sr, &err) < 0) {

@@ -83,7 +83,8 @@ void adm_sroute_free(void *udata)
     free(r->head);
     free(r->tail);
     free(r->body);
-    free(r->ctr);
+    if (r->ctrs && --r->ctrs->refs == 0)
+        free(r->ctrs);
     free(r);
 }
 
@@ -197,7 +198,27 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
     return 0;
 }
 
-static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworkers, size_t upstream)
+/* The counters of a route: <prev>'s when it has them for as many workers
+ * (a route of the same id in the config being replaced), else new ones. */
+static struct adm_rctrs *rctrs_for(const struct adm_sroute *prev, unsigned nworkers)
+{
+    struct adm_rctrs *k;
+    size_t size = sizeof(*k) + sizeof(k->w[0]) * nworkers;
+
+    if (prev && prev->ctrs && prev->ctrs->nworkers == nworkers) {
+        prev->ctrs->refs++;
+        return prev->ctrs;
+    }
+    if (!(k = aligned_alloc(64, (size + 63) & ~(size_t)63)))
+        return NULL;
+    memset(k, 0, size);
+    k->refs = 1;
+    k->nworkers = nworkers;
+    return k;
+}
+
+static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworkers, size_t upstream,
+                                      const struct adm_sroute *prev)
 {
     struct adm_sroute *r = calloc(1, sizeof(*r));
 
@@ -207,10 +228,9 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
     r->nworkers = nworkers;
     if (!(r->id = dups(c->id)) || !(r->pattern = dups(c->pattern)))
         goto fail;
-    r->ctr = aligned_alloc(64, sizeof(*r->ctr) * nworkers);
-    if (!r->ctr)
+    if (!(r->ctrs = rctrs_for(prev, nworkers)))
         goto fail;
-    memset(r->ctr, 0, sizeof(*r->ctr) * nworkers);
+    r->ctr = r->ctrs->w;
     if (c->action == ADM_ACTION_UPSTREAM) {
         r->upstream = upstream;
         r->timeout_ms = c->timeout_ms;
@@ -235,18 +255,78 @@ fail:
     return NULL;
 }
 
-/* <arg> points to the number of workers */
+static size_t id_hash(const char *id)
+{
+    uint64_t h = 1469598103934665603ULL;
+
+    while (*id)
+        h = (h ^ (unsigned char)*id++) * 1099511628211ULL;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static void index_route(const rt_route *rr, void *arg)
+{
+    struct adm_bind_ctx *ctx = arg;
+    const struct adm_sroute *sr = rt_route_udata(rr);
+    size_t i = id_hash(sr->id) & (ctx->cap - 1);
+
+    while (ctx->byid[i])
+        i = (i + 1) & (ctx->cap - 1);
+    ctx->byid[i] = sr;
+}
+
+void adm_bind_ctx_init(struct adm_bind_ctx *ctx, unsigned nworkers, const struct adm_snapshot *prev)
+{
+    size_t n = prev ? rt_table_count(prev->rt) : 0;
+
+    ctx->nworkers = nworkers;
+    ctx->byid = NULL;
+    ctx->cap = 0;
+    if (!n)
+        return;
+    for (ctx->cap = 16; ctx->cap < 2 * n; ctx->cap *= 2)
+        ;
+    if (!(ctx->byid = calloc(ctx->cap, sizeof(*ctx->byid)))) {
+        ctx->cap = 0;
+        return;
+    }
+    rt_table_foreach(prev->rt, index_route, ctx);
+}
+
+void adm_bind_ctx_clear(struct adm_bind_ctx *ctx)
+{
+    free(ctx->byid);
+    ctx->byid = NULL;
+    ctx->cap = 0;
+}
+
+static const struct adm_sroute *by_id(const struct adm_bind_ctx *ctx, const char *id)
+{
+    size_t i;
+
+    if (!ctx->cap)
+        return NULL;
+    for (i = id_hash(id) & (ctx->cap - 1); ctx->byid[i]; i = (i + 1) & (ctx->cap - 1))
+        if (strcmp(ctx->byid[i]->id, id) == 0)
+            return ctx->byid[i];
+    return NULL;
+}
+
+/* <arg> is a struct adm_bind_ctx */
 static void *make_sroute(const struct adm_route *c, void *arg)
 {
-    return sroute_make(c, *(const unsigned *)arg, c->upstream_index);
+    const struct adm_bind_ctx *ctx = arg;
+
+    return sroute_make(c, ctx->nworkers, c->upstream_index, by_id(ctx, c->id));
 }
 
-struct adm_route_binder adm_snapshot_binder(const unsigned *nworkers)
+struct adm_route_binder adm_snapshot_binder(const struct adm_bind_ctx *ctx)
 {
-    return (struct adm_route_binder){make_sroute, adm_sroute_free, (void *)(uintptr_t)nworkers};
+    return (struct adm_route_binder){make_sroute, adm_sroute_free, (void *)(uintptr_t)ctx};
 }
 
-struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s)
+struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s,
+                                  const struct adm_sroute *prev)
 {
     size_t up = 0;
 
@@ -257,7 +337,7 @@ struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_sn
         if (up == s->npools)
             return NULL;
     }
-    return sroute_make(r, s->nworkers, up);
+    return sroute_make(r, s->nworkers, up, prev);
 }
 
 /* The definition key of an upstream: its JSON with sorted keys plus the
@@ -382,7 +462,11 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
         s->rt = cfg->table;
         cfg->table = NULL;
     } else {
-        s->rt = adm_config_build_routes(cfg, make_sroute, adm_sroute_free, &nworkers, errs);
+        struct adm_bind_ctx ctx;
+
+        adm_bind_ctx_init(&ctx, nworkers, prev);
+        s->rt = adm_config_build_routes(cfg, make_sroute, adm_sroute_free, &ctx, errs);
+        adm_bind_ctx_clear(&ctx);
     }
     if (!s->rt)
         goto fail;

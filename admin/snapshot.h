@@ -37,6 +37,16 @@ struct adm_rctr {
     char pad[64 - 6 * sizeof(uint64_t) % 64];
 };
 
+/* A route's counters, one cache line per worker. A route of a later config
+ * with the same id takes them over (refs, admin thread only), so a config
+ * push resets no route's counters. */
+struct adm_rctrs {
+    unsigned refs;
+    unsigned nworkers;
+    char pad[64 - 2 * sizeof(unsigned)];
+    struct adm_rctr w[];
+};
+
 /* What a worker needs to act on a matched route; the router's udata. It
  * owns copies of everything it uses, so it can be shared by every snapshot
  * whose table still holds the route (route-level changes copy nothing
@@ -61,7 +71,8 @@ struct adm_sroute {
     char *head, *tail, *body;
     size_t head_len, tail_len, body_len;
     unsigned nworkers;
-    struct adm_rctr *ctr; /* one per worker */
+    struct adm_rctr *ctr;   /* one per worker: ctrs->w */
+    struct adm_rctrs *ctrs; /* a reference */
 };
 
 /* A config shared by the snapshots derived from it by route-level changes
@@ -97,7 +108,7 @@ struct adm_snapshot {
  * unchanged. Server host names are resolved here (blocking: admin thread
  * only). NULL with errors appended to <errs> on failure. When cfg->table is
  * set it becomes the snapshot's router table as it is: it must come from
- * adm_config_from_json_bound() with adm_snapshot_binder(&n), n == nworkers. */
+ * adm_config_from_json_bound() with adm_snapshot_binder() for nworkers. */
 struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
                                         unsigned nworkers, struct adm_errors *errs);
 /* A new snapshot sharing <cur>'s config, pools and counters, with router
@@ -106,14 +117,29 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
 struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_table *rt);
 
 /* Builds the route data for <r>, validated against <s>'s upstreams (the
- * pool is found by name). NULL on out of memory or an unknown upstream. */
-struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s);
+ * pool is found by name); it takes over the counters of <prev> (may be NULL),
+ * the route it replaces. NULL on out of memory or an unknown upstream. */
+struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_snapshot *s,
+                                  const struct adm_sroute *prev);
 /* CLOCK_MONOTONIC in milliseconds, for build times. */
 double adm_now_ms(void);
 
-/* The binder that lets the validator's table serve as a snapshot's table for
- * *<nworkers> workers (the pointer must stay valid while it is used). */
-struct adm_route_binder adm_snapshot_binder(const unsigned *nworkers);
+/* What the binder below needs: the number of workers, and the routes of the
+ * live snapshot by id, whose counters the new config's routes take over. */
+struct adm_bind_ctx {
+    unsigned nworkers;
+    const struct adm_sroute **byid; /* open addressing, cap a power of two */
+    size_t cap;
+};
+/* Fills <ctx> for <nworkers> workers and the routes of <prev> (may be NULL).
+ * On out of memory the index stays empty: counters then start from zero. */
+void adm_bind_ctx_init(struct adm_bind_ctx *ctx, unsigned nworkers,
+                       const struct adm_snapshot *prev);
+void adm_bind_ctx_clear(struct adm_bind_ctx *ctx);
+
+/* The binder that lets the validator's table serve as a snapshot's table
+ * (<ctx> must stay valid while it is used). */
+struct adm_route_binder adm_snapshot_binder(const struct adm_bind_ctx *ctx);
 void adm_sroute_free(void *udata);
 
 /* The reason phrase of <status> ("Not Found"); a generic one for codes

@@ -130,6 +130,10 @@ int rt_txn_insert(rt_txn *tx, const char *const *methods, size_t nmethods, const
 int rt_txn_update(rt_txn *tx, const char *const *methods, size_t nmethods, const char *pattern,
                   const char *name, void *udata, struct rt_error *err);
 
+/* The user pointer of the route with exactly this method set and pattern
+ * shape in the transaction's current state, or NULL when there is none. */
+void *rt_txn_find(rt_txn *tx, const char *const *methods, size_t nmethods, const char *pattern);
+
 /* Deletes the route with exactly this method set and pattern shape. */
 int rt_txn_delete(rt_txn *tx, const char *const *methods, size_t nmethods, const char *pattern,
                   struct rt_error *err);

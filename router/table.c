@@ -864,6 +864,20 @@ static int del_shape(struct rt_txn *tx, struct rt_node **slot, const char *key, 
     return 0;
 }
 
+void *rt_txn_find(rt_txn *tx, const char *const *methods, size_t nmethods, const char *pattern)
+{
+    struct rt_pat p;
+    const struct rt_node *found;
+    const struct rt_route *r;
+    uint64_t mask;
+    int any;
+
+    if (prepare(tx, methods, nmethods, pattern, &p, &mask, &any, &found, NULL) < 0)
+        return NULL;
+    r = leaf_route(found, mask, any, 1);
+    return r ? r->udata : NULL;
+}
+
 int rt_txn_delete(rt_txn *tx, const char *const *methods, size_t nmethods, const char *pattern,
                   struct rt_error *err)
 {

@@ -694,10 +694,43 @@ class StatusMetricsTest(ApiCase):
         types, samples = self.scrape(api)
         self.assertEqual(metric(samples, "switchyard_config_swaps_total"), swaps0 + 2)
         self.assertEqual(metric(samples, "switchyard_config_generation"), api.generation())
-        # the route counters of a replaced route start from its new definition
-        # but those of untouched routes survive route-level swaps
+        # the counters of untouched routes survive route-level swaps
         self.assertEqual(metric(samples, "switchyard_route_requests_total", route="ping",
                                 code="2xx"), ping0 + 4)
+
+    def test_route_counters_survive_config_pushes(self):
+        # a route keeps its counters across whole-config pushes and PUT
+        # /routes/{id} as long as its id stays; a new id starts at zero
+        api = self.start()
+
+        def pings():
+            return metric(self.scrape(api)[1], "switchyard_route_requests_total",
+                          route="ping", code="2xx") or 0
+
+        def hit(path, n):
+            with Client(self.port) as c:
+                for _ in range(n):
+                    self.assertEqual(c.request("GET", path).status, 200)
+
+        hit("/ping", 3)
+        wait_for(lambda: pings() >= 3 or None, what="ping counted")
+        cfg = self.base_config()
+        cfg["routes"].append(local_route("new", "/new"))
+        self.assertWrite(api.put("/config", cfg), 200)
+        self.assertEqual(pings(), 3)
+        hit("/ping", 2)
+        wait_for(lambda: pings() >= 5 or None, what="ping counted after a push")
+        self.assertEqual(pings(), 5)
+        # a new definition under the same id: counting goes on
+        self.assertWrite(api.put("/routes/ping", local_route("ping", "/pong", methods=["GET"])),
+                         200)
+        hit("/pong", 1)
+        wait_for(lambda: pings() >= 6 or None, what="ping counted after PUT /routes/ping")
+        self.assertEqual(pings(), 6)
+        # deleted, then added again: a new route
+        self.assertWrite(api.delete("/routes/ping"), 200)
+        self.assertWrite(api.post("/routes", local_route("ping", "/ping", methods=["GET"])), 201)
+        self.assertEqual(pings(), 0)
 
 
 # ---------------------------------------------------------------------------
