@@ -123,6 +123,11 @@ void gw_timeout_sweep(struct gw_worker *w);
 /* Once a second: closes parked upstream connections past their idle timeout. */
 void gw_up_sweep(struct gw_worker *w);
 void gw_responses_init(void);
+#ifdef SY_UPHEAD_PROBE /* tests/gateway/fuzz_uphead.c only */
+struct adm_snapshot;
+int gw_uphead_probe(const char *data, size_t n, struct adm_snapshot *s, const struct sockaddr *peer,
+                    struct evbuffer *out);
+#endif
 
 /* log.c */
 void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

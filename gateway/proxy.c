@@ -2121,6 +2121,17 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 
 /* ---- connection life ---- */
 
+/* The request parser's limits of a connection accepted under <cfg>. */
+static void conn_limits(const struct adm_config *cfg, struct gw_req_limits *lim)
+{
+    gw_req_limits_default(lim);
+    lim->max_request_line = cfg->limits.max_request_line;
+    lim->max_header_bytes = cfg->limits.max_header_bytes;
+    lim->max_headers = cfg->limits.max_headers;
+    lim->max_body_bytes = cfg->limits.max_body_bytes;
+    lim->merge_slashes = cfg->router.merge_slashes;
+}
+
 void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen)
 {
     struct gw_conn *c = calloc(1, sizeof(*c));
@@ -2146,12 +2157,7 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
         c->peer_port = ntohs(in6->sin6_port);
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    gw_req_limits_default(&lim);
-    lim.max_request_line = cfg->limits.max_request_line;
-    lim.max_header_bytes = cfg->limits.max_header_bytes;
-    lim.max_headers = cfg->limits.max_headers;
-    lim.max_body_bytes = cfg->limits.max_body_bytes;
-    lim.merge_slashes = cfg->router.merge_slashes;
+    conn_limits(cfg, &lim);
     if (gw_req_parser_init(&c->rp, &lim) < 0)
         goto fail;
     c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
@@ -2300,3 +2306,77 @@ void gw_conn_free_all(struct gw_worker *w)
     while (w->upconns)
         up_free(w->upconns);
 }
+
+#ifdef SY_UPHEAD_PROBE
+/* For the upstream-head fuzz target only (compiled in with SY_UPHEAD_PROBE,
+ * never into the gateway): what the request path does with the complete
+ * request head data[0..n) from a client at <peer>, up to the upstream head.
+ * Returns 0 with that head in <out> when the request would go upstream,
+ * else the status Switchyard would answer with itself (the router's for
+ * 404, 405, redirects and automatic OPTIONS), or -1 for an incomplete head. */
+int gw_uphead_probe(const char *data, size_t n, struct adm_snapshot *s, const struct sockaddr *peer,
+                    struct evbuffer *out)
+{
+    struct gw_worker *w = calloc(1, sizeof(*w));
+    struct gw_conn *c = calloc(1, sizeof(*c));
+    const struct adm_config *cfg = s->cfg;
+    const struct gw_request *rq;
+    struct gw_req_limits lim;
+    struct rt_match m;
+    size_t used = 0;
+    int rc, ret = -1;
+
+    if (!w || !c)
+        abort();
+    c->w = w;
+    if (peer->sa_family == AF_INET) {
+        memcpy(&c->peer, peer, sizeof(struct sockaddr_in));
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer_ip,
+                  sizeof(c->peer_ip));
+    } else {
+        memcpy(&c->peer, peer, sizeof(struct sockaddr_in6));
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer_ip,
+                  sizeof(c->peer_ip));
+    }
+    conn_limits(cfg, &lim);
+    if (gw_req_parser_init(&c->rp, &lim) < 0)
+        abort();
+    rc = gw_req_feed_head(&c->rp, data, n, &used);
+    rq = &c->rp.req;
+    if (rc == GW_REQ_ERROR) {
+        ret = c->rp.status;
+    } else if (rc == GW_REQ_AGAIN) {
+        ret = -1;
+    } else if (rq->method_id == HTTP_CONNECT) {
+        ret = 501;
+    } else if (rq->form == GW_TARGET_ASTERISK) {
+        ret = 200;
+    } else {
+        c->snap = s;
+        c->params_cap = rt_table_max_params(s->rt);
+        if (!(c->params = calloc(c->params_cap + 1, sizeof(*c->params))))
+            abort();
+        rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
+                  rq->path, rq->path_len, c->params, c->params_cap, &m);
+        c->nparams = m.nparams;
+        if (m.status != RT_HIT) {
+            ret = (int)m.status;
+        } else if ((c->sr = rt_route_udata(m.route))->action != ADM_ACTION_UPSTREAM) {
+            ret = (int)c->sr->status;
+        } else if (max_forwards(rq) == 0) {
+            ret = 200;
+        } else if (gw_req_confirm(&c->rp) < 0) {
+            ret = c->rp.status;
+        } else {
+            c->upstream_addr = "127.0.0.1:1";
+            build_up_head(c, out);
+            ret = 0;
+        }
+    }
+    free(c->params);
+    gw_req_parser_free(&c->rp);
+    free(c);
+    free(w);
+    return ret;
+}
+#endif

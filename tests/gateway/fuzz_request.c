@@ -11,11 +11,11 @@
  * with '/', idempotent normalization, ...), errors carry an allowed status.
  * The bytes are also fed to gw_path_normalize() directly.
  *
- * Built as a libFuzzer target with SY_FUZZ=ON (clang), and with
- * SY_FUZZ_REPLAY as a plain program that replays a corpus directory plus
+ * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
+ * fuzz_replay.c as a plain program that replays a corpus directory plus
  * mutations of it with a fixed seed (run by ctest).
  */
-#define _POSIX_C_SOURCE 200809L /* replay: dirent, stat */
+#define _POSIX_C_SOURCE 200809L
 
 #include "gateway/request.h"
 
@@ -25,15 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "tests/gateway/fuzz_util.h"
 
-#define CHECK(cond)                                                                                \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);           \
-            abort();                                                                               \
-        }                                                                                          \
-    } while (0)
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static uint64_t mix(uint64_t h, uint64_t v)
 {
@@ -61,17 +55,6 @@ static uint64_t hash_bytes(uint64_t h, const char *s, size_t n)
 static uint64_t mix_bytes(uint64_t h, const char *s, size_t n)
 {
     return mix(hash_bytes(h, s, n), n);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t x = *s;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
 }
 
 struct body_sink {
@@ -415,139 +398,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-#ifdef SY_FUZZ_REPLAY
-/* ---- replay: corpus files plus fixed-seed mutations of them ---- */
-#include <dirent.h>
-#include <sys/stat.h>
-
-#define MAX_FILES 512
-#define MAX_INPUT 65536
-#define MUTATIONS 200000
-
-static char *files[MAX_FILES];
-static size_t file_len[MAX_FILES];
-static size_t nfiles;
-
-static void load(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
-
-    if (f == NULL || nfiles == MAX_FILES) {
-        if (f != NULL)
-            fclose(f);
-        return;
-    }
-    buf = malloc(MAX_INPUT);
-    CHECK(buf != NULL);
-    n = fread(buf, 1, MAX_INPUT, f);
-    fclose(f);
-    files[nfiles] = buf;
-    file_len[nfiles++] = n;
-}
-
-static void load_arg(const char *path)
-{
-    struct stat st;
-    DIR *dir;
-    struct dirent *e;
-    char full[4096];
-
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "fuzz_request_replay: cannot stat %s\n", path);
-        exit(2);
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        load(path);
-        return;
-    }
-    dir = opendir(path);
-    CHECK(dir != NULL);
-    while ((e = readdir(dir)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(full, sizeof(full), "%s/%s", path, e->d_name);
-        if (stat(full, &st) == 0 && S_ISREG(st.st_mode))
-            load(full);
-    }
-    closedir(dir);
-}
-
-int main(int argc, char **argv)
-{
-    static uint8_t buf[MAX_INPUT * 2];
-    uint64_t rng = 0x9e3779b97f4a7c15ULL;
-    size_t k, runs = 0;
-    int a;
-
-    for (a = 1; a < argc; a++)
-        load_arg(argv[a]);
-    if (nfiles == 0) {
-        fprintf(stderr, "fuzz_request_replay: no corpus files\n");
-        return 2;
-    }
-    for (k = 0; k < nfiles; k++, runs++)
-        LLVMFuzzerTestOneInput((const uint8_t *)files[k], file_len[k]);
-
-    /* Mutations: flip, insert, delete, duplicate and splice bytes. */
-    for (k = 0; k < MUTATIONS; k++, runs++) {
-        size_t f = (size_t)(rng_next(&rng) % nfiles), n = file_len[f], m, edits, e;
-
-        memcpy(buf, files[f], n);
-        edits = 1 + (size_t)(rng_next(&rng) % 4);
-        for (e = 0; e < edits && n > 0; e++) {
-            uint64_t r = rng_next(&rng);
-            size_t at = (size_t)((r >> 8) % n);
-
-            switch (r & 7) {
-            case 0:
-            case 1:
-                buf[at] = (uint8_t)(r >> 32);
-                break;
-            case 2:
-                buf[at] = (uint8_t) "\r\n :;,\t\"%/.0aF\x7f\x80"[(r >> 32) % 17];
-                break;
-            case 3:
-                if (n < MAX_INPUT) {
-                    memmove(buf + at + 1, buf + at, n - at);
-                    buf[at] = (uint8_t) "\r\n :;,\t\"%/.0aF"[(r >> 32) % 15];
-                    n++;
-                }
-                break;
-            case 4:
-                m = 1 + (size_t)((r >> 32) % 8);
-                if (m > n - at)
-                    m = n - at;
-                memmove(buf + at, buf + at + m, n - at - m);
-                n -= m;
-                break;
-            case 5:
-                m = 1 + (size_t)((r >> 32) % 32);
-                if (m > n - at)
-                    m = n - at;
-                if (n + m <= MAX_INPUT) {
-                    memmove(buf + at + m, buf + at, n - at);
-                    n += m;
-                }
-                break;
-            case 6: {
-                size_t g = (size_t)((r >> 16) % nfiles), gl = file_len[g];
-
-                if (gl > 9 && at + (gl - 9) <= MAX_INPUT) {
-                    memcpy(buf + at, files[g] + 9, gl - 9);
-                    n = at + (gl - 9);
-                }
-                break;
-            }
-            default:
-                n = at;
-                break;
-            }
-        }
-        LLVMFuzzerTestOneInput(buf, n);
-    }
-    printf("fuzz_request_replay: %zu corpus files, %zu runs, all invariants held\n", nfiles, runs);
-    return 0;
-}
-#endif
+/* the bytes before the client stream: limits and split seed */
+const size_t fuzz_prefix = 9;
