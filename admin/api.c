@@ -701,6 +701,14 @@ static void upstream_put(struct adm_api *api, struct evhttp_request *req, const 
             json_decref(body);
             return;
         }
+    } else if ((n = json_object_get(body, "name")) &&
+               (!json_is_string(n) || strcmp(json_string_value(n), name) != 0)) {
+        /* PUT /upstreams/{name}: a name in the body must be the URL's */
+        reply_error(api, req, 400, "invalid upstream",
+                    json_pack("[{s:s,s:s}]", "path", "/name", "message",
+                              "the name in the body differs from the name in the URL"));
+        json_decref(body);
+        return;
     }
     doc = json_copy(api->st->doc);
     ups = json_deep_copy(json_object_get(doc, "upstreams"));

@@ -472,7 +472,15 @@ class UpstreamsTest(ApiCase):
         r = api.put("/upstreams/u", {"servers": [{"address": self.b1.addr, "weight": 0}]})
         self.assertStatus(r, 400)
         self.assertUnchanged(before)
+        # a name in the body is the URL's, or the call is refused
+        r = api.put("/upstreams/u", {"name": "other", "servers": [{"address": self.b1.addr}]})
+        self.assertStatus(r, 400)
+        self.assertEqual(r.json["errors"][0]["path"], "/name")
+        self.assertUnchanged(before)
         self.assertEqual(self.backend_of("/e/x"), "b2")
+        r = api.put("/upstreams/u", {"name": "u", "servers": [{"address": self.b1.addr}]})
+        self.assertWrite(r, 200)
+        self.assertEqual(self.backend_of("/e/x"), "b1")
 
     def test_delete_upstream(self):
         api = self.start()
