@@ -81,6 +81,7 @@ static enum rt_status get(const rt_table *t, const char *path, intptr_t *ud, str
     struct rt_match m;
     size_t cap = rt_table_max_params(t);
 
+    *ud = -1;
     if (cap > 8)
         return (enum rt_status) - 1;
     rt_lookup(t, "GET", 3, NULL, 0, path, strlen(path), params, cap, &m);
@@ -106,7 +107,7 @@ static void *reader_main(void *arg)
         rt_table *t = pin(rd->idx);
         char path[64], val[16];
         struct rt_param p0;
-        intptr_t g, ud, g2;
+        intptr_t g = -1, ud = -1, g2 = -1;
         size_t i;
 
         if (get(t, "/gen", &g, NULL) != RT_HIT)

@@ -180,7 +180,7 @@ static void shrink_and_report(const struct rset *s, const struct rt_options *o,
         }
     }
     if (!case_fails(s, keep, o, q, why, sizeof(why)))
-        snprintf(why, sizeof(why), "(not reproducible after shrinking) %s", first);
+        snprintf(why, sizeof(why), "(not reproducible after shrinking) %.2000s", first);
     fprintf(stderr,
             "\n==== router property failure: rerun with SY_SEED=%llu SY_SETS=1 ====\n"
             "options: trailing_slash=%d auto_options=%d, built %s\nroutes (udata = line):\n",
