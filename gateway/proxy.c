@@ -264,11 +264,11 @@ static void rd_ready(struct rd *r)
     rd_arm(r);
 }
 
-/* Runs the read callback on what is already buffered, from the loop. */
+/* Runs the read callback on what is already buffered, from the loop (also
+ * after the peer's EOF: requests it sent before its half-close). */
 static void rd_kick(struct rd *r)
 {
-    if (!r->done)
-        event_active(r->ev, EV_TIMEOUT, 1);
+    event_active(r->ev, EV_TIMEOUT, 1);
 }
 
 /* Hands reading back to the bufferevent for good (tunnels). */
@@ -526,33 +526,43 @@ static void make_reqid(struct gw_conn *c)
 
 /* ---- local answers ---- */
 
+/* No more requests: the connection closes once its output is flushed. */
+static void close_when_flushed(struct gw_conn *c)
+{
+    c->st = CS_CLOSING;
+    rd_set(&c->rd, 0);
+    /* never free here: callers still hold <c>; the write callback closes
+     * once the output is flushed (at once when it is) */
+    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        bufferevent_trigger(c->bev, EV_WRITE,
+                            BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+}
+
 /* Ends the current request: log, count, release the snapshot, and either
- * go on with the next request or close once the output is flushed. */
+ * go on with the next request or close once the output is flushed. A
+ * client that half-closed still gets answers to the requests it sent
+ * before (pipelined, already buffered). */
 static void request_done(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
+    size_t pending = evbuffer_get_length(bufferevent_get_input(c->bev));
 
     access_log(c);
     count_status(c);
     unpin(c);
     c->sr = NULL;
     c->upstream_addr = NULL;
-    if (!c->keep || w->draining || c->eof) {
-        c->st = CS_CLOSING;
-        rd_set(&c->rd, 0);
-        /* never free here: callers still hold <c>; the write callback
-         * closes once the output is flushed (at once when it is) */
-        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-            bufferevent_trigger(c->bev, EV_WRITE,
-                                BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    if (!c->keep || w->draining || (c->eof && !pending)) {
+        close_when_flushed(c);
         return;
     }
     c->st = CS_HEAD;
     c->head_started = 0;
     gw_req_reset(&c->rp);
     set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
-    rd_set(&c->rd, 1);
-    if (evbuffer_get_length(bufferevent_get_input(c->bev)))
+    if (!c->eof)
+        rd_set(&c->rd, 1);
+    if (pending)
         rd_kick(&c->rd);
 }
 
@@ -1970,8 +1980,11 @@ static void conn_process(struct gw_conn *c)
             c->read_paused = 1;
             return;
         }
-        if (!peek_first(in, &v))
+        if (!peek_first(in, &v)) {
+            if (c->eof) /* half-closed: nothing more will come */
+                close_when_flushed(c);
             return;
+        }
         if (!c->head_started) {
             const struct adm_config *cfg = cur_cfg(c);
             c->head_started = 1;
@@ -2096,10 +2109,16 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if ((what & BEV_EVENT_EOF) && (c->st == CS_PROXY) && c->body_done) {
-        /* half-closed after sending its request: answer, then close */
+        /* half-closed after sending its request (and maybe more, pipelined):
+         * answer them, then close (request_done) */
         c->eof = 1;
-        c->keep = 0;
         rd_set(&c->rd, 0);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && c->st == CS_HEAD && c->read_paused &&
+        evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
+        /* pipelined requests wait for the output to drain (conn_write_cb) */
+        c->eof = 1;
         return;
     }
     if ((what & BEV_EVENT_EOF) && (c->st == CS_CLOSING || c->st == CS_HEAD) &&

@@ -85,6 +85,28 @@ class ConnectionTest(GatewayCase):
                         self.assertEqual(r.json()["path"], target)
                     self.assertClosed(c)
 
+    def test_pipelined_requests_then_half_close(self):
+        # requests pipelined before a half-close are all answered, in order
+        # (proxied, local, with a body, a big one), then the connection
+        # closes; a head cut off by the half-close gets nothing
+        reqs = [build_request("GET", "/hp/0"),
+                build_request("POST", "/hp/1", body=b"y" * 300),
+                build_request("GET", "/local/2"),
+                build_request("GET", "/hp/3?mode=chunked&size=200000"),
+                build_request("GET", "/hp/4")]
+        for cut in (False, True):
+            with self.subTest(cut=cut), Client(self.gw.port) as c:
+                c.send(b"".join(reqs) + (b"GET /hp/5 HTTP/1.1\r\nHost: x\r\n" if cut else b""))
+                c.sock.shutdown(socket.SHUT_WR)
+                got = [c.read_response() for _ in reqs]
+                self.assertEqual([r.status for r in got], [200] * 5)
+                self.assertEqual(got[0].json()["path"], "/hp/0")
+                self.assertEqual(got[1].json()["body_bytes"], 300)
+                self.assertEqual(got[2].body, b"local\n")
+                self.assertEqual(got[3].body_len, 200000)
+                self.assertEqual(got[4].json()["path"], "/hp/4")
+                self.assertClosed(c)
+
     def test_pipelining(self):
         reqs = []
         for i in range(20):
