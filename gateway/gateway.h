@@ -68,6 +68,8 @@ struct gw_process {
     int access_fd;           /* -1: off */
     _Atomic int draining;
     _Atomic unsigned running; /* workers still running */
+    _Atomic unsigned conns;   /* open client connections, all workers */
+    _Atomic unsigned parked;  /* of which accepted over the limit, waiting */
     struct event_base *admin_base;
 };
 
@@ -94,7 +96,9 @@ struct gw_worker {
     size_t date_len;
     char *log; /* access-log buffer */
     size_t log_len, log_cap;
-    unsigned nconns, max_conns;
+    unsigned nconns;  /* open client connections of this worker */
+    unsigned nparked; /* of which waiting for a place (gw_conn_unpark) */
+    int accept_error; /* accept failed (EMFILE...): paused until the next sweep */
     int draining;
     uint64_t reqid_seq;
     uint32_t reqid_prefix;
@@ -115,6 +119,9 @@ void gw_proxy_init(void);
 void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen);
 void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections between requests */
 void gw_conn_free_all(struct gw_worker *w);
+/* Starts serving connections accepted over limits.max_connections while
+ * there is room (after a close, and every sweep). */
+void gw_conn_unpark(struct gw_worker *w);
 /* After a swap: closes idle upstream connections of pools no longer in use. */
 void gw_up_prune(struct gw_worker *w);
 /* Every GW_SWEEP_MS: fires the connections' timeouts (ours, not libevent's). */

@@ -366,9 +366,6 @@ int main(int argc, char **argv)
         struct gw_worker *w = &proc.workers[i];
         w->id = i;
         w->proc = &proc;
-        w->max_conns = cfg->limits.max_connections / proc.nworkers;
-        if (w->max_conns == 0)
-            w->max_conns = 1;
         w->reqid_prefix = (uint32_t)(getpid() * 2654435761u) ^ (uint32_t)time(NULL);
         w->nlisteners = cfg->nlisteners;
         w->listeners = calloc(cfg->nlisteners, sizeof(*w->listeners));

@@ -77,6 +77,7 @@ struct gw_conn {
     enum cstate st;
     struct gw_req_parser rp;
     int head_started; /* some bytes of the current head arrived */
+    int parked;       /* accepted over the connection limit: not read yet */
     int eof;          /* the client half-closed */
 
     /* the current request */
@@ -2199,11 +2200,19 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
     c->st = CS_HEAD;
     bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
     bufferevent_setwatermark(c->bev, EV_WRITE, GW_LWM, 0);
-    set_tmo(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
     bufferevent_enable(c->bev, EV_WRITE);
-    rd_set(&c->rd, 1);
-    if (w->nconns >= w->max_conns)
-        gw_worker_listen_update(w);
+    if (atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed) >=
+        cfg->limits.max_connections) {
+        /* another worker accepted the last place before this worker's
+         * listener paused: this one waits, unread, for a place */
+        c->parked = 1;
+        w->nparked++;
+        atomic_fetch_add_explicit(&w->proc->parked, 1, memory_order_relaxed);
+    } else {
+        set_tmo(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+        rd_set(&c->rd, 1);
+    }
+    gw_worker_listen_update(w);
     return;
 fail:
     gw_count(&w->ctr.conns_dropped, 1);
@@ -2216,6 +2225,10 @@ static void conn_free(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
 
+    if (c->parked) {
+        w->nparked--;
+        atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
+    }
     if (c->up) {
         struct gw_upconn *u = c->up;
         c->up = NULL;
@@ -2235,11 +2248,37 @@ static void conn_free(struct gw_conn *c)
     free(c->params);
     free(c);
     w->nconns--;
+    atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
     gw_count(&w->ctr.conns_open, (uint64_t)-1);
+    gw_conn_unpark(w);
     if (!w->listening && !w->draining)
         gw_worker_listen_update(w);
     if (w->draining && w->nconns == 0)
         event_base_loopexit(w->base, NULL);
+}
+
+void gw_conn_unpark(struct gw_worker *w)
+{
+    const struct adm_config *cfg;
+    struct gw_conn *c;
+
+    if (!w->nparked || w->draining)
+        return;
+    cfg = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
+    for (c = w->conns; c && w->nparked; c = c->next) {
+        unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
+        unsigned parked = atomic_load_explicit(&w->proc->parked, memory_order_relaxed);
+
+        if (open - parked >= cfg->limits.max_connections)
+            return;
+        if (!c->parked)
+            continue;
+        c->parked = 0;
+        w->nparked--;
+        atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
+        set_tmo(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+        rd_set(&c->rd, 1);
+    }
 }
 
 void gw_conn_close_idle(struct gw_worker *w)

@@ -29,14 +29,22 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
 
     (void)lev;
     gw_log(GW_LOG_ERROR, "worker %u: accept: %s", l->w->id, evutil_socket_error_to_string(e));
-    /* EMFILE and friends: stop accepting until a connection closes */
-    l->w->listening = 1;
+    /* EMFILE and friends: stop accepting until the next sweep */
+    l->w->accept_error = 1;
     gw_worker_listen_update(l->w);
 }
 
+/* Accepting while the process is under limits.max_connections (of the live
+ * config): one count for all workers, so the limit holds however the kernel
+ * spreads connections over the workers' sockets. A worker that paused at the
+ * limit resumes when one of its own connections closes, or at its next
+ * sweep when another worker's did. */
 void gw_worker_listen_update(struct gw_worker *w)
 {
-    int want = !w->draining && w->nconns < w->max_conns;
+    const struct adm_config *cfg =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
+    unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
+    int want = !w->draining && !w->accept_error && open < cfg->limits.max_connections;
 
     if (want == w->listening)
         return;
@@ -89,9 +97,15 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 {
+    struct gw_worker *w = arg;
+
     (void)fd;
     (void)what;
-    gw_timeout_sweep(arg);
+    gw_timeout_sweep(w);
+    w->accept_error = 0;
+    /* other workers' connections may have closed, or the limit grown */
+    gw_conn_unpark(w);
+    gw_worker_listen_update(w);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)

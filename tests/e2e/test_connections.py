@@ -360,6 +360,31 @@ class MaxConnectionsTest(GatewayCase):
         self.assertEqual(r.json()["path"], "/3")
         self.assertEqual(c2.request("GET", "/2b").status, 200)
 
+    def test_connection_limit_is_global_and_live(self):
+        # two workers share one count (the kernel may give one worker every
+        # connection), and a reloaded limit applies without a restart
+        b = self.own_backend("b")
+        cfg = gateway_config(upstreams={"b": upstream_cfg(b)},
+                             routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
+                             workers=2, limits={"max_connections": 3})
+        g = self.own_gateway(cfg)
+        cs = [Client(g.port) for _ in range(3)]
+        for c in cs:
+            self.addCleanup(c.close)
+        for i, c in enumerate(cs):
+            self.assertEqual(c.request("GET", "/%d" % i).status, 200)
+        extra = Client(g.port)
+        self.addCleanup(extra.close)
+        extra.send(build_request("GET", "/extra"))
+        self.assertTrue(extra.silent_for(1.0), "a fourth connection was served")
+        # a higher limit, by SIGHUP: the waiting connection is served
+        cfg["limits"]["max_connections"] = 4
+        g.reload(cfg)
+        r = extra.read_response()
+        self.assertEqual((r.status, r.json()["path"]), (200, "/extra"))
+        for i, c in enumerate(cs):
+            self.assertEqual(c.request("GET", "/again%d" % i).status, 200)
+
 
 if __name__ == "__main__":
     main()
