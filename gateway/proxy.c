@@ -674,6 +674,16 @@ static const struct simple_enc *simple_enc(int status)
     return &simple_encs[status - 100];
 }
 
+/* The Connection field of a response to <c>'s client: close when the
+ * connection ends after it, keep-alive for an HTTP/1.0 client that keeps it. */
+static void ob_connection(struct obuf *o, const struct gw_conn *c)
+{
+    if (!c->keep || c->w->draining)
+        ob_lit(o, "Connection: close\r\n");
+    else if (c->http10)
+        ob_lit(o, "Connection: keep-alive\r\n");
+}
+
 /* A short local answer in two halves, so callers can add fields between
  * them: simple_head writes the status line, Server and Date; simple_tail
  * the request id, framing, Connection and a one-line body. */
@@ -695,10 +705,7 @@ static void simple_tail(struct obuf *o, struct gw_conn *c, int status)
         ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     if (body)
         ob_add(o, e->framing, e->framing_len);
-    if (!c->keep || c->w->draining)
-        ob_lit(o, "Connection: close\r\n");
-    else if (c->http10)
-        ob_lit(o, "Connection: keep-alive\r\n");
+    ob_connection(o, c);
     ob_lit(o, "\r\n");
     if (body && !c->is_head)
         ob_add(o, e->body, e->body_len);
@@ -735,10 +742,7 @@ static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
     ob_init_bev(o, c->bev);
     ob_add(o, sr->head, sr->head_len);
     ob_add(o, c->w->date, c->w->date_len);
-    if (!c->keep || c->w->draining)
-        ob_lit(o, "Connection: close\r\n");
-    else if (c->http10)
-        ob_lit(o, "Connection: keep-alive\r\n");
+    ob_connection(o, c);
     ob_add(o, sr->tail, sr->tail_len);
     if (!c->is_head && sr->body_len)
         ob_add(o, sr->body, sr->body_len);
@@ -815,10 +819,7 @@ static void send_trace_reflection(struct gw_conn *c)
     ob_lit(o, "Content-Type: message/http\r\nContent-Length: ");
     ob_u64(o, len);
     ob_lit(o, "\r\n");
-    if (!c->keep || c->w->draining)
-        ob_lit(o, "Connection: close\r\n");
-    else if (c->http10)
-        ob_lit(o, "Connection: keep-alive\r\n");
+    ob_connection(o, c);
     ob_lit(o, "\r\n");
     ob_slice(o, &rq->method);
     ob_lit(o, " ");
@@ -1400,10 +1401,8 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
         ob_lit(o, "Connection: upgrade\r\n");
         if (up)
             ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
-    } else if (!c->keep || c->w->draining) {
-        ob_lit(o, "Connection: close\r\n");
-    } else if (c->http10) {
-        ob_lit(o, "Connection: keep-alive\r\n");
+    } else {
+        ob_connection(o, c);
     }
     ob_lit(o, "\r\n");
     if (!pend)
