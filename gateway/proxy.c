@@ -1857,13 +1857,58 @@ static void tunnel_start(struct gw_conn *c)
 /* ---- requests ---- */
 
 /* The head is complete: route it and act. */
+/* What becomes of the request in c->rp under snapshot c->snap: routed
+ * (c->sr, c->params), and the checks that decide whether it goes upstream.
+ * request_start() acts on the verdict; the upstream-head fuzz probe too. */
+enum verdict {
+    V_CONNECT,  /* 501 */
+    V_ASTERISK, /* OPTIONS *: every method */
+    V_NOMEM,    /* no room for the parameters */
+    V_ROUTER,   /* the router answers: m->status (404, 405, redirect, OPTIONS) */
+    V_LOCAL,    /* a configured response or redirect: c->sr */
+    V_MF0,      /* OPTIONS or TRACE with Max-Forwards 0: answered here */
+    V_INVALID,  /* llhttp disagrees: c->rp.status */
+    V_UPSTREAM, /* to c->sr's upstream */
+};
+
+static enum verdict decide(struct gw_conn *c, struct rt_match *m)
+{
+    const struct gw_request *rq = &c->rp.req;
+    const struct adm_snapshot *s = c->snap;
+    size_t need;
+
+    if (rq->method_id == HTTP_CONNECT)
+        return V_CONNECT;
+    if (rq->form == GW_TARGET_ASTERISK)
+        return V_ASTERISK;
+    need = rt_table_max_params(s->rt);
+    if (need > c->params_cap) {
+        struct rt_param *p = realloc(c->params, need * sizeof(*p));
+        if (!p)
+            return V_NOMEM;
+        c->params = p;
+        c->params_cap = need;
+    }
+    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len, rq->path,
+              rq->path_len, c->params, c->params_cap, m);
+    c->nparams = m->nparams;
+    if (m->status != RT_HIT)
+        return V_ROUTER;
+    c->sr = rt_route_udata(m->route);
+    if (c->sr->action != ADM_ACTION_UPSTREAM)
+        return V_LOCAL;
+    if (max_forwards(rq) == 0)
+        return V_MF0;
+    /* the second parser agrees before a byte goes upstream */
+    return gw_req_confirm(&c->rp) < 0 ? V_INVALID : V_UPSTREAM;
+}
+
 static void request_start(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
     const struct gw_request *rq = &c->rp.req;
     struct rt_match m;
     struct adm_snapshot *s;
-    size_t need;
 
     c->snap = s = adm_swap_pin(&w->proc->swap, w->id);
     c->sr = NULL;
@@ -1880,13 +1925,13 @@ static void request_start(struct gw_conn *c)
     if (!c->body_done)
         set_tmo(&c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
 
-    if (rq->method_id == HTTP_CONNECT) {
+    switch (decide(c, &m)) {
+    case V_CONNECT:
         c->keep = 0;
         send_simple(c, 501, NULL, 0);
         request_done(c);
         return;
-    }
-    if (rq->form == GW_TARGET_ASTERISK) {
+    case V_ASTERISK: {
         uint64_t all = rt_table_methods(s->rt);
         if (all == RT_ANY_METHOD)
             all = RT_M_GET | RT_M_POST | RT_M_PUT | RT_M_DELETE | RT_M_PATCH;
@@ -1894,42 +1939,30 @@ static void request_start(struct gw_conn *c)
         local_finish(c);
         return;
     }
-    need = rt_table_max_params(s->rt);
-    if (need > c->params_cap) {
-        struct rt_param *p = realloc(c->params, need * sizeof(*p));
-        if (!p) {
-            gw_count(&w->ctr.conns_dropped, 1);
-            send_error_close(c, 503);
-            return;
-        }
-        c->params = p;
-        c->params_cap = need;
-    }
-    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len, rq->path,
-              rq->path_len, c->params, c->params_cap, &m);
-    c->nparams = m.nparams;
-    switch (m.status) {
-    case RT_HIT:
-        c->sr = rt_route_udata(m.route);
-        if (c->sr->action == ADM_ACTION_UPSTREAM) {
-            if (max_forwards(rq) == 0) {
-                answer_max_forwards_0(c);
-                local_finish(c);
-                return;
-            }
-            /* the second parser agrees before a byte goes upstream */
-            if (gw_req_confirm(&c->rp) < 0) {
-                c->is_head = 0;
-                c->http10 = 0;
-                send_error_close(c, c->rp.status);
-                return;
-            }
-            proxy_start(c);
-            return;
-        }
+    case V_NOMEM:
+        gw_count(&w->ctr.conns_dropped, 1);
+        send_error_close(c, 503);
+        return;
+    case V_LOCAL:
         send_encoded(c, c->sr);
         local_finish(c);
         return;
+    case V_MF0:
+        answer_max_forwards_0(c);
+        local_finish(c);
+        return;
+    case V_INVALID:
+        c->is_head = 0;
+        c->http10 = 0;
+        send_error_close(c, c->rp.status);
+        return;
+    case V_UPSTREAM:
+        proxy_start(c);
+        return;
+    case V_ROUTER:
+        break;
+    }
+    switch (m.status) {
     case RT_OPTIONS_AUTO:
         send_allow(c, 204, m.allow | RT_M_OPTIONS);
         local_finish(c);
@@ -2140,6 +2173,21 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
 
 /* ---- connection life ---- */
 
+/* The client's address, as text too. */
+static void conn_set_peer(struct gw_conn *c, const struct sockaddr *sa, size_t salen)
+{
+    memcpy(&c->peer, sa, salen < sizeof(c->peer) ? salen : sizeof(c->peer));
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, c->peer_ip, sizeof(c->peer_ip));
+        c->peer_port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, c->peer_ip, sizeof(c->peer_ip));
+        c->peer_port = ntohs(in6->sin6_port);
+    }
+}
+
 /* The request parser's limits of a connection accepted under <cfg>. */
 static void conn_limits(const struct adm_config *cfg, struct gw_req_limits *lim)
 {
@@ -2165,16 +2213,7 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
         return;
     }
     c->w = w;
-    memcpy(&c->peer, sa, (size_t)salen < sizeof(c->peer) ? (size_t)salen : sizeof(c->peer));
-    if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, c->peer_ip, sizeof(c->peer_ip));
-        c->peer_port = ntohs(in->sin_port);
-    } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, c->peer_ip, sizeof(c->peer_ip));
-        c->peer_port = ntohs(in6->sin6_port);
-    }
+    conn_set_peer(c, sa, (size_t)salen);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn_limits(cfg, &lim);
     if (gw_req_parser_init(&c->rp, &lim) < 0)
@@ -2377,7 +2416,6 @@ int gw_uphead_probe(const char *data, size_t n, struct adm_snapshot *s, const st
     struct gw_worker *w = calloc(1, sizeof(*w));
     struct gw_conn *c = calloc(1, sizeof(*c));
     const struct adm_config *cfg = s->cfg;
-    const struct gw_request *rq;
     struct gw_req_limits lim;
     struct rt_match m;
     size_t used = 0;
@@ -2386,48 +2424,44 @@ int gw_uphead_probe(const char *data, size_t n, struct adm_snapshot *s, const st
     if (!w || !c)
         abort();
     c->w = w;
-    if (peer->sa_family == AF_INET) {
-        memcpy(&c->peer, peer, sizeof(struct sockaddr_in));
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->peer_ip,
-                  sizeof(c->peer_ip));
-    } else {
-        memcpy(&c->peer, peer, sizeof(struct sockaddr_in6));
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->peer_ip,
-                  sizeof(c->peer_ip));
-    }
+    conn_set_peer(c, peer,
+                  peer->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+                                             : sizeof(struct sockaddr_in6));
     conn_limits(cfg, &lim);
     if (gw_req_parser_init(&c->rp, &lim) < 0)
         abort();
     rc = gw_req_feed_head(&c->rp, data, n, &used);
-    rq = &c->rp.req;
+    c->snap = s;
     if (rc == GW_REQ_ERROR) {
         ret = c->rp.status;
     } else if (rc == GW_REQ_AGAIN) {
         ret = -1;
-    } else if (rq->method_id == HTTP_CONNECT) {
-        ret = 501;
-    } else if (rq->form == GW_TARGET_ASTERISK) {
-        ret = 200;
     } else {
-        c->snap = s;
-        c->params_cap = rt_table_max_params(s->rt);
-        if (!(c->params = calloc(c->params_cap + 1, sizeof(*c->params))))
-            abort();
-        rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
-                  rq->path, rq->path_len, c->params, c->params_cap, &m);
-        c->nparams = m.nparams;
-        if (m.status != RT_HIT) {
-            ret = (int)m.status;
-        } else if ((c->sr = rt_route_udata(m.route))->action != ADM_ACTION_UPSTREAM) {
-            ret = (int)c->sr->status;
-        } else if (max_forwards(rq) == 0) {
+        switch (decide(c, &m)) {
+        case V_CONNECT:
+            ret = 501;
+            break;
+        case V_ASTERISK:
+        case V_MF0:
             ret = 200;
-        } else if (gw_req_confirm(&c->rp) < 0) {
+            break;
+        case V_NOMEM:
+            ret = 503;
+            break;
+        case V_ROUTER:
+            ret = (int)m.status;
+            break;
+        case V_LOCAL:
+            ret = (int)c->sr->status;
+            break;
+        case V_INVALID:
             ret = c->rp.status;
-        } else {
+            break;
+        case V_UPSTREAM:
             c->upstream_addr = "127.0.0.1:1";
             build_up_head(c, out);
             ret = 0;
+            break;
         }
     }
     free(c->params);
