@@ -3,6 +3,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/snapshot.h"
+#include "admin/state.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -257,10 +258,8 @@ fail:
 
 static size_t id_hash(const char *id)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = adm_hash(id, strlen(id));
 
-    while (*id)
-        h = (h ^ (unsigned char)*id++) * 1099511628211ULL;
     return (size_t)(h ^ (h >> 29));
 }
 
