@@ -1295,6 +1295,16 @@ static int resp_framing_ok(const struct gw_upconn *u)
     return 1;
 }
 
+/* RFC 9112 4: "HTTP/1.x" SP 3DIGIT SP; llhttp takes "HTTP/1.1 20 OK",
+ * "HTTP/1.1 0200" and versions other than 1.x, none of which the client
+ * must see. */
+static int status_line_ok(const char *p, size_t n)
+{
+    return n >= 13 && memcmp(p, "HTTP/1.", 7) == 0 && (p[7] == '0' || p[7] == '1') && p[8] == ' ' &&
+           p[9] >= '1' && p[9] <= '9' && p[10] >= '0' && p[10] <= '9' && p[11] >= '0' &&
+           p[11] <= '9' && (p[12] == ' ' || p[12] == '\r');
+}
+
 /* Parses the response head from the start of <in>. 1: complete, with
  * *head_len bytes; 0: need more; -1: invalid. */
 static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_len)
@@ -1319,7 +1329,7 @@ static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_
     err = llhttp_execute(&u->hp, p, n);
     if (err == HPE_PAUSED) {
         *head_len = (size_t)(llhttp_get_error_pos(&u->hp) - p);
-        return resp_framing_ok(u) ? 1 : -1;
+        return status_line_ok(p, *head_len) && resp_framing_ok(u) ? 1 : -1;
     }
     if (err == HPE_OK)
         return n == GW_UP_HEAD_MAX ? -1 : 0;
@@ -1593,6 +1603,9 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         write_resp_head(c, u, 0, &pend);
         evbuffer_drain(in, hl);
         llhttp_resume(&u->hp);
+        /* llhttp ends an empty body (Content-Length: 0) only when it next
+         * runs, and the next bytes may never come: run it on no input */
+        llhttp_execute(&u->hp, "", 0);
     }
     pump_body_down(c, u, &pend);
 }

@@ -291,6 +291,22 @@ class ProxyTest(GatewayCase):
 
     # ---- response bodies
 
+    def test_empty_response_bodies_from_a_kept_upstream(self):
+        # "Content-Length: 0" from an upstream that keeps its connection:
+        # the answer ends at its head, the next requests (pipelined too)
+        # are answered, and the upstream connection is reused
+        with Client(self.gw.port) as c:
+            c.send(b"".join(build_request("GET", "/z%d?mode=fixed&size=0&status=%d" % (i, st))
+                            for i, st in enumerate((200, 201, 404, 200))))
+            rs = [c.read_response() for _ in range(4)]
+            self.assertEqual([(r.status, r.body, r.header("Content-Length")) for r in rs],
+                             [(st, b"", "0") for st in (200, 201, 404, 200)])
+            self.assertEqual(len({r.header("X-Conn-Id") for r in rs}), 1)
+            self.assertEqual([r.header("X-Conn-Requests") for r in rs],
+                             [str(int(rs[0].header("X-Conn-Requests")) + i) for i in range(4)])
+            _, e = self.echo(c)
+            self.assertEqual(str(e["conn_id"]), rs[0].header("X-Conn-Id"))
+
     def test_chunked_response(self):
         with Client(self.gw.port) as c:
             r = c.request("GET", "/e?mode=chunked&size=300001&chunk=7000")
@@ -476,6 +492,28 @@ class ResponseHeadTest(GatewayCase):
             with self.subTest(head=head), Client(self.gw.port) as c:
                 r = self.raw(c, "HTTP/1.1 200 OK\r\n%s\r\n\r\n0\r\n\r\nhello!" % head)
                 self.assertEqual(r.status, 502)
+                self.in_step(c)
+
+    def test_invalid_status_line(self):
+        # llhttp takes all of these; none may reach the client
+        for line in ("HTTP/1.1 20 OK", "HTTP/1.1 0200 OK", "HTTP/1.1 2000 OK",
+                     "HTTP/1.2 200 OK", "HTTP/2.0 200 OK", "HTTP/1.1  200 OK"):
+            with self.subTest(line=line), Client(self.gw.port) as c:
+                r = self.raw(c, line + "\r\nContent-Length: 0\r\n\r\n")
+                self.assertEqual(r.status, 502)
+                self.in_step(c)
+        with Client(self.gw.port) as c:  # no reason phrase is fine
+            r = self.raw(c, "HTTP/1.1 299\r\nContent-Length: 2\r\n\r\nok")
+            self.assertEqual((r.status, r.body), (299, b"ok"))
+            self.in_step(c)
+
+    def test_empty_body_then_upstream_close(self):
+        # the answer is whole at its head: the upstream's close after it
+        # is not a cut-off body, and the client connection stays
+        for st in (200, 201, 302, 600, 999):
+            with self.subTest(status=st), Client(self.gw.port) as c:
+                r = self.raw(c, "HTTP/1.1 %d X\r\nContent-Length: 0\r\n\r\n" % st)
+                self.assertEqual((r.status, r.body), (st, b""))
                 self.in_step(c)
 
     def test_control_characters_in_response_field(self):
