@@ -612,7 +612,7 @@ static void discard_body(struct gw_conn *c)
                 c->body_done = 1;
                 break;
             }
-            if (rc == GW_REQ_ERROR) {
+            if (rc == GW_REQ_ERROR || c->eof) { /* no more bytes will come */
                 c->keep = 0;
                 break;
             }
@@ -1261,6 +1261,10 @@ static void pump_body_up(struct gw_conn *c)
             break;
         }
         if (v.iov_len == 0) {
+            if (c->eof) { /* half-closed before the end of its body */
+                proxy_fail(c, 400);
+                return;
+            }
             /* need more bytes from the client */
             set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                     cur_cfg(c)->timeouts.client_idle_ms);
@@ -2154,17 +2158,21 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
         conn_free(c);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && (c->st == CS_PROXY) && c->body_done) {
-        /* half-closed after sending its request (and maybe more, pipelined):
-         * answer them, then close (request_done) */
+    if ((what & BEV_EVENT_EOF) && c->st != CS_CLOSING && c->st != CS_TUNNEL &&
+        (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0 ||
+         (c->st == CS_PROXY && c->body_done))) {
+        /* A half-close: the client sends nothing more, but what it sent
+         * before is still answered, in order, then the connection closes
+         * (request_done). Bytes still in the input buffer (pipelined
+         * requests, a body not yet passed on because the upstream is not
+         * connected or is slow to take it) are used up first: the read
+         * callback runs on them, unless it waits for the output to drain
+         * (conn_write_cb goes on then). A head or body that ends short
+         * meets c->eof in conn_process(), the body pump or discard_body(). */
         c->eof = 1;
         rd_set(&c->rd, 0);
-        return;
-    }
-    if ((what & BEV_EVENT_EOF) && c->st == CS_HEAD && c->read_paused &&
-        evbuffer_get_length(bufferevent_get_input(c->bev)) > 0) {
-        /* pipelined requests wait for the output to drain (conn_write_cb) */
-        c->eof = 1;
+        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0 && !c->read_paused)
+            rd_kick(&c->rd);
         return;
     }
     if ((what & BEV_EVENT_EOF) && (c->st == CS_CLOSING || c->st == CS_HEAD) &&

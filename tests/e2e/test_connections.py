@@ -5,6 +5,7 @@ connection, WebSocket tunnels, and limits.max_connections."""
 import os
 import socket
 import threading
+import time
 
 from harness import (Client, GatewayCase, build_request, gateway_config, get, main,
                      upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
@@ -198,6 +199,32 @@ class TunnelCloseTest(GatewayCase):
         self.assertEqual(b.stats()["open"], 1)
         c.close()  # no close frame: the TCP connection just goes
         wait_for(lambda: b.stats()["open"] == 0, what="the upstream side of the tunnel closed")
+
+
+class HalfCloseBeforeUpstreamTest(GatewayCase):
+    def test_body_buffered_when_the_client_half_closes(self):
+        # The upstream's accept queue is full, so the gateway's connect
+        # hangs (its SYN is dropped). Meanwhile the client sends a request
+        # with its whole body and half-closes: the request still gets its
+        # answer (here the connect timeout's 504) instead of a bare close.
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        filler = socket.create_connection(lsock.getsockname())  # fills the queue
+        self.addCleanup(lsock.close)
+        self.addCleanup(filler.close)
+        g = self.own_gateway(gateway_config(
+            upstreams={"slow": upstream_cfg("127.0.0.1:%d" % lsock.getsockname()[1])},
+            routes=[{"id": "all", "path": "/*{r}", "upstream": "slow"}], workers=1,
+            timeouts={"upstream_connect_ms": 300}))
+        for body in (b"x" * 300, b""):
+            with self.subTest(body=len(body)), Client(g.port) as c:
+                c.send(build_request("POST", "/p", body=body) +
+                       build_request("GET", "/after"))
+                time.sleep(0.05)  # the gateway is connecting now
+                c.sock.shutdown(socket.SHUT_WR)
+                self.assertEqual([c.read_response().status for _ in range(2)], [504, 504])
+                self.assertClosed(c)
 
 
 class BalanceTest(GatewayCase):
