@@ -1688,6 +1688,11 @@ static const struct field admin_fields[] = {
     {.key = "address", .kind = FK_FN, .fn = admin_address},
     {.key = "token_file", .kind = FK_PATH, .off = offsetof(struct adm_admin, token_file)},
     {.key = "state_dir", .kind = FK_PATH, .off = offsetof(struct adm_admin, state_dir)},
+    {.key = "heap_reserve_mb",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_admin, heap_reserve_mb),
+     .min = 0,
+     .max = 1024},
 };
 
 /* parse_<name>(): the nested object c-><name> through its key table. */

@@ -14,7 +14,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,6 +172,59 @@ static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     (void)arg;
     adm_swap_reclaim(&proc.swap);
+}
+
+/* Pages the admin thread touches for the first time cost a fault each, and
+ * on a VM a fault costs microseconds: a first push of 10k routes (some
+ * 20 MB of parse tree, config and tables) spent more time faulting than
+ * working. admin.heap_reserve_mb of heap is touched once, off the admin
+ * thread, and kept: freed memory stays in the heap (no trim) and large
+ * blocks come from it too (no mmap of their own). */
+#define HEAP_BLOCK_MB 8
+static struct {
+    void **blocks; /* a global: LeakSanitizer sees them until they are freed */
+    size_t n;
+} heap_reserve;
+
+static void *heap_reserve_touch(void *arg)
+{
+    (void)arg;
+    for (size_t i = 0; i < heap_reserve.n; i++) {
+        /* one write per page is all a fault needs */
+        for (size_t off = 0; off < (size_t)HEAP_BLOCK_MB << 20; off += 4096)
+            ((volatile char *)heap_reserve.blocks[i])[off] = 0;
+    }
+    for (size_t i = 0; i < heap_reserve.n; i++)
+        free(heap_reserve.blocks[i]);
+    free(heap_reserve.blocks);
+    heap_reserve.blocks = NULL;
+    return NULL;
+}
+
+static void heap_reserve_start(unsigned mb)
+{
+    pthread_t t;
+
+    if (!mb)
+        return;
+    /* blocks well below M_MMAP_THRESHOLD, from the main thread's heap,
+     * which is the admin thread's; mb is at most 1024 (the config's bound) */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, (int)(mb + 64) << 20);
+    heap_reserve.n = (mb + HEAP_BLOCK_MB - 1) / HEAP_BLOCK_MB;
+    if (!heap_reserve.n || !(heap_reserve.blocks = calloc(heap_reserve.n, sizeof(void *))))
+        return;
+    for (size_t i = 0; i < heap_reserve.n; i++) {
+        if (!(heap_reserve.blocks[i] = malloc((size_t)HEAP_BLOCK_MB << 20))) {
+            heap_reserve.n = i;
+            break;
+        }
+    }
+    if (pthread_create(&t, NULL, heap_reserve_touch, NULL) != 0) {
+        heap_reserve_touch(NULL);
+        return;
+    }
+    pthread_detach(t);
 }
 
 static void notify_all(char b)
@@ -351,6 +406,7 @@ int main(int argc, char **argv)
         return 1;
     proc.config_path = cfg_path;
     proc.nworkers = adm_config_workers(cfg);
+    heap_reserve_start(cfg->admin.heap_reserve_mb);
     proc.access_fd = open_access_log(cfg);
     if (cfg->access_log.target == ADM_LOG_FILE && proc.access_fd < 0) {
         gw_log(GW_LOG_ERROR, "access log %s: %s", cfg->access_log.path, strerror(errno));

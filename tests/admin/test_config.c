@@ -189,7 +189,7 @@ static const char full_config[] =
     "              'upstream_idle_ms': 6, 'drain_ms': 7},"
     " 'access_log': '/var/log/switchyard/access.log',"
     " 'admin': {'address': '[::1]:9901', 'token_file': '/etc/switchyard/token',"
-    "           'state_dir': '/var/lib/switchyard'}}";
+    "           'state_dir': '/var/lib/switchyard', 'heap_reserve_mb': 64}}";
 
 START_TEST(full_config_values)
 {
@@ -311,6 +311,7 @@ START_TEST(full_config_values)
     ck_assert_int_eq(adm_addr_is_loopback(&c->admin.addr), 1);
     ck_assert_str_eq(c->admin.token_file, "/etc/switchyard/token");
     ck_assert_str_eq(c->admin.state_dir, "/var/lib/switchyard");
+    ck_assert_uint_eq(c->admin.heap_reserve_mb, 64);
 
     /* the canonical form is the same document, and parses to the same */
     char *canon = adm_config_canonical(c);
@@ -356,6 +357,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_str_eq(c->admin.addr.text, "127.0.0.1:9901");
     ck_assert_ptr_null(c->admin.token_file);
     ck_assert_ptr_null(c->admin.state_dir);
+    ck_assert_uint_eq(c->admin.heap_reserve_mb, 0);
     adm_config_free(c);
 
     c = expect_ok(doc("'access_log': 'off', 'routes': [{'id': 'r', 'path': '/r', "
@@ -453,6 +455,8 @@ START_TEST(out_of_range)
 {
     expect_error(doc("'workers': 0"), "/workers", "must be between 1 and 256 (got 0)");
     expect_error(doc("'workers': 257"), "/workers", "must be between 1 and 256 (got 257)");
+    expect_error(doc("'admin': {'heap_reserve_mb': 1025}"), "/admin/heap_reserve_mb",
+                 "must be between 0 and 1024 (got 1025)");
     expect_error(J("{'listeners': []}"), "/listeners", "at least one");
     expect_error(doc("'upstreams': {'u': {'servers': []}}"), "/upstreams/u/servers",
                  "at least one");

@@ -6,7 +6,7 @@ import json
 import socket
 import subprocess
 
-from harness import SY_BIN, TIMEOUT, GatewayCase, get, gateway_config, main
+from harness import SY_BIN, TIMEOUT, GatewayCase, get, gateway_config, main, rss_kib, wait_for
 
 
 class CheckTest(GatewayCase):
@@ -93,6 +93,20 @@ class DefaultConfigTest(GatewayCase):
         # the page is GET only, everything else is a miss
         self.assertEqual(get(8080, "/", method="POST", body=b"").status, 405)
         self.assertEqual(get(8080, "/nothing-here").status, 404)
+
+
+class HeapReserveTest(GatewayCase):
+    def test_heap_reserve_is_touched_and_kept(self):
+        # admin.heap_reserve_mb: that much heap is touched once at start
+        # (resident from then on, not handed back) and the gateway serves
+        base = self.own_gateway(gateway_config(routes=[]), name="plain")
+        cfg = gateway_config(routes=[])
+        cfg["admin"]["heap_reserve_mb"] = 40
+        g = self.own_gateway(cfg, name="reserve")
+        wait_for(lambda: rss_kib(g.pid()) >= rss_kib(base.pid()) + 40 * 1024 * 0.9,
+                 what="the reserve resident")
+        self.assertEqual(get(g.port, "/nothing").status, 404)
+        self.assertGreaterEqual(rss_kib(g.pid()), rss_kib(base.pid()) + 40 * 1024 * 0.9)
 
 
 if __name__ == "__main__":
