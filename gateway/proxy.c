@@ -1925,6 +1925,7 @@ static void request_start(struct gw_conn *c)
     struct gw_worker *w = c->w;
     const struct gw_request *rq = &c->rp.req;
     struct rt_match m;
+    enum verdict v;
     struct adm_snapshot *s;
 
     c->snap = s = adm_swap_pin(&w->proc->swap, w->id);
@@ -1942,7 +1943,11 @@ static void request_start(struct gw_conn *c)
     if (!c->body_done)
         set_tmo(&c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
 
-    switch (decide(c, &m)) {
+    v = decide(c, &m);
+    if (v != V_UPSTREAM && rq->expect_continue && !c->body_done)
+        c->keep = 0; /* no 100 Continue from us: the body may come or not, so the
+                      * answer says the connection closes (RFC 9110 10.1.1) */
+    switch (v) {
     case V_CONNECT:
         c->keep = 0;
         send_simple(c, 501, NULL, 0);
