@@ -1938,6 +1938,7 @@ static void config_defaults(struct adm_config *c)
                                         .upstream_idle_ms = 60000,
                                         .drain_ms = 10000};
     c->access_log.target = ADM_LOG_STDOUT;
+    c->admin.heap_reserve_mb = 48;
 }
 
 /* Validates <root>, whose reference it takes over. */

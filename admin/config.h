@@ -215,7 +215,7 @@ struct adm_admin {
     struct adm_addr addr;     /* numeric; default 127.0.0.1:9901 */
     char *token_file;         /* NULL if none (the gateway decides whether one is needed) */
     char *state_dir;          /* NULL if none */
-    unsigned heap_reserve_mb; /* heap kept warm for the admin thread (0: none); read at start */
+    unsigned heap_reserve_mb; /* heap kept warm for the admin thread (48; 0: none); read at start */
 };
 
 struct adm_config {

@@ -182,7 +182,7 @@ def main():
     print("PUT /config: the first push after start, the second, and the median of the next "
           "six. admin.heap_reserve_mb: %s (the heap the admin thread touches at start; "
           "without it the first pushes fault in every page they use).\n"
-          % ("default (0)" if HEAP_RESERVE_MB is None else HEAP_RESERVE_MB))
+          % ("default (48)" if HEAP_RESERVE_MB is None else HEAP_RESERVE_MB))
     print("| routes | PUT /config first | second | median of next 6 | POST /routes median | p90 "
           "| POST (control) median | DELETE /routes/{id} median | p90 |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

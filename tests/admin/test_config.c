@@ -357,7 +357,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_str_eq(c->admin.addr.text, "127.0.0.1:9901");
     ck_assert_ptr_null(c->admin.token_file);
     ck_assert_ptr_null(c->admin.state_dir);
-    ck_assert_uint_eq(c->admin.heap_reserve_mb, 0);
+    ck_assert_uint_eq(c->admin.heap_reserve_mb, 48);
     adm_config_free(c);
 
     c = expect_ok(doc("'access_log': 'off', 'routes': [{'id': 'r', 'path': '/r', "
