@@ -1609,7 +1609,8 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         llhttp_resume(&u->hp);
         /* llhttp ends an empty body (Content-Length: 0) only when it next
          * runs, and the next bytes may never come: run it on no input */
-        llhttp_execute(&u->hp, "", 0);
+        if ((u->hp.flags & F_CONTENT_LENGTH) && u->hp.content_length == 0)
+            llhttp_execute(&u->hp, "", 0);
     }
     pump_body_down(c, u, &pend);
 }
