@@ -1660,7 +1660,7 @@ static int idempotent(const struct gw_request *rq)
     }
 }
 
-static int proxy_send(struct gw_conn *c, int fresh);
+static int proxy_send(struct gw_conn *c, size_t fresh_to);
 
 static void up_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -1722,12 +1722,16 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     if (!u->head_done && !u->got_bytes && u->reused && !c->retried &&
         (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) && idempotent(&c->rp.req) &&
         c->rp.req.body_kind == GW_BODY_NONE) {
-        /* a pooled connection that died before answering: once more, fresh */
+        /* a pooled connection that died before answering (the server
+         * closed it while idle): once more, on a fresh connection to the
+         * same server, which did not fail and keeps its turn in the
+         * balancing */
+        size_t server = u->server;
         c->retried = 1;
         c->up = NULL;
         u->c = NULL;
         up_free(u);
-        if (proxy_send(c, 1) < 0)
+        if (proxy_send(c, server) < 0)
             proxy_fail(c, 502);
         return;
     }
@@ -1758,14 +1762,15 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
 }
 
 /* Sends the request head on an idle or new connection to a balanced
- * server. 0, or -1 when no connection could be started. */
-static int proxy_send(struct gw_conn *c, int fresh)
+ * server, or on a new connection to server <fresh_to> (SIZE_MAX: balance).
+ * 0, or -1 when no connection could be started. */
+static int proxy_send(struct gw_conn *c, size_t fresh_to)
 {
     struct adm_snapshot *s = c->snap;
     up_pool *pool = s->pools[c->sr->upstream];
     const struct adm_config *cfg = s->cfg;
-    size_t server = up_pick(pool, c->w->id);
-    struct gw_upconn *u = fresh ? NULL : up_idle_get(pool, c->w->id, server);
+    size_t server = fresh_to != SIZE_MAX ? fresh_to : up_pick(pool, c->w->id);
+    struct gw_upconn *u = fresh_to != SIZE_MAX ? NULL : up_idle_get(pool, c->w->id, server);
 
     if (!u) {
         u = up_connect(c->w, pool, server);
@@ -1795,7 +1800,7 @@ static int proxy_send(struct gw_conn *c, int fresh)
 static void proxy_start(struct gw_conn *c)
 {
     c->st = CS_PROXY;
-    if (proxy_send(c, 0) < 0) {
+    if (proxy_send(c, SIZE_MAX) < 0) {
         gw_log(GW_LOG_ERROR, "cannot open an upstream connection: %s", strerror(errno));
         proxy_fail(c, 502);
         return;

@@ -3,6 +3,7 @@
 pipelining, upstream connection reuse and the retry of a dead pooled
 connection, WebSocket tunnels, and limits.max_connections."""
 import os
+import signal
 import socket
 import threading
 import time
@@ -263,6 +264,35 @@ class RetryTest(GatewayCase):
             # connection is used once the dead one is known: it works too
             r = c.request("POST", "/third", body=b"abc")
             self.assertEqual(r.status, 200)
+
+    def test_retry_goes_to_the_same_server(self):
+        # the server closed an idle pooled connection: that is no failure of
+        # the server, so the retry goes to it again on a fresh connection
+        # and the round robin keeps its order
+        a, b = self.own_backend("A"), self.own_backend("B")
+        g = self.own_gateway(gateway_config(upstreams={"ab": upstream_cfg(a, b)},
+                                            routes=[{"id": "all", "path": "/*{r}",
+                                                     "upstream": "ab"}], workers=1))
+        with Client(g.port) as c:
+            seen = [c.request("GET", "/r/%d" % i).header("X-Backend") for i in range(2)]
+            first_a = int(a.stats()["connections"])
+            # The gateway is stopped while the request arrives and A closes
+            # its connections, so that it takes the pooled connection before
+            # it sees the close: the retry path, not the idle-close path.
+            g.signal(signal.SIGSTOP)
+            try:
+                c.send(build_request("GET", "/r/2"))
+                time.sleep(0.05)
+                a.restart()
+                time.sleep(0.05)
+            finally:
+                g.signal(signal.SIGCONT)
+            r = c.read_response()
+            self.assertEqual(r.status, 200, r)
+            seen.append(r.header("X-Backend"))
+            seen += [c.request("GET", "/r/%d" % i).header("X-Backend") for i in range(3, 6)]
+        self.assertEqual(seen, ["A", "B"] * 3)
+        self.assertEqual(first_a, 1)
 
     def test_pooled_connection_killed_by_upstream_idle_close(self):
         # the backend closes its side after the answer (close=1): the next
