@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api.h"
+#include "admin/http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ const double adm_hist_bounds[ADM_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 
 
 struct adm_api {
     struct event_base *base;
-    struct evhttp *http;
+    struct adm_http *http;
     struct adm_swap *sw;
     struct adm_state *st;
     struct adm_api_hooks hooks;
@@ -63,25 +64,24 @@ static void etag_of(struct adm_api *api, char *buf, size_t cap)
              (unsigned long long)adm_state_hash(api->st));
 }
 
-/* Sends <b> as the answer. To HEAD, the head only, with the length a GET
- * would have: libevent 2.1 would send the body bytes after it, and the
- * client would read them as the next answer. */
-static void send_reply(struct evhttp_request *req, int code, const char *why, struct evbuffer *b)
+/* Sends <b> as the answer (adm_req_reply() answers HEAD with the head). */
+static void send_reply(struct adm_req *req, int code, const char *why, struct evbuffer *b)
 {
-    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        char n[32];
-        snprintf(n, sizeof(n), "%zu", evbuffer_get_length(b));
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", n);
-        evbuffer_drain(b, evbuffer_get_length(b));
-    }
-    evhttp_send_reply(req, code, why, b);
+    adm_req_reply(req, code, why, b);
+}
+
+/* 500 when an answer cannot even be built. */
+static void send_oom(struct adm_req *req)
+{
+    evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
+    adm_req_reply(req, 500, "Internal Server Error", NULL);
 }
 
 /* Sends <body> (stolen) as JSON; the ETag of the live config goes along. */
-static void reply(struct adm_api *api, struct evhttp_request *req, int code, json_t *body)
+static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *body)
 {
     struct evbuffer *b = evbuffer_new();
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    struct evkeyvalq *h = adm_req_out(req);
     char *s = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     char etag[64];
 
@@ -90,7 +90,7 @@ static void reply(struct adm_api *api, struct evhttp_request *req, int code, jso
         free(s);
         if (b)
             evbuffer_free(b);
-        evhttp_send_error(req, 500, "out of memory");
+        send_oom(req);
         return;
     }
     evbuffer_add(b, s, strlen(s));
@@ -103,7 +103,7 @@ static void reply(struct adm_api *api, struct evhttp_request *req, int code, jso
     evbuffer_free(b);
 }
 
-static void reply_error(struct adm_api *api, struct evhttp_request *req, int code, const char *msg,
+static void reply_error(struct adm_api *api, struct adm_req *req, int code, const char *msg,
                         json_t *errors)
 {
     json_t *o = json_pack("{s:s}", "error", msg);
@@ -115,14 +115,14 @@ static void reply_error(struct adm_api *api, struct evhttp_request *req, int cod
     reply(api, req, code, o);
 }
 
-static void reply_errs(struct adm_api *api, struct evhttp_request *req, int code, const char *msg,
+static void reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
                        struct adm_errors *errs)
 {
     reply_error(api, req, code, msg, adm_errors_json(errs));
 }
 
 /* The write answer: the new generation and ETag. */
-static void reply_written(struct adm_api *api, struct evhttp_request *req, int code, json_t *o)
+static void reply_written(struct adm_api *api, struct adm_req *req, int code, json_t *o)
 {
     char etag[64];
     struct adm_snapshot *s = current(api);
@@ -137,9 +137,9 @@ static void reply_written(struct adm_api *api, struct evhttp_request *req, int c
 }
 
 /* The request body as JSON; on failure the answer has been sent. */
-static json_t *read_body(struct adm_api *api, struct evhttp_request *req)
+static json_t *read_body(struct adm_api *api, struct adm_req *req)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    struct evbuffer *in = adm_req_body(req);
     size_t n = evbuffer_get_length(in);
     json_error_t je;
     json_t *j;
@@ -183,9 +183,9 @@ static int etag_listed(const char *v, const char *etag)
 
 /* If-Match: absent, "*", or a list naming the live ETag (every field line
  * counts); otherwise 412, answered here. */
-static int if_match_ok(struct adm_api *api, struct evhttp_request *req)
+static int if_match_ok(struct adm_api *api, struct adm_req *req)
 {
-    struct evkeyvalq *h = evhttp_request_get_input_headers(req);
+    struct evkeyvalq *h = adm_req_in(req);
     struct evkeyval *kv;
     char etag[64];
     int seen = 0;
@@ -291,7 +291,7 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
 
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
  * (unless <dry>). Answers the request, with <code> on success. */
-static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *doc, int dry,
+static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
                        const char *what, int code, const char *raw, size_t rawlen)
 {
     struct adm_errors errs;
@@ -322,13 +322,12 @@ static void apply_full(struct adm_api *api, struct evhttp_request *req, json_t *
     adm_errors_clear(&errs);
 }
 
-static void handle_config(struct adm_api *api, struct evhttp_request *req, int method,
-                          const char *query)
+static void handle_config(struct adm_api *api, struct adm_req *req, int method, const char *query)
 {
     struct adm_state *st = api->st;
     json_t *doc;
 
-    if (method == EVHTTP_REQ_GET) {
+    if (method == ADM_M_GET) {
         struct adm_snapshot *s = current(api);
         struct evbuffer *b;
         char etag[64];
@@ -339,15 +338,14 @@ static void handle_config(struct adm_api *api, struct evhttp_request *req, int m
             st->canon_gen = s->gen;
         }
         if (!st->canon || !(b = evbuffer_new())) {
-            evhttp_send_error(req, 500, "out of memory");
+            send_oom(req);
             return;
         }
         /* the bytes encoded once for this generation, by reference */
         evbuffer_add_reference(b, st->canon, st->canon_len, NULL, NULL);
         etag_of(api, etag, sizeof(etag));
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "application/json");
-        evhttp_add_header(evhttp_request_get_output_headers(req), "ETag", etag);
+        evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
+        evhttp_add_header(adm_req_out(req), "ETag", etag);
         send_reply(req, 200, "OK", b);
         evbuffer_free(b);
         return;
@@ -356,7 +354,7 @@ static void handle_config(struct adm_api *api, struct evhttp_request *req, int m
         return;
     {
         /* the body as pushed: persisted as it came */
-        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        struct evbuffer *in = adm_req_body(req);
         size_t n = evbuffer_get_length(in);
         apply_full(api, req, doc, query_flag(query, "dry_run"), "config", 200,
                    (const char *)evbuffer_pullup(in, (ev_ssize_t)n), n);
@@ -388,8 +386,7 @@ static size_t route_methods(const json_t *r, const char **out, size_t cap)
 /* Validates one route object against the live config's upstreams and
  * settings; NULL with the answer sent. Error paths are relative to the
  * route object. */
-static struct adm_config *validate_route(struct adm_api *api, struct evhttp_request *req,
-                                         json_t *route)
+static struct adm_config *validate_route(struct adm_api *api, struct adm_req *req, json_t *route)
 {
     json_t *tmp = json_copy(api->st->doc), *arr = json_array();
     struct adm_errors errs;
@@ -431,7 +428,7 @@ static size_t doc_index(json_t *routes, const json_t *r)
 
 /* Records a route change in the document, persists it, publishes <s>.
  * <newr> NULL deletes <old>. Answers the request. */
-static void commit_route(struct adm_api *api, struct evhttp_request *req, struct adm_snapshot *s,
+static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_snapshot *s,
                          json_t *old, json_t *newr, const char *id, int code)
 {
     struct adm_state *st = api->st;
@@ -487,7 +484,7 @@ static void commit_route(struct adm_api *api, struct evhttp_request *req, struct
 }
 
 /* POST /routes (path_id NULL) and PUT /routes/{id}. */
-static void route_put(struct adm_api *api, struct evhttp_request *req, const char *path_id)
+static void route_put(struct adm_api *api, struct adm_req *req, const char *path_id)
 {
     struct adm_state *st = api->st;
     struct adm_snapshot *cur = current(api), *s;
@@ -570,7 +567,7 @@ out:
     json_decref(body);
 }
 
-static void route_delete(struct adm_api *api, struct evhttp_request *req, const char *id)
+static void route_delete(struct adm_api *api, struct adm_req *req, const char *id)
 {
     struct adm_snapshot *cur = current(api), *s;
     json_t *old = json_object_get(api->st->ids, id);
@@ -602,7 +599,7 @@ oom:
     reply_error(api, req, 500, "out of memory", NULL);
 }
 
-static void route_match(struct adm_api *api, struct evhttp_request *req, const char *query)
+static void route_match(struct adm_api *api, struct adm_req *req, const char *query)
 {
     struct adm_snapshot *s = current(api);
     struct evkeyvalq q;
@@ -675,8 +672,7 @@ static void route_match(struct adm_api *api, struct evhttp_request *req, const c
 
 /* ---- upstreams ---- */
 
-static void upstream_put(struct adm_api *api, struct evhttp_request *req, const char *name,
-                         int create)
+static void upstream_put(struct adm_api *api, struct adm_req *req, const char *name, int create)
 {
     json_t *body, *doc, *ups, *n;
 
@@ -725,7 +721,7 @@ static void upstream_put(struct adm_api *api, struct evhttp_request *req, const 
     json_decref(body);
 }
 
-static void upstream_delete(struct adm_api *api, struct evhttp_request *req, const char *name)
+static void upstream_delete(struct adm_api *api, struct adm_req *req, const char *name)
 {
     json_t *doc, *ups, *users, *r;
     size_t i;
@@ -758,7 +754,7 @@ static void upstream_delete(struct adm_api *api, struct evhttp_request *req, con
     json_decref(doc);
 }
 
-static void upstream_health(struct adm_api *api, struct evhttp_request *req, const char *name)
+static void upstream_health(struct adm_api *api, struct adm_req *req, const char *name)
 {
     struct adm_snapshot *s = current(api);
     json_t *servers;
@@ -781,7 +777,7 @@ static void upstream_health(struct adm_api *api, struct evhttp_request *req, con
 
 /* ---- status and metrics ---- */
 
-static void handle_status(struct adm_api *api, struct evhttp_request *req)
+static void handle_status(struct adm_api *api, struct adm_req *req)
 {
     struct adm_snapshot *s = current(api);
     struct adm_gw_stats gs;
@@ -837,7 +833,7 @@ static void histogram(struct evbuffer *b, const char *name, const char *help, co
                         (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
 }
 
-static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
+static void handle_metrics(struct adm_api *api, struct adm_req *req)
 {
     struct adm_snapshot *s = current(api);
     struct evbuffer *b = evbuffer_new();
@@ -845,7 +841,7 @@ static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
     struct route_metrics rm = {b};
 
     if (!b) {
-        evhttp_send_error(req, 500, "out of memory");
+        send_oom(req);
         return;
     }
     memset(&gs, 0, sizeof(gs));
@@ -901,32 +897,30 @@ static void handle_metrics(struct adm_api *api, struct evhttp_request *req)
                 b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
                 up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
                 (unsigned long long)up_requests(s->pools[i], k));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; version=0.0.4");
+    evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
     send_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
 
 /* ---- dispatch ---- */
 
-static int authorized(struct adm_api *api, struct evhttp_request *req)
+static int authorized(struct adm_api *api, struct adm_req *req)
 {
     const char *h;
 
     if (!api->token)
         return 1;
-    h = evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+    h = evhttp_find_header(adm_req_in(req), "Authorization");
     if (h && strncasecmp(h, "Bearer ", 7) == 0 && adm_token_equal(h + 7, api->token))
         return 1;
-    evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
-                      "Bearer realm=\"switchyard\"");
+    evhttp_add_header(adm_req_out(req), "WWW-Authenticate", "Bearer realm=\"switchyard\"");
     reply_error(api, req, 401, "a valid bearer token is required", NULL);
     return 0;
 }
 
-static void not_allowed(struct adm_api *api, struct evhttp_request *req, const char *allow)
+static void not_allowed(struct adm_api *api, struct adm_req *req, const char *allow)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", allow);
+    evhttp_add_header(adm_req_out(req), "Allow", allow);
     reply_error(api, req, 405, "method not allowed", NULL);
 }
 
@@ -942,16 +936,15 @@ static int segment_ok(const char *s)
     return 1;
 }
 
-static void handle(struct evhttp_request *req, void *arg)
+static void handle(struct adm_req *req, void *arg)
 {
     struct adm_api *api = arg;
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-    const char *path = evhttp_uri_get_path(uri), *query = evhttp_uri_get_query(uri);
-    int m = (int)evhttp_request_get_command(req);
+    const char *path = adm_req_path(req), *query = adm_req_query(req);
+    int m = (int)adm_req_method(req);
     char name[256];
 
-    if (m == EVHTTP_REQ_HEAD) /* a GET without the body (send_reply) */
-        m = EVHTTP_REQ_GET;
+    if (m == ADM_M_HEAD) /* a GET without the body (send_reply) */
+        m = ADM_M_GET;
     if (!path)
         path = "/";
     if (strcmp(path, "/healthz") == 0) {
@@ -962,22 +955,22 @@ static void handle(struct evhttp_request *req, void *arg)
     if (!authorized(api, req))
         return;
     if (strcmp(path, "/config") == 0) {
-        if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_PUT)
+        if (m == ADM_M_GET || m == ADM_M_PUT)
             handle_config(api, req, m, query);
         else
             not_allowed(api, req, "GET, PUT");
     } else if (strcmp(path, "/routes") == 0) {
-        if (m == EVHTTP_REQ_GET)
+        if (m == ADM_M_GET)
             reply(api, req, 200,
                   json_pack("{s:O}", "routes", json_object_get(api->st->doc, "routes")));
-        else if (m == EVHTTP_REQ_POST)
+        else if (m == ADM_M_POST)
             route_put(api, req, NULL);
         else
             not_allowed(api, req, "GET, POST");
     } else if (strcmp(path, "/routes/match") == 0 &&
                (query || !json_object_get(api->st->ids, "match"))) {
         /* without a query, a route with the id "match" is reached below */
-        if (m == EVHTTP_REQ_GET)
+        if (m == ADM_M_GET)
             route_match(api, req, query);
         else
             not_allowed(api, req, "GET");
@@ -985,24 +978,24 @@ static void handle(struct evhttp_request *req, void *arg)
         strcpy(name, path + 8);
         if (!segment_ok(name)) {
             reply_error(api, req, 404, "no such route", NULL);
-        } else if (m == EVHTTP_REQ_GET) {
+        } else if (m == ADM_M_GET) {
             json_t *r = json_object_get(api->st->ids, name);
             if (r)
                 reply(api, req, 200, json_incref(r));
             else
                 reply_error(api, req, 404, "no such route", NULL);
-        } else if (m == EVHTTP_REQ_PUT) {
+        } else if (m == ADM_M_PUT) {
             route_put(api, req, name);
-        } else if (m == EVHTTP_REQ_DELETE) {
+        } else if (m == ADM_M_DELETE) {
             route_delete(api, req, name);
         } else {
             not_allowed(api, req, "GET, PUT, DELETE");
         }
     } else if (strcmp(path, "/upstreams") == 0) {
-        if (m == EVHTTP_REQ_GET)
+        if (m == ADM_M_GET)
             reply(api, req, 200,
                   json_pack("{s:O?}", "upstreams", json_object_get(api->st->doc, "upstreams")));
-        else if (m == EVHTTP_REQ_POST)
+        else if (m == ADM_M_POST)
             upstream_put(api, req, NULL, 1);
         else
             not_allowed(api, req, "GET, POST");
@@ -1012,21 +1005,21 @@ static void handle(struct evhttp_request *req, void *arg)
         slash = strchr(name, '/');
         if (slash && strcmp(slash, "/health") == 0) {
             *slash = '\0';
-            if (m == EVHTTP_REQ_GET)
+            if (m == ADM_M_GET)
                 upstream_health(api, req, name);
             else
                 not_allowed(api, req, "GET");
         } else if (!segment_ok(name)) {
             reply_error(api, req, 404, "no such upstream", NULL);
-        } else if (m == EVHTTP_REQ_GET) {
+        } else if (m == ADM_M_GET) {
             json_t *u = json_object_get(json_object_get(api->st->doc, "upstreams"), name);
             if (u)
                 reply(api, req, 200, json_incref(u));
             else
                 reply_error(api, req, 404, "no such upstream", NULL);
-        } else if (m == EVHTTP_REQ_PUT) {
+        } else if (m == ADM_M_PUT) {
             upstream_put(api, req, name, 0);
-        } else if (m == EVHTTP_REQ_DELETE) {
+        } else if (m == ADM_M_DELETE) {
             upstream_delete(api, req, name);
         } else {
             not_allowed(api, req, "GET, PUT, DELETE");
@@ -1063,17 +1056,7 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
     api->started = time(NULL);
     if (token && !(api->token = strdup(token)))
         goto oom;
-    if (!(api->http = evhttp_new(base)))
-        goto oom;
-    evhttp_set_allowed_methods(api->http, EVHTTP_REQ_GET | EVHTTP_REQ_PUT | EVHTTP_REQ_POST |
-                                              EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD |
-                                              EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
-    evhttp_set_max_body_size(api->http, ADM_BODY_MAX);
-    evhttp_set_max_headers_size(api->http, 64 * 1024);
-    evhttp_set_timeout(api->http, 60);
-    evhttp_set_gencb(api->http, handle, api);
-    if (!evhttp_bind_socket_with_handle(api->http, addr->host, addr->port)) {
-        snprintf(msg, cap, "admin API: cannot listen on %s", addr->text);
+    if (!(api->http = adm_http_new(base, addr, handle, api, ADM_BODY_MAX, msg, cap))) {
         adm_api_free(api);
         return NULL;
     }
@@ -1088,8 +1071,7 @@ void adm_api_free(struct adm_api *api)
 {
     if (!api)
         return;
-    if (api->http)
-        evhttp_free(api->http);
+    adm_http_free(api->http);
     free(api->token);
     free(api);
 }

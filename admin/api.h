@@ -1,5 +1,5 @@
 /*
- * api.h - the admin HTTP API, served by the admin thread (evhttp on the
+ * api.h - the admin HTTP API, served by the admin thread (admin/http.c on the
  * admin event_base). Every accepted change becomes one new snapshot,
  * persisted before it is acknowledged; route-level changes go through the
  * router's copy-on-write transactions, so their cost does not grow with the

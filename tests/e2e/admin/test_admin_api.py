@@ -755,7 +755,75 @@ class BodyTest(ApiCase):
                        .encode())
                 r = c.read_response()
                 self.assertEqual(r.status, 413, r)
+                # in the API's JSON, before any body byte was read, then the close
+                self.assertEqual(r.header("Content-Type"), "application/json")
+                self.assertEqual(r.json()["error"], "request body too large")
+                self.assertIn("over the limit of 67108864 bytes",
+                              r.json()["errors"][0]["message"])
+                self.assertEqual(r.header("Connection"), "close")
+                self.assertTrue(c.wait_closed())
+        # a chunked body is stopped once it passes the limit
+        with Client(admin_port(self.cfg)) as c:
+            c.send(b"PUT /config HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   b"4000001\r\n" + b"{" * 65536)
+            r = c.read_response()
+            self.assertEqual((r.status, r.json()["error"]), (413, "request body too large"))
         self.assertUnchanged(before)
+
+    def test_protocol_errors_are_json(self):
+        # what the HTTP layer refuses itself is answered in the API's form
+        # too, and the connection closed after it
+        self.start()
+        cases = [
+            (b"GET /status HTTP/1.1\r\nHost x\r\n\r\n", 400, "malformed request"),
+            (b"GET /status HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431,
+             "request head too large"),
+            (b"PUT /routes/x HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n"
+             b"\r\n{}", 417, "expectation not supported"),
+            (b"POST /routes HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "malformed request"),
+        ]
+        for raw, status, error in cases:
+            with self.subTest(status=status, error=error), Client(admin_port(self.cfg)) as c:
+                c.send(raw)
+                r = c.read_response()
+                self.assertEqual((r.status, r.json()["error"]), (status, error))
+                self.assertEqual(r.header("Connection"), "close")
+                self.assertTrue(c.wait_closed())
+
+    def test_connection_handling(self):
+        self.start()
+        port = admin_port(self.cfg)
+        # keep-alive with pipelining: answers in order on one connection
+        with Client(port) as c:
+            c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
+            self.assertEqual([c.read_response().status for _ in range(3)], [200] * 3)
+            r = c.request("HEAD", "/status")
+            self.assertEqual((r.status, r.body), (200, b""))
+            self.assertGreater(int(r.header("Content-Length")), 0)
+            self.assertEqual(c.request("GET", "/healthz").status, 200)
+        # Connection: close, and HTTP/1.0 without keep-alive: answered, closed
+        for raw in (b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                    b"GET /healthz HTTP/1.0\r\n\r\n"):
+            with self.subTest(raw=raw), Client(port) as c:
+                c.send(raw)
+                r = c.read_response()
+                self.assertEqual((r.status, r.json()), (200, {"ok": True}))
+                self.assertEqual(r.header("Connection"), "close")
+                self.assertTrue(c.wait_closed())
+        # HTTP/1.0 with keep-alive stays open
+        with Client(port) as c:
+            c.send(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            r = c.read_response()
+            self.assertEqual(r.header("Connection"), "keep-alive")
+            self.assertEqual(c.request("GET", "/healthz").status, 200)
+        # Expect: 100-continue gets its 100 before the body is sent
+        with Client(port) as c:
+            c.send(b"POST /routes HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                   b"Content-Type: application/json\r\nContent-Length: 50\r\n\r\n")
+            self.assertEqual(c.read_head().status, 100)
+            c.send(b'{"id":"exp","path":"/exp","response":{"body":"x"}}')
+            self.assertEqual(c.read_response().status, 201)
 
     def test_large_body_under_limit(self):
         api = self.start()
