@@ -181,8 +181,8 @@ static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
  * freed memory stays in the heap (no trim) and large blocks come from it
  * too (no mmap of their own). The admin thread touches it itself, before
  * its API opens: pages first touched by another thread measured 30-40 %
- * slower for it to use later on this host (the host's memory placement
- * follows the first toucher's CPU). */
+ * slower for it to use later on this host (presumably the host places
+ * memory near the CPU that first touches it). */
 #define HEAP_BLOCK_MB 8
 static void heap_reserve(unsigned mb)
 {
