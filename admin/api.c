@@ -64,16 +64,9 @@ static void etag_of(struct adm_api *api, char *buf, size_t cap)
              (unsigned long long)adm_state_hash(api->st));
 }
 
-/* Sends <b> as the answer (adm_req_reply() answers HEAD with the head). */
-static void send_reply(struct adm_req *req, int code, const char *why, struct evbuffer *b)
-{
-    adm_req_reply(req, code, why, b);
-}
-
 /* 500 when an answer cannot even be built. */
 static void send_oom(struct adm_req *req)
 {
-    evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
     adm_req_reply(req, 500, "Internal Server Error", NULL);
 }
 
@@ -99,7 +92,7 @@ static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *bo
     evhttp_add_header(h, "Content-Type", "application/json");
     etag_of(api, etag, sizeof(etag));
     evhttp_add_header(h, "ETag", etag);
-    send_reply(req, code, adm_status_reason((unsigned)code), b);
+    adm_req_reply(req, code, adm_status_reason((unsigned)code), b);
     evbuffer_free(b);
 }
 
@@ -329,7 +322,7 @@ static void handle_config(struct adm_api *api, struct adm_req *req, int method, 
 
     if (method == ADM_M_GET) {
         struct adm_snapshot *s = current(api);
-        struct evbuffer *b;
+        struct evbuffer *b = NULL;
         char etag[64];
         if (!st->canon || st->canon_gen != s->gen) {
             free(st->canon);
@@ -337,16 +330,19 @@ static void handle_config(struct adm_api *api, struct adm_req *req, int method, 
             st->canon_len = st->canon ? strlen(st->canon) : 0;
             st->canon_gen = s->gen;
         }
-        if (!st->canon || !(b = evbuffer_new())) {
+        /* the bytes encoded once for this generation, copied: a reference
+         * would outlive them when a slow reader is still being sent this
+         * answer after the next change frees them */
+        if (!st->canon || !(b = evbuffer_new()) || evbuffer_add(b, st->canon, st->canon_len) < 0) {
+            if (b)
+                evbuffer_free(b);
             send_oom(req);
             return;
         }
-        /* the bytes encoded once for this generation, by reference */
-        evbuffer_add_reference(b, st->canon, st->canon_len, NULL, NULL);
         etag_of(api, etag, sizeof(etag));
         evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
         evhttp_add_header(adm_req_out(req), "ETag", etag);
-        send_reply(req, 200, "OK", b);
+        adm_req_reply(req, 200, "OK", b);
         evbuffer_free(b);
         return;
     }
@@ -898,7 +894,7 @@ static void handle_metrics(struct adm_api *api, struct adm_req *req)
                 up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
                 (unsigned long long)up_requests(s->pools[i], k));
     evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
-    send_reply(req, 200, "OK", b);
+    adm_req_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
 
@@ -943,7 +939,7 @@ static void handle(struct adm_req *req, void *arg)
     int m = (int)adm_req_method(req);
     char name[256];
 
-    if (m == ADM_M_HEAD) /* a GET without the body (send_reply) */
+    if (m == ADM_M_HEAD) /* a GET without the body (adm_req_reply) */
         m = ADM_M_GET;
     if (!path)
         path = "/";

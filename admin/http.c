@@ -11,6 +11,7 @@
  * our answer instead of a reset.
  */
 #include "admin/http.h"
+#include "admin/snapshot.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -188,28 +189,22 @@ void adm_req_reply(struct adm_req *r, int code, const char *reason, struct evbuf
         conn_end(c);
 }
 
-/* The status line's reason, and the API's words for the error. */
-static const char *reason_of(int code, const char **error)
+/* The API's words for an error this layer answers itself. */
+static const char *error_words(int code)
 {
     switch (code) {
     case 400:
-        *error = "malformed request";
-        return "Bad Request";
+        return "malformed request";
     case 408:
-        *error = "request timeout";
-        return "Request Timeout";
+        return "request timeout";
     case 413:
-        *error = "request body too large";
-        return "Content Too Large";
+        return "request body too large";
     case 417:
-        *error = "expectation not supported";
-        return "Expectation Failed";
+        return "expectation not supported";
     case 431:
-        *error = "request head too large";
-        return "Request Header Fields Too Large";
+        return "request head too large";
     default:
-        *error = "internal error";
-        return "Internal Server Error";
+        return "internal error";
     }
 }
 
@@ -217,7 +212,7 @@ static const char *reason_of(int code, const char **error)
 static void conn_error(struct adm_conn *c, int code, const char *msg)
 {
     struct evbuffer *out = bufferevent_get_output(c->bev);
-    const char *error, *reason = reason_of(code, &error);
+    const char *error = error_words(code);
     char body[400];
     int n;
 
@@ -227,7 +222,8 @@ static void conn_error(struct adm_conn *c, int code, const char *msg)
                  msg);
     if (n < 0 || (size_t)n >= sizeof(body))
         n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", error);
-    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n", code, reason);
+    evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n", code,
+                        adm_status_reason((unsigned)code));
     add_date(out);
     evbuffer_add_printf(out, "Connection: close\r\nContent-Length: %d\r\n\r\n%s", n, body);
     conn_end(c);

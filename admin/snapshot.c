@@ -47,10 +47,16 @@ const char *adm_status_reason(unsigned status)
         return "Conflict";
     case 410:
         return "Gone";
+    case 408:
+        return "Request Timeout";
     case 412:
         return "Precondition Failed";
     case 413:
-        return "Payload Too Large";
+        return "Content Too Large";
+    case 417:
+        return "Expectation Failed";
+    case 431:
+        return "Request Header Fields Too Large";
     case 429:
         return "Too Many Requests";
     case 500:
