@@ -28,7 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HEAP_RESERVE_MB = None  # --heap-reserve-mb: admin.heap_reserve_mb (unset: the default)
-SHARED = os.path.join(HERE, "..", "..", "shared", "routes")
+ROUTES = os.path.join(HERE, "..", "tests", "data", "routes")
 
 
 def free_port():
@@ -41,7 +41,7 @@ def free_port():
 
 def github_routes():
     out = []
-    with open(os.path.join(SHARED, "github.txt")) as f:
+    with open(os.path.join(ROUTES, "github.txt")) as f:
         for line in f:
             line = line.strip()
             if line and not line.startswith("#"):

@@ -3,7 +3,7 @@
  *
  * Usage: router_bench [-q] [ROUTES_DIR]
  *   ROUTES_DIR  holds github.txt, github-requests.txt and static.txt
- *               (default: SY_ROUTES_DIR, set by CMake to ../shared/routes)
+ *               (default: SY_ROUTES_DIR, set by CMake to tests/data/routes)
  *   -q          quick: 3 runs of ~10 ms each, for checking the harness only
  *
  * Prints one Markdown report on stdout: a table with one row per scenario and
@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #ifndef SY_ROUTES_DIR
-#define SY_ROUTES_DIR "../shared/routes"
+#define SY_ROUTES_DIR "tests/data/routes"
 #endif
 #ifndef RB_BUILD_TYPE
 #define RB_BUILD_TYPE "unknown"

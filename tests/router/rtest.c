@@ -9,7 +9,7 @@
 #include <string.h>
 
 #ifndef SY_ROUTES_DIR
-#error "SY_ROUTES_DIR must name shared/routes (set by tests/router/CMakeLists.txt)"
+#error "SY_ROUTES_DIR must name tests/data/routes (set by tests/router/CMakeLists.txt)"
 #endif
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))

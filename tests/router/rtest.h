@@ -1,6 +1,6 @@
 /*
  * rtest.h - helpers shared by the router's unit tests: building tables from
- * "METHODS PATTERN" lines, one-call lookups, the route files of shared/routes,
+ * "METHODS PATTERN" lines, one-call lookups, the route files of tests/data/routes,
  * a seeded PRNG, random route sets and requests, and the comparison of the
  * tree against the reference router (reference.h).
  *

@@ -1,5 +1,5 @@
 /*
- * test_github.c - the GitHub API table (shared/routes/github.txt, 203 routes)
+ * test_github.c - the GitHub API table (tests/data/routes/github.txt, 203 routes)
  * and the other benchmark tables: every request of github-requests.txt hits
  * its own route (same line) with the literal parameter values, in every
  * option set; every method and trailing-slash variant of those requests
