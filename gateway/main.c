@@ -56,11 +56,6 @@ static void print_errors(const char *what, struct adm_errors *errs)
     }
 }
 
-static struct adm_config *load_config(const char *path, struct adm_errors *errs)
-{
-    return path ? adm_config_load_file(path, errs) : adm_config_default();
-}
-
 /* SIGHUP: read the file again and swap it in through the admin API's path
  * (validate, build, persist, publish); a bad file changes nothing. */
 static void reload(void)
@@ -284,40 +279,17 @@ static evutil_socket_t listen_socket(const struct adm_addr *a)
     return fd;
 }
 
-static int open_access_log(const struct adm_config *cfg)
-{
-    switch (cfg->access_log.target) {
-    case ADM_LOG_STDOUT:
-        return STDOUT_FILENO;
-    case ADM_LOG_STDERR:
-        return STDERR_FILENO;
-    case ADM_LOG_FILE:
-        return open(cfg->access_log.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    default:
-        return -1;
-    }
-}
+/* ---- start-up steps: each logs why it failed and undoes its own part ---- */
 
-int main(int argc, char **argv)
+/* The command line into <cfg_path> and <check_path>. -1 to go on, else the
+ * exit status (--help, --version, --print-default, a usage error). */
+static int parse_cmdline(int argc, char **argv, const char **cfg_path, const char **check_path)
 {
-    const char *cfg_path = NULL, *check_path = NULL;
-    struct adm_errors errs;
-    struct adm_config *cfg;
-    struct adm_snapshot *snap;
-    struct event *sig_hup, *sig_term, *sig_int;
-    sigset_t block, old;
-    struct timeval rt = {0, 50 * 1000};
-    unsigned reserve_mb = 0;
-    int rc = 1;
-    char *token = NULL, why[128];
-    struct adm_addr admin_addr;
-    struct adm_api_hooks hooks;
-
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
-            cfg_path = argv[++i];
+            *cfg_path = argv[++i];
         } else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
-            check_path = argv[++i];
+            *check_path = argv[++i];
         } else if (strcmp(argv[i], "--print-default") == 0) {
             fputs(adm_config_default_json(), stdout);
             return 0;
@@ -332,171 +304,369 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    return -1;
+}
+
+/* --check FILE: "ok" on stdout, or every error on stderr. The exit status. */
+static int check_config(const char *path)
+{
+    struct adm_errors errs;
+    struct adm_config *cfg;
+    char *s;
+
     adm_errors_init(&errs);
-    if (check_path) {
-        cfg = adm_config_load_file(check_path, &errs);
-        if (!cfg) {
-            char *s = adm_errors_format(&errs);
-            fputs(s ? s : "out of memory\n", stderr);
-            free(s);
-            adm_errors_clear(&errs);
-            return 1;
-        }
+    if ((cfg = adm_config_load_file(path, &errs))) {
         adm_config_free(cfg);
         puts("ok");
         return 0;
     }
+    s = adm_errors_format(&errs);
+    fputs(s ? s : "out of memory\n", stderr);
+    free(s);
+    adm_errors_clear(&errs);
+    return 1;
+}
 
-    signal(SIGPIPE, SIG_IGN);
-    cfg = load_config(cfg_path, &errs);
+/* The config to run: <path> (NULL: the embedded default), or the persisted
+ * one that wins over it; recorded in the document state and saved. NULL
+ * after logging why. */
+static struct adm_config *load_config(const char *path)
+{
+    struct adm_errors errs;
+    struct adm_config *cfg;
+    json_t *doc;
+    char msg[512];
+
+    adm_errors_init(&errs);
+    cfg = path ? adm_config_load_file(path, &errs) : adm_config_default();
     if (!cfg) {
-        print_errors(cfg_path ? cfg_path : "embedded config", &errs);
+        print_errors(path ? path : "embedded config", &errs);
         adm_errors_clear(&errs);
-        return 1;
+        return NULL;
     }
-    cfg = persisted(cfg, cfg_path ? cfg_path : "the embedded default");
-    if (!cfg)
-        return 1;
-    {
-        json_t *doc = json_deep_copy(cfg->json);
-        char msg[512];
-        if (!doc || adm_state_set_doc(&state, doc) < 0) {
-            gw_log(GW_LOG_ERROR, "out of memory");
-            return 1;
-        }
-        json_decref(doc);
-        if (state.dir && adm_state_save(&state, msg, sizeof(msg)) < 0) {
-            gw_log(GW_LOG_ERROR, "state: %s", msg);
-            return 1;
-        }
+    if (!(cfg = persisted(cfg, path ? path : "the embedded default")))
+        return NULL;
+    if (!(doc = json_deep_copy(cfg->json)) || adm_state_set_doc(&state, doc) < 0) {
+        gw_log(GW_LOG_ERROR, "config: out of memory");
+        goto fail_doc;
     }
-    if (!adm_addr_is_loopback(&cfg->admin.addr) && !cfg->admin.token_file &&
-        !(getenv("SWITCHYARD_ADMIN_TOKEN") && *getenv("SWITCHYARD_ADMIN_TOKEN"))) {
+    json_decref(doc);
+    if (state.dir && adm_state_save(&state, msg, sizeof(msg)) < 0) {
+        gw_log(GW_LOG_ERROR, "state: %s", msg);
+        goto fail_cfg;
+    }
+    return cfg;
+fail_doc:
+    json_decref(doc);
+fail_cfg:
+    adm_config_free(cfg);
+    return NULL;
+}
+
+/* What the admin API needs before it opens: a token when its address is not
+ * loopback (into <token>, NULL for none) and its address (into <addr>).
+ * -1 after logging why, with nothing left to free. */
+static int admin_prepare(const struct adm_config *cfg, char **token, struct adm_addr *addr)
+{
+    const char *env = getenv("SWITCHYARD_ADMIN_TOKEN");
+    char why[128];
+
+    if (!adm_addr_is_loopback(&cfg->admin.addr) && !cfg->admin.token_file && !(env && *env)) {
         gw_log(GW_LOG_ERROR,
                "admin address %s is not loopback and no token is configured "
                "(admin.token_file or SWITCHYARD_ADMIN_TOKEN): refusing to start",
                cfg->admin.addr.text);
-        adm_config_free(cfg);
-        return 1;
+        return -1;
     }
-    token = read_token(cfg);
-    if (cfg->admin.token_file && !token)
-        return 1;
-    memset(&admin_addr, 0, sizeof(admin_addr));
-    if (adm_addr_parse(&admin_addr, cfg->admin.addr.text, 0, why, sizeof(why)) < 0)
-        return 1;
-    proc.config_path = cfg_path;
+    *token = read_token(cfg);
+    if (cfg->admin.token_file && !*token)
+        return -1; /* read_token said why */
+    memset(addr, 0, sizeof(*addr));
+    if (adm_addr_parse(addr, cfg->admin.addr.text, 0, why, sizeof(why)) < 0) {
+        gw_log(GW_LOG_ERROR, "admin address %s: %s", cfg->admin.addr.text,
+               errno == ENOMEM ? "out of memory" : why);
+        free(*token);
+        *token = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The access log's descriptor into proc.access_fd (-1 when off). -1 after
+ * logging why. */
+static int open_access_log(const struct adm_config *cfg)
+{
+    switch (cfg->access_log.target) {
+    case ADM_LOG_STDOUT:
+        proc.access_fd = STDOUT_FILENO;
+        return 0;
+    case ADM_LOG_STDERR:
+        proc.access_fd = STDERR_FILENO;
+        return 0;
+    case ADM_LOG_FILE:
+        proc.access_fd =
+            open(cfg->access_log.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (proc.access_fd < 0) {
+            gw_log(GW_LOG_ERROR, "access log %s: %s", cfg->access_log.path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    default:
+        proc.access_fd = -1;
+        return 0;
+    }
+}
+
+static void close_access_log(void)
+{
+    if (proc.access_fd > STDERR_FILENO)
+        close(proc.access_fd);
+    proc.access_fd = -1;
+}
+
+/* Frees the worker slots: their sockets, and what a started worker made
+ * (after its thread was joined). */
+static void close_listeners(void)
+{
+    for (unsigned i = 0; i < proc.nworkers; i++)
+        gw_worker_destroy(&proc.workers[i]);
+    free(proc.workers);
+    proc.workers = NULL;
+}
+
+/* The worker slots, each with its own listening socket per listener. On
+ * failure everything made here is freed again, after logging why. */
+static int open_listeners(const struct adm_config *cfg)
+{
     proc.nworkers = adm_config_workers(cfg);
-    reserve_mb = cfg->admin.heap_reserve_mb;
-    proc.access_fd = open_access_log(cfg);
-    if (cfg->access_log.target == ADM_LOG_FILE && proc.access_fd < 0) {
-        gw_log(GW_LOG_ERROR, "access log %s: %s", cfg->access_log.path, strerror(errno));
-        adm_config_free(cfg);
-        return 1;
-    }
-    proc.workers = calloc(proc.nworkers, sizeof(*proc.workers));
-    if (!proc.workers || adm_swap_init(&proc.swap, proc.nworkers, gw_worker_notify, &proc) < 0) {
-        gw_log(GW_LOG_ERROR, "out of memory");
-        return 1;
+    if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers)))) {
+        gw_log(GW_LOG_ERROR, "workers: out of memory");
+        return -1;
     }
     for (unsigned i = 0; i < proc.nworkers; i++) {
         struct gw_worker *w = &proc.workers[i];
         w->id = i;
         w->proc = &proc;
         w->reqid_prefix = (uint32_t)(getpid() * 2654435761u) ^ (uint32_t)time(NULL);
+        if (!(w->listeners = calloc(cfg->nlisteners, sizeof(*w->listeners)))) {
+            gw_log(GW_LOG_ERROR, "listeners: out of memory");
+            goto fail_workers;
+        }
         w->nlisteners = cfg->nlisteners;
-        w->listeners = calloc(cfg->nlisteners, sizeof(*w->listeners));
-        if (!w->listeners)
-            return 1;
+        for (size_t l = 0; l < cfg->nlisteners; l++)
+            w->listeners[l].fd = -1;
         for (size_t l = 0; l < cfg->nlisteners; l++) {
             w->listeners[l].fd = listen_socket(&cfg->listeners[l].addr);
             if (w->listeners[l].fd < 0) {
                 gw_log(GW_LOG_ERROR, "listen on %s: %s", cfg->listeners[l].addr.text,
                        strerror(errno));
-                return 1;
+                goto fail_workers;
             }
         }
     }
-    snap = adm_snapshot_build(cfg, NULL, proc.nworkers, &errs);
-    if (!snap) {
+    return 0;
+fail_workers:
+    close_listeners();
+    return -1;
+}
+
+/* The first snapshot, built from <cfg> (taken, freed on failure too) and
+ * published: the swap holds it from now on. -1 after logging why. */
+static int publish_first(struct adm_config *cfg)
+{
+    struct adm_errors errs;
+    struct adm_snapshot *snap;
+
+    if (adm_swap_init(&proc.swap, proc.nworkers, gw_worker_notify, &proc) < 0) {
+        gw_log(GW_LOG_ERROR, "snapshot swap: out of memory");
+        adm_config_free(cfg);
+        return -1;
+    }
+    adm_errors_init(&errs);
+    if (!(snap = adm_snapshot_build(cfg, NULL, proc.nworkers, &errs))) {
         print_errors("config", &errs);
         adm_errors_clear(&errs);
-        return 1;
+        adm_swap_destroy(&proc.swap);
+        return -1;
     }
     adm_swap_publish(&proc.swap, snap);
+    return 0;
+}
 
-    proc.admin_base = event_base_new();
-    if (!proc.admin_base)
-        return 1;
-    /* workers inherit a mask without the signals: only this thread takes them */
+/* Stops the first <n> workers (<how>: 'X' now, 0 when they ended on their
+ * own after a drain) and joins their threads. */
+static void stop_workers(unsigned n, char how)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (how && write(proc.workers[i].notify_fd[1], &how, 1) < 0 && errno != EAGAIN)
+            gw_log(GW_LOG_ERROR, "notify worker %u: %s", i, strerror(errno));
+    for (unsigned i = 0; i < n; i++)
+        pthread_join(proc.workers[i].thread, NULL);
+}
+
+/* The admin event_base, then every worker thread. The workers inherit a
+ * mask without the signals: only the admin thread takes them. On failure
+ * the workers already started are stopped again, after logging why. */
+static int start_workers(void)
+{
+    sigset_t block, old;
+    unsigned i;
+
+    if (!(proc.admin_base = event_base_new())) {
+        gw_log(GW_LOG_ERROR, "admin event base: out of memory");
+        return -1;
+    }
     sigemptyset(&block);
     sigaddset(&block, SIGHUP);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
-    for (unsigned i = 0; i < proc.nworkers; i++) {
+    for (i = 0; i < proc.nworkers; i++) {
         if (gw_worker_start(&proc.workers[i]) < 0) {
-            gw_log(GW_LOG_ERROR, "cannot start worker %u", i);
-            return 1;
+            gw_log(GW_LOG_ERROR, "cannot start worker %u: no memory, descriptor or thread for it",
+                   i);
+            goto fail_started;
         }
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 0;
+fail_started:
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    /* a worker that failed never started its thread */
+    stop_workers(i, 'X');
+    event_base_free(proc.admin_base);
+    proc.admin_base = NULL;
+    return -1;
+}
+
+static struct event *sig_hup, *sig_term, *sig_int;
+
+static void stop_admin(void)
+{
+    adm_api_free(api);
+    api = NULL;
+    if (drain_check_ev)
+        event_free(drain_check_ev);
+    if (drain_ev)
+        event_free(drain_ev);
+    if (reclaim_ev)
+        event_free(reclaim_ev);
+    if (sig_int)
+        event_free(sig_int);
+    if (sig_term)
+        event_free(sig_term);
+    if (sig_hup)
+        event_free(sig_hup);
+    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = NULL;
+}
+
+/* The admin thread's events (signals, snapshot reclamation), the warm heap,
+ * then the admin API on <addr> with <token>. On failure what was made here
+ * is freed again, after logging why. */
+static int start_admin(const struct adm_addr *addr, const char *token, unsigned reserve_mb)
+{
+    struct timeval rt = {0, 50 * 1000};
+    struct adm_api_hooks hooks;
+    char msg[256];
+
     sig_hup = evsignal_new(proc.admin_base, SIGHUP, signal_cb, NULL);
     sig_term = evsignal_new(proc.admin_base, SIGTERM, signal_cb, NULL);
     sig_int = evsignal_new(proc.admin_base, SIGINT, signal_cb, NULL);
-    evsignal_add(sig_hup, NULL);
-    evsignal_add(sig_term, NULL);
-    evsignal_add(sig_int, NULL);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     reclaim_ev = event_new(proc.admin_base, -1, EV_PERSIST, reclaim_cb, NULL);
-    event_add(reclaim_ev, &rt);
+    if (!sig_hup || !sig_term || !sig_int || !reclaim_ev || evsignal_add(sig_hup, NULL) < 0 ||
+        evsignal_add(sig_term, NULL) < 0 || evsignal_add(sig_int, NULL) < 0 ||
+        event_add(reclaim_ev, &rt) < 0) {
+        gw_log(GW_LOG_ERROR, "admin events: out of memory");
+        goto fail_events;
+    }
     hooks.normalize = gw_path_normalize;
     hooks.stats = gw_stats;
     hooks.arg = &proc;
     heap_reserve(reserve_mb);
-    {
-        char msg[256];
-        api = adm_api_new(proc.admin_base, &admin_addr, &proc.swap, &state, &hooks, token, msg,
-                          sizeof(msg));
-        if (!api) {
-            gw_log(GW_LOG_ERROR, "%s", msg);
-            notify_all('X');
-            for (unsigned i = 0; i < proc.nworkers; i++)
-                pthread_join(proc.workers[i].thread, NULL);
-            return 1;
-        }
+    if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, &state, &hooks, token, msg,
+                            sizeof(msg)))) {
+        gw_log(GW_LOG_ERROR, "%s", msg);
+        goto fail_events;
     }
-    gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", admin_addr.text,
-           token ? " (bearer token)" : "", state.dir ? ", state persisted" : "");
+    gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", addr->text, token ? " (bearer token)" : "",
+           state.dir ? ", state persisted" : "");
+    return 0;
+fail_events:
+    stop_admin();
+    return -1;
+}
+
+/* Serves until a drain ends (every worker stopped) or a second signal. */
+static void run(const char *cfg_path)
+{
+    struct adm_snapshot *snap = atomic_load(&proc.swap.current);
 
     gw_log(GW_LOG_INFO, "switchyard %s: %u workers, %zu listeners (%s%s), %zu routes, config %s",
            SY_VERSION, proc.nworkers, snap->cfg->nlisteners, snap->cfg->listeners[0].addr.text,
            snap->cfg->nlisteners > 1 ? ", ..." : "", rt_table_count(snap->rt),
            cfg_path ? cfg_path : "(embedded default)");
     event_base_dispatch(proc.admin_base);
+}
 
-    for (unsigned i = 0; i < proc.nworkers; i++) {
-        pthread_join(proc.workers[i].thread, NULL);
-        gw_worker_destroy(&proc.workers[i]);
+int main(int argc, char **argv)
+{
+    const char *cfg_path = NULL, *check_path = NULL;
+    struct adm_config *cfg;
+    struct adm_addr admin_addr;
+    char *token = NULL;
+    unsigned reserve_mb;
+    int rc;
+
+    if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path)) >= 0)
+        return rc;
+    if (check_path)
+        return check_config(check_path);
+    rc = 1;
+    signal(SIGPIPE, SIG_IGN);
+    proc.config_path = cfg_path;
+    if (!(cfg = load_config(cfg_path)))
+        goto out_fail_state;
+    if (admin_prepare(cfg, &token, &admin_addr) < 0)
+        goto out_fail_cfg;
+    if (open_access_log(cfg) < 0)
+        goto out_fail_admin_addr;
+    if (open_listeners(cfg) < 0)
+        goto out_fail_access_log;
+    reserve_mb = cfg->admin.heap_reserve_mb;
+    if (publish_first(cfg) < 0) {
+        cfg = NULL; /* freed by publish_first */
+        goto out_fail_listeners;
     }
-    gw_log(GW_LOG_INFO, "drained, exiting");
-    event_free(sig_hup);
-    event_free(sig_term);
-    event_free(sig_int);
-    event_free(reclaim_ev);
-    if (drain_ev)
-        event_free(drain_ev);
-    if (drain_check_ev)
-        event_free(drain_check_ev);
-    adm_api_free(api);
+    cfg = NULL; /* the first snapshot owns it */
+    if (start_workers() < 0)
+        goto out_fail_swap;
+    if (start_admin(&admin_addr, token, reserve_mb) < 0)
+        goto out_fail_workers;
+
+    run(cfg_path);
+    rc = 0;
+
+    stop_admin();
+out_fail_workers:
+    /* after a drain the workers have stopped on their own */
+    stop_workers(proc.nworkers, rc ? 'X' : 0);
+    if (rc == 0)
+        gw_log(GW_LOG_INFO, "drained, exiting");
     event_base_free(proc.admin_base);
+    proc.admin_base = NULL;
+out_fail_swap:
     adm_swap_destroy(&proc.swap);
-    adm_state_free(&state);
+out_fail_listeners:
+    close_listeners();
+out_fail_access_log:
+    close_access_log();
+out_fail_admin_addr:
     adm_addr_free(&admin_addr);
     free(token);
-    free(proc.workers);
-    if (proc.access_fd > STDERR_FILENO)
-        close(proc.access_fd);
+out_fail_cfg:
+    adm_config_free(cfg);
+out_fail_state:
+    adm_state_free(&state);
     libevent_global_shutdown();
-    rc = 0;
     return rc;
 }
