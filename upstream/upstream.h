@@ -13,6 +13,11 @@
  * its worker, so a pool outlives its connections. The idle connections of a
  * pool that no snapshot uses any more are closed by their worker's idle
  * timeout. The pool stores idle connections as opaque pointers.
+ *
+ * Files: pool.c (life and reference count), servers.c (the server list),
+ * slab.c (per-worker blocks on their own cache lines), balance.c (picking a
+ * server), idle.c (idle connection stacks), counters.c (per-worker counters).
+ * Private structures are in up_int.h.
  */
 #ifndef SY_UPSTREAM_H
 #define SY_UPSTREAM_H

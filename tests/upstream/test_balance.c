@@ -1,0 +1,125 @@
+/*
+ * test_balance.c - upstream/balance.c: smooth weighted round robin gives
+ * nginx's exact sequence, each worker its own, in weight proportion over
+ * every period and over 10k picks.
+ */
+#include "utest.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+/* One worker's picks over a pool of <weights> repeat <want> round after
+ * round. */
+static void expect_sequence(const unsigned *weights, size_t n, const size_t *want, size_t nwant)
+{
+    up_pool *p = ut_pool(weights, n, 1, 1);
+
+    for (int round = 0; round < 10; round++)
+        for (size_t i = 0; i < nwant; i++)
+            ck_assert_uint_eq(up_pick(p, 0), want[i]);
+    up_pool_release(p);
+}
+
+START_TEST(nginx_sequence)
+{
+    /* nginx's documented example: weights a=5 b=1 c=1 -> a a b a c a a */
+    unsigned weights[] = {5, 1, 1};
+    static const size_t want[] = {0, 0, 1, 0, 2, 0, 0};
+
+    expect_sequence(weights, NELEM(weights), want, NELEM(want));
+}
+END_TEST
+
+START_TEST(equal_weights_rotate)
+{
+    up_pool *p = ut_pool(NULL, 4, 1, 1);
+
+    for (size_t i = 0; i < 12; i++)
+        ck_assert_uint_eq(up_pick(p, 0), i % 4);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(single_server)
+{
+    unsigned weights[] = {9};
+    up_pool *p = ut_pool(weights, 1, 1, 1);
+
+    for (int i = 0; i < 5; i++)
+        ck_assert_uint_eq(up_pick(p, 0), 0);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(workers_are_independent)
+{
+    unsigned weights[] = {5, 1, 1};
+    static const size_t want[] = {0, 0, 1, 0, 2, 0, 0};
+    up_pool *p = ut_pool(weights, 3, 3, 1);
+
+    /* Worker 1 picks a lot; worker 2 still starts at the beginning. */
+    for (int i = 0; i < 1000; i++)
+        up_pick(p, 1);
+    for (size_t i = 0; i < NELEM(want); i++) {
+        ck_assert_uint_eq(up_pick(p, 2), want[i]);
+        ck_assert_uint_eq(up_pick(p, 0), want[i]);
+    }
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(proportions)
+{
+    unsigned weights[] = {1, 2, 3, 4, 10};
+    unsigned total = 20, count[5] = {0};
+    up_pool *p = ut_pool(weights, 5, 1, 1);
+
+    /* Every window of one period (sum of weights) holds each server exactly
+     * weight times; 10k picks are 500 whole periods. */
+    for (int period = 0; period < 500; period++) {
+        unsigned in_period[5] = {0};
+        for (unsigned i = 0; i < total; i++)
+            in_period[up_pick(p, 0)]++;
+        for (size_t s = 0; s < 5; s++) {
+            ck_assert_uint_eq(in_period[s], weights[s]);
+            count[s] += in_period[s];
+        }
+    }
+    for (size_t s = 0; s < 5; s++)
+        ck_assert_uint_eq(count[s], 10000 * weights[s] / total);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(smooth)
+{
+    /* Smoothness: the heavy server never runs more than its share in a row;
+     * with weights 3:1 the light one comes once in every four picks, and
+     * 2:3 alternates as far as it can. */
+    unsigned w31[] = {3, 1}, w23[] = {2, 3};
+    static const size_t want31[] = {0, 0, 1, 0}, want23[] = {1, 0, 1, 0, 1};
+
+    expect_sequence(w31, 2, want31, NELEM(want31));
+    expect_sequence(w23, 2, want23, NELEM(want23));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("upstream_balance");
+    TCase *tc = tcase_create("round_robin");
+
+    tcase_add_test(tc, nginx_sequence);
+    tcase_add_test(tc, equal_weights_rotate);
+    tcase_add_test(tc, single_server);
+    tcase_add_test(tc, workers_are_independent);
+    tcase_add_test(tc, proportions);
+    tcase_add_test(tc, smooth);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ut_run(suite());
+}
