@@ -10,6 +10,11 @@
  *   GET  /upstreams/{name}/health
  *   GET  /status, /healthz, /metrics
  *
+ * The endpoints are one table of (methods, pattern, handler), routed by
+ * Switchyard's own router: the most specific pattern wins (/routes/match
+ * before /routes/{id}), and a method a path does not serve is a 405 with
+ * the path's methods in Allow.
+ *
  * Everything runs on the admin thread, so writes are serialized: of two
  * writers with the same If-Match, the second gets 412.
  */
@@ -38,6 +43,7 @@ struct adm_api {
     struct adm_swap *sw;
     struct adm_state *st;
     struct adm_api_hooks hooks;
+    rt_table *endpoints; /* the dispatch table, routed */
     char *token;
     time_t started;
 };
@@ -315,46 +321,49 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
     adm_errors_clear(&errs);
 }
 
-static void handle_config(struct adm_api *api, struct adm_req *req, int method, const char *query)
+static void config_get(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_state *st = api->st;
-    json_t *doc;
+    struct adm_snapshot *s = current(api);
+    struct evbuffer *b = NULL;
+    char etag[64];
 
-    if (method == ADM_M_GET) {
-        struct adm_snapshot *s = current(api);
-        struct evbuffer *b = NULL;
-        char etag[64];
-        if (!st->canon || st->canon_gen != s->gen) {
-            free(st->canon);
-            st->canon = json_dumps(st->doc, JSON_COMPACT | JSON_SORT_KEYS);
-            st->canon_len = st->canon ? strlen(st->canon) : 0;
-            st->canon_gen = s->gen;
-        }
-        /* the bytes encoded once for this generation, copied: a reference
-         * would outlive them when a slow reader is still being sent this
-         * answer after the next change frees them */
-        if (!st->canon || !(b = evbuffer_new()) || evbuffer_add(b, st->canon, st->canon_len) < 0) {
-            if (b)
-                evbuffer_free(b);
-            send_oom(req);
-            return;
-        }
-        etag_of(api, etag, sizeof(etag));
-        evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
-        evhttp_add_header(adm_req_out(req), "ETag", etag);
-        adm_req_reply(req, 200, "OK", b);
-        evbuffer_free(b);
+    (void)unused;
+    if (!st->canon || st->canon_gen != s->gen) {
+        free(st->canon);
+        st->canon = json_dumps(st->doc, JSON_COMPACT | JSON_SORT_KEYS);
+        st->canon_len = st->canon ? strlen(st->canon) : 0;
+        st->canon_gen = s->gen;
+    }
+    /* the bytes encoded once for this generation, copied: a reference
+     * would outlive them when a slow reader is still being sent this
+     * answer after the next change frees them */
+    if (!st->canon || !(b = evbuffer_new()) || evbuffer_add(b, st->canon, st->canon_len) < 0) {
+        if (b)
+            evbuffer_free(b);
+        send_oom(req);
         return;
     }
+    etag_of(api, etag, sizeof(etag));
+    evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
+    evhttp_add_header(adm_req_out(req), "ETag", etag);
+    adm_req_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+static void config_put(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    struct evbuffer *in = adm_req_body(req);
+    json_t *doc;
+    size_t n;
+
+    (void)unused;
     if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
         return;
-    {
-        /* the body as pushed: persisted as it came */
-        struct evbuffer *in = adm_req_body(req);
-        size_t n = evbuffer_get_length(in);
-        apply_full(api, req, doc, query_flag(query, "dry_run"), "config", 200,
-                   (const char *)evbuffer_pullup(in, (ev_ssize_t)n), n);
-    }
+    /* the body as pushed: persisted as it came */
+    n = evbuffer_get_length(in);
+    apply_full(api, req, doc, query_flag(adm_req_query(req), "dry_run"), "config", 200,
+               (const char *)evbuffer_pullup(in, (ev_ssize_t)n), n);
     json_decref(doc);
 }
 
@@ -595,9 +604,10 @@ oom:
     reply_error(api, req, 500, "out of memory", NULL);
 }
 
-static void route_match(struct adm_api *api, struct adm_req *req, const char *query)
+static void route_match(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
+    const char *query = adm_req_query(req);
     struct evkeyvalq q;
     const char *method, *host, *path;
     char norm[8192], allow[512];
@@ -606,6 +616,7 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *qu
     struct rt_match m;
     json_t *o;
 
+    (void)unused;
     if (!params || !query || evhttp_parse_query_str(query, &q) < 0) {
         free(params);
         reply_error(api, req, 400, "want ?method=GET&host=...&path=/...", NULL);
@@ -668,9 +679,12 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *qu
 
 /* ---- upstreams ---- */
 
-static void upstream_put(struct adm_api *api, struct adm_req *req, const char *name, int create)
+/* POST /upstreams (<name> NULL: it comes in the body) and
+ * PUT /upstreams/{name}. */
+static void upstream_put(struct adm_api *api, struct adm_req *req, const char *name)
 {
     json_t *body, *doc, *ups, *n;
+    int create = !name;
 
     if (!if_match_ok(api, req) || !(body = read_body(api, req)))
         return;
@@ -773,12 +787,13 @@ static void upstream_health(struct adm_api *api, struct adm_req *req, const char
 
 /* ---- status and metrics ---- */
 
-static void handle_status(struct adm_api *api, struct adm_req *req)
+static void handle_status(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
     struct adm_gw_stats gs;
     char etag[64];
 
+    (void)unused;
     memset(&gs, 0, sizeof(gs));
     if (api->hooks.stats)
         api->hooks.stats(api->hooks.arg, &gs);
@@ -829,13 +844,14 @@ static void histogram(struct evbuffer *b, const char *name, const char *help, co
                         (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
 }
 
-static void handle_metrics(struct adm_api *api, struct adm_req *req)
+static void handle_metrics(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
     struct evbuffer *b = evbuffer_new();
     struct adm_gw_stats gs;
     struct route_metrics rm = {b};
 
+    (void)unused;
     if (!b) {
         send_oom(req);
         return;
@@ -898,7 +914,120 @@ static void handle_metrics(struct adm_api *api, struct adm_req *req)
     evbuffer_free(b);
 }
 
+/* ---- reading ---- */
+
+static void healthz(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    struct adm_snapshot *s = current(api);
+
+    (void)unused;
+    reply(api, req, s ? 200 : 503, json_pack("{s:b}", "ok", s != NULL));
+}
+
+static void routes_list(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    (void)unused;
+    reply(api, req, 200, json_pack("{s:O}", "routes", json_object_get(api->st->doc, "routes")));
+}
+
+static void route_get(struct adm_api *api, struct adm_req *req, const char *id)
+{
+    json_t *r = json_object_get(api->st->ids, id);
+
+    if (r)
+        reply(api, req, 200, json_incref(r));
+    else
+        reply_error(api, req, 404, "no such route", NULL);
+}
+
+static void upstreams_list(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    (void)unused;
+    reply(api, req, 200,
+          json_pack("{s:O?}", "upstreams", json_object_get(api->st->doc, "upstreams")));
+}
+
+static void upstream_get(struct adm_api *api, struct adm_req *req, const char *name)
+{
+    json_t *u = json_object_get(json_object_get(api->st->doc, "upstreams"), name);
+
+    if (u)
+        reply(api, req, 200, json_incref(u));
+    else
+        reply_error(api, req, 404, "no such upstream", NULL);
+}
+
 /* ---- dispatch ---- */
+
+/* A handler gets the pattern's one parameter ({id}, {name}) as a checked
+ * name, or NULL when the pattern has none. It answers exactly once. */
+typedef void (*endpoint_fn)(struct adm_api *api, struct adm_req *req, const char *name);
+
+#define EP_OPEN 1u /* answered without the bearer token */
+
+struct endpoint {
+    const char *methods[4]; /* the router's method tokens; HEAD comes with GET */
+    const char *pattern;    /* a router pattern (router/router.h) */
+    endpoint_fn fn;
+    unsigned flags;
+    const char *missing; /* the 404 for a parameter that cannot be a name */
+};
+
+/* The admin API. The router picks the most specific pattern (static
+ * /routes/match beats /routes/{id}) and answers 405 with the path's methods
+ * for every method a path does not serve. */
+static const struct endpoint endpoints[] = {
+    {{"GET"}, "/healthz", healthz, EP_OPEN, NULL},
+    {{"GET"}, "/config", config_get, 0, NULL},
+    {{"PUT"}, "/config", config_put, 0, NULL},
+    {{"GET"}, "/routes", routes_list, 0, NULL},
+    {{"POST"}, "/routes", route_put, 0, NULL},
+    {{"GET"}, "/routes/match", route_match, 0, NULL},
+    {{"GET"}, "/routes/{id}", route_get, 0, "no such route"},
+    {{"PUT"}, "/routes/{id}", route_put, 0, "no such route"},
+    {{"DELETE"}, "/routes/{id}", route_delete, 0, "no such route"},
+    {{"GET"}, "/upstreams", upstreams_list, 0, NULL},
+    {{"POST"}, "/upstreams", upstream_put, 0, NULL},
+    {{"GET"}, "/upstreams/{name}", upstream_get, 0, "no such upstream"},
+    {{"PUT"}, "/upstreams/{name}", upstream_put, 0, "no such upstream"},
+    {{"DELETE"}, "/upstreams/{name}", upstream_delete, 0, "no such upstream"},
+    {{"GET"}, "/upstreams/{name}/health", upstream_health, 0, "no such upstream"},
+    {{"GET"}, "/status", handle_status, 0, NULL},
+    {{"GET"}, "/metrics", handle_metrics, 0, NULL},
+};
+
+/* The endpoints as a router table, each route's udata its endpoint. NULL
+ * with <msg> filled on error. */
+static rt_table *endpoints_table(char *msg, size_t cap)
+{
+    rt_table *t = rt_table_new(NULL, NULL);
+    rt_txn *tx = t ? rt_txn_begin(t) : NULL;
+    struct rt_error err;
+
+    if (!tx)
+        goto fail_oom;
+    for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
+        const struct endpoint *e = &endpoints[i];
+        size_t nm = 0;
+        while (nm < 4 && e->methods[nm])
+            nm++;
+        if (rt_txn_insert(tx, e->methods, nm, e->pattern, e->pattern, (void *)e, &err) < 0) {
+            snprintf(msg, cap, "admin API: endpoint %s: %s", e->pattern, err.msg);
+            rt_txn_abort(tx);
+            rt_table_free(t);
+            return NULL;
+        }
+    }
+    rt_table *built = rt_txn_commit(tx);
+    rt_table_free(t);
+    if (!built)
+        goto fail_oom;
+    return built;
+fail_oom:
+    rt_table_free(t);
+    snprintf(msg, cap, "admin API: out of memory");
+    return NULL;
+}
 
 static int authorized(struct adm_api *api, struct adm_req *req)
 {
@@ -914,20 +1043,37 @@ static int authorized(struct adm_api *api, struct adm_req *req)
     return 0;
 }
 
-static void not_allowed(struct adm_api *api, struct adm_req *req, const char *allow)
+/* 405 with the path's methods in Allow (HEAD, served wherever GET is, left
+ * out as before). */
+static void not_allowed(struct adm_api *api, struct adm_req *req, uint64_t allow)
 {
-    evhttp_add_header(adm_req_out(req), "Allow", allow);
+    static const struct {
+        uint64_t bit;
+        const char *name;
+    } names[] = {{RT_M_GET, "GET"},
+                 {RT_M_POST, "POST"},
+                 {RT_M_PUT, "PUT"},
+                 {RT_M_DELETE, "DELETE"},
+                 {RT_M_PATCH, "PATCH"}};
+    char buf[64] = "";
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (allow & names[i].bit) {
+            size_t o = strlen(buf);
+            snprintf(buf + o, sizeof(buf) - o, "%s%s", o ? ", " : "", names[i].name);
+        }
+    evhttp_add_header(adm_req_out(req), "Allow", buf);
     reply_error(api, req, 405, "method not allowed", NULL);
 }
 
 /* A name segment of the URL: ids and names are plain tokens, never escaped. */
-static int segment_ok(const char *s)
+static int segment_ok(const char *s, size_t n)
 {
-    if (!*s)
+    if (!n)
         return 0;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              strchr("_.:-", *s)))
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || strchr("_.:-", s[i])))
             return 0;
     return 1;
 }
@@ -935,98 +1081,39 @@ static int segment_ok(const char *s)
 static void handle(struct adm_req *req, void *arg)
 {
     struct adm_api *api = arg;
-    const char *path = adm_req_path(req), *query = adm_req_query(req);
-    int m = (int)adm_req_method(req);
+    const char *path = adm_req_path(req), *method = adm_req_method_name(req);
+    const struct endpoint *e;
+    struct rt_param param;
+    struct rt_match m;
     char name[256];
 
-    if (m == ADM_M_HEAD) /* a GET without the body (adm_req_reply) */
-        m = ADM_M_GET;
-    if (!path)
-        path = "/";
-    if (strcmp(path, "/healthz") == 0) {
-        struct adm_snapshot *s = current(api);
-        reply(api, req, s ? 200 : 503, json_pack("{s:b}", "ok", s != NULL));
+    rt_lookup(api->endpoints, method, strlen(method), NULL, 0, path, strlen(path), &param, 1, &m);
+    e = m.status == RT_HIT ? rt_route_udata(m.route) : NULL;
+    if (!(e && (e->flags & EP_OPEN)) && !authorized(api, req))
+        return;
+    if (m.status == RT_NOT_ALLOWED) {
+        not_allowed(api, req, m.allow);
         return;
     }
-    if (!authorized(api, req))
-        return;
-    if (strcmp(path, "/config") == 0) {
-        if (m == ADM_M_GET || m == ADM_M_PUT)
-            handle_config(api, req, m, query);
-        else
-            not_allowed(api, req, "GET, PUT");
-    } else if (strcmp(path, "/routes") == 0) {
-        if (m == ADM_M_GET)
-            reply(api, req, 200,
-                  json_pack("{s:O}", "routes", json_object_get(api->st->doc, "routes")));
-        else if (m == ADM_M_POST)
-            route_put(api, req, NULL);
-        else
-            not_allowed(api, req, "GET, POST");
-    } else if (strcmp(path, "/routes/match") == 0 &&
-               (query || !json_object_get(api->st->ids, "match"))) {
-        /* without a query, a route with the id "match" is reached below */
-        if (m == ADM_M_GET)
-            route_match(api, req, query);
-        else
-            not_allowed(api, req, "GET");
-    } else if (strncmp(path, "/routes/", 8) == 0 && strlen(path + 8) < sizeof(name)) {
-        strcpy(name, path + 8);
-        if (!segment_ok(name)) {
-            reply_error(api, req, 404, "no such route", NULL);
-        } else if (m == ADM_M_GET) {
-            json_t *r = json_object_get(api->st->ids, name);
-            if (r)
-                reply(api, req, 200, json_incref(r));
-            else
-                reply_error(api, req, 404, "no such route", NULL);
-        } else if (m == ADM_M_PUT) {
-            route_put(api, req, name);
-        } else if (m == ADM_M_DELETE) {
-            route_delete(api, req, name);
-        } else {
-            not_allowed(api, req, "GET, PUT, DELETE");
-        }
-    } else if (strcmp(path, "/upstreams") == 0) {
-        if (m == ADM_M_GET)
-            reply(api, req, 200,
-                  json_pack("{s:O?}", "upstreams", json_object_get(api->st->doc, "upstreams")));
-        else if (m == ADM_M_POST)
-            upstream_put(api, req, NULL, 1);
-        else
-            not_allowed(api, req, "GET, POST");
-    } else if (strncmp(path, "/upstreams/", 11) == 0 && strlen(path + 11) < sizeof(name)) {
-        char *slash;
-        strcpy(name, path + 11);
-        slash = strchr(name, '/');
-        if (slash && strcmp(slash, "/health") == 0) {
-            *slash = '\0';
-            if (m == ADM_M_GET)
-                upstream_health(api, req, name);
-            else
-                not_allowed(api, req, "GET");
-        } else if (!segment_ok(name)) {
-            reply_error(api, req, 404, "no such upstream", NULL);
-        } else if (m == ADM_M_GET) {
-            json_t *u = json_object_get(json_object_get(api->st->doc, "upstreams"), name);
-            if (u)
-                reply(api, req, 200, json_incref(u));
-            else
-                reply_error(api, req, 404, "no such upstream", NULL);
-        } else if (m == ADM_M_PUT) {
-            upstream_put(api, req, name, 0);
-        } else if (m == ADM_M_DELETE) {
-            upstream_delete(api, req, name);
-        } else {
-            not_allowed(api, req, "GET, PUT, DELETE");
-        }
-    } else if (strcmp(path, "/status") == 0) {
-        handle_status(api, req);
-    } else if (strcmp(path, "/metrics") == 0) {
-        handle_metrics(api, req);
-    } else {
+    if (!e) {
         reply_error(api, req, 404, "no such endpoint", NULL);
+        return;
     }
+    if (!m.nparams) {
+        e->fn(api, req, NULL);
+        return;
+    }
+    if (param.len >= sizeof(name)) {
+        reply_error(api, req, 404, "no such endpoint", NULL);
+        return;
+    }
+    if (!segment_ok(param.value, param.len)) {
+        reply_error(api, req, 404, e->missing, NULL);
+        return;
+    }
+    memcpy(name, param.value, param.len);
+    name[param.len] = '\0';
+    e->fn(api, req, name);
 }
 
 struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr,
@@ -1052,6 +1139,10 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
     api->started = time(NULL);
     if (token && !(api->token = strdup(token)))
         goto oom;
+    if (!(api->endpoints = endpoints_table(msg, cap))) {
+        adm_api_free(api);
+        return NULL;
+    }
     if (!(api->http = adm_http_new(base, addr, handle, api, ADM_BODY_MAX, msg, cap))) {
         adm_api_free(api);
         return NULL;
@@ -1068,6 +1159,7 @@ void adm_api_free(struct adm_api *api)
     if (!api)
         return;
     adm_http_free(api->http);
+    rt_table_free(api->endpoints);
     free(api->token);
     free(api);
 }

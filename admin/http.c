@@ -36,7 +36,8 @@ struct adm_conn;
 struct adm_req {
     struct adm_conn *c;
     enum adm_method method;
-    char *url; /* as sent; split into path and query at dispatch */
+    const char *method_name; /* llhttp's static name of the method */
+    char *url;               /* as sent; split into path and query at dispatch */
     const char *path, *query;
     struct evkeyvalq in, out;
     struct evbuffer *body;
@@ -106,6 +107,11 @@ static void req_free(struct adm_req *r)
 enum adm_method adm_req_method(const struct adm_req *r)
 {
     return r->method;
+}
+
+const char *adm_req_method_name(const struct adm_req *r)
+{
+    return r->method_name;
 }
 
 const char *adm_req_path(const struct adm_req *r)
@@ -331,6 +337,7 @@ static int on_headers_complete(llhttp_t *p)
     if (c->in_value && commit_field(c) < 0)
         return -1;
     r->method = method_of(llhttp_get_method(p));
+    r->method_name = llhttp_method_name((llhttp_method_t)llhttp_get_method(p));
     r->http10 = llhttp_get_http_major(p) == 1 && llhttp_get_http_minor(p) == 0;
     r->keep = llhttp_should_keep_alive(p);
     r->url = c->url;

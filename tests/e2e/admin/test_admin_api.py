@@ -382,19 +382,19 @@ class RoutesTest(ApiCase):
         self.assertUnchanged(before)
 
     def test_route_named_match(self):
-        # "match" is a valid id: /routes/match without a query is that route
+        # "match" is a valid id; GET /routes/match is always the match
+        # endpoint (static beats {id}), PUT and DELETE reach /routes/{id}
         api = self.start()
         self.assertWrite(api.post("/routes", local_route("match", "/m")), 201)
-        r = api.get("/routes/match")
-        self.assertStatus(r, 200)
-        self.assertEqual(r.json, local_route("match", "/m"))
+        self.assertStatus(api.get("/routes/match"), 400)  # a question without a query
+        self.assertIn(local_route("match", "/m"), api.get("/routes").json["routes"])
         r = api.get("/routes/match?path=/m")
         self.assertEqual((r.json["status"], r.json["route"]["id"]), (200, "match"))
         self.assertWrite(api.put("/routes/match", local_route("match", "/m2")), 200)
         self.assertEqual(self.answer("/m2"), (200, "match"))
         self.assertWrite(api.delete("/routes/match"), 200)
         self.assertEqual(self.answer("/m2")[0], 404)
-        self.assertStatus(api.get("/routes/match"), 400)  # the match endpoint again
+        self.assertStatus(api.get("/routes/match"), 400)  # the match endpoint still
 
     def test_routes_methods(self):
         api = self.start()
@@ -404,9 +404,10 @@ class RoutesTest(ApiCase):
         r = api.request("POST", "/routes/ping", local_route("ping", "/ping"))
         self.assertStatus(r, 405)
         self.assertEqual(r.header("Allow"), "GET, PUT, DELETE")
+        # GET is the match endpoint; PUT and DELETE on the path reach /routes/{id}
         r = api.request("POST", "/routes/match?path=/")
         self.assertStatus(r, 405)
-        self.assertEqual(r.header("Allow"), "GET")
+        self.assertEqual(r.header("Allow"), "GET, PUT, DELETE")
 
 
 # ---------------------------------------------------------------------------
