@@ -1,5 +1,5 @@
 /*
- * gateway/request.c - the client-side HTTP/1.1 request parser (see request.h).
+ * admin/http1/request.c - the client-side HTTP/1.1 request parser (see request.h).
  *
  * Every byte goes through two parsers. Ours comes first and is strict: it
  * scans the head line by line as bytes arrive (so limits and garbage are
@@ -14,7 +14,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* inet_pton */
 
-#include "gateway/request.h"
+#include "admin/http1/request.h"
 
 #include <arpa/inet.h>
 #include <stdlib.h>
@@ -70,51 +70,7 @@ enum chunk_state {
     CS_END_LF,     /* final empty line: CR seen */
 };
 
-/* ---- character classes (RFC 9110 5.6.2, RFC 3986 2) ---- */
-
-/*
- * ASCII class bitmaps, as nginx keeps them: bit (c & 31) of word (c >> 5) is
- * set when byte c (< 0x80) belongs to the class. Bytes >= 0x80 belong to none.
- */
-static const uint32_t tchar_map[4] = {
-    /* ALPHA DIGIT ! # $ % & ' * + - . ^ _ ` | ~ */
-    0x00000000, 0x03ff6cfa, 0xc7fffffe, 0x57ffffff};
-static const uint32_t unreserved_map[4] = {
-    /* ALPHA DIGIT - . _ ~ */
-    0x00000000, 0x03ff6000, 0x87fffffe, 0x47fffffe};
-static const uint32_t regname_map[4] = {
-    /* unreserved and sub-delims: ! $ & ' ( ) * + , ; = */
-    0x00000000, 0x2bff7fd2, 0x87fffffe, 0x47fffffe};
-
-static bool in_map(const uint32_t *map, unsigned char c)
-{
-    return c < 0x80 && (map[c >> 5] >> (c & 31) & 1) != 0;
-}
-
-static bool is_alpha(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_tchar(unsigned char c)
-{
-    return in_map(tchar_map, c);
-}
-
-static bool is_unreserved(unsigned char c)
-{
-    return in_map(unreserved_map, c);
-}
-
-static bool is_regname_char(unsigned char c)
-{
-    return in_map(regname_map, c);
-}
+/* ---- scanning ---- */
 
 /* The index of the first byte of d[i..stop) outside 0x20-0x7E, or stop.
  * Eight bytes a step: a byte b is outside when b - 0x20 borrows (b < 0x20)
@@ -136,150 +92,9 @@ static size_t scan_printable(const unsigned char *d, size_t i, size_t stop)
     return i;
 }
 
-/* field-content bytes: VCHAR, obs-text, SP, HTAB (no other CTL, no DEL).
- * A table, because the header scanner asks once per byte. */
-static const unsigned char field_byte[256] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-};
+/* ---- errors ---- */
 
-static bool is_field_byte(unsigned char c)
-{
-    return field_byte[c] != 0;
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-static unsigned char lower(unsigned char c)
-{
-    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
-}
-
-/* Does <s>[0..<n>) equal the lower-case literal <lit>, ignoring case? */
-static bool ci_eq(const char *s, size_t n, const char *lit)
-{
-    size_t i;
-
-    if (n != strlen(lit))
-        return false;
-    for (i = 0; i < n; i++)
-        if (lower((unsigned char)s[i]) != (unsigned char)lit[i])
-            return false;
-    return true;
-}
-
-static bool all_tchar(const char *s, size_t n)
-{
-    size_t i;
-
-    for (i = 0; i < n; i++)
-        if (!is_tchar((unsigned char)s[i]))
-            return false;
-    return n > 0;
-}
-
-/* Trims SP/HTAB from both ends of <*s>. */
-static void trim_ows(struct gw_slice *s)
-{
-    while (s->len > 0 && (s->ptr[0] == ' ' || s->ptr[0] == '\t')) {
-        s->ptr++;
-        s->len--;
-    }
-    while (s->len > 0 && (s->ptr[s->len - 1] == ' ' || s->ptr[s->len - 1] == '\t'))
-        s->len--;
-}
-
-/*
- * Splits the list <v> at its next ',' (RFC 9110 5.6.1): stores the trimmed
- * element in <*elem>, advances <*pos>. Returns false when the list is done.
- */
-static bool next_element(struct gw_slice v, size_t *pos, struct gw_slice *elem)
-{
-    const char *comma;
-    size_t start = *pos;
-
-    if (start > v.len)
-        return false;
-    comma = memchr(v.ptr + start, ',', v.len - start);
-    elem->ptr = v.ptr + start;
-    elem->len = comma ? (size_t)(comma - elem->ptr) : v.len - start;
-    *pos = start + elem->len + 1;
-    trim_ows(elem);
-    return true;
-}
-
-/* ---- status and errors ---- */
-
-static const struct {
-    int status;
-    const char *reason;
-} reasons[] = {
-    {100, "Continue"},
-    {101, "Switching Protocols"},
-    {200, "OK"},
-    {201, "Created"},
-    {202, "Accepted"},
-    {204, "No Content"},
-    {206, "Partial Content"},
-    {301, "Moved Permanently"},
-    {302, "Found"},
-    {303, "See Other"},
-    {304, "Not Modified"},
-    {307, "Temporary Redirect"},
-    {308, "Permanent Redirect"},
-    {400, "Bad Request"},
-    {401, "Unauthorized"},
-    {403, "Forbidden"},
-    {404, "Not Found"},
-    {405, "Method Not Allowed"},
-    {408, "Request Timeout"},
-    {409, "Conflict"},
-    {411, "Length Required"},
-    {412, "Precondition Failed"},
-    {413, "Content Too Large"},
-    {414, "URI Too Long"},
-    {415, "Unsupported Media Type"},
-    {417, "Expectation Failed"},
-    {421, "Misdirected Request"},
-    {426, "Upgrade Required"},
-    {428, "Precondition Required"},
-    {429, "Too Many Requests"},
-    {431, "Request Header Fields Too Large"},
-    {500, "Internal Server Error"},
-    {501, "Not Implemented"},
-    {502, "Bad Gateway"},
-    {503, "Service Unavailable"},
-    {504, "Gateway Timeout"},
-    {505, "HTTP Version Not Supported"},
-};
-
-const char *gw_status_reason(int status)
-{
-    size_t k;
-
-    for (k = 0; k < sizeof(reasons) / sizeof(reasons[0]); k++)
-        if (reasons[k].status == status)
-            return reasons[k].reason;
-    return "Unknown";
-}
-
-/* Records the error; the parser stays failed until reset. Returns -1. */
-static int fail(struct gw_req_parser *p, int status, const char *reason)
+static int fail(struct h1_req_parser *p, int status, const char *reason)
 {
     p->phase = PH_ERROR;
     p->status = status;
@@ -291,16 +106,16 @@ static int fail(struct gw_req_parser *p, int status, const char *reason)
 
 static int on_headers_complete(llhttp_t *h)
 {
-    struct gw_req_parser *p = h->data;
+    struct h1_req_parser *p = h->data;
 
-    /* Stop here: the body is fed, and checked, by gw_req_feed_body(). */
+    /* Stop here: the body is fed, and checked, by h1_req_feed_body(). */
     p->head_paused = true;
     return HPE_PAUSED;
 }
 
 static int on_body(llhttp_t *h, const char *at, size_t len)
 {
-    struct gw_req_parser *p = h->data;
+    struct h1_req_parser *p = h->data;
 
     p->cb_bytes += len;
     if (p->cb != NULL && p->cb(p->cb_ctx, at, len) != 0) {
@@ -312,7 +127,7 @@ static int on_body(llhttp_t *h, const char *at, size_t len)
 
 static int on_message_complete(llhttp_t *h)
 {
-    struct gw_req_parser *p = h->data;
+    struct h1_req_parser *p = h->data;
 
     /* Stop at the message end, whatever follows belongs to the next one. */
     p->msg_complete = true;
@@ -326,7 +141,7 @@ static const llhttp_settings_t http_settings = {
 };
 
 /* llhttp's reason for its last error, for p->reason. */
-static const char *http_reason(const struct gw_req_parser *p, const char *fallback)
+static const char *http_reason(const struct h1_req_parser *p, const char *fallback)
 {
     const char *r = llhttp_get_error_reason(&p->http);
 
@@ -335,7 +150,7 @@ static const char *http_reason(const struct gw_req_parser *p, const char *fallba
 
 /* ---- life cycle ---- */
 
-void gw_req_limits_default(struct gw_req_limits *lim)
+void h1_req_limits_default(struct h1_req_limits *lim)
 {
     lim->max_request_line = DEFAULT_MAX_REQUEST_LINE;
     lim->max_header_bytes = DEFAULT_MAX_HEADER_BYTES;
@@ -344,13 +159,13 @@ void gw_req_limits_default(struct gw_req_limits *lim)
     lim->merge_slashes = true;
 }
 
-int gw_req_parser_init(struct gw_req_parser *p, const struct gw_req_limits *lim)
+int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim)
 {
     size_t hdrs_size, conn_size;
     char *mem;
 
     memset(p, 0, sizeof(*p));
-    gw_req_limits_default(&p->lim);
+    h1_req_limits_default(&p->lim);
     if (lim != NULL) {
         if (lim->max_request_line != 0)
             p->lim.max_request_line = lim->max_request_line;
@@ -374,22 +189,22 @@ int gw_req_parser_init(struct gw_req_parser *p, const struct gw_req_limits *lim)
     p->head_cap = p->lim.max_request_line + 2 + p->lim.max_header_bytes;
     /* The normalized path is never longer than the target (nor than "/"). */
     p->path_cap = p->lim.max_request_line + 2;
-    hdrs_size = p->lim.max_headers * sizeof(struct gw_header);
-    conn_size = GW_REQ_MAX_CONN_TOKENS * sizeof(struct gw_slice);
+    hdrs_size = p->lim.max_headers * sizeof(struct h1_header);
+    conn_size = H1_REQ_MAX_CONN_TOKENS * sizeof(struct h1_slice);
 
     mem = malloc(hdrs_size + conn_size + p->head_cap + p->path_cap);
     if (mem == NULL)
         return -1;
     p->mem = mem;
-    p->hdrs = (struct gw_header *)(void *)mem;
-    p->conn = (struct gw_slice *)(void *)(mem + hdrs_size);
+    p->hdrs = (struct h1_header *)(void *)mem;
+    p->conn = (struct h1_slice *)(void *)(mem + hdrs_size);
     p->head = mem + hdrs_size + conn_size;
     p->path = p->head + p->head_cap;
-    gw_req_reset(p);
+    h1_req_reset(p);
     return 0;
 }
 
-void gw_req_reset(struct gw_req_parser *p)
+void h1_req_reset(struct h1_req_parser *p)
 {
     /* llhttp_init rather than llhttp_reset: an errored llhttp stays errored
      * until it is initialized again. */
@@ -426,7 +241,7 @@ void gw_req_reset(struct gw_req_parser *p)
     p->head_paused = false;
 }
 
-void gw_req_parser_free(struct gw_req_parser *p)
+void h1_req_parser_free(struct h1_req_parser *p)
 {
     if (p == NULL)
         return;
@@ -443,132 +258,6 @@ void gw_req_parser_free(struct gw_req_parser *p)
     p->reason = "parser freed";
 }
 
-/* ---- path normalization ---- */
-
-/* Byte classes for gw_path_normalize's fast path. */
-enum { PC_PLAIN = 0, PC_STOP, PC_SLASH, PC_DOT };
-#define S PC_STOP
-#define L PC_SLASH
-#define D PC_DOT
-static const unsigned char path_class[256] = {
-    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
-    S, 0, 0, 0, 0, S, 0, 0, 0, 0, 0, 0, 0, 0, D, L, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S,
-    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
-    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
-    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
-    S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
-};
-#undef S
-#undef L
-#undef D
-
-int gw_path_normalize(const char *in, size_t len, char *out, size_t cap, int merge_slashes,
-                      size_t *outlen)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t i = 1, o = 0;
-
-    if (len == 0) {
-        if (cap < 2)
-            return -1;
-        out[0] = '/';
-        out[1] = '\0';
-        *outlen = 1;
-        return 0;
-    }
-    if (in[0] != '/' || cap < len + 1)
-        return -1;
-
-    /* Fast path, the common case: no escape, no dot segment, no empty
-     * segment, only bytes the slow path would keep: the path is its own
-     * normal form. */
-    {
-        size_t k = 1;
-        unsigned prev = PC_SLASH; /* in[0] */
-        for (; k < len; k++) {
-            unsigned cl = path_class[(unsigned char)in[k]];
-            if (cl != PC_PLAIN && (cl == PC_STOP || prev == PC_SLASH))
-                break; /* an escape, a byte to refuse, "//" or "/." */
-            prev = cl;
-        }
-        if (k == len) {
-            memcpy(out, in, len);
-            out[len] = '\0';
-            *outlen = len;
-            return 0;
-        }
-    }
-
-    /*
-     * out[0..o) is the result so far, as "/seg/seg". Each input segment is
-     * decoded into out[o+1..w) (never past what was read: escapes only
-     * shrink) and then kept, dropped or used to pop the previous segment.
-     */
-    for (;;) {
-        size_t seg = o + 1, w = seg;
-        bool last;
-
-        while (i < len && in[i] != '/') {
-            unsigned char c = (unsigned char)in[i];
-
-            if (c == '%') {
-                int hi, lo, v;
-
-                if (len - i < 3)
-                    return -1;
-                hi = hex_value((unsigned char)in[i + 1]);
-                lo = hex_value((unsigned char)in[i + 2]);
-                if (hi < 0 || lo < 0)
-                    return -1;
-                v = hi << 4 | lo;
-                if (is_unreserved((unsigned char)v)) {
-                    out[w++] = (char)v;
-                } else {
-                    out[w++] = '%';
-                    out[w++] = hex[hi];
-                    out[w++] = hex[lo];
-                }
-                i += 3;
-            } else {
-                if (c <= 0x20 || c >= 0x7f)
-                    return -1; /* raw CTL, SP or non-ASCII: never in a valid path */
-                out[w++] = (char)c;
-                i++;
-            }
-        }
-        last = i >= len;
-
-        if (w - seg == 1 && out[seg] == '.') {
-            /* "." goes; a final one leaves the directory: "/a/." -> "/a/" */
-            if (last)
-                out[o++] = '/';
-        } else if (w - seg == 2 && out[seg] == '.' && out[seg + 1] == '.') {
-            /* ".." removes the previous segment, never more than the root */
-            while (o > 0 && out[o - 1] != '/')
-                o--;
-            if (o > 0)
-                o--;
-            if (last)
-                out[o++] = '/';
-        } else if (w == seg && merge_slashes && !last) {
-            /* an empty segment inside "//": merged away */
-        } else {
-            out[o] = '/';
-            o = w;
-        }
-        if (last)
-            break;
-        i++; /* the '/' that ended this segment */
-    }
-    if (o == 0)
-        out[o++] = '/';
-    out[o] = '\0';
-    *outlen = o;
-    return 0;
-}
-
 /* ---- request line ---- */
 
 static const struct {
@@ -576,9 +265,9 @@ static const struct {
     size_t len;
     llhttp_method_t id;
 } methods[] = {
-#define GW_METHOD(num, name, string) {#string, sizeof(#string) - 1, (llhttp_method_t)(num)},
-    HTTP_METHOD_MAP(GW_METHOD)
-#undef GW_METHOD
+#define H1_METHOD(num, name, string) {#string, sizeof(#string) - 1, (llhttp_method_t)(num)},
+    HTTP_METHOD_MAP(H1_METHOD)
+#undef H1_METHOD
 };
 
 static int method_lookup(const char *s, size_t n, llhttp_method_t *id)
@@ -599,7 +288,7 @@ static int method_lookup(const char *s, size_t n, llhttp_method_t *id)
  * IPv4 (a reg-name as far as syntax goes) or "[" IPv6 "]". Fills <name> (host
  * without port) and <port> (0 if none). Returns 0 or -1.
  */
-static int parse_authority(const char *s, size_t n, bool need_port, struct gw_slice *name,
+static int parse_authority(const char *s, size_t n, bool need_port, struct h1_slice *name,
                            unsigned *port)
 {
     size_t i = 0, digits;
@@ -621,7 +310,7 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
         for (i = 1; i <= alen; i++) {
             unsigned char c = (unsigned char)s[i];
 
-            if (hex_value(c) < 0 && c != ':' && c != '.')
+            if (h1_hex_value(c) < 0 && c != ':' && c != '.')
                 return -1; /* no zone id, no IPvFuture */
         }
         memcpy(addr, s + 1, alen);
@@ -633,7 +322,7 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
         for (; i < n; i++) {
             unsigned char c = (unsigned char)s[i];
 
-            if (is_regname_char(c)) {
+            if (h1_is_regname_char(c)) {
                 /* as nginx: ".." has no business in a host name */
                 if (c == '.' && i > 0 && s[i - 1] == '.')
                     return -1;
@@ -641,8 +330,8 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
             }
             if (c == ':')
                 break;
-            if (c != '%' || n - i < 3 || hex_value((unsigned char)s[i + 1]) < 0 ||
-                hex_value((unsigned char)s[i + 2]) < 0)
+            if (c != '%' || n - i < 3 || h1_hex_value((unsigned char)s[i + 1]) < 0 ||
+                h1_hex_value((unsigned char)s[i + 2]) < 0)
                 return -1;
             i += 2;
         }
@@ -661,7 +350,7 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
     if (digits == 0 || digits > 5)
         return -1;
     for (; i < n; i++) {
-        if (!is_digit((unsigned char)s[i]))
+        if (!h1_is_digit((unsigned char)s[i]))
             return -1;
         v = v * 10 + (unsigned)(s[i] - '0');
     }
@@ -673,16 +362,16 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct gw_sl
 
 /* Classifies the request-target <t>[0..<n>) and fills form, path, query and,
  * for absolute- and authority-form, host. */
-static int parse_target(struct gw_req_parser *p, const char *t, size_t n)
+static int parse_target(struct h1_req_parser *p, const char *t, size_t n)
 {
-    struct gw_request *r = &p->req;
+    struct h1_request *r = &p->req;
     const char *q, *path;
     size_t plen, s;
 
     if (r->method_id == HTTP_CONNECT) {
         if (parse_authority(t, n, true, &r->host_name, &r->port) < 0)
             return fail(p, 400, "CONNECT needs an authority-form target");
-        r->form = GW_TARGET_AUTHORITY;
+        r->form = H1_TARGET_AUTHORITY;
         r->host.ptr = t;
         r->host.len = n;
         p->path[0] = '\0';
@@ -693,7 +382,7 @@ static int parse_target(struct gw_req_parser *p, const char *t, size_t n)
     if (n == 1 && t[0] == '*') {
         if (r->method_id != HTTP_OPTIONS)
             return fail(p, 400, "asterisk-form target is for OPTIONS only");
-        r->form = GW_TARGET_ASTERISK;
+        r->form = H1_TARGET_ASTERISK;
         p->path[0] = '*';
         p->path[1] = '\0';
         r->path = p->path;
@@ -703,7 +392,7 @@ static int parse_target(struct gw_req_parser *p, const char *t, size_t n)
 
     q = memchr(t, '?', n);
     if (t[0] == '/') {
-        r->form = GW_TARGET_ORIGIN;
+        r->form = H1_TARGET_ORIGIN;
         path = t;
     } else {
         const char *a;
@@ -711,22 +400,22 @@ static int parse_target(struct gw_req_parser *p, const char *t, size_t n)
 
         /* absolute-form: scheme "://" authority path-abempty [ "?" query ] */
         s = 0;
-        if (is_alpha((unsigned char)t[0])) {
+        if (h1_is_alpha((unsigned char)t[0])) {
             s = 1;
-            while (s < n && (is_alpha((unsigned char)t[s]) || is_digit((unsigned char)t[s]) ||
+            while (s < n && (h1_is_alpha((unsigned char)t[s]) || h1_is_digit((unsigned char)t[s]) ||
                              t[s] == '+' || t[s] == '-' || t[s] == '.'))
                 s++;
         }
         if (s == 0 || n - s < 3 || memcmp(t + s, "://", 3) != 0)
             return fail(p, 400, "invalid request target");
-        if (!ci_eq(t, s, "http") && !ci_eq(t, s, "https"))
+        if (!h1_ci_eq(t, s, "http") && !h1_ci_eq(t, s, "https"))
             return fail(p, 400, "unsupported scheme in request target");
         a = t + s + 3;
         while (a + alen < t + n && a[alen] != '/' && a[alen] != '?')
             alen++;
         if (parse_authority(a, alen, false, &r->host_name, &r->port) < 0)
             return fail(p, 400, "invalid authority in request target");
-        r->form = GW_TARGET_ABSOLUTE;
+        r->form = H1_TARGET_ABSOLUTE;
         r->host.ptr = a;
         r->host.len = alen;
         path = a + alen;
@@ -736,16 +425,16 @@ static int parse_target(struct gw_req_parser *p, const char *t, size_t n)
         r->query.ptr = q + 1;
         r->query.len = (size_t)(t + n - q - 1);
     }
-    if (gw_path_normalize(path, plen, p->path, p->path_cap, p->lim.merge_slashes, &r->path_len) < 0)
+    if (h1_path_normalize(path, plen, p->path, p->path_cap, p->lim.merge_slashes, &r->path_len) < 0)
         return fail(p, 400, "invalid percent-encoding in path");
     r->path = p->path;
     return 0;
 }
 
 /* The request line is head[0..rl_len): method SP request-target SP version. */
-static int parse_request_line(struct gw_req_parser *p)
+static int parse_request_line(struct h1_req_parser *p)
 {
-    struct gw_request *r = &p->req;
+    struct h1_request *r = &p->req;
     const char *l = p->head, *sp1, *sp2, *t, *v;
     size_t n = p->rl_len, tlen, vlen;
 
@@ -768,8 +457,8 @@ static int parse_request_line(struct gw_req_parser *p)
      * sent) and no SP (it would have split the line differently). */
     if (memchr(t, '#', tlen) != NULL)
         return fail(p, 400, "fragment in request target");
-    if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !is_digit((unsigned char)v[5]) || v[6] != '.' ||
-        !is_digit((unsigned char)v[7]))
+    if (vlen != 8 || memcmp(v, "HTTP/", 5) != 0 || !h1_is_digit((unsigned char)v[5]) ||
+        v[6] != '.' || !h1_is_digit((unsigned char)v[7]))
         return fail(p, 400, "malformed HTTP version");
     if (v[5] != '1' || v[7] > '1')
         return fail(p, 505, "unsupported HTTP version");
@@ -780,9 +469,9 @@ static int parse_request_line(struct gw_req_parser *p)
      * forwarded like any other, and shown to llhttp as GET (the method plays
      * no part in a request's framing) */
     if (method_lookup(l, r->method.len, &r->method_id) < 0) {
-        if (!all_tchar(l, r->method.len))
+        if (!h1_is_token(l, r->method.len))
             return fail(p, 400, "invalid method");
-        r->method_id = GW_METHOD_OTHER;
+        r->method_id = H1_METHOD_OTHER;
     }
     r->version_major = 1;
     r->version_minor = (unsigned)(v[7] - '0');
@@ -794,11 +483,11 @@ static int parse_request_line(struct gw_req_parser *p)
 /* ---- header section ---- */
 
 /* The field line head[line_off..head_len) is complete (CRLF not yet added). */
-static int end_field_line(struct gw_req_parser *p)
+static int end_field_line(struct h1_req_parser *p)
 {
     const char *line = p->head + p->line_off;
     size_t n = p->head_len - p->line_off, k = 0;
-    struct gw_header *h;
+    struct h1_header *h;
 
     if (p->lim.max_header_bytes - p->hdr_bytes < 2)
         return fail(p, 431, "header section too large");
@@ -806,7 +495,7 @@ static int end_field_line(struct gw_req_parser *p)
     p->head[p->head_len++] = '\n';
     p->hdr_bytes += 2;
 
-    while (k < n && is_tchar((unsigned char)line[k]))
+    while (k < n && h1_is_tchar((unsigned char)line[k]))
         k++;
     if (k == n)
         return fail(p, 400, "header field without colon");
@@ -825,12 +514,12 @@ static int end_field_line(struct gw_req_parser *p)
     h->name.len = k;
     h->value.ptr = line + k + 1;
     h->value.len = n - k - 1;
-    trim_ows(&h->value);
+    h1_trim_ows(&h->value);
     p->hs = HS_LINE;
     return 0;
 }
 
-static int parse_content_length(struct gw_slice v, uint64_t *out)
+static int parse_content_length(struct h1_slice v, uint64_t *out)
 {
     uint64_t n = 0;
     size_t i;
@@ -840,7 +529,7 @@ static int parse_content_length(struct gw_slice v, uint64_t *out)
     for (i = 0; i < v.len; i++) {
         unsigned d;
 
-        if (!is_digit((unsigned char)v.ptr[i]))
+        if (!h1_is_digit((unsigned char)v.ptr[i]))
             return -1;
         d = (unsigned)(v.ptr[i] - '0');
         if (n > (BODY_SIZE_MAX - d) / 10)
@@ -852,25 +541,25 @@ static int parse_content_length(struct gw_slice v, uint64_t *out)
 }
 
 /* Reads the Connection list <v> into req.connection and the flags. */
-static int scan_connection(struct gw_req_parser *p, struct gw_slice v, bool *close, bool *ka,
+static int scan_connection(struct h1_req_parser *p, struct h1_slice v, bool *close, bool *ka,
                            bool *upgrade)
 {
-    struct gw_slice e;
+    struct h1_slice e;
     size_t pos = 0;
 
-    while (next_element(v, &pos, &e)) {
+    while (h1_list_next(v, &pos, &e)) {
         if (e.len == 0)
             continue;
-        if (!all_tchar(e.ptr, e.len))
+        if (!h1_is_token(e.ptr, e.len))
             return fail(p, 400, "invalid Connection header");
-        if (p->req.nconnection == GW_REQ_MAX_CONN_TOKENS)
+        if (p->req.nconnection == H1_REQ_MAX_CONN_TOKENS)
             return fail(p, 400, "too many Connection options");
         p->conn[p->req.nconnection++] = e;
-        if (ci_eq(e.ptr, e.len, "close"))
+        if (h1_ci_eq(e.ptr, e.len, "close"))
             *close = true;
-        else if (ci_eq(e.ptr, e.len, "keep-alive"))
+        else if (h1_ci_eq(e.ptr, e.len, "keep-alive"))
             *ka = true;
-        else if (ci_eq(e.ptr, e.len, "upgrade"))
+        else if (h1_ci_eq(e.ptr, e.len, "upgrade"))
             *upgrade = true;
     }
     return 0;
@@ -878,7 +567,7 @@ static int scan_connection(struct gw_req_parser *p, struct gw_slice v, bool *clo
 
 /* What the header fields say about framing and the connection. */
 struct head_facts {
-    const struct gw_header *host;
+    const struct h1_header *host;
     int nhost, ncl, nte, nchunked;
     bool cl_bad, te_bad, te_other, te_last_chunked;
     uint64_t cl;
@@ -886,32 +575,32 @@ struct head_facts {
     bool expect_continue, expect_bad;
 };
 
-static int collect_facts(struct gw_req_parser *p, struct head_facts *f)
+static int collect_facts(struct h1_req_parser *p, struct head_facts *f)
 {
     size_t k;
 
     memset(f, 0, sizeof(*f));
     for (k = 0; k < p->req.nheaders; k++) {
-        const struct gw_header *h = &p->hdrs[k];
+        const struct h1_header *h = &p->hdrs[k];
         const char *nm = h->name.ptr;
         size_t nl = h->name.len;
 
-        if (ci_eq(nm, nl, "host")) {
+        if (h1_ci_eq(nm, nl, "host")) {
             f->nhost++;
             f->host = h;
-        } else if (ci_eq(nm, nl, "content-length")) {
+        } else if (h1_ci_eq(nm, nl, "content-length")) {
             f->ncl++;
             if (parse_content_length(h->value, &f->cl) < 0)
                 f->cl_bad = true;
-        } else if (ci_eq(nm, nl, "transfer-encoding")) {
-            struct gw_slice e;
+        } else if (h1_ci_eq(nm, nl, "transfer-encoding")) {
+            struct h1_slice e;
             size_t pos = 0;
 
             f->nte++;
-            while (next_element(h->value, &pos, &e)) {
-                if (!all_tchar(e.ptr, e.len)) {
+            while (h1_list_next(h->value, &pos, &e)) {
+                if (!h1_is_token(e.ptr, e.len)) {
                     f->te_bad = true; /* empty element, parameters, junk */
-                } else if (ci_eq(e.ptr, e.len, "chunked")) {
+                } else if (h1_ci_eq(e.ptr, e.len, "chunked")) {
                     f->nchunked++;
                     f->te_last_chunked = true;
                 } else {
@@ -919,15 +608,15 @@ static int collect_facts(struct gw_req_parser *p, struct head_facts *f)
                     f->te_last_chunked = false;
                 }
             }
-        } else if (ci_eq(nm, nl, "connection")) {
+        } else if (h1_ci_eq(nm, nl, "connection")) {
             if (scan_connection(p, h->value, &f->conn_close, &f->conn_ka, &f->conn_upgrade) < 0)
                 return -1;
-        } else if (ci_eq(nm, nl, "expect")) {
-            if (ci_eq(h->value.ptr, h->value.len, "100-continue"))
+        } else if (h1_ci_eq(nm, nl, "expect")) {
+            if (h1_ci_eq(h->value.ptr, h->value.len, "100-continue"))
                 f->expect_continue = true;
             else
                 f->expect_bad = true;
-        } else if (ci_eq(nm, nl, "upgrade")) {
+        } else if (h1_ci_eq(nm, nl, "upgrade")) {
             if (h->value.len > 0)
                 f->has_upgrade = true;
         }
@@ -936,14 +625,14 @@ static int collect_facts(struct gw_req_parser *p, struct head_facts *f)
 }
 
 /* Cross-checks llhttp's reading of the head with ours. */
-static int check_llhttp_head(struct gw_req_parser *p)
+static int check_llhttp_head(struct h1_req_parser *p)
 {
-    struct gw_request *r = &p->req;
+    struct h1_request *r = &p->req;
     llhttp_errno_t err;
     uint16_t flags;
 
     p->head_paused = false;
-    if (r->method_id == GW_METHOD_OTHER) {
+    if (r->method_id == H1_METHOD_OTHER) {
         err = llhttp_execute(&p->http, "GET", 3);
         if (err == HPE_OK)
             err = llhttp_execute(&p->http, p->head + r->method.len, p->head_len - r->method.len);
@@ -957,20 +646,20 @@ static int check_llhttp_head(struct gw_req_parser *p)
     llhttp_resume(&p->http);
 
     flags = p->http.flags;
-    if (p->http.method != (uint8_t)(r->method_id == GW_METHOD_OTHER ? HTTP_GET : r->method_id) ||
+    if (p->http.method != (uint8_t)(r->method_id == H1_METHOD_OTHER ? HTTP_GET : r->method_id) ||
         p->http.http_major != r->version_major || p->http.http_minor != r->version_minor)
         return fail(p, 400, "request line disagreement");
     switch (r->body_kind) {
-    case GW_BODY_NONE:
+    case H1_BODY_NONE:
         if (flags & (F_CHUNKED | F_CONTENT_LENGTH))
             return fail(p, 400, "body framing disagreement");
         break;
-    case GW_BODY_LENGTH:
+    case H1_BODY_LENGTH:
         if (!(flags & F_CONTENT_LENGTH) || (flags & F_CHUNKED) ||
             p->http.content_length != r->content_length)
             return fail(p, 400, "body framing disagreement");
         break;
-    case GW_BODY_CHUNKED:
+    case H1_BODY_CHUNKED:
         if (!(flags & F_CHUNKED) || (flags & F_CONTENT_LENGTH))
             return fail(p, 400, "body framing disagreement");
         break;
@@ -978,24 +667,24 @@ static int check_llhttp_head(struct gw_req_parser *p)
     return 0;
 }
 
-int gw_req_confirm(struct gw_req_parser *p)
+int h1_req_confirm(struct h1_req_parser *p)
 {
     if (p->phase == PH_ERROR)
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     if (!p->confirm_pending)
         return 0;
     p->confirm_pending = false;
     if (check_llhttp_head(p) < 0)
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     return 0;
 }
 
 /* The final empty line arrived: check the head as a whole, then llhttp. */
-static int end_head(struct gw_req_parser *p)
+static int end_head(struct h1_req_parser *p)
 {
-    struct gw_request *r = &p->req;
+    struct h1_request *r = &p->req;
     struct head_facts f;
-    struct gw_slice hname;
+    struct h1_slice hname;
     unsigned hport;
 
     if (p->lim.max_header_bytes - p->hdr_bytes < 2)
@@ -1037,7 +726,7 @@ static int end_head(struct gw_req_parser *p)
     if (f.expect_bad)
         return fail(p, 417, "unsupported expectation");
 
-    if (r->form == GW_TARGET_ORIGIN || r->form == GW_TARGET_ASTERISK) {
+    if (r->form == H1_TARGET_ORIGIN || r->form == H1_TARGET_ASTERISK) {
         if (f.host != NULL) {
             r->host = f.host->value;
             r->host_name = hname;
@@ -1053,19 +742,19 @@ static int end_head(struct gw_req_parser *p)
     r->upgrade = r->version_minor == 1 && f.conn_upgrade && f.has_upgrade;
     r->expect_continue = r->version_minor == 1 && f.expect_continue;
     if (f.nte > 0) {
-        r->body_kind = GW_BODY_CHUNKED;
+        r->body_kind = H1_BODY_CHUNKED;
     } else if (f.ncl > 0) {
-        r->body_kind = GW_BODY_LENGTH;
+        r->body_kind = H1_BODY_LENGTH;
         r->content_length = f.cl;
     } else {
-        r->body_kind = GW_BODY_NONE;
+        r->body_kind = H1_BODY_NONE;
     }
 
     /* a head with body bytes is checked now: llhttp decodes the body; one
-     * without (no body, or Content-Length: 0) waits for gw_req_confirm(),
+     * without (no body, or Content-Length: 0) waits for h1_req_confirm(),
      * before it goes upstream */
     p->confirm_pending =
-        r->body_kind == GW_BODY_NONE || (r->body_kind == GW_BODY_LENGTH && r->content_length == 0);
+        r->body_kind == H1_BODY_NONE || (r->body_kind == H1_BODY_LENGTH && r->content_length == 0);
     if (!p->confirm_pending && check_llhttp_head(p) < 0)
         return -1;
 
@@ -1075,7 +764,7 @@ static int end_head(struct gw_req_parser *p)
 }
 
 /* The request line ended (its terminator consumed). */
-static int end_request_line(struct gw_req_parser *p)
+static int end_request_line(struct h1_req_parser *p)
 {
     p->head[p->head_len++] = '\r';
     p->head[p->head_len++] = '\n';
@@ -1083,7 +772,7 @@ static int end_request_line(struct gw_req_parser *p)
     return parse_request_line(p);
 }
 
-int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size_t *consumed)
+int h1_req_feed_head(struct h1_req_parser *p, const char *data, size_t len, size_t *consumed)
 {
     const unsigned char *d = (const unsigned char *)data;
     size_t i = 0;
@@ -1092,7 +781,7 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
     if (p->phase != PH_HEAD) {
         if (p->phase != PH_ERROR)
             fail(p, 500, "head fed outside the head phase");
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     }
 
     while (i < len) {
@@ -1130,7 +819,7 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
                 c = d[i];
                 if (c == ' ')
                     in_method = false;
-                else if (!is_tchar(c))
+                else if (!h1_is_tchar(c))
                     break;
             }
             if (!in_method)
@@ -1154,7 +843,7 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
             }
             if (c < 0x20 || c > 0x7e)
                 fail(p, 400, "invalid character in request line");
-            else if (in_method && c != ' ' && !is_tchar(c))
+            else if (in_method && c != ' ' && !h1_is_tchar(c))
                 fail(p, 400, "invalid method");
             else
                 fail(p, 414, "request line too long");
@@ -1192,7 +881,7 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
         case HS_FIELD: {
             size_t start = i, n;
 
-            while (i < len && is_field_byte(d[i])) /* stops at CR and LF too */
+            while (i < len && h1_is_field_byte(d[i])) /* stops at CR and LF too */
                 i++;
             n = i - start;
             if (n > p->lim.max_header_bytes - p->hdr_bytes) {
@@ -1240,23 +929,23 @@ int gw_req_feed_head(struct gw_req_parser *p, const char *data, size_t len, size
         }
     }
     *consumed = len;
-    return GW_REQ_AGAIN;
+    return H1_REQ_AGAIN;
 
 out_head:
     *consumed = i;
     if (end_head(p) < 0)
-        return GW_REQ_ERROR;
-    return GW_REQ_HEAD;
+        return H1_REQ_ERROR;
+    return H1_REQ_HEAD;
 
 out_fail:
     *consumed = i;
-    return GW_REQ_ERROR;
+    return H1_REQ_ERROR;
 }
 
 /* ---- body ---- */
 
 /* A chunk size is complete: count it against max_body_bytes. */
-static int chunk_size_done(struct gw_req_parser *p)
+static int chunk_size_done(struct h1_req_parser *p)
 {
     if (p->chunk_size > UINT64_MAX - p->body_total)
         return fail(p, 413, "request body too large");
@@ -1274,7 +963,7 @@ static int chunk_size_done(struct gw_req_parser *p)
  * we check (llhttp would treat trailer fields named Content-Length,
  * Connection, ... like header fields). Returns 0 or -1 (failed).
  */
-static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t len, size_t *take,
+static int scan_chunked(struct h1_req_parser *p, const unsigned char *d, size_t len, size_t *take,
                         uint64_t *data_bytes, bool *done, size_t *to_http)
 {
     size_t i = 0;
@@ -1296,21 +985,21 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
 
         switch (p->cs) {
         case CS_SIZE0:
-            if (hex_value(c) < 0) {
+            if (h1_hex_value(c) < 0) {
                 fail(p, 400, "invalid chunk size");
                 goto out_fail;
             }
-            p->chunk_size = (uint64_t)hex_value(c);
+            p->chunk_size = (uint64_t)h1_hex_value(c);
             p->cs = CS_SIZE;
             break;
 
         case CS_SIZE:
-            if (hex_value(c) >= 0) {
+            if (h1_hex_value(c) >= 0) {
                 if (p->chunk_size > (BODY_SIZE_MAX >> 4)) {
                     fail(p, 400, "chunk size overflow");
                     goto out_fail;
                 }
-                p->chunk_size = p->chunk_size << 4 | (uint64_t)hex_value(c);
+                p->chunk_size = p->chunk_size << 4 | (uint64_t)h1_hex_value(c);
                 break;
             }
             if (c != ';' && c != '\r') {
@@ -1323,7 +1012,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
             break;
 
         case CS_EXT_NAME0:
-            if (!is_tchar(c)) {
+            if (!h1_is_tchar(c)) {
                 fail(p, 400, "invalid chunk extension");
                 goto out_fail;
             }
@@ -1331,7 +1020,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
             break;
 
         case CS_EXT_NAME:
-            if (is_tchar(c))
+            if (h1_is_tchar(c))
                 break;
             if (c == '=') {
                 p->cs = CS_EXT_VAL0;
@@ -1348,7 +1037,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
         case CS_EXT_TOKEN:
             /* No ';' after a token value: llhttp 8.1 consumes that ';' twice
              * and fails on the next extension, so the two would disagree. */
-            if (is_tchar(c))
+            if (h1_is_tchar(c))
                 break;
             if (c == '\r') {
                 p->cs = CS_SIZE_LF;
@@ -1359,7 +1048,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
             break;
 
         case CS_EXT_VAL0:
-            if (is_tchar(c)) {
+            if (h1_is_tchar(c)) {
                 p->cs = CS_EXT_TOKEN;
             } else if (c == '"') {
                 p->cs = CS_EXT_QUOTED;
@@ -1373,7 +1062,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
             /* qdtext; llhttp has no quoted-pair, so neither do we */
             if (c == '"')
                 p->cs = CS_EXT_QEND;
-            else if (c == '\\' || !is_field_byte(c)) {
+            else if (c == '\\' || !h1_is_field_byte(c)) {
                 fail(p, 400, "invalid chunk extension");
                 goto out_fail;
             }
@@ -1437,7 +1126,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
         case CS_TR_START:
             if (c == '\r') {
                 p->cs = CS_END_LF;
-            } else if (is_tchar(c)) {
+            } else if (h1_is_tchar(c)) {
                 if (++p->tr_count > p->lim.max_headers) {
                     fail(p, 431, "too many trailer fields");
                     goto out_fail;
@@ -1452,7 +1141,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
         case CS_TR_NAME:
             if (c == ':') {
                 p->cs = CS_TR_VALUE;
-            } else if (!is_tchar(c)) {
+            } else if (!h1_is_tchar(c)) {
                 fail(p, 400, "invalid trailer field name");
                 goto out_fail;
             }
@@ -1461,7 +1150,7 @@ static int scan_chunked(struct gw_req_parser *p, const unsigned char *d, size_t 
         case CS_TR_VALUE:
             if (c == '\r') {
                 p->cs = CS_TR_LF;
-            } else if (!is_field_byte(c)) {
+            } else if (!h1_is_field_byte(c)) {
                 fail(p, 400, "invalid character in trailer field");
                 goto out_fail;
             }
@@ -1497,7 +1186,7 @@ out_fail:
 /* Feeds <data>[0..<len>) to llhttp and checks that it agrees: with <last>
  * the message must end exactly at the last byte, else it must not end.
  * Returns 0 or -1 (failed). */
-static int feed_http(struct gw_req_parser *p, const char *data, size_t len, bool last)
+static int feed_http(struct h1_req_parser *p, const char *data, size_t len, bool last)
 {
     llhttp_errno_t err;
     bool agrees;
@@ -1518,8 +1207,8 @@ static int feed_http(struct gw_req_parser *p, const char *data, size_t len, bool
     return 0;
 }
 
-int gw_req_feed_body(struct gw_req_parser *p, const char *data, size_t len, size_t *consumed,
-                     gw_req_body_cb cb, void *ctx)
+int h1_req_feed_body(struct h1_req_parser *p, const char *data, size_t len, size_t *consumed,
+                     h1_req_body_cb cb, void *ctx)
 {
     static const char crlf[] = "\r\n";
     size_t take, to_http;
@@ -1532,15 +1221,15 @@ int gw_req_feed_body(struct gw_req_parser *p, const char *data, size_t len, size
     case PH_BODY:
         break;
     case PH_DONE:
-        return GW_REQ_DONE;
+        return H1_REQ_DONE;
     case PH_ERROR:
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     default:
         fail(p, 500, "body fed before the head");
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     }
 
-    if (p->req.body_kind == GW_BODY_LENGTH) {
+    if (p->req.body_kind == H1_BODY_LENGTH) {
         take = len < p->body_left ? len : (size_t)p->body_left;
         p->body_left -= take;
         data_bytes = take;
@@ -1549,7 +1238,7 @@ int gw_req_feed_body(struct gw_req_parser *p, const char *data, size_t len, size
     } else if (scan_chunked(p, (const unsigned char *)data, len, &take, &data_bytes, &done,
                             &to_http) < 0) {
         *consumed = take;
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     }
     *consumed = take;
 
@@ -1559,39 +1248,64 @@ int gw_req_feed_body(struct gw_req_parser *p, const char *data, size_t len, size
     p->cb_ctx = ctx;
     p->cb_bytes = 0;
     if (to_http > 0)
-        rc = feed_http(p, data, to_http, done && p->req.body_kind == GW_BODY_LENGTH);
+        rc = feed_http(p, data, to_http, done && p->req.body_kind == H1_BODY_LENGTH);
     /* The trailer section and the final CRLF were ours alone (to_http stops
      * after the last-chunk line): llhttp gets a bare final CRLF instead. */
-    if (rc == 0 && done && p->req.body_kind == GW_BODY_CHUNKED)
+    if (rc == 0 && done && p->req.body_kind == H1_BODY_CHUNKED)
         rc = feed_http(p, crlf, 2, true);
     p->cb = NULL;
     p->cb_ctx = NULL;
     if (rc == 0 && p->cb_bytes != data_bytes)
         rc = fail(p, 400, "body length disagreement");
     if (rc < 0)
-        return GW_REQ_ERROR;
+        return H1_REQ_ERROR;
     if (done) {
         p->phase = PH_DONE;
-        return GW_REQ_DONE;
+        return H1_REQ_DONE;
     }
-    return GW_REQ_AGAIN;
+    return H1_REQ_AGAIN;
 }
 
-const struct gw_header *gw_request_header(const struct gw_request *req, const char *name)
+const struct h1_header *h1_request_header(const struct h1_request *req, const char *name)
 {
     size_t k, n = strlen(name);
 
     for (k = 0; k < req->nheaders; k++) {
-        const struct gw_header *h = &req->headers[k];
+        const struct h1_header *h = &req->headers[k];
         size_t i;
 
         if (h->name.len != n)
             continue;
         for (i = 0; i < n; i++)
-            if (lower((unsigned char)h->name.ptr[i]) != lower((unsigned char)name[i]))
+            if (h1_lower((unsigned char)h->name.ptr[i]) != h1_lower((unsigned char)name[i]))
                 break;
         if (i == n)
             return h;
     }
     return NULL;
+}
+
+int64_t h1_max_forwards(const struct h1_request *req)
+{
+    int64_t v = -1;
+
+    if (req->method_id != HTTP_OPTIONS && req->method_id != HTTP_TRACE)
+        return -1;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        const struct h1_slice *val = &req->headers[i].value;
+        int64_t x = 0;
+
+        if (!h1_name_is(&req->headers[i].name, "max-forwards"))
+            continue;
+        if (v >= 0 || val->len == 0)
+            return -1;
+        for (size_t k = 0; k < val->len; k++) {
+            if (val->ptr[k] < '0' || val->ptr[k] > '9')
+                return -1;
+            if (x < 1000000000) /* the digits past 10^9 change nothing */
+                x = x * 10 + (val->ptr[k] - '0');
+        }
+        v = x;
+    }
+    return v;
 }

@@ -1,5 +1,6 @@
 /*
- * tests/gateway/fuzz_request.c - fuzz target of gateway/request.c.
+ * tests/admin/http1/fuzz_request.c - fuzz target of admin/http1/request.c
+ * (and path.c).
  *
  * Input layout: byte 0 picks the limits and merge_slashes, bytes 1-8 seed the
  * split points, the rest is a client byte stream. The stream goes through the
@@ -9,7 +10,7 @@
  * is checked: consumed <= len, AGAIN takes everything, a parsed head is
  * self-consistent (slices inside the head buffer, normalized path starting
  * with '/', idempotent normalization, ...), errors carry an allowed status.
- * The bytes are also fed to gw_path_normalize() directly.
+ * The bytes are also fed to h1_path_normalize() directly.
  *
  * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
  * fuzz_replay.c as a plain program that replays a corpus directory plus
@@ -17,7 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "gateway/request.h"
+#include "admin/http1/request.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -72,15 +73,9 @@ static int sink(void *ctx, const char *d, size_t n)
     return 0;
 }
 
-static bool in_buf(struct gw_slice s, const struct gw_slice *buf)
+static bool in_buf(struct h1_slice s, const struct h1_slice *buf)
 {
     return s.ptr >= buf->ptr && s.ptr + s.len <= buf->ptr + buf->len;
-}
-
-static bool is_tchar(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
 /* Checks a normalized path: shape, escapes, no dot segments, idempotent. */
@@ -108,21 +103,21 @@ static void check_normalized(const char *path, size_t len, int merge)
         }
     }
     if (len + 2 <= sizeof(again)) {
-        CHECK(gw_path_normalize(path, len, again, sizeof(again), merge, &len2) == 0);
+        CHECK(h1_path_normalize(path, len, again, sizeof(again), merge, &len2) == 0);
         CHECK(len2 == len && memcmp(again, path, len) == 0);
     }
 }
 
-/* Checks everything a GW_REQ_HEAD promises. */
-static void check_head(const struct gw_req_parser *p)
+/* Checks everything a H1_REQ_HEAD promises. */
+static void check_head(const struct h1_req_parser *p)
 {
-    const struct gw_request *r = &p->req;
+    const struct h1_request *r = &p->req;
     size_t k;
 
     CHECK(r->head.ptr != NULL && r->head.len >= 4);
     CHECK(memcmp(r->head.ptr + r->head.len - 4, "\r\n\r\n", 4) == 0);
     CHECK(in_buf(r->method, &r->head) && r->method.len > 0);
-    if (r->method_id == GW_METHOD_OTHER) {
+    if (r->method_id == H1_METHOD_OTHER) {
         /* a token llhttp does not know */
         for (k = 0; k < r->method.len; k++)
             CHECK(r->method.ptr[k] > ' ' && r->method.ptr[k] < 0x7f &&
@@ -135,22 +130,22 @@ static void check_head(const struct gw_req_parser *p)
     CHECK(in_buf(r->target, &r->head) && r->target.len > 0);
     CHECK(r->path != NULL && strlen(r->path) == r->path_len);
     switch (r->form) {
-    case GW_TARGET_ORIGIN:
+    case H1_TARGET_ORIGIN:
         CHECK(r->target.ptr[0] == '/');
         CHECK(r->path_len <= r->target.len);
         check_normalized(r->path, r->path_len, p->lim.merge_slashes);
         break;
-    case GW_TARGET_ABSOLUTE:
+    case H1_TARGET_ABSOLUTE:
         CHECK(r->path_len <= r->target.len);
         CHECK(r->host.ptr != NULL && in_buf(r->host, &r->target));
         check_normalized(r->path, r->path_len, p->lim.merge_slashes);
         break;
-    case GW_TARGET_ASTERISK:
+    case H1_TARGET_ASTERISK:
         CHECK(strcmp(r->path, "*") == 0 && r->method_id == HTTP_OPTIONS);
         break;
-    case GW_TARGET_AUTHORITY:
+    case H1_TARGET_AUTHORITY:
         CHECK(r->path_len == 0 && r->method_id == HTTP_CONNECT);
-        CHECK(!r->keep_alive && r->body_kind == GW_BODY_NONE);
+        CHECK(!r->keep_alive && r->body_kind == H1_BODY_NONE);
         break;
     default:
         CHECK(0);
@@ -171,13 +166,13 @@ static void check_head(const struct gw_req_parser *p)
     }
     CHECK(r->nheaders <= p->lim.max_headers);
     for (k = 0; k < r->nheaders; k++) {
-        struct gw_slice n = r->headers[k].name, v = r->headers[k].value;
+        struct h1_slice n = r->headers[k].name, v = r->headers[k].value;
         size_t i;
 
         CHECK(in_buf(n, &r->head) && n.len > 0);
         CHECK(in_buf(v, &r->head));
         for (i = 0; i < n.len; i++)
-            CHECK(is_tchar((unsigned char)n.ptr[i]));
+            CHECK(h1_is_tchar((unsigned char)n.ptr[i])); /* test_token.c checks the class */
         CHECK(n.ptr[n.len] == ':');
         for (i = 0; i < v.len; i++) {
             unsigned char c = (unsigned char)v.ptr[i];
@@ -189,15 +184,15 @@ static void check_head(const struct gw_req_parser *p)
             CHECK(v.ptr[v.len - 1] != ' ' && v.ptr[v.len - 1] != '\t');
         }
     }
-    CHECK(r->nconnection <= GW_REQ_MAX_CONN_TOKENS);
+    CHECK(r->nconnection <= H1_REQ_MAX_CONN_TOKENS);
     for (k = 0; k < r->nconnection; k++)
         CHECK(in_buf(r->connection[k], &r->head) && r->connection[k].len > 0);
     CHECK(r->head.len <= p->lim.max_request_line + 2 + p->lim.max_header_bytes);
-    if (r->body_kind != GW_BODY_LENGTH)
+    if (r->body_kind != H1_BODY_LENGTH)
         CHECK(r->content_length == 0);
-    if (r->body_kind == GW_BODY_CHUNKED)
+    if (r->body_kind == H1_BODY_CHUNKED)
         CHECK(r->version_minor == 1);
-    if (r->body_kind == GW_BODY_LENGTH && p->lim.max_body_bytes != 0)
+    if (r->body_kind == H1_BODY_LENGTH && p->lim.max_body_bytes != 0)
         CHECK(r->content_length <= p->lim.max_body_bytes);
     if (r->upgrade || r->expect_continue)
         CHECK(r->version_minor == 1);
@@ -255,35 +250,35 @@ __attribute__((format(printf, 1, 2))) static void trace(const char *fmt, ...)
 }
 
 /* Runs the stream d[0..n) through a parser; returns the story's hash. */
-static uint64_t drive(const char *d, size_t n, const struct gw_req_limits *lim, uint64_t seed)
+static uint64_t drive(const char *d, size_t n, const struct h1_req_limits *lim, uint64_t seed)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     uint64_t h = 0xcbf29ce484222325ULL;
     size_t off = 0, c, len, requests = 0;
     int rc;
 
-    CHECK(gw_req_parser_init(&p, lim) == 0);
+    CHECK(h1_req_parser_init(&p, lim) == 0);
     for (;;) {
         struct body_sink body = {0xcbf29ce484222325ULL, 0};
 
         CHECK(requests++ <= n + 1);
         do {
             len = next_len(&seed, n - off);
-            rc = gw_req_feed_head(&p, d + off, len, &c);
+            rc = h1_req_feed_head(&p, d + off, len, &c);
             CHECK(c <= len);
-            if (rc == GW_REQ_AGAIN)
+            if (rc == H1_REQ_AGAIN)
                 CHECK(c == len);
             off += c;
-        } while (rc == GW_REQ_AGAIN && off < n);
-        if (rc == GW_REQ_AGAIN) {
+        } while (rc == H1_REQ_AGAIN && off < n);
+        if (rc == H1_REQ_AGAIN) {
             trace("  [%llu] head incomplete at %zu\n", (unsigned long long)seed, off);
             h = mix(h, 'A');
             break;
         }
         /* as the gateway does before a request goes upstream */
-        if (rc == GW_REQ_HEAD && gw_req_confirm(&p) < 0)
-            rc = GW_REQ_ERROR;
-        if (rc == GW_REQ_ERROR) {
+        if (rc == H1_REQ_HEAD && h1_req_confirm(&p) < 0)
+            rc = H1_REQ_ERROR;
+        if (rc == H1_REQ_ERROR) {
             trace("  [%llu] head error %d (%s) at %zu\n", (unsigned long long)seed, p.status,
                   p.reason, off);
             CHECK(head_status_ok(p.status));
@@ -291,7 +286,7 @@ static uint64_t drive(const char *d, size_t n, const struct gw_req_limits *lim, 
             h = mix(mix(h, 'E'), (uint64_t)p.status);
             break;
         }
-        CHECK(rc == GW_REQ_HEAD);
+        CHECK(rc == H1_REQ_HEAD);
         trace("  [%llu] head ends at %zu: %.*s %s\n", (unsigned long long)seed, off,
               (int)p.req.method.len, p.req.method.ptr, p.req.path);
         check_head(&p);
@@ -306,18 +301,18 @@ static uint64_t drive(const char *d, size_t n, const struct gw_req_limits *lim, 
 
         do {
             len = next_len(&seed, n - off);
-            rc = gw_req_feed_body(&p, d + off, len, &c, sink, &body);
+            rc = h1_req_feed_body(&p, d + off, len, &c, sink, &body);
             CHECK(c <= len);
-            if (rc == GW_REQ_AGAIN)
+            if (rc == H1_REQ_AGAIN)
                 CHECK(c == len);
             off += c;
-        } while (rc == GW_REQ_AGAIN && off < n);
-        if (rc == GW_REQ_AGAIN) {
+        } while (rc == H1_REQ_AGAIN && off < n);
+        if (rc == H1_REQ_AGAIN) {
             trace("  [%llu] body incomplete at %zu\n", (unsigned long long)seed, off);
             h = mix(h, 'a');
             break;
         }
-        if (rc == GW_REQ_ERROR) {
+        if (rc == H1_REQ_ERROR) {
             trace("  [%llu] body error %d (%s) at %zu\n", (unsigned long long)seed, p.status,
                   p.reason, off);
             CHECK(body_status_ok(p.status));
@@ -325,19 +320,19 @@ static uint64_t drive(const char *d, size_t n, const struct gw_req_limits *lim, 
             h = mix(mix(h, 'e'), (uint64_t)p.status);
             break;
         }
-        CHECK(rc == GW_REQ_DONE);
+        CHECK(rc == H1_REQ_DONE);
         trace("  [%llu] message ends at %zu, %llu body bytes\n", (unsigned long long)seed, off,
               (unsigned long long)body.len);
-        if (p.req.body_kind == GW_BODY_LENGTH)
+        if (p.req.body_kind == H1_BODY_LENGTH)
             CHECK(body.len == p.req.content_length);
-        if (p.req.body_kind == GW_BODY_NONE)
+        if (p.req.body_kind == H1_BODY_NONE)
             CHECK(body.len == 0);
         if (p.lim.max_body_bytes != 0)
             CHECK(body.len <= p.lim.max_body_bytes);
         h = mix(mix(mix(mix(h, 'D'), off), body.len), body.hash);
-        gw_req_reset(&p);
+        h1_req_reset(&p);
     }
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     return h;
 }
 
@@ -348,7 +343,7 @@ static void fuzz_normalize(const char *d, size_t n, int merge)
 
     if (n == 0 || d[0] != '/' || n + 2 > sizeof(out))
         return;
-    if (gw_path_normalize(d, n, out, sizeof(out), merge, &outlen) == 0) {
+    if (h1_path_normalize(d, n, out, sizeof(out), merge, &outlen) == 0) {
         CHECK(outlen <= n);
         check_normalized(out, outlen, merge);
     }
@@ -356,14 +351,14 @@ static void fuzz_normalize(const char *d, size_t n, int merge)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct gw_req_limits lim;
+    struct h1_req_limits lim;
     uint64_t seed = 0, one, cut;
     const char *d = (const char *)data + 9;
     size_t n, k;
 
     if (size < 9)
         return 0;
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.merge_slashes = (data[0] & 1) != 0;
     switch ((data[0] >> 1) & 3) {
     case 1:

@@ -1,13 +1,13 @@
 /*
- * tests/gateway/test_request.c - unit tests of gateway/request.c.
+ * tests/admin/http1/test_request.c - unit tests of admin/http1/request.c.
  *
  * Every rejection is its own test: raw bytes in, the status out, fed both in
  * one shot and one byte at a time (the verdict must not depend on how the
  * bytes arrive). Acceptance tests check the parsed head, keep-alive rules,
  * pipelining offsets, body decoding, limits at and one past the limit, and
- * the path normalization table.
+ * the normalized path a parsed head carries.
  */
-#include "gateway/request.h"
+#include "admin/http1/request.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 
 /* The outcome of one request run through both phases. */
 struct run {
-    int rc;     /* GW_REQ_DONE, GW_REQ_ERROR, or GW_REQ_AGAIN if incomplete */
+    int rc;     /* H1_REQ_DONE, H1_REQ_ERROR, or H1_REQ_AGAIN if incomplete */
     int status; /* on error */
     bool head;  /* the head phase completed */
     size_t head_used;
@@ -46,7 +46,7 @@ static size_t step_len(size_t step, size_t left)
 
 /* Runs one request from raw[0..n) through <p>, <step> bytes per feed (0: all
  * at once). The parser is left as the request left it (no reset). */
-static void run_one(struct gw_req_parser *p, const char *raw, size_t n, size_t step,
+static void run_one(struct h1_req_parser *p, const char *raw, size_t n, size_t step,
                     struct run *out)
 {
     size_t off = 0, c, chunk;
@@ -55,31 +55,31 @@ static void run_one(struct gw_req_parser *p, const char *raw, size_t n, size_t s
     memset(out, 0, sizeof(*out));
     do {
         chunk = step_len(step, n - off);
-        rc = gw_req_feed_head(p, raw + off, chunk, &c);
+        rc = h1_req_feed_head(p, raw + off, chunk, &c);
         ck_assert_uint_le(c, chunk);
-        if (rc == GW_REQ_AGAIN)
+        if (rc == H1_REQ_AGAIN)
             ck_assert_uint_eq(c, chunk);
         off += c;
-    } while (rc == GW_REQ_AGAIN && off < n);
+    } while (rc == H1_REQ_AGAIN && off < n);
     /* the whole verdict, as before a request goes upstream */
-    if (rc == GW_REQ_HEAD && gw_req_confirm(p) < 0)
-        rc = GW_REQ_ERROR;
+    if (rc == H1_REQ_HEAD && h1_req_confirm(p) < 0)
+        rc = H1_REQ_ERROR;
 
-    if (rc == GW_REQ_HEAD) {
+    if (rc == H1_REQ_HEAD) {
         out->head = true;
         out->head_used = off;
         do {
             chunk = step_len(step, n - off);
-            rc = gw_req_feed_body(p, raw + off, chunk, &c, collect, out);
+            rc = h1_req_feed_body(p, raw + off, chunk, &c, collect, out);
             ck_assert_uint_le(c, chunk);
-            if (rc == GW_REQ_AGAIN)
+            if (rc == H1_REQ_AGAIN)
                 ck_assert_uint_eq(c, chunk);
             off += c;
-        } while (rc == GW_REQ_AGAIN && off < n);
+        } while (rc == H1_REQ_AGAIN && off < n);
     }
     out->rc = rc;
     out->used = off;
-    if (rc == GW_REQ_ERROR) {
+    if (rc == H1_REQ_ERROR) {
         out->status = p->status;
         ck_assert_ptr_nonnull(p->reason);
     }
@@ -87,29 +87,29 @@ static void run_one(struct gw_req_parser *p, const char *raw, size_t n, size_t s
 
 /* Asserts that raw[0..n) is refused with <status> under <lim> (NULL:
  * defaults), fed in one shot and byte by byte. */
-static void expect_status_lim(const struct gw_req_limits *lim, const char *raw, size_t n,
+static void expect_status_lim(const struct h1_req_limits *lim, const char *raw, size_t n,
                               int status)
 {
     static const size_t steps[] = {0, 1, 3};
     size_t k;
 
     for (k = 0; k < sizeof(steps) / sizeof(steps[0]); k++) {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run *r = malloc(sizeof(*r));
 
         ck_assert_ptr_nonnull(r);
-        ck_assert_int_eq(gw_req_parser_init(&p, lim), 0);
+        ck_assert_int_eq(h1_req_parser_init(&p, lim), 0);
         run_one(&p, raw, n, steps[k], r);
-        ck_assert_msg(r->rc == GW_REQ_ERROR && r->status == status,
+        ck_assert_msg(r->rc == H1_REQ_ERROR && r->status == status,
                       "step %zu: expected status %d, got rc %d status %d (%s) for [%.*s]", steps[k],
                       status, r->rc, r->status, p.reason ? p.reason : "-", (int)n, raw);
         /* errors are sticky */
         {
             size_t c;
-            ck_assert_int_eq(gw_req_feed_head(&p, "G", 1, &c), GW_REQ_ERROR);
+            ck_assert_int_eq(h1_req_feed_head(&p, "G", 1, &c), H1_REQ_ERROR);
             ck_assert_int_eq(p.status, status);
         }
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
         free(r);
     }
 }
@@ -121,21 +121,21 @@ static void expect_status(const char *raw, size_t n, int status)
 
 /* Parses raw[0..n) as one complete request with <lim>; fails the test unless
  * it is accepted. */
-static void accept_lim(struct gw_req_parser *p, const struct gw_req_limits *lim, const char *raw,
+static void accept_lim(struct h1_req_parser *p, const struct h1_req_limits *lim, const char *raw,
                        size_t n, struct run *r)
 {
-    ck_assert_int_eq(gw_req_parser_init(p, lim), 0);
+    ck_assert_int_eq(h1_req_parser_init(p, lim), 0);
     run_one(p, raw, n, 0, r);
-    ck_assert_msg(r->rc == GW_REQ_DONE, "expected DONE, got rc %d status %d (%s) for [%.*s]", r->rc,
+    ck_assert_msg(r->rc == H1_REQ_DONE, "expected DONE, got rc %d status %d (%s) for [%.*s]", r->rc,
                   r->status, p->reason ? p->reason : "-", (int)n, raw);
 }
 
-static void accept_req(struct gw_req_parser *p, const char *raw, size_t n, struct run *r)
+static void accept_req(struct h1_req_parser *p, const char *raw, size_t n, struct run *r)
 {
     accept_lim(p, NULL, raw, n, r);
 }
 
-static bool slice_is(struct gw_slice s, const char *lit)
+static bool slice_is(struct h1_slice s, const char *lit)
 {
     return s.ptr != NULL && s.len == strlen(lit) && memcmp(s.ptr, lit, s.len) == 0;
 }
@@ -342,9 +342,9 @@ REJECT(rej_expect_http10_other, "POST / HTTP/1.0\r\nExpect: foo\r\n\r\n", 417)
 
 START_TEST(acc_simple_get)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
-    const struct gw_header *h;
+    const struct h1_header *h;
 
     accept_req(&p,
                RAW("GET /a/b?x=1&y=%2f HTTP/1.1\r\nHost: example.com:8080\r\n"
@@ -354,7 +354,7 @@ START_TEST(acc_simple_get)
     ck_assert_int_eq(p.req.method_id, HTTP_GET);
     ck_assert_uint_eq(p.req.version_major, 1);
     ck_assert_uint_eq(p.req.version_minor, 1);
-    ck_assert_int_eq(p.req.form, GW_TARGET_ORIGIN);
+    ck_assert_int_eq(p.req.form, H1_TARGET_ORIGIN);
     ck_assert_slice(p.req.target, "/a/b?x=1&y=%2f");
     ck_assert_str_eq(p.req.path, "/a/b");
     ck_assert_uint_eq(p.req.path_len, 4);
@@ -366,46 +366,46 @@ START_TEST(acc_simple_get)
     ck_assert_slice(p.req.headers[0].name, "Host");
     ck_assert_slice(p.req.headers[1].name, "User-Agent");
     ck_assert_slice(p.req.headers[1].value, "t/1");
-    h = gw_request_header(&p.req, "accept");
+    h = h1_request_header(&p.req, "accept");
     ck_assert_ptr_nonnull(h);
     ck_assert_slice(h->value, "*/*");
-    ck_assert_ptr_null(gw_request_header(&p.req, "cookie"));
+    ck_assert_ptr_null(h1_request_header(&p.req, "cookie"));
     ck_assert(p.req.keep_alive);
     ck_assert(!p.req.expect_continue);
     ck_assert(!p.req.upgrade);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_NONE);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_NONE);
     ck_assert_uint_eq(r.used, r.head_used);
     ck_assert_uint_eq(p.req.head.len, r.used);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_value_trimming_and_bytes)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p,
                RAW("GET / HTTP/1.1\r\nHost: a\r\nX-A:\t a  b \t\r\nX-B:\r\nX-C:   \r\n"
                    "X-D: caf\xc3\xa9\r\nX-E: \"q\" (c) ~!\r\n\r\n"),
                &r);
-    ck_assert_slice(gw_request_header(&p.req, "x-a")->value, "a  b");
-    ck_assert_uint_eq(gw_request_header(&p.req, "x-b")->value.len, 0);
-    ck_assert_uint_eq(gw_request_header(&p.req, "x-c")->value.len, 0);
-    ck_assert_slice(gw_request_header(&p.req, "x-d")->value, "caf\xc3\xa9");
-    ck_assert_slice(gw_request_header(&p.req, "x-e")->value, "\"q\" (c) ~!");
-    gw_req_parser_free(&p);
+    ck_assert_slice(h1_request_header(&p.req, "x-a")->value, "a  b");
+    ck_assert_uint_eq(h1_request_header(&p.req, "x-b")->value.len, 0);
+    ck_assert_uint_eq(h1_request_header(&p.req, "x-c")->value.len, 0);
+    ck_assert_slice(h1_request_header(&p.req, "x-d")->value, "caf\xc3\xa9");
+    ck_assert_slice(h1_request_header(&p.req, "x-e")->value, "\"q\" (c) ~!");
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_tchar_names)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("GET / HTTP/1.1\r\nHost: a\r\nX-y_z!#$%&'*+.^`|~09: v\r\n\r\n"), &r);
     ck_assert_slice(p.req.headers[1].name, "X-y_z!#$%&'*+.^`|~09");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
@@ -423,24 +423,24 @@ START_TEST(acc_char_classes)
         bool regname = alnum || (c != 0 && strchr(regname_punct, c) != NULL);
         char raw[64];
         int n;
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         if (c != ':') { /* "X::" is name "X", value ":" */
             n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: a\r\nX%c: v\r\n\r\n", c);
-            ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+            ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
             run_one(&p, raw, (size_t)n, 0, &r);
-            ck_assert_msg((r.rc == GW_REQ_DONE) == tchar, "field name byte 0x%02x: rc %d", c, r.rc);
-            gw_req_parser_free(&p);
+            ck_assert_msg((r.rc == H1_REQ_DONE) == tchar, "field name byte 0x%02x: rc %d", c, r.rc);
+            h1_req_parser_free(&p);
         }
 
         if (c == ':' || c == '%' || c == '\r' || c == '\n')
             continue; /* port separator, escapes and line ends have their own tests */
         n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: a%cb\r\n\r\n", c);
-        ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+        ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
         run_one(&p, raw, (size_t)n, 0, &r);
-        ck_assert_msg((r.rc == GW_REQ_DONE) == regname, "Host byte 0x%02x: rc %d", c, r.rc);
-        gw_req_parser_free(&p);
+        ck_assert_msg((r.rc == H1_REQ_DONE) == regname, "Host byte 0x%02x: rc %d", c, r.rc);
+        h1_req_parser_free(&p);
     }
 }
 END_TEST
@@ -449,7 +449,7 @@ END_TEST
  * knows by that name, or (other) one it does not. */
 static void accept_method(const char *name, int other)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
     char raw[128];
     int n = snprintf(raw, sizeof(raw), "%s /x HTTP/1.1\r\nHost: a\r\n\r\n", name);
@@ -457,11 +457,11 @@ static void accept_method(const char *name, int other)
     accept_req(&p, raw, (size_t)n, &r);
     ck_assert_slice(p.req.method, name);
     if (other)
-        ck_assert_int_eq(p.req.method_id, GW_METHOD_OTHER);
+        ck_assert_int_eq(p.req.method_id, H1_METHOD_OTHER);
     else
         ck_assert_str_eq(llhttp_method_name(p.req.method_id), name);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_NONE);
-    gw_req_parser_free(&p);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_NONE);
+    h1_req_parser_free(&p);
 }
 
 START_TEST(acc_all_llhttp_methods)
@@ -491,80 +491,80 @@ START_TEST(acc_other_method_tokens)
         accept_method(names[k], 1);
     {
         static const char raw[] = "FOO /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello";
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_req(&p, raw, sizeof(raw) - 1, &r);
         ck_assert_slice(p.req.method, "FOO");
-        ck_assert_int_eq(p.req.body_kind, GW_BODY_LENGTH);
+        ck_assert_int_eq(p.req.body_kind, H1_BODY_LENGTH);
         ck_assert_uint_eq(r.body_len, 5);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
     {
         static const char raw[] =
             "get /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n";
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_req(&p, raw, sizeof(raw) - 1, &r);
-        ck_assert_int_eq(p.req.body_kind, GW_BODY_CHUNKED);
+        ck_assert_int_eq(p.req.body_kind, H1_BODY_CHUNKED);
         ck_assert_uint_eq(r.body_len, 3);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
 }
 END_TEST
 
 START_TEST(acc_odd_but_valid_target_chars)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(
         &p, RAW("GET /a|b{c}[d]!$&'()*+,;=:@~?q={\"x\":[1]}|^`\\ HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
     ck_assert_str_eq(p.req.path, "/a|b{c}[d]!$&'()*+,;=:@~");
     ck_assert_slice(p.req.query, "q={\"x\":[1]}|^`\\");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_empty_query)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("GET /p? HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
     ck_assert_ptr_nonnull(p.req.query.ptr);
     ck_assert_uint_eq(p.req.query.len, 0);
-    gw_req_reset(&p);
+    h1_req_reset(&p);
     run_one(&p, RAW("GET /p HTTP/1.1\r\nHost: a\r\n\r\n"), 0, &r);
-    ck_assert_int_eq(r.rc, GW_REQ_DONE);
+    ck_assert_int_eq(r.rc, H1_REQ_DONE);
     ck_assert_ptr_null(p.req.query.ptr);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_query_unchanged)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("GET /%7e/./x?a=%2e%2E/../%7e&b=/../ HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
     ck_assert_str_eq(p.req.path, "/~/x");
     ck_assert_slice(p.req.query, "a=%2e%2E/../%7e&b=/../");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_http10_no_host)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("GET /x HTTP/1.0\r\n\r\n"), &r);
     ck_assert_uint_eq(p.req.version_minor, 0);
     ck_assert_ptr_null(p.req.host.ptr);
     ck_assert(!p.req.keep_alive);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
@@ -590,7 +590,7 @@ START_TEST(acc_hosts)
     size_t k;
 
     for (k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
         char raw[256];
         int n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: %s\r\n\r\n", cases[k].host);
@@ -599,33 +599,33 @@ START_TEST(acc_hosts)
         ck_assert_slice(p.req.host, cases[k].host);
         ck_assert_slice(p.req.host_name, cases[k].name);
         ck_assert_uint_eq(p.req.port, cases[k].port);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
 }
 END_TEST
 
 START_TEST(acc_absolute_form_overrides_host)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("GET http://b.example:8080/x/../y?q=1 HTTP/1.1\r\nHost: a.example\r\n\r\n"),
                &r);
-    ck_assert_int_eq(p.req.form, GW_TARGET_ABSOLUTE);
+    ck_assert_int_eq(p.req.form, H1_TARGET_ABSOLUTE);
     ck_assert_slice(p.req.host, "b.example:8080");
     ck_assert_slice(p.req.host_name, "b.example");
     ck_assert_uint_eq(p.req.port, 8080);
     ck_assert_str_eq(p.req.path, "/y");
     ck_assert_slice(p.req.query, "q=1");
     ck_assert_slice(p.req.target, "http://b.example:8080/x/../y?q=1");
-    ck_assert_slice(gw_request_header(&p.req, "host")->value, "a.example");
-    gw_req_parser_free(&p);
+    ck_assert_slice(h1_request_header(&p.req, "host")->value, "a.example");
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_absolute_form_variants)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("GET HTTPS://[::1]:443 HTTP/1.1\r\nHost: x\r\n\r\n"), &r);
@@ -634,56 +634,56 @@ START_TEST(acc_absolute_form_variants)
     ck_assert_uint_eq(p.req.port, 443);
     ck_assert_str_eq(p.req.path, "/");
     ck_assert_ptr_null(p.req.query.ptr);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     accept_req(&p, RAW("GET http://h?x HTTP/1.1\r\nHost: x\r\n\r\n"), &r);
     ck_assert_slice(p.req.host, "h");
     ck_assert_str_eq(p.req.path, "/");
     ck_assert_slice(p.req.query, "x");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     /* HTTP/1.0 absolute-form needs no Host */
     accept_req(&p, RAW("GET http://h/p HTTP/1.0\r\n\r\n"), &r);
     ck_assert_slice(p.req.host, "h");
     ck_assert_str_eq(p.req.path, "/p");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_asterisk_form)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
-    ck_assert_int_eq(p.req.form, GW_TARGET_ASTERISK);
+    ck_assert_int_eq(p.req.form, H1_TARGET_ASTERISK);
     ck_assert_str_eq(p.req.path, "*");
     ck_assert_uint_eq(p.req.path_len, 1);
     ck_assert_slice(p.req.host, "a");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_connect_authority_form)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("CONNECT db.example:5432 HTTP/1.1\r\nHost: db.example:5432\r\n\r\n"), &r);
     ck_assert_int_eq(p.req.method_id, HTTP_CONNECT);
-    ck_assert_int_eq(p.req.form, GW_TARGET_AUTHORITY);
+    ck_assert_int_eq(p.req.form, H1_TARGET_AUTHORITY);
     ck_assert_slice(p.req.host, "db.example:5432");
     ck_assert_uint_eq(p.req.port, 5432);
     ck_assert_str_eq(p.req.path, "");
     ck_assert(!p.req.keep_alive);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_NONE);
-    gw_req_parser_free(&p);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_NONE);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_bare_lf_head)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
     static const char canon[] = "GET /x HTTP/1.1\r\nHost: a\r\nX: 1\r\n\r\n";
 
@@ -692,37 +692,37 @@ START_TEST(acc_bare_lf_head)
     /* the head buffer holds CRLF everywhere */
     ck_assert_uint_eq(p.req.head.len, sizeof(canon) - 1);
     ck_assert(memcmp(p.req.head.ptr, canon, sizeof(canon) - 1) == 0);
-    ck_assert_slice(gw_request_header(&p.req, "x")->value, "1");
-    gw_req_parser_free(&p);
+    ck_assert_slice(h1_request_header(&p.req, "x")->value, "1");
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_leading_empty_lines)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, RAW("\r\n\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
     ck_assert_uint_eq(r.used, sizeof("\r\n\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n") - 1);
     ck_assert_slice(p.req.method, "GET");
     ck_assert_uint_eq(p.req.head.len, sizeof("GET / HTTP/1.1\r\nHost: a\r\n\r\n") - 1);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_incomplete_is_again)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     size_t c;
 
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW("GET / HTTP/1.1\r\nHost: a\r\n"), &c), GW_REQ_AGAIN);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW("GET / HTTP/1.1\r\nHost: a\r\n"), &c), H1_REQ_AGAIN);
     ck_assert_uint_eq(c, sizeof("GET / HTTP/1.1\r\nHost: a\r\n") - 1);
-    ck_assert_int_eq(gw_req_feed_head(&p, "", 0, &c), GW_REQ_AGAIN);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW("\r"), &c), GW_REQ_AGAIN);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW("\nXYZ"), &c), GW_REQ_HEAD);
+    ck_assert_int_eq(h1_req_feed_head(&p, "", 0, &c), H1_REQ_AGAIN);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW("\r"), &c), H1_REQ_AGAIN);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW("\nXYZ"), &c), H1_REQ_HEAD);
     ck_assert_uint_eq(c, 1);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
@@ -730,13 +730,13 @@ END_TEST
 
 static void check_keep_alive(const char *raw, size_t n, bool want)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p, raw, n, &r);
     ck_assert_msg(p.req.keep_alive == want, "keep_alive %d, want %d for [%.*s]", p.req.keep_alive,
                   want, (int)n, raw);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 
 START_TEST(acc_keep_alive_matrix)
@@ -759,7 +759,7 @@ END_TEST
 
 START_TEST(acc_connection_tokens)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p,
@@ -771,7 +771,7 @@ START_TEST(acc_connection_tokens)
     ck_assert_slice(p.req.connection[1], "keep-alive");
     ck_assert_slice(p.req.connection[2], "x-bar");
     ck_assert_slice(p.req.connection[3], "TE");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
@@ -781,16 +781,16 @@ START_TEST(acc_too_many_connection_tokens)
     int n = snprintf(raw, sizeof(raw), "GET / HTTP/1.1\r\nHost: a\r\nConnection: ");
     int k;
 
-    for (k = 0; k < GW_REQ_MAX_CONN_TOKENS; k++)
+    for (k = 0; k < H1_REQ_MAX_CONN_TOKENS; k++)
         n += snprintf(raw + n, sizeof(raw) - (size_t)n, "t%d,", k);
     n += snprintf(raw + n, sizeof(raw) - (size_t)n, "\r\n\r\n");
     {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_req(&p, raw, (size_t)n, &r); /* exactly the maximum */
-        ck_assert_uint_eq(p.req.nconnection, GW_REQ_MAX_CONN_TOKENS);
-        gw_req_parser_free(&p);
+        ck_assert_uint_eq(p.req.nconnection, H1_REQ_MAX_CONN_TOKENS);
+        h1_req_parser_free(&p);
     }
     n -= 4;
     n += snprintf(raw + n, sizeof(raw) - (size_t)n, "one-more\r\n\r\n");
@@ -800,7 +800,7 @@ END_TEST
 
 START_TEST(acc_expect_continue)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p,
@@ -808,18 +808,18 @@ START_TEST(acc_expect_continue)
                    "Content-Length: 2\r\n\r\nok"),
                &r);
     ck_assert(p.req.expect_continue);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     /* HTTP/1.0: MUST be ignored (RFC 9110 10.1.1) */
     accept_req(&p, RAW("POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok"),
                &r);
     ck_assert(!p.req.expect_continue);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_upgrade)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p,
@@ -828,20 +828,20 @@ START_TEST(acc_upgrade)
                &r);
     ck_assert(p.req.upgrade);
     ck_assert_uint_eq(p.req.nconnection, 1);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     accept_req(&p, RAW("GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n"), &r);
     ck_assert(!p.req.upgrade);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     accept_req(&p, RAW("GET /ws HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\n\r\n"), &r);
     ck_assert(!p.req.upgrade);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     accept_req(&p, RAW("GET /ws HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"),
                &r);
     ck_assert(!p.req.upgrade);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     /* an upgrade request may carry a body; the message still ends at its end */
     accept_req(&p,
@@ -851,7 +851,7 @@ START_TEST(acc_upgrade)
     ck_assert(p.req.upgrade);
     ck_assert_uint_eq(r.body_len, 3);
     ck_assert_uint_eq(r.used, r.head_used + 3);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
@@ -859,40 +859,40 @@ END_TEST
 
 START_TEST(acc_content_length_body)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(
         &p, RAW("POST /u HTTP/1.1\r\nHost: a\r\nContent-Length: 00011\r\n\r\nhello worldGET"), &r);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_LENGTH);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_LENGTH);
     ck_assert_uint_eq(p.req.content_length, 11);
     ck_assert_uint_eq(r.body_len, 11);
     ck_assert(memcmp(r.body, "hello world", 11) == 0);
     ck_assert_uint_eq(r.used, r.head_used + 11);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_content_length_zero)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
     size_t c;
 
     accept_req(&p, RAW("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\nGET"), &r);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_LENGTH);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_LENGTH);
     ck_assert_uint_eq(r.body_len, 0);
     ck_assert_uint_eq(r.used, r.head_used);
     /* DONE stays DONE */
-    ck_assert_int_eq(gw_req_feed_body(&p, "GET", 3, &c, collect, &r), GW_REQ_DONE);
+    ck_assert_int_eq(h1_req_feed_body(&p, "GET", 3, &c, collect, &r), H1_REQ_DONE);
     ck_assert_uint_eq(c, 0);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_chunked_body)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
     static const char raw[] = POST_TE "5;flag;q=\"quoted, \tstr\xff\";name=value\r\nhello\r\n"
                                       "1\r\n \r\n"
@@ -902,17 +902,17 @@ START_TEST(acc_chunked_body)
                                       "GET / HTTP/1.1\r\n";
 
     accept_req(&p, RAW(raw), &r);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_CHUNKED);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_CHUNKED);
     ck_assert_uint_eq(r.body_len, 22);
     ck_assert(memcmp(r.body, "hello world!0123456789", 22) == 0);
     ck_assert_uint_eq(r.used, sizeof(raw) - 1 - (sizeof("GET / HTTP/1.1\r\n") - 1));
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_trailers_dropped)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     /* framing and hop-by-hop names in trailers mean nothing: checked, dropped */
@@ -926,105 +926,105 @@ START_TEST(acc_trailers_dropped)
                                                  "Transfer-Encoding: gzip\r\nConnection: close\r\n"
                                                  "Host: b\r\n\r\nNEXT") -
                                       1);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_chunked_case_insensitive)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     accept_req(&p,
                RAW("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \tChunked \r\n\r\n"
                    "2\r\nok\r\n0\r\n\r\n"),
                &r);
-    ck_assert_int_eq(p.req.body_kind, GW_BODY_CHUNKED);
+    ck_assert_int_eq(p.req.body_kind, H1_BODY_CHUNKED);
     ck_assert_uint_eq(r.body_len, 2);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
-/* A body-less head waits for gw_req_confirm(); one with a body does not. */
+/* A body-less head waits for h1_req_confirm(); one with a body does not. */
 START_TEST(acc_confirm_deferred)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     size_t c;
     static const char get[] = "GET /a HTTP/1.1\r\nHost: a\r\n\r\n";
     static const char post[] = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n\r\n";
     static const char post0[] = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n";
 
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW(get), &c), GW_REQ_HEAD);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW(get), &c), H1_REQ_HEAD);
     ck_assert(p.confirm_pending);
-    ck_assert_int_eq(gw_req_confirm(&p), 0);
+    ck_assert_int_eq(h1_req_confirm(&p), 0);
     ck_assert(!p.confirm_pending);
-    ck_assert_int_eq(gw_req_confirm(&p), 0); /* once */
+    ck_assert_int_eq(h1_req_confirm(&p), 0); /* once */
     ck_assert_int_eq(p.http.method, HTTP_GET);
 
-    gw_req_reset(&p);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW(post), &c), GW_REQ_HEAD);
+    h1_req_reset(&p);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW(post), &c), H1_REQ_HEAD);
     ck_assert(!p.confirm_pending); /* checked when the head ended */
-    ck_assert_int_eq(gw_req_confirm(&p), 0);
+    ck_assert_int_eq(h1_req_confirm(&p), 0);
 
-    gw_req_reset(&p); /* no body bytes: like no body */
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW(post0), &c), GW_REQ_HEAD);
+    h1_req_reset(&p); /* no body bytes: like no body */
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW(post0), &c), H1_REQ_HEAD);
     ck_assert(p.confirm_pending);
-    ck_assert_int_eq(gw_req_confirm(&p), 0);
+    ck_assert_int_eq(h1_req_confirm(&p), 0);
     ck_assert_uint_eq(p.http.content_length, 0);
 
-    gw_req_reset(&p);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW("GET / HTTP/1.1\r\n\r\n"), &c), GW_REQ_ERROR);
-    ck_assert_int_eq(gw_req_confirm(&p), GW_REQ_ERROR);
-    gw_req_parser_free(&p);
+    h1_req_reset(&p);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW("GET / HTTP/1.1\r\n\r\n"), &c), H1_REQ_ERROR);
+    ck_assert_int_eq(h1_req_confirm(&p), H1_REQ_ERROR);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_body_split_across_feeds)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
     size_t c, off;
     static const char head[] = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
     static const char *const parts[] = {"01", "2345", "", "678", "9NEXT"};
     size_t k;
 
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
     memset(&r, 0, sizeof(r));
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW(head), &c), GW_REQ_HEAD);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW(head), &c), H1_REQ_HEAD);
     ck_assert_uint_eq(c, sizeof(head) - 1);
     for (k = 0; k < 4; k++) {
-        ck_assert_int_eq(gw_req_feed_body(&p, parts[k], strlen(parts[k]), &c, collect, &r),
-                         GW_REQ_AGAIN);
+        ck_assert_int_eq(h1_req_feed_body(&p, parts[k], strlen(parts[k]), &c, collect, &r),
+                         H1_REQ_AGAIN);
         ck_assert_uint_eq(c, strlen(parts[k]));
     }
-    ck_assert_int_eq(gw_req_feed_body(&p, parts[4], 5, &c, collect, &r), GW_REQ_DONE);
+    ck_assert_int_eq(h1_req_feed_body(&p, parts[4], 5, &c, collect, &r), H1_REQ_DONE);
     ck_assert_uint_eq(c, 1);
     ck_assert_uint_eq(r.body_len, 10);
     ck_assert(memcmp(r.body, "0123456789", 10) == 0);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
     /* chunked, cut inside sizes, extensions, data, CRLFs and trailers */
     {
         static const char body[] = "4;a=\"x\"\r\nWiki\r\n5\r\npedia\r\n0\r\nT: v\r\n\r\nNEXT";
         size_t cuts[] = {1, 3, 8, 9, 11, 13, 14, 20, 25, 27, 30, 33};
 
-        ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+        ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
         memset(&r, 0, sizeof(r));
-        ck_assert_int_eq(gw_req_feed_head(&p, RAW(POST_TE), &c), GW_REQ_HEAD);
+        ck_assert_int_eq(h1_req_feed_head(&p, RAW(POST_TE), &c), H1_REQ_HEAD);
         off = 0;
         for (k = 0; k < sizeof(cuts) / sizeof(cuts[0]); k++) {
-            ck_assert_int_eq(gw_req_feed_body(&p, body + off, cuts[k] - off, &c, collect, &r),
-                             GW_REQ_AGAIN);
+            ck_assert_int_eq(h1_req_feed_body(&p, body + off, cuts[k] - off, &c, collect, &r),
+                             H1_REQ_AGAIN);
             ck_assert_uint_eq(c, cuts[k] - off);
             off = cuts[k];
         }
-        ck_assert_int_eq(gw_req_feed_body(&p, body + off, sizeof(body) - 1 - off, &c, collect, &r),
-                         GW_REQ_DONE);
+        ck_assert_int_eq(h1_req_feed_body(&p, body + off, sizeof(body) - 1 - off, &c, collect, &r),
+                         H1_REQ_DONE);
         ck_assert_uint_eq(off + c, sizeof(body) - 1 - 4);
         ck_assert_uint_eq(r.body_len, 9);
         ck_assert(memcmp(r.body, "Wikipedia", 9) == 0);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
 }
 END_TEST
@@ -1039,35 +1039,35 @@ static int failing_sink(void *ctx, const char *data, size_t len)
 
 START_TEST(acc_body_callback_failure)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     size_t c;
 
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
     ck_assert_int_eq(
-        gw_req_feed_head(&p, RAW("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n"), &c),
-        GW_REQ_HEAD);
-    ck_assert_int_eq(gw_req_feed_body(&p, "abc", 3, &c, failing_sink, NULL), GW_REQ_ERROR);
+        h1_req_feed_head(&p, RAW("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n"), &c),
+        H1_REQ_HEAD);
+    ck_assert_int_eq(h1_req_feed_body(&p, "abc", 3, &c, failing_sink, NULL), H1_REQ_ERROR);
     ck_assert_int_eq(p.status, 500);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(acc_misuse)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     size_t c;
 
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
-    ck_assert_int_eq(gw_req_feed_body(&p, "abc", 3, &c, collect, NULL), GW_REQ_ERROR);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_feed_body(&p, "abc", 3, &c, collect, NULL), H1_REQ_ERROR);
     ck_assert_int_eq(p.status, 500);
-    gw_req_reset(&p);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), &c),
-                     GW_REQ_HEAD);
-    ck_assert_int_eq(gw_req_feed_head(&p, RAW("GET"), &c), GW_REQ_ERROR);
+    h1_req_reset(&p);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW("GET / HTTP/1.1\r\nHost: a\r\n\r\n"), &c),
+                     H1_REQ_HEAD);
+    ck_assert_int_eq(h1_req_feed_head(&p, RAW("GET"), &c), H1_REQ_ERROR);
     ck_assert_int_eq(p.status, 500);
-    gw_req_parser_free(&p);
-    gw_req_parser_free(&p); /* twice is fine */
-    gw_req_parser_free(NULL);
+    h1_req_parser_free(&p);
+    h1_req_parser_free(&p); /* twice is fine */
+    h1_req_parser_free(NULL);
 }
 END_TEST
 
@@ -1090,26 +1090,26 @@ START_TEST(acc_pipelined)
         {"/3", 57, 12, "de"},
         {"/4", 30, 0, ""}, /* the stray CRLF before it counts as its head */
     };
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
     size_t off = 0, c, k, n = sizeof(buf) - 1;
 
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
     for (k = 0; k < 4; k++) {
         memset(&r, 0, sizeof(r));
-        ck_assert_int_eq(gw_req_feed_head(&p, buf + off, n - off, &c), GW_REQ_HEAD);
+        ck_assert_int_eq(h1_req_feed_head(&p, buf + off, n - off, &c), H1_REQ_HEAD);
         ck_assert_uint_eq(c, want[k].head);
         ck_assert_str_eq(p.req.path, want[k].path);
         off += c;
-        ck_assert_int_eq(gw_req_feed_body(&p, buf + off, n - off, &c, collect, &r), GW_REQ_DONE);
+        ck_assert_int_eq(h1_req_feed_body(&p, buf + off, n - off, &c, collect, &r), H1_REQ_DONE);
         ck_assert_uint_eq(c, want[k].body);
         ck_assert_uint_eq(r.body_len, strlen(want[k].content));
         ck_assert(memcmp(r.body, want[k].content, r.body_len) == 0);
         off += c;
-        gw_req_reset(&p);
+        h1_req_reset(&p);
     }
     ck_assert_uint_eq(off, n);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
@@ -1123,7 +1123,7 @@ struct outcome {
     char body[8192];
 };
 
-static void copy_slice(char *dst, size_t cap, struct gw_slice s)
+static void copy_slice(char *dst, size_t cap, struct h1_slice s)
 {
     size_t n = s.ptr ? (s.len < cap - 1 ? s.len : cap - 1) : 0;
 
@@ -1133,12 +1133,12 @@ static void copy_slice(char *dst, size_t cap, struct gw_slice s)
 
 static void outcome_of(const char *raw, size_t n, size_t step, struct outcome *o)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run *r = malloc(sizeof(*r));
 
     ck_assert_ptr_nonnull(r);
     memset(o, 0, sizeof(*o));
-    ck_assert_int_eq(gw_req_parser_init(&p, NULL), 0);
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
     run_one(&p, raw, n, step, r);
     o->rc = r->rc;
     o->status = r->status;
@@ -1154,11 +1154,11 @@ static void outcome_of(const char *raw, size_t n, size_t step, struct outcome *o
         o->upgrade = p.req.upgrade;
         o->body_kind = (int)p.req.body_kind;
     }
-    if (r->rc == GW_REQ_DONE) {
+    if (r->rc == H1_REQ_DONE) {
         o->body_len = r->body_len;
         memcpy(o->body, r->body, r->body_len);
     }
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     free(r);
 }
 
@@ -1210,22 +1210,22 @@ static size_t request_line(char *buf, size_t len)
 
 START_TEST(lim_request_line)
 {
-    struct gw_req_limits lim;
+    struct h1_req_limits lim;
     char buf[256];
     size_t n;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_request_line = 64;
 
     n = request_line(buf, 64);
     memcpy(buf + n, "\r\nHost: a\r\n\r\n", 13);
     {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_lim(&p, &lim, buf, n + 13, &r);
         ck_assert_uint_eq(p.req.path_len, 64 - 13);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
     n = request_line(buf, 65);
     memcpy(buf + n, "\r\nHost: a\r\n\r\n", 13);
@@ -1235,14 +1235,14 @@ START_TEST(lim_request_line)
     memcpy(buf, "GET /", 5);
     expect_status_lim(&lim, buf, 65, 414);
     {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         size_t c;
 
-        ck_assert_int_eq(gw_req_parser_init(&p, &lim), 0);
-        ck_assert_int_eq(gw_req_feed_head(&p, buf, 64, &c), GW_REQ_AGAIN);
-        ck_assert_int_eq(gw_req_feed_head(&p, buf, 1, &c), GW_REQ_ERROR);
+        ck_assert_int_eq(h1_req_parser_init(&p, &lim), 0);
+        ck_assert_int_eq(h1_req_feed_head(&p, buf, 64, &c), H1_REQ_AGAIN);
+        ck_assert_int_eq(h1_req_feed_head(&p, buf, 1, &c), H1_REQ_ERROR);
         ck_assert_int_eq(p.status, 414);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
 }
 END_TEST
@@ -1256,11 +1256,11 @@ START_TEST(lim_request_line_default)
     n = request_line(buf, len);
     memcpy(buf + n, "\r\nHost: a\r\n\r\n", 13);
     {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_req(&p, buf, n + 13, &r);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
     n = request_line(buf, len + 1);
     memcpy(buf + n, "\r\nHost: a\r\n\r\n", 13);
@@ -1291,24 +1291,24 @@ static size_t head_with_section(char *buf, size_t bytes, bool bare_lf)
 
 START_TEST(lim_header_bytes)
 {
-    struct gw_req_limits lim;
+    struct h1_req_limits lim;
     char buf[512];
     size_t n;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_header_bytes = 128;
     n = head_with_section(buf, 128, false);
     {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_lim(&p, &lim, buf, n, &r);
-        ck_assert_uint_eq(gw_request_header(&p.req, "x")->value.len, 112);
-        gw_req_parser_free(&p);
+        ck_assert_uint_eq(h1_request_header(&p.req, "x")->value.len, 112);
+        h1_req_parser_free(&p);
         /* bare LF counts as CRLF: the same head with LF is just as big */
         n = head_with_section(buf, 128, true);
         accept_lim(&p, &lim, buf, n, &r);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
     n = head_with_section(buf, 129, false);
     expect_status_lim(&lim, buf, n, 431);
@@ -1325,11 +1325,11 @@ START_TEST(lim_header_bytes_default)
     ck_assert_ptr_nonnull(buf);
     n = head_with_section(buf, 32768, false);
     {
-        struct gw_req_parser p;
+        struct h1_req_parser p;
         struct run r;
 
         accept_req(&p, buf, n, &r);
-        gw_req_parser_free(&p);
+        h1_req_parser_free(&p);
     }
     n = head_with_section(buf, 32769, false);
     expect_status(buf, n, 431);
@@ -1349,18 +1349,18 @@ static size_t head_with_fields(char *buf, size_t cap, size_t nfields)
 
 START_TEST(lim_header_count)
 {
-    struct gw_req_limits lim;
+    struct h1_req_limits lim;
     char buf[4096];
     size_t n;
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_headers = 5;
     n = head_with_fields(buf, sizeof(buf), 5);
     accept_lim(&p, &lim, buf, n, &r);
     ck_assert_uint_eq(p.req.nheaders, 5);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     n = head_with_fields(buf, sizeof(buf), 6);
     expect_status_lim(&lim, buf, n, 431);
 
@@ -1368,7 +1368,7 @@ START_TEST(lim_header_count)
     n = head_with_fields(buf, sizeof(buf), 100);
     accept_req(&p, buf, n, &r);
     ck_assert_uint_eq(p.req.nheaders, 100);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     n = head_with_fields(buf, sizeof(buf), 101);
     expect_status(buf, n, 431);
 }
@@ -1376,16 +1376,16 @@ END_TEST
 
 START_TEST(lim_body_content_length)
 {
-    struct gw_req_limits lim;
-    struct gw_req_parser p;
+    struct h1_req_limits lim;
+    struct h1_req_parser p;
     struct run r;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_body_bytes = 10;
     accept_lim(&p, &lim, RAW("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789"),
                &r);
     ck_assert_uint_eq(r.body_len, 10);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     /* refused at head time, before any body byte */
     expect_status_lim(&lim, RAW("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n"), 413);
 }
@@ -1393,40 +1393,40 @@ END_TEST
 
 START_TEST(lim_body_chunked)
 {
-    struct gw_req_limits lim;
-    struct gw_req_parser p;
+    struct h1_req_limits lim;
+    struct h1_req_parser p;
     struct run r;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_body_bytes = 10;
     accept_lim(&p, &lim, RAW(POST_TE "4\r\n0123\r\n6\r\n456789\r\n0\r\n\r\n"), &r);
     ck_assert_uint_eq(r.body_len, 10);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     expect_status_lim(&lim, RAW(POST_TE "b\r\n"), 413);
     expect_status_lim(&lim, RAW(POST_TE "4\r\n0123\r\n7\r\n4567890\r\n0\r\n\r\n"), 413);
     /* while streaming: the first chunk went through before the second said too much */
-    ck_assert_int_eq(gw_req_parser_init(&p, &lim), 0);
+    ck_assert_int_eq(h1_req_parser_init(&p, &lim), 0);
     run_one(&p, RAW(POST_TE "4\r\n0123\r\n7\r\n4567890\r\n0\r\n\r\n"), 9, &r);
-    ck_assert_int_eq(r.rc, GW_REQ_ERROR);
+    ck_assert_int_eq(r.rc, H1_REQ_ERROR);
     ck_assert_int_eq(r.status, 413);
     ck_assert_uint_eq(r.body_len, 4);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
 START_TEST(lim_trailers)
 {
-    struct gw_req_limits lim;
-    struct gw_req_parser p;
+    struct h1_req_limits lim;
+    struct h1_req_parser p;
     struct run r;
     char buf[512];
     size_t n;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_header_bytes = 64;
     lim.max_headers = 2;
     accept_lim(&p, &lim, RAW(POST_TE "0\r\nA: 1\r\nB: 2\r\n\r\n"), &r);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     expect_status_lim(&lim, RAW(POST_TE "0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n"), 431);
     /* trailer section of exactly 64 bytes ("T: " value CRLF CRLF), then 65 */
     n = (size_t)snprintf(buf, sizeof(buf), "%s0\r\nT: ", POST_TE);
@@ -1434,7 +1434,7 @@ START_TEST(lim_trailers)
     n += 57;
     n += (size_t)snprintf(buf + n, sizeof(buf) - n, "\r\n\r\n");
     accept_lim(&p, &lim, buf, n, &r);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     n = (size_t)snprintf(buf, sizeof(buf), "%s0\r\nT: ", POST_TE);
     memset(buf + n, 'v', 58);
     n += 58;
@@ -1447,7 +1447,7 @@ START_TEST(lim_chunk_line)
 {
     char *buf = malloc(8192);
     size_t n;
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
 
     ck_assert_ptr_nonnull(buf);
@@ -1457,7 +1457,7 @@ START_TEST(lim_chunk_line)
     n += 4096 - 6;
     n += (size_t)snprintf(buf + n, 8192 - n, "\r\na\r\n0\r\n\r\n");
     accept_req(&p, buf, n, &r);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     n = (size_t)snprintf(buf, 8192, "%s1;x=", POST_TE);
     memset(buf + n, 'v', 4096 - 5);
     n += 4096 - 5;
@@ -1469,135 +1469,87 @@ END_TEST
 
 START_TEST(lim_init)
 {
-    struct gw_req_parser p;
-    struct gw_req_limits lim;
+    struct h1_req_parser p;
+    struct h1_req_limits lim;
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_request_line = (size_t)1 << 30;
-    ck_assert_int_eq(gw_req_parser_init(&p, &lim), -1);
+    ck_assert_int_eq(h1_req_parser_init(&p, &lim), -1);
     {
         size_t c;
 
-        ck_assert_int_eq(gw_req_feed_head(&p, "GET", 3, &c), GW_REQ_ERROR);
-        ck_assert_int_eq(gw_req_feed_body(&p, "GET", 3, &c, collect, NULL), GW_REQ_ERROR);
+        ck_assert_int_eq(h1_req_feed_head(&p, "GET", 3, &c), H1_REQ_ERROR);
+        ck_assert_int_eq(h1_req_feed_body(&p, "GET", 3, &c, collect, NULL), H1_REQ_ERROR);
     }
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
     memset(&lim, 0, sizeof(lim)); /* zeros mean defaults, merge_slashes off */
-    ck_assert_int_eq(gw_req_parser_init(&p, &lim), 0);
+    ck_assert_int_eq(h1_req_parser_init(&p, &lim), 0);
     ck_assert_uint_eq(p.lim.max_request_line, 8192);
     ck_assert_uint_eq(p.lim.max_header_bytes, 32768);
     ck_assert_uint_eq(p.lim.max_headers, 100);
     ck_assert(!p.lim.merge_slashes);
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
-/* ---- path normalization ---- */
-
-static void norm_ok(const char *in, int merge, const char *want)
-{
-    char out[256];
-    size_t outlen = 12345, n = strlen(in);
-
-    ck_assert_msg(gw_path_normalize(in, n, out, n + 2, merge, &outlen) == 0, "rejected \"%s\"", in);
-    ck_assert_msg(strcmp(out, want) == 0, "\"%s\" (merge %d) -> \"%s\", want \"%s\"", in, merge,
-                  out, want);
-    ck_assert_uint_eq(outlen, strlen(want));
-    ck_assert(outlen <= n || n == 0);
-}
-
-START_TEST(norm_table)
-{
-    norm_ok("/a/./b/../c", 1, "/a/c");
-    norm_ok("/a//b", 1, "/a/b");
-    norm_ok("/a//b", 0, "/a//b");
-    /* %41 is 'A'; %2f stays encoded (upper-cased) and is no separator, so
-     * "A%2F.." is one ordinary segment after decoding %2e%2E */
-    norm_ok("/%41%2f%2e%2E/x", 1, "/A%2F../x");
-    norm_ok("/..", 1, "/");
-    norm_ok("/../..", 1, "/");
-    norm_ok("/a/%2e%2e/b", 1, "/b");
-    norm_ok("/a/.%2E/b", 1, "/b");
-    norm_ok("/a/%2E/b", 1, "/a/b");
-    norm_ok("/", 1, "/");
-    norm_ok("", 1, "/");
-    norm_ok("//", 1, "/");
-    norm_ok("//", 0, "//");
-    norm_ok("/a/.", 1, "/a/");
-    norm_ok("/a/..", 1, "/");
-    norm_ok("/a/b/..", 1, "/a/");
-    norm_ok("/a/b/../", 1, "/a/");
-    norm_ok("/a/b/../../../c", 1, "/c");
-    norm_ok("/./a", 1, "/a");
-    norm_ok("/a/", 1, "/a/");
-    norm_ok("/a//", 1, "/a/");
-    norm_ok("/a//", 0, "/a//");
-    norm_ok("//a///b//", 1, "/a/b/");
-    norm_ok("//a///b//", 0, "//a///b//");
-    norm_ok("/a//../b", 0, "/a/b");
-    norm_ok("/a//../b", 1, "/b");
-    norm_ok("/.a/..b/.../a.", 1, "/.a/..b/.../a.");
-    norm_ok("/%7e%5F%2d%2E%30%7A", 1, "/~_-.0z");
-    norm_ok("/%3a%3A%2f%2F%25%00%ff%20", 1, "/%3A%3A%2F%2F%25%00%FF%20");
-    norm_ok("/a%2F..%2Fb", 1, "/a%2F..%2Fb");
-    norm_ok("/a/..%2f", 1, "/a/..%2F");
-    norm_ok("/%2e%2e%2f", 1, "/..%2F");
-    norm_ok("/a/b/c/./../../g", 1, "/a/g");
-    norm_ok("/mid/content=5/../6", 1, "/mid/6");
-}
-END_TEST
-
-START_TEST(norm_errors)
-{
-    static const char *const bad[] = {"/%",   "/%G1",  "/%4",   "/a%zz", "/%%41",
-                                      "/a/%", "/%4/",  "a",     "a/b",   "*",
-                                      "/a b", "/a\tb", "/\x01", "/\x7f", "/caf\xc3\xa9"};
-    char out[64];
-    size_t k, outlen;
-
-    for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++)
-        ck_assert_msg(gw_path_normalize(bad[k], strlen(bad[k]), out, sizeof(out), 1, &outlen) == -1,
-                      "accepted \"%s\"", bad[k]);
-    /* too small an output */
-    ck_assert_int_eq(gw_path_normalize("/abc", 4, out, 4, 1, &outlen), -1);
-    ck_assert_int_eq(gw_path_normalize("", 0, out, 1, 1, &outlen), -1);
-    ck_assert_int_eq(gw_path_normalize("/abc", 4, out, 5, 1, &outlen), 0);
-    ck_assert_int_eq(gw_path_normalize("/a\0b", 4, out, sizeof(out), 1, &outlen), -1);
-}
-END_TEST
+/* ---- path normalization in the parser (path.c has its own tests) ---- */
 
 START_TEST(norm_in_parser)
 {
-    struct gw_req_parser p;
+    struct h1_req_parser p;
     struct run r;
-    struct gw_req_limits lim;
+    struct h1_req_limits lim;
 
     accept_req(&p, RAW("GET /%41%2f%2e%2E/x//y/./../z HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
     ck_assert_str_eq(p.req.path, "/A%2F../x/z");
     ck_assert_slice(p.req.target, "/%41%2f%2e%2E/x//y/./../z");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.merge_slashes = false;
     accept_lim(&p, &lim, RAW("GET //x//y/ HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
     ck_assert_str_eq(p.req.path, "//x//y/");
-    gw_req_parser_free(&p);
+    h1_req_parser_free(&p);
 }
 END_TEST
 
-START_TEST(status_reasons)
+/* ---- Max-Forwards ---- */
+
+static int64_t max_forwards_of(const char *raw, size_t n)
 {
-    ck_assert_str_eq(gw_status_reason(400), "Bad Request");
-    ck_assert_str_eq(gw_status_reason(413), "Content Too Large");
-    ck_assert_str_eq(gw_status_reason(414), "URI Too Long");
-    ck_assert_str_eq(gw_status_reason(417), "Expectation Failed");
-    ck_assert_str_eq(gw_status_reason(431), "Request Header Fields Too Large");
-    ck_assert_str_eq(gw_status_reason(501), "Not Implemented");
-    ck_assert_str_eq(gw_status_reason(505), "HTTP Version Not Supported");
-    ck_assert_str_eq(gw_status_reason(200), "OK");
-    ck_assert_str_eq(gw_status_reason(799), "Unknown");
-    ck_assert_str_eq(gw_status_reason(100), "Continue");
-    ck_assert_str_eq(gw_status_reason(502), "Bad Gateway");
+    struct h1_req_parser p;
+    struct run r;
+    int64_t v;
+
+    accept_req(&p, raw, n, &r);
+    v = h1_max_forwards(&p.req);
+    h1_req_parser_free(&p);
+    return v;
+}
+
+START_TEST(acc_max_forwards)
+{
+    ck_assert_int_eq(max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\nMax-Forwards: 3\r\n\r\n")),
+                     3);
+    ck_assert_int_eq(
+        max_forwards_of(RAW("OPTIONS * HTTP/1.1\r\nHost: a\r\nmax-forwards: 0\r\n\r\n")), 0);
+    /* other methods ignore the field (RFC 9110 7.6.2) */
+    ck_assert_int_eq(max_forwards_of(RAW("GET / HTTP/1.1\r\nHost: a\r\nMax-Forwards: 3\r\n\r\n")),
+                     -1);
+    ck_assert_int_eq(max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\n\r\n")), -1);
+    ck_assert_int_eq(max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\nMax-Forwards: \r\n\r\n")),
+                     -1);
+    ck_assert_int_eq(
+        max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\nMax-Forwards: 1x\r\n\r\n")), -1);
+    ck_assert_int_eq(
+        max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\nMax-Forwards: -1\r\n\r\n")), -1);
+    ck_assert_int_eq(max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\nMax-Forwards: 1\r\n"
+                                         "Max-Forwards: 1\r\n\r\n")),
+                     -1);
+    /* huge values stay positive */
+    ck_assert_int_ge(max_forwards_of(RAW("TRACE / HTTP/1.1\r\nHost: a\r\nMax-Forwards: "
+                                         "99999999999999999999999999\r\n\r\n")),
+                     1000000000);
 }
 END_TEST
 
@@ -1607,7 +1559,7 @@ END_TEST
 
 static Suite *request_suite(void)
 {
-    Suite *s = suite_create("gateway_request");
+    Suite *s = suite_create("http1_request");
     TCase *rej = tcase_create("reject");
     TCase *acc = tcase_create("accept");
     TCase *lim = tcase_create("limits");
@@ -1817,10 +1769,8 @@ static Suite *request_suite(void)
     ADD(lim, lim_chunk_line);
     ADD(lim, lim_init);
 
-    ADD(norm, norm_table);
-    ADD(norm, norm_errors);
     ADD(norm, norm_in_parser);
-    ADD(norm, status_reasons);
+    ADD(acc, acc_max_forwards);
 
     suite_add_tcase(s, rej);
     suite_add_tcase(s, acc);

@@ -1,0 +1,192 @@
+/*
+ * admin/http1/token.h - the character classes of HTTP/1.1 (RFC 9110 5.6.2,
+ * RFC 3986 2) and the small helpers every reader of field names and field
+ * values needs: case-insensitive comparison, list elements, OWS trimming and
+ * the hop-by-hop field names.
+ *
+ * The classes are asked once per byte by the request and response parsers,
+ * so they are static inline over tables that token.c defines once. Nothing
+ * here allocates, logs or keeps state.
+ */
+#ifndef SY_ADMIN_HTTP1_TOKEN_H
+#define SY_ADMIN_HTTP1_TOKEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* A borrowed run of bytes, not NUL-terminated. ptr is NULL when absent. */
+struct h1_slice {
+    const char *ptr;
+    size_t len;
+};
+
+/* A field line: its name as sent (case kept) and its value. The request
+ * parser trims values of leading and trailing SP/HTAB; the response parser
+ * leaves them as llhttp gives them (leading OWS dropped). */
+struct h1_header {
+    struct h1_slice name;
+    struct h1_slice value;
+};
+
+/*
+ * ASCII class bitmaps, as nginx keeps them: bit (c & 31) of word (c >> 5) is
+ * set when byte c (< 0x80) belongs to the class. Bytes >= 0x80 belong to none.
+ */
+extern const uint32_t h1_tchar_map[4];      /* ALPHA DIGIT ! # $ % & ' * + - . ^ _ ` | ~ */
+extern const uint32_t h1_unreserved_map[4]; /* ALPHA DIGIT - . _ ~ */
+extern const uint32_t h1_regname_map[4];    /* unreserved and sub-delims ! $ & ' ( ) * + , ; = */
+/* field-content bytes: VCHAR, obs-text, SP, HTAB (no other CTL, no DEL) */
+extern const unsigned char h1_field_byte_map[256];
+
+static inline bool h1_in_map(const uint32_t *map, unsigned char c)
+{
+    return c < 0x80 && (map[c >> 5] >> (c & 31) & 1) != 0;
+}
+
+/* RFC 9110 tchar: the bytes of a token (methods, field names, codings). */
+static inline bool h1_is_tchar(unsigned char c)
+{
+    return h1_in_map(h1_tchar_map, c);
+}
+
+/* RFC 3986 unreserved: the bytes a path may carry percent-encoded or not. */
+static inline bool h1_is_unreserved(unsigned char c)
+{
+    return h1_in_map(h1_unreserved_map, c);
+}
+
+/* RFC 3986 reg-name bytes, '%' excepted (escapes are checked apart). */
+static inline bool h1_is_regname_char(unsigned char c)
+{
+    return h1_in_map(h1_regname_map, c);
+}
+
+/* A byte a field value may hold (RFC 9110 5.5 field-content, plus SP/HTAB). */
+static inline bool h1_is_field_byte(unsigned char c)
+{
+    return h1_field_byte_map[c] != 0;
+}
+
+static inline bool h1_is_alpha(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static inline bool h1_is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* The value of hex digit <c>, or -1. */
+static inline int h1_hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* ASCII lower case, whatever the locale says. */
+static inline unsigned char h1_lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
+}
+
+/* Is <s>[0..<n>) 1*tchar? */
+static inline bool h1_is_token(const char *s, size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (!h1_is_tchar((unsigned char)s[i]))
+            return false;
+    return n > 0;
+}
+
+/* Does <s>[0..<n>) equal the lower-case literal <lit>, ignoring case? */
+static inline bool h1_ci_eq(const char *s, size_t n, const char *lit)
+{
+    size_t i;
+
+    if (n != strlen(lit))
+        return false;
+    for (i = 0; i < n; i++)
+        if (h1_lower((unsigned char)s[i]) != (unsigned char)lit[i])
+            return false;
+    return true;
+}
+
+/* Is the field name <name> the lower-case literal <lit>, ignoring case? */
+static inline bool h1_name_is(const struct h1_slice *name, const char *lit)
+{
+    return h1_ci_eq(name->ptr, name->len, lit);
+}
+
+/* Are <a> and <b> the same name, ignoring case? */
+static inline bool h1_names_eq(const struct h1_slice *a, const struct h1_slice *b)
+{
+    size_t i;
+
+    if (a->len != b->len)
+        return false;
+    for (i = 0; i < a->len; i++)
+        if (h1_lower((unsigned char)a->ptr[i]) != h1_lower((unsigned char)b->ptr[i]))
+            return false;
+    return true;
+}
+
+/* Trims SP/HTAB (OWS) from both ends of <*s>. */
+static inline void h1_trim_ows(struct h1_slice *s)
+{
+    while (s->len > 0 && (s->ptr[0] == ' ' || s->ptr[0] == '\t')) {
+        s->ptr++;
+        s->len--;
+    }
+    while (s->len > 0 && (s->ptr[s->len - 1] == ' ' || s->ptr[s->len - 1] == '\t'))
+        s->len--;
+}
+
+/*
+ * Splits the list <v> at its next ',' (RFC 9110 5.6.1): stores the element,
+ * trimmed of OWS (possibly empty), in <*elem> and advances <*pos> (start at
+ * 0). Returns false when the list is done. "a,,b" gives "a", "", "b".
+ */
+static inline bool h1_list_next(struct h1_slice v, size_t *pos, struct h1_slice *elem)
+{
+    const char *comma;
+    size_t start = *pos;
+
+    if (start > v.len)
+        return false;
+    comma = memchr(v.ptr + start, ',', v.len - start);
+    elem->ptr = v.ptr + start;
+    elem->len = comma ? (size_t)(comma - elem->ptr) : v.len - start;
+    *pos = start + elem->len + 1;
+    h1_trim_ows(elem);
+    return true;
+}
+
+/* Is <name> a hop-by-hop field (RFC 9110 7.6.1: Connection, Keep-Alive,
+ * Proxy-Connection, TE, Trailer, Upgrade), which a proxy never forwards? */
+static inline bool h1_is_hop_field(const struct h1_slice *name)
+{
+    switch (name->len) {
+    case 2:
+        return h1_name_is(name, "te");
+    case 7:
+        return h1_name_is(name, "trailer") || h1_name_is(name, "upgrade");
+    case 10:
+        return h1_name_is(name, "connection") || h1_name_is(name, "keep-alive");
+    case 16:
+        return h1_name_is(name, "proxy-connection");
+    default:
+        return false;
+    }
+}
+
+#endif /* SY_ADMIN_HTTP1_TOKEN_H */
