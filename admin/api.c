@@ -21,6 +21,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api.h"
 #include "admin/http.h"
+#include "admin/http1/path.h"
+#include "admin/http1/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +100,7 @@ static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *bo
     evhttp_add_header(h, "Content-Type", "application/json");
     etag_of(api, etag, sizeof(etag));
     evhttp_add_header(h, "ETag", etag);
-    adm_req_reply(req, code, adm_status_reason((unsigned)code), b);
+    adm_req_reply(req, code, h1_status_reason(code), b);
     evbuffer_free(b);
 }
 
@@ -630,8 +632,8 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
     if (!host)
         host = "";
     if (!path || path[0] != '/' || strlen(path) >= sizeof(norm) ||
-        api->hooks.normalize(path, strlen(path), norm, sizeof(norm), s->cfg->router.merge_slashes,
-                             &nlen) < 0) {
+        h1_path_normalize(path, strlen(path), norm, sizeof(norm), s->cfg->router.merge_slashes,
+                          &nlen) < 0) {
         evhttp_clear_headers(&q);
         free(params);
         reply_error(api, req, 400,

@@ -33,9 +33,6 @@ struct adm_gw_stats {
 
 /* What the admin layer needs from the gateway above it. */
 struct adm_api_hooks {
-    /* gw_path_normalize: the path routing sees */
-    int (*normalize)(const char *in, size_t len, char *out, size_t cap, int merge_slashes,
-                     size_t *outlen);
     void (*stats)(void *arg, struct adm_gw_stats *st);
     void *arg;
 };

@@ -17,6 +17,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "admin/config.h"
+#include "admin/http1/token.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -172,21 +173,6 @@ static int is_alnum(unsigned char c)
 static char to_lower(char c)
 {
     return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
-}
-
-static int is_tchar(unsigned char c)
-{
-    return is_alnum(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static int is_token(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!is_tchar((unsigned char)*s))
-            return 0;
-    return 1;
 }
 
 /* Every byte of <s> is alphanumeric or in <extra>; <s> is 1..max bytes. */
@@ -1157,7 +1143,7 @@ static void route_methods(struct ctx *x, const json_t *v, void *target)
         } else if (!strcmp(s, "*")) {
             err(x, "\"*\" is not a method (leave \"methods\" out for every method)");
             ok = 0;
-        } else if (!is_token(s) || strlen(s) > 32) {
+        } else if (!h1_is_token(s, strlen(s)) || strlen(s) > 32) {
             err(x, "invalid method %s (an HTTP token of at most 32 characters)", quote(&q, s));
             ok = 0;
         } else {
@@ -1221,7 +1207,7 @@ static void response_headers(struct ctx *x, const json_t *v, void *target)
         size_t mark = path_push_key(x, name);
         const char *val = get_str(x, hv, 0);
         int ok = 1;
-        if (strlen(name) != nlen || !is_token(name)) {
+        if (strlen(name) != nlen || !h1_is_token(name, nlen)) {
             err(x, "invalid header name %s (an HTTP token)", quote(&q, name));
             ok = 0;
         } else {

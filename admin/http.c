@@ -11,7 +11,7 @@
  * our answer instead of a reset.
  */
 #include "admin/http.h"
-#include "admin/snapshot.h"
+#include "admin/http1/status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -229,7 +229,7 @@ static void conn_error(struct adm_conn *c, int code, const char *msg)
     if (n < 0 || (size_t)n >= sizeof(body))
         n = snprintf(body, sizeof(body), "{\"error\":\"%s\"}\n", error);
     evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n", code,
-                        adm_status_reason((unsigned)code));
+                        h1_status_reason(code));
     add_date(out);
     evbuffer_add_printf(out, "Connection: close\r\nContent-Length: %d\r\n\r\n%s", n, body);
     conn_end(c);

@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/snapshot.h"
 #include "admin/state.h"
+#include "admin/http1/status.h"
 
 #include <netdb.h>
 #include <stdio.h>
@@ -11,69 +12,6 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-
-const char *adm_status_reason(unsigned status)
-{
-    switch (status) {
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 202:
-        return "Accepted";
-    case 204:
-        return "No Content";
-    case 301:
-        return "Moved Permanently";
-    case 302:
-        return "Found";
-    case 303:
-        return "See Other";
-    case 307:
-        return "Temporary Redirect";
-    case 308:
-        return "Permanent Redirect";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 409:
-        return "Conflict";
-    case 410:
-        return "Gone";
-    case 408:
-        return "Request Timeout";
-    case 412:
-        return "Precondition Failed";
-    case 413:
-        return "Content Too Large";
-    case 417:
-        return "Expectation Failed";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return status < 300   ? "OK"
-               : status < 400 ? "Redirect"
-               : status < 500 ? "Error"
-                              : "Server Error";
-    }
-}
 
 void adm_sroute_free(void *udata)
 {
@@ -182,7 +120,8 @@ static int encode_local(struct adm_sroute *r, const struct adm_route *c)
     }
     if (!r->body || !(h = malloc(cap)))
         return -1;
-    len = (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", r->status, adm_status_reason(r->status));
+    len =
+        (size_t)snprintf(h, cap, "HTTP/1.1 %u %s\r\n", r->status, h1_status_reason((int)r->status));
     if (c->action == ADM_ACTION_RESPONSE) {
         for (size_t i = 0; i < c->response.nheaders; i++) {
             const struct adm_header *f = &c->response.headers[i];

@@ -142,10 +142,6 @@ void adm_bind_ctx_clear(struct adm_bind_ctx *ctx);
 struct adm_route_binder adm_snapshot_binder(const struct adm_bind_ctx *ctx);
 void adm_sroute_free(void *udata);
 
-/* The reason phrase of <status> ("Not Found"); a generic one for codes
- * without their own. Used for direct responses and the admin API. */
-const char *adm_status_reason(unsigned status);
-
 /* Frees a snapshot nobody can reach any more. NULL is a no-op. */
 void adm_snapshot_free(struct adm_snapshot *s);
 

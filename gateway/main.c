@@ -579,7 +579,6 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
         gw_log(GW_LOG_ERROR, "admin events: out of memory");
         goto fail_events;
     }
-    hooks.normalize = gw_path_normalize;
     hooks.stats = gw_stats;
     hooks.arg = &proc;
     heap_reserve(reserve_mb);

@@ -38,6 +38,10 @@ class RoutingTest(GatewayCase):
             {"id": "norm", "path": "/n/*{rest}", "upstream": "b"},
             {"id": "enc", "path": "/enc/{name}", "upstream": "b"},
             {"id": "purge", "methods": ["PURGEALL"], "path": "/cache/{key}", "upstream": "b"},
+            {"id": "st-501", "path": "/status/501", "response": {"status": 501}},
+            {"id": "st-421", "path": "/status/421", "response": {"status": 421}},
+            {"id": "st-413", "path": "/status/413", "response": {"status": 413}},
+            {"id": "st-299", "path": "/status/299", "response": {"status": 299}},
         ]
         cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
                              router={"trailing_slash": "redirect", "auto_options": True})
@@ -152,6 +156,17 @@ class RoutingTest(GatewayCase):
             r = c.request("POST", "/hello", body=b"xyz")
             self.assertEqual(r.status, 201)
             self.assertEqual(r.body, b"hi there\n")
+
+    def test_direct_response_reason_phrases(self):
+        # one table (RFC 9110's phrases) for configured answers and the
+        # gateway's own: a configured 501 once said "Server Error"
+        for status, reason in ((501, "Not Implemented"), (421, "Misdirected Request"),
+                               (413, "Content Too Large"), (299, "Unknown")):
+            r = self.get("/status/%d" % status)
+            self.assertEqual((r.status, r.reason), (status, reason), r)
+        r = self.get("/hello", headers=[("Transfer-Encoding", "gzip, chunked")],
+                     method="POST")
+        self.assertEqual((r.status, r.reason), (501, "Not Implemented"), r)
 
     def test_redirect(self):
         r = self.get("/old")
