@@ -641,8 +641,8 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
         return;
     }
     rt_lookup(s->rt, method, strlen(method), host, strlen(host), norm, nlen, params, cap, &m);
-    o = json_pack("{s:i,s:s,s:s,s:s}", "status", (int)m.status, "method", method, "host", host,
-                  "path", norm);
+    o = json_pack("{s:i,s:s,s:s,s:s}", "status", m.status == RT_OPTIONS_AUTO ? 200 : (int)m.status,
+                  "method", method, "host", host, "path", norm);
     if (m.route) {
         char mb[256];
         rt_route_methods_format(s->rt, m.route, mb, sizeof(mb));
@@ -657,8 +657,7 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
         json_object_set_new(o, "params", p);
     }
     if (m.status == RT_NOT_ALLOWED || m.status == RT_OPTIONS_AUTO) {
-        rt_methods_format(s->rt, m.allow | (m.status == RT_OPTIONS_AUTO ? RT_M_OPTIONS : 0), allow,
-                          sizeof(allow));
+        rt_methods_format(s->rt, m.allow, allow, sizeof(allow));
         json_object_set_new(o, "allow", json_string(allow));
         json_object_set_new(o, "why",
                             json_string(m.status == RT_NOT_ALLOWED

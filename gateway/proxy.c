@@ -696,15 +696,18 @@ static void simple_head(struct obuf *o, struct gw_conn *c, int status)
     ob_add(o, c->w->date, c->w->date_len);
 }
 
-static void simple_tail(struct obuf *o, struct gw_conn *c, int status)
+/* Ends a local answer: its standard body, or none when <body> is 0 (then
+ * framed "Content-Length: 0" unless the status has no content at all). */
+static void simple_tail_body(struct obuf *o, struct gw_conn *c, int status, int body)
 {
     const struct simple_enc *e = simple_enc(status);
-    int body = status != 204 && status != 304;
 
     if (c->reqid_len)
         ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     if (body)
         ob_add(o, e->framing, e->framing_len);
+    else if (status != 204 && status != 304)
+        ob_lit(o, "Content-Length: 0\r\n");
     ob_connection(o, c);
     ob_lit(o, "\r\n");
     if (body && !c->is_head)
@@ -713,6 +716,11 @@ static void simple_tail(struct obuf *o, struct gw_conn *c, int status)
     c->bytes_out += o->total;
     c->status = status;
     c->resp_started = 1;
+}
+
+static void simple_tail(struct obuf *o, struct gw_conn *c, int status)
+{
+    simple_tail_body(o, c, status, status != 204 && status != 304);
 }
 
 /* A short local answer with <extra> fields (each ending in CRLF). */
@@ -762,6 +770,13 @@ static void send_allow(struct gw_conn *c, int status, uint64_t mask)
     if (n > sizeof(hdr) - 3)
         n = sizeof(hdr) - 3;
     memcpy(hdr + n, "\r\n", 2);
+    if (status == 200) { /* an OPTIONS answer: the Allow field is all of it (fox) */
+        struct obuf ob;
+        simple_head(&ob, c, status);
+        ob_add(&ob, hdr, n + 2);
+        simple_tail_body(&ob, c, status, 0);
+        return;
+    }
     send_simple(c, status, hdr, n + 2);
 }
 
@@ -1991,8 +2006,8 @@ static void request_start(struct gw_conn *c)
         break;
     }
     switch (m.status) {
-    case RT_OPTIONS_AUTO:
-        send_allow(c, 204, m.allow | RT_M_OPTIONS);
+    case RT_OPTIONS_AUTO: /* 200 with Allow, OPTIONS included (fox) */
+        send_allow(c, 200, m.allow);
         local_finish(c);
         return;
     case RT_NOT_ALLOWED:

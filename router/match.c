@@ -278,11 +278,14 @@ static void name_params(const struct rt_route *r, struct rt_match *m, struct rt_
         params[i].name = (const char *)(r->poff + r->nparams) + r->poff[i];
 }
 
-/* The trailing-slash twin of a path that matched nothing. Kept out of line
- * so the common path's frame stays small. */
-static __attribute__((noinline)) enum rt_status
-twin_lookup(const rt_table *t, struct walk *w, const char *host, size_t hlen, const char *path,
-            size_t plen, struct rt_param *params, size_t cap, struct rt_match *m)
+/* Walks the trailing-slash twin of <path> (P without its final '/', or P +
+ * '/'): 1 when the twin is a hit (params then point into <path>, m->slash
+ * set), else 0 with w->allow the twin's methods. Kept out of line so the
+ * common path's frame stays small. */
+static __attribute__((noinline)) int twin_walk(const rt_table *t, struct walk *w, const char *host,
+                                               size_t hlen, const char *path, size_t plen,
+                                               struct rt_param *params, size_t cap,
+                                               struct rt_match *m)
 {
     char buf[8192];
     const char *twin = path;
@@ -293,8 +296,10 @@ twin_lookup(const rt_table *t, struct walk *w, const char *host, size_t hlen, co
         tlen = plen - 1;
         slash = -1;
     } else {
-        if (plen + 1 > sizeof(buf))
-            return m->status = RT_NOT_FOUND;
+        if (plen + 1 > sizeof(buf)) {
+            w->allow = 0;
+            return 0;
+        }
         memcpy(buf, path, plen);
         buf[plen] = '/';
         twin = buf;
@@ -302,7 +307,7 @@ twin_lookup(const rt_table *t, struct walk *w, const char *host, size_t hlen, co
         slash = +1;
     }
     if (!walk_all(t, w, host, hlen, twin, tlen))
-        return m->status = RT_NOT_FOUND;
+        return 0;
     if (twin == buf) {
         /* params must point into the caller's path, not our buffer */
         for (size_t i = 0; i < w->np && i < cap; i++) {
@@ -317,10 +322,23 @@ twin_lookup(const rt_table *t, struct walk *w, const char *host, size_t hlen, co
     }
     name_params(w->hit, m, params, cap);
     m->slash = slash;
-    if (t->opts.trailing_slash == RT_TS_RELAXED)
-        return m->status = RT_HIT;
-    m->nparams = 0;
-    return m->status = (w->mbit & (RT_M_GET | RT_M_HEAD)) ? RT_REDIRECT_301 : RT_REDIRECT_308;
+    return 1;
+}
+
+/* No route takes the method: 405, or the automatic OPTIONS answer, with
+ * <allow> (plus OPTIONS when automatic OPTIONS is on, since the router
+ * would answer one), or 404 when no route matches at all. */
+static enum rt_status not_taken(const rt_table *t, const struct walk *w, uint64_t allow,
+                                struct rt_match *m)
+{
+    if (!allow)
+        return m->status = RT_NOT_FOUND;
+    if (t->opts.auto_options)
+        allow |= RT_M_OPTIONS;
+    m->allow = allow;
+    if (w->mbit == RT_M_OPTIONS && t->opts.auto_options)
+        return m->status = RT_OPTIONS_AUTO;
+    return m->status = RT_NOT_ALLOWED;
 }
 
 enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, const char *host,
@@ -328,6 +346,7 @@ enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, con
                          size_t cap, struct rt_match *m)
 {
     struct walk w;
+    uint64_t allow;
 
     w.mbit = rt_known_method_bit(method, mlen);
     if (!w.mbit) /* a custom token: the table's own list */
@@ -344,13 +363,25 @@ enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, con
         name_params(w.hit, m, params, cap);
         return m->status = RT_HIT;
     }
-    if (w.allow) {
-        m->allow = w.allow;
-        if (w.mbit == RT_M_OPTIONS && t->opts.auto_options)
-            return m->status = RT_OPTIONS_AUTO;
-        return m->status = RT_NOT_ALLOWED;
+    allow = w.allow;
+    if (plen == 1 && path[0] == '*') { /* "OPTIONS *": every method of the table */
+        if (w.mbit != RT_M_OPTIONS || !t->opts.auto_options)
+            return m->status = RT_NOT_FOUND;
+        m->allow = rt_table_methods(t) | RT_M_OPTIONS;
+        return m->status = RT_OPTIONS_AUTO;
     }
-    if (t->opts.trailing_slash != RT_TS_STRICT && !(plen == 1 && path[0] == '/') && plen > 0)
-        return twin_lookup(t, &w, host, hlen, path, plen, params, cap, m);
-    return m->status = RT_NOT_FOUND;
+    if (t->opts.trailing_slash == RT_TS_STRICT || plen == 0 || (plen == 1 && path[0] == '/'))
+        return not_taken(t, &w, allow, m);
+    if (t->opts.trailing_slash == RT_TS_RELAXED) {
+        /* the twin is served as if the slash matched, so it counts for
+         * the 405 too: a twin hit wins over the path's other methods */
+        if (twin_walk(t, &w, host, hlen, path, plen, params, cap, m))
+            return m->status = RT_HIT;
+        return not_taken(t, &w, allow | w.allow, m);
+    }
+    /* redirect: only a path that matches nothing is redirected */
+    if (allow || !twin_walk(t, &w, host, hlen, path, plen, params, cap, m))
+        return not_taken(t, &w, allow, m);
+    m->nparams = 0;
+    return m->status = (w.mbit & (RT_M_GET | RT_M_HEAD)) ? RT_REDIRECT_301 : RT_REDIRECT_308;
 }

@@ -82,14 +82,26 @@ uint64_t rt_known_method_bit(const char *m, size_t len)
     return 0;
 }
 
+/* fox's rule: a name is any text without its delimiters ('{' '}' '/' '*',
+ * and ':' which starts a regexp), so "{$1}" is a name. */
 static int is_name_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    return c != '\0' && c != '{' && c != '}' && c != '/' && c != '*' && c != ':';
 }
 
+/* Lower case only: hosts match case-insensitively, so a pattern is written
+ * in lower case (fox refuses "API.example.com" rather than folding it). */
 static int is_label_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+static int all_digits(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+    return 1;
 }
 
 /* Reads "{name}" at s[i] == '{'. Records the name and returns the index just
@@ -100,13 +112,14 @@ static size_t parse_name(const char *s, size_t i, struct rt_pat *p, struct rt_er
 
     while (s[j] && is_name_char((unsigned char)s[j]))
         j++;
-    if (s[j] == '\0') {
+    if (s[j] == '\0' || s[j] == '/') { /* a name never crosses a '/' */
         rt_err_set(err, RT_EINVAL, i, "offset %zu: unterminated '{'", i);
         return 0;
     }
     if (s[j] != '}') {
         rt_err_set(err, RT_EINVAL, j,
-                   "offset %zu: invalid character in parameter name (allowed: A-Z a-z 0-9 _)", j);
+                   "offset %zu: invalid character '%c' in parameter name (not allowed: { } / * :)",
+                   j, s[j]);
         return 0;
     }
     if (j == start) {
@@ -172,12 +185,18 @@ static int parse_host(const char *s, size_t end, struct rt_pat *p, struct rt_err
                 rt_err_set(err, RT_EINVAL, i, "offset %zu: a host pattern takes no port", i);
                 return -1;
             }
+            if (c >= 'A' && c <= 'Z') {
+                rt_err_set(err, RT_EINVAL, i,
+                           "offset %zu: bad hostname label (upper case: write hosts in lower case)",
+                           i);
+                return -1;
+            }
             if (!is_label_char(c)) {
                 rt_err_set(err, RT_EINVAL, i, "offset %zu: bad hostname label (character 0x%02x)",
                            i, c);
                 return -1;
             }
-            p->host[o++] = (char)((c >= 'A' && c <= 'Z') ? c + 32 : c);
+            p->host[o++] = (char)c;
             i++;
         }
         if (i == lstart) {
@@ -192,6 +211,11 @@ static int parse_host(const char *s, size_t end, struct rt_pat *p, struct rt_err
         if (i - lstart > 63) {
             rt_err_set(err, RT_EINVAL, lstart,
                        "offset %zu: bad hostname label (longer than 63 bytes)", lstart);
+            return -1;
+        }
+        if (i == end && !param && all_digits(s + lstart, i - lstart)) {
+            rt_err_set(err, RT_EINVAL, lstart,
+                       "offset %zu: bad hostname label (the last label is all digits)", lstart);
             return -1;
         }
         if (i < end) { /* at '.' */

@@ -168,11 +168,13 @@ size_t rt_route_methods_format(const rt_table *t, const rt_route *r, char *buf, 
 
 enum rt_status {
     RT_HIT = 200,          /* route found; params filled */
-    RT_OPTIONS_AUTO = 204, /* auto OPTIONS: answer with <allow> */
+    RT_OPTIONS_AUTO = 204, /* auto OPTIONS: answer 200 with <allow>, which lists
+                            * OPTIONS (the value only tells it from RT_HIT) */
     RT_REDIRECT_301 = 301, /* trailing-slash redirect to the twin path */
     RT_REDIRECT_308 = 308,
     RT_NOT_FOUND = 404,
-    RT_NOT_ALLOWED = 405, /* <allow> holds the methods that would match */
+    RT_NOT_ALLOWED = 405, /* <allow> holds the methods that would match, plus
+                           * OPTIONS when auto_options is on */
 };
 
 struct rt_param {
@@ -191,7 +193,8 @@ struct rt_match {
 
 /* Looks up a request. <method> is the request's method token, <host> its Host
  * (port and a final dot ignored, case-insensitive; NULL or length 0 for none),
- * <path> the normalized path without query. Parameters are written to
+ * <path> the normalized path without query, or "*" for "OPTIONS *" (with
+ * auto_options: RT_OPTIONS_AUTO listing every method of the table). Parameters are written to
  * <params>, which must hold rt_table_max_params(t) entries; <cap> is its
  * size. Never allocates, locks or writes shared memory. Returns m->status. */
 enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, const char *host,

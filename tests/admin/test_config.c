@@ -735,7 +735,7 @@ START_TEST(conflicts)
                      "{'id': 'all2', 'path': '/a/*{x}', 'response': {}}]"),
                  "/routes/1/path", "conflicts with route \"all\" (any method /a/*{rest})");
     expect_error(doc("'routes': ["
-                     "{'id': 'h1', 'host': 'API.example.com', 'methods': ['GET', 'PUT'], "
+                     "{'id': 'h1', 'host': 'api.example.com', 'methods': ['GET', 'PUT'], "
                      "'path': '/', 'response': {}},"
                      "{'id': 'h2', 'host': 'api.example.com', 'methods': ['PUT'], "
                      "'path': '/', 'response': {}}]"),

@@ -10,6 +10,7 @@
 #include "reference.h"
 
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -479,6 +480,7 @@ static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, c
     r->id = 0;
     r->nparams = 0;
     r->slash = 0;
+    r->allow_any = 0;
     if (have_best) {
         r->status = 200;
         r->route = best->route;
@@ -486,9 +488,7 @@ static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, c
         r->nparams = best->nparams;
         memcpy(r->params, best->params, best->nparams * sizeof(best->params[0]));
     } else if (matched) {
-        r->status = 405;
-        if (mlen == 7 && memcmp(m, "OPTIONS", 7) == 0)
-            r->status = -204; /* decided by the caller: auto_options */
+        r->status = 405; /* or 204: decided by the caller (auto_options, twin) */
     } else {
         r->status = 404;
     }
@@ -500,20 +500,63 @@ static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, c
     free(cur);
 }
 
+/* No route took the method: 405 (or the automatic OPTIONS answer) with the
+ * methods of the matching routes, plus OPTIONS when automatic OPTIONS is on;
+ * 404 when no route matched. */
+static void not_taken(struct ref_result *r, int matched, int auto_options, const char *m,
+                      size_t mlen)
+{
+    if (!matched) {
+        r->status = 404;
+        r->nallow = 0;
+        return;
+    }
+    r->status = 405;
+    if (auto_options) {
+        allow_add(r, "OPTIONS");
+        if (mlen == 7 && memcmp(m, "OPTIONS", 7) == 0)
+            r->status = 204;
+    }
+}
+
 void ref_lookup(const struct ref_table *t, int trailing_slash, int auto_options, const char *method,
                 size_t mlen, const char *host, size_t hlen, const char *path, size_t plen,
                 struct ref_result *r)
 {
     size_t hn = host_normalize(host, hlen);
+    int matched;
 
-    lookup_core(t, method, mlen, host, hn, path, plen, r);
-    if (r->status == -204) {
-        r->status = auto_options ? 204 : 405;
+    if (plen == 1 && path[0] == '*') {
+        /* "OPTIONS *" with automatic OPTIONS: every method of every route */
+        r->route = NULL;
+        r->id = 0;
+        r->slash = 0;
+        r->nparams = 0;
+        r->nallow = 0;
+        r->allow_any = 0;
+        r->status = 404;
+        if (auto_options && mlen == 7 && memcmp(method, "OPTIONS", 7) == 0) {
+            for (size_t i = 0; i < t->n; i++) {
+                r->allow_any |= t->routes[i].nmethods == 0;
+                for (size_t j = 0; j < t->routes[i].nmethods; j++)
+                    allow_add(r, t->routes[i].methods[j]);
+            }
+            allow_add(r, "OPTIONS");
+            r->status = 204;
+        }
         return;
     }
-    if (r->status != 404 || trailing_slash == REF_TS_STRICT || plen == 0 ||
-        (plen == 1 && path[0] == '/'))
+    lookup_core(t, method, mlen, host, hn, path, plen, r);
+    if (r->status == 200)
         return;
+    matched = r->status != 404;
+    /* strict, "/" and the empty path have no twin; redirect only redirects a
+     * path that matches nothing */
+    if (trailing_slash == REF_TS_STRICT || plen == 0 || (plen == 1 && path[0] == '/') ||
+        (trailing_slash == REF_TS_REDIRECT && matched)) {
+        not_taken(r, matched, auto_options, method, mlen);
+        return;
+    }
 
     /* The twin: P without its final '/', or P + '/'. */
     struct ref_result *sub = xmalloc(sizeof(*sub));
@@ -545,6 +588,13 @@ void ref_lookup(const struct ref_table *t, int trailing_slash, int auto_options,
             r->nparams = sub->nparams;
             memcpy(r->params, sub->params, sub->nparams * sizeof(sub->params[0]));
         }
+    } else if (trailing_slash == REF_TS_RELAXED) {
+        /* relaxed: the twin counts for the 405 too */
+        for (size_t i = 0; i < sub->nallow; i++)
+            allow_add(r, sub->allow[i]);
+        not_taken(r, matched || sub->status != 404, auto_options, method, mlen);
+    } else {
+        not_taken(r, 0, auto_options, method, mlen);
     }
     free(sub);
 }

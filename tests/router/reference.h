@@ -54,12 +54,13 @@ struct ref_param {
 /* The answer to one lookup. Holds pointers into itself (twin path): do not
  * copy it by value after ref_lookup() filled it. */
 struct ref_result {
-    int status;                    /* 200, 204, 301, 308, 404, 405 */
+    int status;                    /* 200, 204 (auto OPTIONS, answered 200), 301, 308, 404, 405 */
     const struct ref_route *route; /* hit or redirect target */
     intptr_t id;                   /* route->id, 0 without route */
     int slash;
     size_t nparams;
     struct ref_param params[REF_MAX_PARAMS];
+    int allow_any; /* "OPTIONS *" over a route taking any method: allow is every method */
     size_t nallow; /* distinct method tokens of the matching routes */
     char allow[REF_MAX_ALLOW][REF_METHOD_LEN];
     char twin[REF_MAX_PATH + 2];

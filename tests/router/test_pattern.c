@@ -59,10 +59,8 @@ static const struct bad bad_paths[] = {
     {"/a*b", 2, 2, "* not starting *{"},
     {"/a*", 2, 2, "trailing *"},
     {"/*", 1, 1, "bare *"},
-    {"/{a-b}", 1, 3, "bad name char -"},
-    {"/{a b}", 1, 3, "space in name"},
-    {"/{a.b}", 1, 3, "dot in name"},
     {"/{{a}}", 1, 2, "nested {"},
+    {"/{a*b}", 1, 3, "* in name"},
     {"/{a{b}}", 1, 3, "{ inside name"},
 };
 
@@ -87,6 +85,11 @@ static const struct bad bad_hosts[] = {
     {"{a.example.com/x", 0, 2, "unterminated { in host"},
     {"a}.example.com/x", 1, 1, "stray } in host"},
     {"example.com", 0, 11, "host without path"},
+    /* fox refuses these two (issue 14) */
+    {"API.example.com/x", 0, 0, "upper case in a host pattern"},
+    {"api.Example.com/x", 4, 4, "upper case in a middle label"},
+    {"127.0.0.1/x", 8, 8, "last label all digits"},
+    {"example.123/x", 8, 8, "last label all digits (name)"},
 };
 
 static const char *const good[] = {
@@ -104,11 +107,17 @@ static const char *const good[] = {
     "/a*{x}",
     "/{a}/{b}/*{c}",
     "/{A_z9}",
+    /* fox: a name is anything but the delimiters { } / * : */
+    "/{$1}",
+    "/{a-b}",
+    "/{a b}",
+    "/{a.b}/{@x}",
+    "{a.b}.example.com/x",
+    "a.b.c123/x",
     "/a.b/..c/.well-known/x.",
     "/~!$&'()+,;=:@-_%",
     "/fs/avengers.txt",
     "api.example.com/x",
-    "API.Example.COM/x",
     "{tenant}.example.com/x",
     "api-{region}.example.com/x",
     "{a}.{b}.com/{c}",
@@ -359,12 +368,12 @@ END_TEST
  * path in pattern order. */
 START_TEST(test_route_accessors)
 {
-    const char *lines[] = {"GET API.Example.com/u/{id}", "GET {t}.example.com/v/{a}/*{rest}"};
+    const char *lines[] = {"GET api.example.com/u/{id}", "GET {t}.example.com/v/{a}/*{rest}"};
     rt_table *t = rtest_build(NULL, lines, 2);
     struct rtest_res r;
 
-    ck_assert_int_eq(rtest_lookup(t, "GET", "api.example.com", "/u/1", &r), RT_HIT);
-    ck_assert_str_eq(rt_route_pattern(r.m.route), "API.Example.com/u/{id}");
+    ck_assert_int_eq(rtest_lookup(t, "GET", "API.example.com", "/u/1", &r), RT_HIT);
+    ck_assert_str_eq(rt_route_pattern(r.m.route), "api.example.com/u/{id}");
     ck_assert_ptr_null(rt_route_name(r.m.route));
     ck_assert_uint_eq(rt_route_nparams(r.m.route), 1);
     ck_assert_str_eq(rt_route_param_name(r.m.route, 0), "id");
