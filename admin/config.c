@@ -18,6 +18,7 @@
 
 #include "admin/config.h"
 #include "admin/http1/token.h"
+#include "admin/tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -905,8 +906,29 @@ static void listener_address(struct ctx *x, const json_t *v, void *target)
     }
 }
 
+/* tls_config.c parses "tls" objects and reports at their path */
+static void tls_parsed(struct ctx *x, int rc)
+{
+    if (rc < 0)
+        x->nomem = 1;
+    else
+        x->nerr += (size_t)rc;
+}
+
+static void listener_tls(struct ctx *x, const json_t *v, void *target)
+{
+    tls_parsed(x,
+               adm_tls_listener_parse(v, x->path, x->errs, &((struct adm_listener *)target)->tls));
+}
+
 static const struct field listener_fields[] = {
     {.key = "address", .kind = FK_FN, .flags = F_REQUIRED, .fn = listener_address},
+    {.key = "tls", .kind = FK_FN, .fn = listener_tls},
+    {.key = "redirect_https",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_listener, redirect_https),
+     .min = 1,
+     .max = 65535},
 };
 
 static void parse_listeners(struct ctx *x, const json_t *v, void *target)
@@ -933,6 +955,8 @@ static void parse_listeners(struct ctx *x, const json_t *v, void *target)
         struct adm_listener *l = &c->listeners[i];
         if (want_object(x, lv))
             parse_fields(x, lv, listener_fields, NFIELDS(listener_fields), l);
+        if (l->tls && l->redirect_https)
+            err_key(x, "redirect_https", "only a plain listener redirects to HTTPS");
         if (l->addr.text) {
             char key[80];
             addr_key(&l->addr, key, sizeof(key));
@@ -1026,8 +1050,15 @@ static void upstream_balance(struct ctx *x, const json_t *v, void *target)
         u->balance = (enum adm_balance)i;
 }
 
+static void upstream_tls(struct ctx *x, const json_t *v, void *target)
+{
+    tls_parsed(x,
+               adm_tls_upstream_parse(v, x->path, x->errs, &((struct adm_upstream *)target)->tls));
+}
+
 static const struct field upstream_fields[] = {
     {.key = "servers", .kind = FK_FN, .flags = F_REQUIRED, .fn = upstream_servers},
+    {.key = "tls", .kind = FK_FN, .fn = upstream_tls},
     {.key = "balance", .kind = FK_FN, .fn = upstream_balance},
     {.key = "keepalive",
      .kind = FK_UINT,
@@ -2249,8 +2280,10 @@ void adm_config_free(struct adm_config *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->nlisteners; i++)
+    for (size_t i = 0; i < c->nlisteners; i++) {
         adm_addr_free(&c->listeners[i].addr);
+        adm_tls_listener_free(c->listeners[i].tls);
+    }
     free(c->listeners);
     for (size_t i = 0; i < c->nupstreams; i++) {
         struct adm_upstream *u = &c->upstreams[i];
@@ -2258,6 +2291,7 @@ void adm_config_free(struct adm_config *c)
             adm_addr_free(&u->servers[k].addr);
         free(u->servers);
         free(u->name);
+        adm_tls_upstream_free(u->tls);
     }
     free(c->upstreams);
     for (size_t i = 0; i < c->nroutes; i++)

@@ -109,8 +109,13 @@ int adm_cidr_match(const struct adm_cidr *list, size_t n, const struct sockaddr 
 
 /* ---- the config ---- */
 
+struct adm_tls_listener; /* admin/tls.h */
+struct adm_tls_upstream;
+
 struct adm_listener {
-    struct adm_addr addr; /* always numeric */
+    struct adm_addr addr;         /* always numeric */
+    struct adm_tls_listener *tls; /* NULL: plain HTTP */
+    unsigned redirect_https;      /* plain only: 308 to https on this port; 0: off */
 };
 
 enum adm_balance {
@@ -129,6 +134,7 @@ struct adm_upstream {
     enum adm_balance balance;
     unsigned keepalive;       /* idle connections per worker per server, 0..100000, default 32 */
     unsigned idle_timeout_ms; /* default: timeouts.upstream_idle_ms (resolved) */
+    struct adm_tls_upstream *tls; /* NULL: plain HTTP */
 };
 
 enum adm_action {

@@ -381,7 +381,8 @@ START_TEST(unknown_keys)
 {
     expect_error(doc("'wokers': 2"), "/wokers", "unknown key (did you mean \"workers\"?)");
     expect_error(doc("'frobnicate': 2"), "/frobnicate", "unknown key");
-    expect_error(J("{'listeners': [{'address': '127.0.0.1:80', 'tls': {}}]}"), "/listeners/0/tls",
+    /* (listeners have "tls" now: tests/admin/test_tls_config.c) */
+    expect_error(J("{'listeners': [{'address': '127.0.0.1:80', 'ssl': {}}]}"), "/listeners/0/ssl",
                  "unknown key");
     expect_error(doc("'limits': {'max_body': 1}"), "/limits/max_body", "unknown key");
     expect_error(doc("'timeouts': {'client_header': 1}"), "/timeouts/client_header",

@@ -1,0 +1,140 @@
+/*
+ * tls.h - TLS in the config and in the snapshot.
+ *
+ * tls_config.c parses and validates the "tls" objects of listeners and
+ * upstreams: it reads every certificate, key and CA file, parses them with
+ * OpenSSL, and refuses what would fail at handshake time (a key that does not
+ * match its certificate, an expired certificate, names that do not cover the
+ * hosts it is for, two defaults, TLS below 1.2), each error at its JSON
+ * pointer. The result is plain data plus the parsed OpenSSL objects, and an
+ * identity: the SHA-256 of every setting and of the bytes of every
+ * certificate, key and CA, so that two definitions that would build the same
+ * context compare equal whatever their file names.
+ *
+ * tls_ctx.c builds the OpenSSL contexts from it on the admin thread when a
+ * snapshot is built: one SSL_CTX per listener that every worker shares, with
+ * SNI, ALPN, ticket keys and client verification; and a client SSL_CTX per
+ * TLS upstream.
+ *
+ * Nothing here prints, exits, or keeps global state other than the OpenSSL
+ * algorithms fetched once (adm_tls_init()).
+ */
+#ifndef SY_ADMIN_TLS_H
+#define SY_ADMIN_TLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include "admin/config.h"
+
+#define ADM_TLS_ID_LEN 32 /* SHA-256 */
+
+enum adm_tls_key {
+    ADM_TLS_KEY_RSA = 0,
+    ADM_TLS_KEY_ECDSA,
+};
+
+enum adm_tls_client_mode {
+    ADM_TLS_CLIENT_OFF = 0,
+    ADM_TLS_CLIENT_REQUIRE,
+    ADM_TLS_CLIENT_OPTIONAL,
+};
+
+/* One certificate of a listener, with its key and chain. */
+struct adm_tls_cert {
+    char *cert_file, *key_file; /* as written; NULL when given inline */
+    char **hosts;               /* lower case, "*.example.com" for a wildcard */
+    size_t nhosts;              /* 0: a default certificate */
+    X509 *x509;                 /* the leaf (owned) */
+    STACK_OF(X509) * chain;     /* the certificates after it in the PEM (owned) */
+    EVP_PKEY *pkey;             /* owned */
+    enum adm_tls_key key_type;
+    unsigned key_bits;
+    unsigned char sha256[32]; /* of the DER leaf certificate */
+    int64_t not_after;        /* Unix time */
+    char *subject, *issuer;   /* RFC 2253 one-liners */
+    char **names;             /* the DNS names it covers: subjectAltName, else the CN */
+    size_t nnames;
+};
+
+/* listeners[].tls */
+struct adm_tls_listener {
+    struct adm_tls_cert *certs;
+    size_t ncerts;              /* >= 1 */
+    int min_version;            /* TLS1_2_VERSION (default) or TLS1_3_VERSION */
+    int session_tickets;        /* 1 by default */
+    unsigned ticket_rotation_s; /* 43200 by default */
+    enum adm_tls_client_mode client_mode;
+    char *client_ca_file;        /* NULL without client_auth */
+    STACK_OF(X509) * client_cas; /* owned; NULL without client_auth */
+    unsigned char id[ADM_TLS_ID_LEN];
+};
+
+/* upstreams.NAME.tls */
+struct adm_tls_upstream {
+    int verify;           /* 1 by default */
+    char *ca_file;        /* NULL: the system store */
+    STACK_OF(X509) * cas; /* owned, from ca_file; NULL without one */
+    char *server_name;    /* NULL: each server's host */
+    unsigned char id[ADM_TLS_ID_LEN];
+};
+
+/* Parses <v>, the value at JSON pointer <path>, into a new *<out>. Returns
+ * the number of errors appended to <errs> (0: *out is set, and the caller
+ * frees it), or -1 on out of memory. Files are read here (blocking: admin
+ * thread or start-up only). */
+int adm_tls_listener_parse(const json_t *v, const char *path, struct adm_errors *errs,
+                           struct adm_tls_listener **out);
+void adm_tls_listener_free(struct adm_tls_listener *t);
+int adm_tls_upstream_parse(const json_t *v, const char *path, struct adm_errors *errs,
+                           struct adm_tls_upstream **out);
+void adm_tls_upstream_free(struct adm_tls_upstream *t);
+
+/* "RSA" or "ECDSA". */
+const char *adm_tls_key_name(enum adm_tls_key k);
+
+/* ---- contexts (tls_ctx.c) ---- */
+
+/* Fetches the algorithms the handshake callbacks use, once per process.
+ * 0, or -1 when OpenSSL lacks one of them. Thread-safe. */
+int adm_tls_init(void);
+
+/* A listener's server context: one SSL_CTX shared by every worker. Its
+ * certificate groups (one per name: an RSA and an ECDSA certificate for one
+ * name are one group) are picked by SNI in the client-hello callback: exact
+ * name, then a one-label wildcard, then the default. It lives as long as its
+ * SSL_CTX: the references below count on the SSL_CTX, so a connection that
+ * outlives every snapshot holding the context keeps it alive. */
+struct adm_tls_ctx;
+
+/* Builds the context of <t> (borrowed; the context keeps its own references
+ * to the certificates). NULL with a reason in <why> on failure. */
+struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, char *why, size_t cap);
+/* Another reference to <c>, returned. */
+struct adm_tls_ctx *adm_tls_ctx_ref(struct adm_tls_ctx *c);
+/* Drops one reference; NULL is a no-op. */
+void adm_tls_ctx_unref(struct adm_tls_ctx *c);
+/* The SSL_CTX to create connections from (borrowed). */
+SSL_CTX *adm_tls_ctx_ssl(const struct adm_tls_ctx *c);
+/* The identity of the definition it was built from. */
+const unsigned char *adm_tls_ctx_id(const struct adm_tls_ctx *c);
+/* The group that <host> (<len> bytes, any case, no port) selects: what SNI
+ * would pick. -1 when there is no default and nothing matches. */
+int adm_tls_ctx_group(const struct adm_tls_ctx *c, const char *host, size_t len);
+/* The group the handshake of <ssl> picked, or -1 before it was picked. */
+int adm_tls_ssl_group(const SSL *ssl);
+/* The context <ssl> was created from, or NULL. */
+const struct adm_tls_ctx *adm_tls_ssl_ctx(const SSL *ssl);
+/* Whether the listener verifies client certificates. */
+int adm_tls_ctx_client_auth(const struct adm_tls_ctx *c);
+
+/* A client context for a TLS upstream: verification against ca_file or the
+ * system store, sessions kept by the caller for resumption. NULL with a
+ * reason in <why>. Free with SSL_CTX_free(). */
+SSL_CTX *adm_tls_client_ctx_new(const struct adm_tls_upstream *t, char *why, size_t cap);
+
+#endif
