@@ -1,16 +1,18 @@
 /*
  * http.c - the admin API's HTTP/1.1 server (see http.h).
  *
- * Per connection: a bufferevent, an llhttp request parser fed straight from
- * the input buffer, and at most one request being read. When a request is
- * whole, the parser pauses, the handler answers it, and parsing goes on
- * with what the client pipelined behind it. A connection that ends (the
- * client asked, HTTP/1.0 without keep-alive, or an error we answered) is
- * closed gracefully: the answer is flushed, the sending side shut, and what
- * the client still sends is read away for a short while, so that it reads
- * our answer instead of a reset.
+ * Per connection: a bufferevent, the request parser of admin/http1/ (the
+ * gateway's, as strict) fed straight from the input buffer, and at most one
+ * request being read. When a request is whole, the handler answers it, and
+ * parsing goes on with what the client pipelined behind it. A connection
+ * that ends (the client asked, HTTP/1.0 without keep-alive, or an error we
+ * answered) is closed gracefully: the answer is flushed, the sending side
+ * shut, and what the client still sends is read away for a short while, so
+ * that it reads our answer instead of a reset.
  */
+#define _POSIX_C_SOURCE 200809L /* strndup, gmtime_r */
 #include "admin/http.h"
+#include "admin/http1/request.h"
 #include "admin/http1/status.h"
 
 #include <errno.h>
@@ -25,9 +27,8 @@
 #include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/listener.h>
-#include <llhttp.h>
 
-#define HEAD_MAX (64 * 1024) /* request line and fields (431 beyond) */
+#define HEAD_MAX (64 * 1024) /* request line (414 beyond), and fields (431 beyond) */
 #define IDLE_S 60            /* a request's wait, and a keep-alive connection's */
 #define LINGER_S 2           /* reading away after our last answer */
 
@@ -36,8 +37,8 @@ struct adm_conn;
 struct adm_req {
     struct adm_conn *c;
     enum adm_method method;
-    const char *method_name; /* llhttp's static name of the method */
-    char *url;               /* as sent; split into path and query at dispatch */
+    char *method_name; /* the token as sent */
+    char *url;         /* as sent; split into path and query at dispatch */
     const char *path, *query;
     struct evkeyvalq in, out;
     struct evbuffer *body;
@@ -56,39 +57,13 @@ struct adm_http {
 struct adm_conn {
     struct adm_http *h;
     struct bufferevent *bev;
-    llhttp_t p;
-    struct adm_req *req; /* being read */
-    char *url, *field, *value;
-    size_t url_len, field_len, value_len, head_bytes;
-    int in_value;
-    int err; /* status of a refusal found in a callback */
-    char errmsg[160];
-    int closing; /* no more requests: flush, then linger */
-    int shut;    /* our side is shut: reading away */
+    struct h1_req_parser p;
+    struct adm_req *req; /* its head read, its body being read */
+    int head_started;    /* some bytes of the next head arrived */
+    int closing;         /* no more requests: flush, then linger */
+    int shut;            /* our side is shut: reading away */
     struct adm_conn *prev, *next;
 };
-
-/* ---- small growable strings ---- */
-
-static int append(char **s, size_t *n, const char *at, size_t len)
-{
-    char *p = realloc(*s, *n + len + 1);
-
-    if (!p)
-        return -1;
-    memcpy(p + *n, at, len);
-    *n += len;
-    p[*n] = '\0';
-    *s = p;
-    return 0;
-}
-
-static void reset_str(char **s, size_t *n)
-{
-    free(*s);
-    *s = NULL;
-    *n = 0;
-}
 
 /* ---- requests ---- */
 
@@ -100,6 +75,7 @@ static void req_free(struct adm_req *r)
     evhttp_clear_headers(&r->out);
     if (r->body)
         evbuffer_free(r->body);
+    free(r->method_name);
     free(r->url);
     free(r);
 }
@@ -205,10 +181,16 @@ static const char *error_words(int code)
         return "request timeout";
     case 413:
         return "request body too large";
+    case 414:
+        return "request line too long";
     case 417:
         return "expectation not supported";
     case 431:
         return "request head too large";
+    case 501:
+        return "not implemented";
+    case 505:
+        return "HTTP version not supported";
     default:
         return "internal error";
     }
@@ -222,7 +204,7 @@ static void conn_error(struct adm_conn *c, int code, const char *msg)
     char body[400];
     int n;
 
-    /* the messages are ours or llhttp's: no quote or backslash to escape */
+    /* the messages are the parser's or llhttp's: no quote or backslash to escape */
     n = snprintf(body, sizeof(body),
                  "{\"error\":\"%s\",\"errors\":[{\"path\":\"\",\"message\":\"%s\"}]}\n", error,
                  msg);
@@ -235,78 +217,9 @@ static void conn_error(struct adm_conn *c, int code, const char *msg)
     conn_end(c);
 }
 
-/* ---- the parser's callbacks ---- */
+/* ---- reading a request ---- */
 
-static int refuse(struct adm_conn *c, int code, const char *msg)
-{
-    c->err = code;
-    snprintf(c->errmsg, sizeof(c->errmsg), "%s", msg);
-    return -1;
-}
-
-static int head_bytes(struct adm_conn *c, size_t len)
-{
-    c->head_bytes += len;
-    return c->head_bytes > HEAD_MAX ? refuse(c, 431, "the request head is over 65536 bytes") : 0;
-}
-
-static int commit_field(struct adm_conn *c)
-{
-    int rc = 0;
-
-    if (c->field && evhttp_add_header(&c->req->in, c->field, c->value ? c->value : "") < 0)
-        rc = refuse(c, 400, "invalid header field");
-    reset_str(&c->field, &c->field_len);
-    reset_str(&c->value, &c->value_len);
-    c->in_value = 0;
-    return rc;
-}
-
-static int on_message_begin(llhttp_t *p)
-{
-    struct adm_conn *c = p->data;
-
-    req_free(c->req);
-    c->req = calloc(1, sizeof(*c->req));
-    if (!c->req || !(c->req->body = evbuffer_new()))
-        return refuse(c, 500, "out of memory");
-    c->req->c = c;
-    TAILQ_INIT(&c->req->in);
-    TAILQ_INIT(&c->req->out);
-    c->head_bytes = 0;
-    reset_str(&c->url, &c->url_len);
-    return 0;
-}
-
-static int on_url(llhttp_t *p, const char *at, size_t len)
-{
-    struct adm_conn *c = p->data;
-
-    if (head_bytes(c, len) < 0)
-        return -1;
-    return append(&c->url, &c->url_len, at, len) < 0 ? refuse(c, 500, "out of memory") : 0;
-}
-
-static int on_field(llhttp_t *p, const char *at, size_t len)
-{
-    struct adm_conn *c = p->data;
-
-    if (head_bytes(c, len) < 0 || (c->in_value && commit_field(c) < 0))
-        return -1;
-    return append(&c->field, &c->field_len, at, len) < 0 ? refuse(c, 500, "out of memory") : 0;
-}
-
-static int on_value(llhttp_t *p, const char *at, size_t len)
-{
-    struct adm_conn *c = p->data;
-
-    if (head_bytes(c, len) < 0)
-        return -1;
-    c->in_value = 1;
-    return append(&c->value, &c->value_len, at, len) < 0 ? refuse(c, 500, "out of memory") : 0;
-}
-
-static enum adm_method method_of(uint8_t m)
+static enum adm_method method_of(llhttp_method_t m)
 {
     switch (m) {
     case HTTP_GET:
@@ -328,81 +241,68 @@ static enum adm_method method_of(uint8_t m)
     }
 }
 
-static int on_headers_complete(llhttp_t *p)
+/* The words of a refusal the parser made: its own, but with the limit
+ * named for a body too large. <m> has <cap> bytes. */
+static const char *refusal(const struct adm_conn *c, char *m, size_t cap)
 {
-    struct adm_conn *c = p->data;
-    struct adm_req *r = c->req;
-    const char *expect;
+    const struct h1_req_parser *p = &c->p;
+    const struct h1_header *cl;
 
-    if (c->in_value && commit_field(c) < 0)
+    if (p->status != 413)
+        return p->reason;
+    cl = h1_request_header(&p->req, "content-length");
+    if (cl && c->req == NULL)
+        snprintf(m, cap, "Content-Length %.*s is over the limit of %zu bytes",
+                 (int)(cl->value.len > 20 ? 20 : cl->value.len), cl->value.ptr, c->h->max_body);
+    else
+        snprintf(m, cap, "the body is over the limit of %zu bytes", c->h->max_body);
+    return m;
+}
+
+/* The head is parsed: the request the handler will see, without its body.
+ * 0, or -1 out of memory. */
+static int start_request(struct adm_conn *c)
+{
+    const struct h1_request *rq = &c->p.req;
+    struct adm_req *r = calloc(1, sizeof(*r));
+
+    if (!r)
         return -1;
-    r->method = method_of(llhttp_get_method(p));
-    r->method_name = llhttp_method_name((llhttp_method_t)llhttp_get_method(p));
-    r->http10 = llhttp_get_http_major(p) == 1 && llhttp_get_http_minor(p) == 0;
-    r->keep = llhttp_should_keep_alive(p);
-    r->url = c->url;
-    c->url = NULL;
-    c->url_len = 0;
-    if (!r->url)
-        return refuse(c, 400, "no request target");
-    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->h->max_body) {
-        char m[sizeof(c->errmsg)];
-        snprintf(m, sizeof(m), "Content-Length %llu is over the limit of %zu bytes",
-                 (unsigned long long)p->content_length, c->h->max_body);
-        return refuse(c, 413, m);
+    r->c = c;
+    TAILQ_INIT(&r->in);
+    TAILQ_INIT(&r->out);
+    c->req = r;
+    r->method = method_of(rq->method_id);
+    r->http10 = rq->version_minor == 0;
+    /* an Upgrade (or CONNECT) is answered, then the connection closed */
+    r->keep = rq->keep_alive && !rq->upgrade;
+    if (!(r->body = evbuffer_new()) ||
+        !(r->method_name = strndup(rq->method.ptr, rq->method.len)) ||
+        !(r->url = strndup(rq->target.ptr, rq->target.len)))
+        return -1;
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        char *name = strndup(h->name.ptr, h->name.len),
+             *value = strndup(h->value.ptr, h->value.len);
+        int rc = name && value ? evhttp_add_header(&r->in, name, value) : -1;
+
+        free(name);
+        free(value);
+        if (rc < 0)
+            return -1;
     }
-    expect = evhttp_find_header(&r->in, "Expect");
-    if (expect && !r->http10) {
-        if (strcasecmp(expect, "100-continue") != 0)
-            return refuse(c, 417, "only 100-continue is expected here");
-        if ((p->flags & (F_CONTENT_LENGTH | F_CHUNKED)) &&
-            !((p->flags & F_CONTENT_LENGTH) && p->content_length == 0))
-            evbuffer_add(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    }
+    if (rq->expect_continue && (rq->body_kind == H1_BODY_CHUNKED ||
+                                (rq->body_kind == H1_BODY_LENGTH && rq->content_length > 0)))
+        evbuffer_add(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
     return 0;
 }
 
-static int on_body(llhttp_t *p, const char *at, size_t len)
+static int body_cb(void *ctx, const char *data, size_t len)
 {
-    struct adm_conn *c = p->data;
+    struct adm_conn *c = ctx;
 
-    if (evbuffer_get_length(c->req->body) + len > c->h->max_body) {
-        char m[sizeof(c->errmsg)];
-        snprintf(m, sizeof(m), "the body is over the limit of %zu bytes", c->h->max_body);
-        return refuse(c, 413, m);
-    }
-    return evbuffer_add(c->req->body, at, len) < 0 ? refuse(c, 500, "out of memory") : 0;
+    return evbuffer_add(c->req->body, data, len);
 }
-
-/* A chunk's size is known before its bytes: refuse it then. */
-static int on_chunk_header(llhttp_t *p)
-{
-    struct adm_conn *c = p->data;
-
-    if (p->content_length > c->h->max_body - evbuffer_get_length(c->req->body)) {
-        char m[sizeof(c->errmsg)];
-        snprintf(m, sizeof(m), "the body is over the limit of %zu bytes", c->h->max_body);
-        return refuse(c, 413, m);
-    }
-    return 0;
-}
-
-static int on_message_complete(llhttp_t *p)
-{
-    (void)p;
-    return HPE_PAUSED;
-}
-
-static const llhttp_settings_t settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_field,
-    .on_header_value = on_value,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_chunk_header = on_chunk_header,
-    .on_message_complete = on_message_complete,
-};
 
 /* ---- connections ---- */
 
@@ -418,9 +318,7 @@ static void conn_free(struct adm_conn *c)
         c->next->prev = c->prev;
     bufferevent_free(c->bev);
     req_free(c->req);
-    free(c->url);
-    free(c->field);
-    free(c->value);
+    h1_req_parser_free(&c->p);
     free(c);
 }
 
@@ -449,46 +347,72 @@ static void dispatch(struct adm_conn *c)
     req_free(r);
 }
 
+/* What the handler is not to see: the error answered, the connection ended. */
+static void conn_refuse(struct adm_conn *c, int status, const char *why)
+{
+    struct evbuffer *in = bufferevent_get_input(c->bev);
+
+    evbuffer_drain(in, evbuffer_get_length(in));
+    conn_error(c, status, why);
+}
+
 static void conn_read(struct bufferevent *bev, void *arg)
 {
     struct adm_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
+    char m[160];
 
-    while (evbuffer_get_length(in)) {
-        struct evbuffer_iovec v;
-        llhttp_errno_t e;
-        size_t used;
+    for (;;) {
+        struct evbuffer_iovec v = {NULL, 0};
+        size_t used = 0;
+        int rc;
 
         if (c->closing) { /* no more requests: read away */
             evbuffer_drain(in, evbuffer_get_length(in));
             return;
         }
-        evbuffer_peek(in, -1, NULL, &v, 1);
-        e = llhttp_execute(&c->p, v.iov_base, v.iov_len);
-        if (e == HPE_OK) {
-            used = v.iov_len;
-        } else if (e == HPE_PAUSED || e == HPE_PAUSED_UPGRADE) {
-            /* a whole request (an Upgrade one is answered, then closed) */
-            used = (size_t)(llhttp_get_error_pos(&c->p) - (const char *)v.iov_base);
-            if (e == HPE_PAUSED_UPGRADE)
-                c->req->keep = 0;
-        } else {
-            int code = c->err ? c->err : 400;
-            const char *why = c->err ? c->errmsg : llhttp_get_error_reason(&c->p);
-            evbuffer_drain(in, evbuffer_get_length(in));
-            conn_error(c, code, why ? why : "malformed request");
+        if (evbuffer_get_length(in) > 0)
+            evbuffer_peek(in, -1, NULL, &v, 1);
+        if (!c->req) {
+            if (v.iov_len == 0)
+                return;
+            rc = h1_req_feed_head(&c->p, v.iov_base, v.iov_len, &used);
+            evbuffer_drain(in, used);
+            c->head_started |= used > 0;
+            if (rc == H1_REQ_AGAIN)
+                continue;
+            /* the handler acts on what it reads: llhttp checks every head */
+            if (rc == H1_REQ_ERROR || h1_req_confirm(&c->p) == H1_REQ_ERROR) {
+                conn_refuse(c, c->p.status, refusal(c, m, sizeof(m)));
+                return;
+            }
+            if (start_request(c) < 0) {
+                conn_refuse(c, 500, "out of memory");
+                return;
+            }
+            continue; /* the body, if any, even with no byte buffered */
+        }
+        rc = h1_req_feed_body(&c->p, v.iov_base, v.iov_len, &used, body_cb, c);
+        evbuffer_drain(in, used);
+        if (rc == H1_REQ_AGAIN) {
+            if (evbuffer_get_length(in) == 0)
+                return;
+            continue;
+        }
+        if (rc == H1_REQ_ERROR) {
+            conn_refuse(c, c->p.status,
+                        c->p.status == 500 ? "out of memory" : refusal(c, m, sizeof(m)));
             return;
         }
-        evbuffer_drain(in, used);
-        if (e != HPE_OK) {
+        /* the request is whole */
+        {
             int keep = c->req->keep;
+
             dispatch(c);
-            if (!keep || c->closing) {
-                if (!c->closing)
-                    conn_end(c);
-                continue; /* reads away the rest */
-            }
-            llhttp_resume(&c->p);
+            h1_req_reset(&c->p);
+            c->head_started = 0;
+            if (!keep && !c->closing)
+                conn_end(c); /* then reads away the rest */
         }
     }
 }
@@ -514,8 +438,8 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
     struct adm_conn *c = arg;
 
     (void)bev;
-    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && !c->closing && c->req &&
-        c->head_bytes) {
+    if ((what & BEV_EVENT_TIMEOUT) && (what & BEV_EVENT_READING) && !c->closing &&
+        (c->req || c->head_started)) {
         /* a request begun and not finished in time */
         conn_error(c, 408, "the request did not arrive in time");
         return;
@@ -529,6 +453,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     struct adm_http *h = arg;
     struct adm_conn *c = calloc(1, sizeof(*c));
     struct timeval tv = {IDLE_S, 0};
+    struct h1_req_limits lim;
 
     (void)lev;
     (void)sa;
@@ -539,8 +464,17 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
         return;
     }
     c->h = h;
-    llhttp_init(&c->p, HTTP_REQUEST, &settings);
-    c->p.data = c;
+    lim.max_request_line = HEAD_MAX;
+    lim.max_header_bytes = HEAD_MAX;
+    lim.max_headers = 0; /* the default, 100 */
+    lim.max_body_bytes = h->max_body;
+    lim.merge_slashes = false; /* the path is the API's, as sent */
+    if (h1_req_parser_init(&c->p, &lim) < 0) {
+        h1_req_parser_free(&c->p);
+        bufferevent_free(c->bev);
+        free(c);
+        return;
+    }
     c->next = h->conns;
     if (h->conns)
         h->conns->prev = c;

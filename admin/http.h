@@ -41,7 +41,7 @@ struct adm_http *adm_http_new(struct event_base *base, const struct adm_addr *ad
 void adm_http_free(struct adm_http *h);
 
 enum adm_method adm_req_method(const struct adm_req *req);
-const char *adm_req_method_name(const struct adm_req *req); /* "GET", static storage */
+const char *adm_req_method_name(const struct adm_req *req); /* "GET", as sent */
 const char *adm_req_path(const struct adm_req *req);        /* as sent, never NULL */
 const char *adm_req_query(const struct adm_req *req);       /* after '?', or NULL */
 struct evkeyvalq *adm_req_in(struct adm_req *req);          /* request fields */

@@ -792,6 +792,34 @@ class BodyTest(ApiCase):
                 self.assertEqual(r.header("Connection"), "close")
                 self.assertTrue(c.wait_closed())
 
+    def test_strict_parser_refusals_are_json(self):
+        # the admin API reads requests with the gateway's strict parser
+        # (admin/http1/request.c): what a smuggler would try is refused in
+        # the API's form, the connection closed after it
+        self.start()
+        cases = [
+            (b"POST /routes HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+             b"Content-Length: 2\r\n\r\n{}", 400, "malformed request"),
+            (b"POST /routes HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400,
+             "malformed request"),
+            (b"GET /status HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 400,
+             "malformed request"),
+            (b"GET /status HTTP/1.1\r\n\r\n", 400, "malformed request"),
+            (b"GET /status HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP version not supported"),
+            (b"POST /routes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+             501, "not implemented"),
+            (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414,
+             "request line too long"),
+        ]
+        for raw, status, error in cases:
+            with self.subTest(raw=raw[:60]), Client(admin_port(self.cfg)) as c:
+                c.send(raw)
+                r = c.read_response()
+                self.assertEqual((r.status, r.json()["error"]), (status, error))
+                self.assertEqual(r.header("Content-Type"), "application/json")
+                self.assertEqual(r.header("Connection"), "close")
+                self.assertTrue(c.wait_closed())
+
     def test_connection_handling(self):
         self.start()
         port = admin_port(self.cfg)
