@@ -1,21 +1,129 @@
 /*
- * balance.c - choosing a server: smooth weighted round robin (nginx's),
- * run by each worker on its own current weights.
+ * balance.c - the balancer interface's front (up_select, up_pick, request
+ * start and end) and what every balancer shares: the tried set, the health
+ * test, slow start's weights and admission, the per-worker generator and
+ * in-flight counts. The balancers themselves are rr.c, least_conn.c,
+ * random_two.c and maglev.c.
  */
 #include "upstream/up_int.h"
 
+void up_tried_add(struct up_tried *t, size_t s)
+{
+    if (t->n < UP_TRIED_MAX) {
+        t->s[t->n++] = (uint32_t)s;
+        return;
+    }
+    for (unsigned i = 1; i < UP_TRIED_MAX; i++)
+        t->s[i - 1] = t->s[i];
+    t->s[UP_TRIED_MAX - 1] = (uint32_t)s;
+}
+
+int up_tried_has(const struct up_tried *t, size_t s)
+{
+    for (unsigned i = 0; t && i < t->n; i++)
+        if (t->s[i] == s)
+            return 1;
+    return 0;
+}
+
+int up_usable(const up_pool *p, size_t s, const struct up_pick *rq, int ignore_health)
+{
+    if (!ignore_health && up_health_flags(p, s) != 0)
+        return 0;
+    return !rq || !up_tried_has(rq->tried, s);
+}
+
+size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int ignore_health)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        size_t s = (from + i) % p->n;
+        if (up_usable(p, s, rq, ignore_health))
+            return s;
+    }
+    return UP_NONE;
+}
+
+/* Slow start's share of server <s> at <now_ms>, in thousandths. */
+static unsigned ramp(const up_pool *p, size_t s, uint64_t now_ms)
+{
+    if (!p->opts.slow_start_ms || !now_ms)
+        return 1000;
+    return up_slow_start_permille(up_health_since(p, s), now_ms, p->opts.slow_start_ms);
+}
+
+uint64_t up_eweight(const up_pool *p, size_t s, uint64_t now_ms)
+{
+    return (uint64_t)p->servers[s].weight * ramp(p, s, now_ms);
+}
+
+uint64_t up_rand(up_pool *p, unsigned w)
+{
+    uint64_t x = p->ws[w].fx->rng;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    p->ws[w].fx->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+int up_slow_admit(up_pool *p, unsigned w, size_t s, uint64_t now_ms)
+{
+    unsigned share = ramp(p, s, now_ms);
+
+    return share >= 1000 || up_rand(p, w) % 1000 < share;
+}
+
+uint32_t up_load(const up_pool *p, unsigned w, size_t s)
+{
+    return atomic_load_explicit(&p->ws[w].inflight[s], memory_order_relaxed);
+}
+
+size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
+{
+    int ignore_health = 0;
+
+    if (up_pool_all_down(p)) {
+        if (!p->opts.panic)
+            return UP_NONE;
+        ignore_health = 1;
+    }
+    return p->lb_ops->select(p, w, rq, ignore_health);
+}
+
 size_t up_pick(up_pool *p, unsigned w)
 {
-    long long *cw = p->ws[w].cw;
-    size_t best = 0;
+    return up_select(p, w, NULL);
+}
 
-    if (p->n == 1)
-        return 0;
-    for (size_t i = 0; i < p->n; i++) {
-        cw[i] += p->servers[i].weight;
-        if (cw[i] > cw[best])
-            best = i;
-    }
-    cw[best] -= p->total_weight;
-    return best;
+/* Single-writer counts: a relaxed load and store, no read-modify-write. */
+static void add_load(up_pool *p, unsigned w, size_t s, int d)
+{
+    _Atomic uint32_t *c = &p->ws[w].inflight[s];
+
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint32_t)d,
+                          memory_order_relaxed);
+}
+
+void up_request_start(up_pool *p, unsigned w, size_t s)
+{
+    add_load(p, w, s, 1);
+    if (p->lb_ops->start)
+        p->lb_ops->start(p, w, s);
+}
+
+void up_request_end(up_pool *p, unsigned w, size_t s)
+{
+    add_load(p, w, s, -1);
+    if (p->lb_ops->end)
+        p->lb_ops->end(p, w, s);
+}
+
+uint64_t up_inflight(const up_pool *p, size_t s)
+{
+    uint64_t n = 0;
+
+    for (unsigned w = 0; w < p->nworkers; w++)
+        n += up_load(p, w, s);
+    return n;
 }

@@ -1,8 +1,8 @@
 /*
  * pool.c - an upstream pool's life: creation (servers and the per-worker
  * slab laid out, see up_int.h), the atomic reference count and the names.
- * Balancing is in balance.c, idle connections in idle.c, counters in
- * counters.c.
+ * Balancing is in balance.c and one file per balancer, health in health.c,
+ * idle connections in idle.c, counters in counters.c.
  */
 #include "upstream/up_int.h"
 
@@ -13,6 +13,9 @@ static void pool_free(up_pool *p)
 {
     if (!p)
         return;
+    if (p->lb_ops)
+        p->lb_ops->destroy(p);
+    free(p->health);
     free(p->slab);
     free(p->ws);
     up_servers_free(p->servers, p->n);
@@ -29,8 +32,9 @@ static size_t worker_bytes(size_t n, unsigned keepalive)
 
     if (n > SIZE_MAX / 64 / slots)
         return 0;
-    return n * (sizeof(long long) + UP_NCOUNTERS * sizeof(uint64_t) + slots * sizeof(void *) +
-                sizeof(unsigned));
+    return sizeof(struct up_wfix) +
+           n * (sizeof(long long) + UP_NCOUNTERS * sizeof(uint64_t) + slots * sizeof(void *) +
+                sizeof(uint32_t) + sizeof(unsigned));
 }
 
 /* Points worker <w>'s arrays into its block of the slab. */
@@ -40,24 +44,49 @@ static void worker_layout(up_pool *p, unsigned w)
     struct up_worker *st = &p->ws[w];
     size_t n = p->n, slots = p->keepalive ? p->keepalive : 1;
 
+    st->fx = (struct up_wfix *)b;
+    st->fx->rng = up_mix64(p->opts.seed + w + 1) | 1; /* xorshift needs a non-zero state */
+    b += sizeof(*st->fx);
     st->cw = (long long *)b;
     b += n * sizeof(*st->cw);
     st->counts = (_Atomic uint64_t *)b;
     b += n * UP_NCOUNTERS * sizeof(*st->counts);
     st->idle = (void **)b;
     b += n * slots * sizeof(*st->idle);
+    st->inflight = (_Atomic uint32_t *)b;
+    b += n * sizeof(*st->inflight);
     st->nidle = (unsigned *)b;
     for (size_t i = 0; i < n * UP_NCOUNTERS; i++)
         atomic_init(&st->counts[i], 0);
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&st->inflight[i], 0);
 }
+
+static const struct up_lb_ops *const balancers[] = {
+    [UP_ROUND_ROBIN] = &up_lb_round_robin,
+    [UP_LEAST_CONN] = &up_lb_least_conn,
+    [UP_RANDOM_TWO] = &up_lb_random_two,
+    [UP_HASH] = &up_lb_hash,
+};
 
 up_pool *up_pool_new(const char *name, const char *key, const struct up_server_def *servers,
                      size_t n, unsigned nworkers, unsigned keepalive)
+{
+    return up_pool_new_opts(name, key, servers, n, nworkers, keepalive, NULL);
+}
+
+up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_server_def *servers,
+                          size_t n, unsigned nworkers, unsigned keepalive,
+                          const struct up_pool_opts *opts)
 {
     up_pool *p = calloc(1, sizeof(*p));
     size_t bytes = worker_bytes(n, keepalive);
 
     if (!p || n == 0 || nworkers == 0 || bytes == 0)
+        goto fail;
+    if (opts)
+        p->opts = *opts;
+    if ((unsigned)p->opts.balance >= sizeof(balancers) / sizeof(balancers[0]))
         goto fail;
     atomic_init(&p->refs, 1);
     p->n = n;
@@ -75,6 +104,14 @@ up_pool *up_pool_new(const char *name, const char *key, const struct up_server_d
         goto fail;
     for (unsigned w = 0; w < nworkers; w++)
         worker_layout(p, w);
+    if (!(p->health = calloc(n, sizeof(*p->health))))
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        atomic_init(&p->health[i], 0);
+    atomic_init(&p->ndown, 0);
+    p->lb_ops = balancers[p->opts.balance];
+    if (p->lb_ops->init(p) < 0)
+        goto fail;
     return p;
 fail:
     pool_free(p);

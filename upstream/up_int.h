@@ -31,14 +31,45 @@ struct up_server {
     int weight; /* >= 1 */
 };
 
+/* A worker's scalars, at the start of its block. */
+struct up_wfix {
+    uint64_t rng;  /* xorshift64* state: random_two, slow start */
+    size_t cursor; /* round robin: the next entry of its schedule */
+};
+
 /* One worker's view of one pool: pointers into that worker's block of the
  * slab. The pointers themselves are read-only after up_pool_new(). */
 struct up_worker {
-    long long *cw;            /* smooth WRR current weights, per server */
-    _Atomic uint64_t *counts; /* [server * UP_NCOUNTERS + counter], this worker's */
-    unsigned *nidle;          /* idle connections parked, per server */
-    void **idle;              /* nservers stacks of <keepalive> slots */
+    struct up_wfix *fx;
+    long long *cw;              /* smooth WRR current weights, per server */
+    _Atomic uint32_t *inflight; /* requests in flight, per server, this worker's */
+    _Atomic uint64_t *counts;   /* [server * UP_NCOUNTERS + counter], this worker's */
+    unsigned *nidle;            /* idle connections parked, per server */
+    void **idle;                /* nservers stacks of <keepalive> slots */
 };
+
+/* A balancer (h2o's {select, destroy}, with HAProxy lbprm's hooks). Its
+ * shared state hangs off p->lb and is read-only after init; what it writes
+ * per pick lives in the worker's block (struct up_worker). */
+struct up_lb_ops {
+    const char *name;
+    /* Builds p->lb from the servers and p->opts. -1 on out of memory. */
+    int (*init)(up_pool *p);
+    /* Worker <w> picks a usable server (up_usable), or UP_NONE. */
+    size_t (*select)(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health);
+    /* Optional: a request starts or ends on <s> (worker <w>), after the
+     * pool's own in-flight count moved. */
+    void (*start)(up_pool *p, unsigned w, size_t s);
+    void (*end)(up_pool *p, unsigned w, size_t s);
+    /* Optional: server <s> went up or down, on the health owner's thread
+     * while workers pick: a balancer that uses these publishes with atomics. */
+    void (*server_up)(up_pool *p, size_t s);
+    void (*server_down)(up_pool *p, size_t s);
+    /* Frees p->lb (NULL is possible after a failed init). */
+    void (*destroy)(up_pool *p);
+};
+
+extern const struct up_lb_ops up_lb_round_robin, up_lb_least_conn, up_lb_random_two, up_lb_hash;
 
 struct up_pool {
     _Atomic unsigned refs;
@@ -50,7 +81,39 @@ struct up_pool {
     struct up_worker *ws;      /* nworkers of them */
     void *slab;                /* the per-worker blocks, ws[w] points into them */
     size_t stride;             /* bytes per block, a multiple of UP_CACHE_LINE */
+    struct up_pool_opts opts;
+    const struct up_lb_ops *lb_ops;
+    void *lb; /* the balancer's shared, read-only state */
+    /* health.c: one word per server, (since_ms << 8) | flags, written by
+     * the owner, and how many servers are down. */
+    _Atomic uint64_t *health;
+    _Atomic size_t ndown;
 };
+
+/* rr.c's shared state (here for its tests): the smooth weighted round
+ * robin sequence over one period, or NULL when it runs live. */
+struct up_rr {
+    uint32_t *sched;
+    size_t period;
+};
+
+/* balance.c, for the balancers: <s> is neither tried nor (unless
+ * <ignore_health>) down. */
+int up_usable(const up_pool *p, size_t s, const struct up_pick *rq, int ignore_health);
+/* The first usable server from <from> on, wrapping; UP_NONE if none. */
+size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int ignore_health);
+/* Server <s>'s weight in thousandths, scaled down by slow start at <now>. */
+uint64_t up_eweight(const up_pool *p, size_t s, uint64_t now_ms);
+/* Worker <w>'s next pseudo-random number. */
+uint64_t up_rand(up_pool *p, unsigned w);
+/* Worker <w>'s slow-start admission of <s>: 1 always when <s> is not ramping,
+ * else with its ramp's probability. */
+int up_slow_admit(up_pool *p, unsigned w, size_t s, uint64_t now_ms);
+/* Worker <w>'s in-flight count on <s>. */
+uint32_t up_load(const up_pool *p, unsigned w, size_t s);
+
+/* hash.c: a 64-bit finalizer (murmur3's fmix64), for seeds and hashes. */
+uint64_t up_mix64(uint64_t x);
 
 /* servers.c: copies <n> definitions into a new array (NULL on out of memory
  * or an address too long for sockaddr_storage); frees one such array. */

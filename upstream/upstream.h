@@ -15,9 +15,20 @@
  * timeout. The pool stores idle connections as opaque pointers.
  *
  * Files: pool.c (life and reference count), servers.c (the server list),
- * slab.c (per-worker blocks on their own cache lines), balance.c (picking a
- * server), idle.c (idle connection stacks), counters.c (per-worker counters).
- * Private structures are in up_int.h.
+ * slab.c (per-worker blocks on their own cache lines), balance.c (the
+ * balancer interface and what every balancer shares: the tried set, health,
+ * slow start, in-flight counts), one file per balancer (rr.c, least_conn.c,
+ * random_two.c, maglev.c), health.c (the health words), outlier.c (passive
+ * ejection), budget.c (retry budgets), queue.c (pending requests), hash.c
+ * (key hashing), idle.c (idle connection stacks), counters.c (per-worker
+ * counters). Private structures are in up_int.h.
+ *
+ * Threads. "Worker <w>" functions are called by worker w only. Health words
+ * are written by their owner (the checker or the ejection logic) and read by
+ * every worker with relaxed loads. up_outlier, up_budget and up_queue
+ * objects are single-threaded values: their owner alone calls them. Time is
+ * always passed in (milliseconds on one monotonic clock): nothing here reads
+ * a clock.
  */
 #ifndef SY_UPSTREAM_H
 #define SY_UPSTREAM_H
@@ -35,10 +46,35 @@ struct up_server_def {
     unsigned weight; /* >= 1 */
 };
 
+/* How a pool balances (upstreams.NAME.balance). */
+enum up_balance {
+    UP_ROUND_ROBIN, /* smooth weighted round robin, the default */
+    UP_LEAST_CONN,  /* fewest requests in flight (this worker's), weighted */
+    UP_RANDOM_TWO,  /* two weighted random candidates, the less loaded one */
+    UP_HASH,        /* Maglev table on a key hash (struct up_pick.hash) */
+};
+
+#define UP_MAGLEV_SIZE 65537 /* the default table size, a prime */
+
+struct up_pool_opts {
+    enum up_balance balance;
+    size_t table_size;      /* UP_HASH: a prime > nservers; 0 means UP_MAGLEV_SIZE */
+    int fallback;           /* UP_HASH: an unusable server's keys go to the next one */
+    int panic;              /* every server down: spread over all of them anyway */
+    uint64_t slow_start_ms; /* a server back up ramps its weight over this; 0: off */
+    uint64_t seed;          /* random_two's and slow start's generators */
+};
+
 /* Creates a pool named <name> (copied) with <n> servers (copied) for
  * <nworkers> workers, keeping up to <keepalive> idle connections per worker
  * and server. <key> (copied) identifies the definition: snapshots reuse a
- * pool whose key is unchanged. One reference. NULL on out of memory. */
+ * pool whose key is unchanged. <opts> (copied; NULL: round robin, nothing
+ * else) chooses the balancer. One reference. NULL on out of memory or
+ * invalid options (a table size that is not a prime above n). */
+up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_server_def *servers,
+                          size_t n, unsigned nworkers, unsigned keepalive,
+                          const struct up_pool_opts *opts);
+/* up_pool_new_opts with round robin and no options. */
 up_pool *up_pool_new(const char *name, const char *key, const struct up_server_def *servers,
                      size_t n, unsigned nworkers, unsigned keepalive);
 void up_pool_retain(up_pool *p);
@@ -51,9 +87,70 @@ size_t up_pool_nservers(const up_pool *p);
 const char *up_server_address(const up_pool *p, size_t i);
 const struct sockaddr *up_server_sockaddr(const up_pool *p, size_t i, socklen_t *len);
 
-/* Smooth weighted round robin (nginx's): picks a server index for worker
- * <w>; every worker interleaves its own picks in weight proportion. */
+/* The servers a request already tried (a retry goes elsewhere when it can).
+ * A value the caller keeps with the request; zero-initialize it. */
+#define UP_TRIED_MAX 8
+struct up_tried {
+    unsigned n;
+    uint32_t s[UP_TRIED_MAX];
+};
+/* Adds <s>; past UP_TRIED_MAX the oldest entry is forgotten. */
+void up_tried_add(struct up_tried *t, size_t s);
+int up_tried_has(const struct up_tried *t, size_t s);
+
+/* What a pick may depend on. Zero-initialize what you do not use. */
+struct up_pick {
+    const struct up_tried *tried; /* NULL: nothing tried yet */
+    uint64_t hash;                /* UP_HASH: up_hash() of the request's key */
+    uint64_t now_ms;              /* for slow start */
+};
+
+#define UP_NONE ((size_t)-1)
+
+/* Worker <w> picks a server for a request through the pool's balancer:
+ * never one in <rq->tried> nor one that is down, unless every server is down
+ * and the pool panics (then health is ignored). UP_NONE when nothing is
+ * usable: up_pool_all_down() tells a 503 from "every server was tried". No
+ * lock, no allocation; the only memory written is worker <w>'s block. */
+size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq);
+/* up_select with nothing tried: today's call. With round robin it is nginx's
+ * smooth weighted round robin, each worker interleaving its own picks in
+ * weight proportion. The hash balancer gets key hash 0. Returns UP_NONE
+ * only when every server is down and the pool does not panic. */
 size_t up_pick(up_pool *p, unsigned w);
+/* Worker <w> starts and ends a request on server <s>: the in-flight counts
+ * least_conn and random_two balance on, and the balancer's hooks. Every
+ * start has one end. */
+void up_request_start(up_pool *p, unsigned w, size_t s);
+void up_request_end(up_pool *p, unsigned w, size_t s);
+/* Requests in flight on server <s>, summed over the workers (metrics). */
+uint64_t up_inflight(const up_pool *p, size_t s);
+
+/* Hashes a key (client address, header value, cookie, path) for UP_HASH. */
+uint64_t up_hash(const void *key, size_t len);
+
+/* Health: one word per server. The flags say why a server is down; none
+ * set means up. <since_ms> is when the word last changed between up and down
+ * (slow start ramps from it). */
+enum {
+    UP_H_CHECK = 1,     /* failed its active health check */
+    UP_H_EJECTED = 2,   /* ejected by outlier detection */
+    UP_H_RESOLVING = 4, /* address not known yet */
+};
+/* The owner sets (<on>) or clears <flag> of server <s> at <now_ms>. Returns
+ * 1 when this made the whole pool go down or come back (every server down,
+ * or the first one up again: log it once, count it), else 0. Safe against
+ * a second owner writing another flag at the same time. */
+int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms);
+/* The flags of server <s> (0: up) and when they last changed up/down. */
+unsigned up_health_flags(const up_pool *p, size_t s);
+uint64_t up_health_since(const up_pool *p, size_t s);
+/* 1 when every server is down: answer 503 at once, or panic. */
+int up_pool_all_down(const up_pool *p);
+/* Slow start: the share, in thousandths, of its weight that a server up
+ * since <since_ms> gets at <now_ms> with a ramp of <ramp_ms>: from 100
+ * (10 %, Envoy's min_weight_percent) up to 1000 once the ramp is over. */
+unsigned up_slow_start_permille(uint64_t since_ms, uint64_t now_ms, uint64_t ramp_ms);
 
 /* Idle keep-alive connections of worker <w> to server <s>. put returns -1
  * when the worker already keeps <keepalive> of them (the caller closes the
@@ -70,5 +167,66 @@ void up_count_request(up_pool *p, unsigned w, size_t s);
 void up_count_connect(up_pool *p, unsigned w, size_t s);
 uint64_t up_requests(const up_pool *p, size_t s);
 uint64_t up_connects(const up_pool *p, size_t s);
+
+/* Passive outlier detection (Envoy's): <consecutive_failures> failures in a
+ * row eject a server for <base_ejection_ms> times the number of its
+ * ejections in a row, capped at <max_ejection_ms>; at most
+ * <max_ejection_percent> of the pool (but always at least one server) is
+ * ejected at a time. Zeros in the config mean Envoy's defaults: 5, 30 s,
+ * 300 s, 10 %. A returned server that goes <base_ejection_ms> without a new
+ * ejection takes one off its row count. The object only decides; its owner
+ * applies the decisions with up_health_set(..., UP_H_EJECTED, ...). */
+struct up_outlier_cfg {
+    unsigned consecutive_failures;
+    uint64_t base_ejection_ms, max_ejection_ms;
+    unsigned max_ejection_percent;
+};
+typedef struct up_outlier up_outlier;
+up_outlier *up_outlier_new(const struct up_outlier_cfg *cfg, size_t nservers);
+void up_outlier_free(up_outlier *o);
+/* One outcome of server <s> at <now_ms> (<failed>: a connect failure, a
+ * reset or a 5xx the config counts). Returns 1 when it ejects <s> now. */
+int up_outlier_report(up_outlier *o, size_t s, int failed, uint64_t now_ms);
+/* Returns, one per call, a server whose ejection is over at <now_ms>, or
+ * UP_NONE; then <*next_ms> (if not NULL) is the next ejection's end, or 0. */
+size_t up_outlier_expire(up_outlier *o, uint64_t now_ms, uint64_t *next_ms);
+int up_outlier_ejected(const up_outlier *o, size_t s);
+/* How long server <s>'s current (or last) ejection lasts, and its row. */
+uint64_t up_outlier_ejection_ms(const up_outlier *o, size_t s);
+unsigned up_outlier_ejections(const up_outlier *o, size_t s);
+
+/* Retry budget (Envoy's): at most <percent> of the requests in flight may
+ * be retries, with a floor of <floor> retries. A value kept per worker and
+ * pool; zeros mean 20 % and 3. */
+struct up_budget {
+    unsigned percent, floor;
+    uint32_t active, retries;
+    uint64_t exhausted; /* retries refused so far */
+};
+void up_budget_init(struct up_budget *b, unsigned percent, unsigned floor);
+/* A request starts and ends (<retry>: it was admitted by up_budget_retry). */
+void up_budget_start(struct up_budget *b);
+void up_budget_end(struct up_budget *b, int retry);
+/* Asks to turn a request in flight into a retry: 0 and counted when the
+ * budget allows it, -1 (and counted as exhausted) when not. A retry so
+ * admitted is a request of its own: up_budget_end(b, 1) ends it. */
+int up_budget_retry(struct up_budget *b);
+
+/* A bounded FIFO of pending requests (opaque pointers) with deadlines, for
+ * one worker and pool. push fails when full (answer 503). Deadlines must
+ * not decrease from one push to the next (one queue timeout per pool). */
+typedef struct up_queue up_queue;
+up_queue *up_queue_new(unsigned capacity);
+void up_queue_free(up_queue *q);
+int up_queue_push(up_queue *q, void *req, uint64_t deadline_ms);
+/* The oldest request, or NULL. */
+void *up_queue_pop(up_queue *q);
+/* The oldest request whose deadline is <= <now_ms> (taken out), or NULL. */
+void *up_queue_expired(up_queue *q, uint64_t now_ms);
+/* Takes <req> out (its client left); -1 when it is not queued. */
+int up_queue_remove(up_queue *q, void *req);
+unsigned up_queue_len(const up_queue *q);
+/* The deadline of the oldest request, or 0 when empty (to arm a timer). */
+uint64_t up_queue_next_deadline(const up_queue *q);
 
 #endif

@@ -1,120 +1,158 @@
 /*
- * test_balance.c - upstream/balance.c: smooth weighted round robin gives
- * nginx's exact sequence, each worker its own, in weight proportion over
- * every period and over 10k picks.
+ * test_balance.c - upstream/balance.c: the interface every balancer sits
+ * behind. Each balancer never picks a tried or a down server, answers
+ * UP_NONE when every server is down (or, in panic mode, ignores health),
+ * and the in-flight counts follow request start and end; the tried set.
  */
 #include "utest.h"
 
 #include <check.h>
 #include <stdlib.h>
 
-/* One worker's picks over a pool of <weights> repeat <want> round after
- * round. */
-static void expect_sequence(const unsigned *weights, size_t n, const size_t *want, size_t nwant)
+static const enum up_balance all[] = {UP_ROUND_ROBIN, UP_LEAST_CONN, UP_RANDOM_TWO, UP_HASH};
+
+START_TEST(tried_set)
 {
-    up_pool *p = ut_pool(weights, n, 1, 1);
+    struct up_tried t = {0};
 
-    for (int round = 0; round < 10; round++)
-        for (size_t i = 0; i < nwant; i++)
-            ck_assert_uint_eq(up_pick(p, 0), want[i]);
-    up_pool_release(p);
-}
-
-START_TEST(nginx_sequence)
-{
-    /* nginx's documented example: weights a=5 b=1 c=1 -> a a b a c a a */
-    unsigned weights[] = {5, 1, 1};
-    static const size_t want[] = {0, 0, 1, 0, 2, 0, 0};
-
-    expect_sequence(weights, NELEM(weights), want, NELEM(want));
+    ck_assert(!up_tried_has(&t, 3));
+    ck_assert(!up_tried_has(NULL, 3));
+    for (size_t s = 0; s < UP_TRIED_MAX + 2; s++)
+        up_tried_add(&t, s);
+    ck_assert_uint_eq(t.n, UP_TRIED_MAX);
+    ck_assert(!up_tried_has(&t, 0) && !up_tried_has(&t, 1)); /* oldest forgotten */
+    ck_assert(up_tried_has(&t, 2) && up_tried_has(&t, UP_TRIED_MAX + 1));
 }
 END_TEST
 
-START_TEST(equal_weights_rotate)
+START_TEST(never_tried_nor_down)
 {
-    up_pool *p = ut_pool(NULL, 4, 1, 1);
+    for (size_t b = 0; b < NELEM(all); b++) {
+        struct up_pool_opts o = {.balance = all[b], .fallback = 1, .table_size = 1009};
+        unsigned weights[] = {1, 2, 3, 4, 5};
+        up_pool *p = ut_pool_opts(weights, 5, 1, 1, &o);
+        struct up_tried tried = {0};
+        struct up_pick rq = {.tried = &tried};
 
-    for (size_t i = 0; i < 12; i++)
-        ck_assert_uint_eq(up_pick(p, 0), i % 4);
-    up_pool_release(p);
-}
-END_TEST
-
-START_TEST(single_server)
-{
-    unsigned weights[] = {9};
-    up_pool *p = ut_pool(weights, 1, 1, 1);
-
-    for (int i = 0; i < 5; i++)
-        ck_assert_uint_eq(up_pick(p, 0), 0);
-    up_pool_release(p);
-}
-END_TEST
-
-START_TEST(workers_are_independent)
-{
-    unsigned weights[] = {5, 1, 1};
-    static const size_t want[] = {0, 0, 1, 0, 2, 0, 0};
-    up_pool *p = ut_pool(weights, 3, 3, 1);
-
-    /* Worker 1 picks a lot; worker 2 still starts at the beginning. */
-    for (int i = 0; i < 1000; i++)
-        up_pick(p, 1);
-    for (size_t i = 0; i < NELEM(want); i++) {
-        ck_assert_uint_eq(up_pick(p, 2), want[i]);
-        ck_assert_uint_eq(up_pick(p, 0), want[i]);
+        up_tried_add(&tried, 1);
+        up_health_set(p, 3, UP_H_EJECTED, 1, 5);
+        for (unsigned i = 0; i < 2000; i++) {
+            rq.hash = up_hash(&i, sizeof(i));
+            size_t s = up_select(p, 0, &rq);
+            ck_assert_msg(s == 0 || s == 2 || s == 4, "balancer %zu picked %zu", b, s);
+        }
+        up_tried_add(&tried, 0);
+        up_tried_add(&tried, 2);
+        up_tried_add(&tried, 4);
+        ck_assert_uint_eq(up_select(p, 0, &rq), UP_NONE);
+        up_pool_release(p);
     }
-    up_pool_release(p);
 }
 END_TEST
 
-START_TEST(proportions)
+START_TEST(all_down_and_panic)
 {
-    unsigned weights[] = {1, 2, 3, 4, 10};
-    unsigned total = 20, count[5] = {0};
-    up_pool *p = ut_pool(weights, 5, 1, 1);
+    for (size_t b = 0; b < NELEM(all); b++) {
+        for (int panic = 0; panic <= 1; panic++) {
+            struct up_pool_opts o = {
+                .balance = all[b], .panic = panic, .table_size = 101, .fallback = 1};
+            up_pool *p = ut_pool_opts(NULL, 3, 1, 1, &o);
+            unsigned count[3];
 
-    /* Every window of one period (sum of weights) holds each server exactly
-     * weight times; 10k picks are 500 whole periods. */
-    for (int period = 0; period < 500; period++) {
-        unsigned in_period[5] = {0};
-        for (unsigned i = 0; i < total; i++)
-            in_period[up_pick(p, 0)]++;
-        for (size_t s = 0; s < 5; s++) {
-            ck_assert_uint_eq(in_period[s], weights[s]);
-            count[s] += in_period[s];
+            ck_assert_int_eq(up_health_set(p, 0, UP_H_CHECK, 1, 1), 0);
+            ck_assert_int_eq(up_health_set(p, 1, UP_H_CHECK, 1, 1), 0);
+            ck_assert(!up_pool_all_down(p));
+            ck_assert_int_eq(up_health_set(p, 2, UP_H_EJECTED, 1, 2), 1); /* transition */
+            ck_assert(up_pool_all_down(p));
+            if (!panic) {
+                ck_assert_uint_eq(up_pick(p, 0), UP_NONE);
+            } else {
+                ut_picks(p, NULL, 300, 0, count);
+                ck_assert(b == 3 || (count[0] && count[1] && count[2])); /* hash: one key */
+            }
+            ck_assert_int_eq(up_health_set(p, 1, UP_H_CHECK, 0, 3), 1); /* back */
+            ck_assert(!up_pool_all_down(p));
+            ck_assert_uint_eq(up_pick(p, 0), 1);
+            up_pool_release(p);
         }
     }
-    for (size_t s = 0; s < 5; s++)
-        ck_assert_uint_eq(count[s], 10000 * weights[s] / total);
+}
+END_TEST
+
+START_TEST(inflight_counts)
+{
+    up_pool *p = ut_pool(NULL, 2, 3, 1);
+
+    up_request_start(p, 0, 1);
+    up_request_start(p, 2, 1);
+    up_request_start(p, 2, 0);
+    ck_assert_uint_eq(up_inflight(p, 1), 2);
+    ck_assert_uint_eq(up_inflight(p, 0), 1);
+    up_request_end(p, 2, 1);
+    up_request_end(p, 2, 0);
+    ck_assert_uint_eq(up_inflight(p, 1), 1);
+    ck_assert_uint_eq(up_inflight(p, 0), 0);
+    up_request_end(p, 0, 1);
     up_pool_release(p);
 }
 END_TEST
 
-START_TEST(smooth)
+START_TEST(weights_within_3_percent)
 {
-    /* Smoothness: the heavy server never runs more than its share in a row;
-     * with weights 3:1 the light one comes once in every four picks, and
-     * 2:3 alternates as far as it can. */
-    unsigned w31[] = {3, 1}, w23[] = {2, 3};
-    static const size_t want31[] = {0, 0, 1, 0}, want23[] = {1, 0, 1, 0, 1};
+    /* every balancer over 10k picks, each request ending before the next
+     * one; all but the hash again with 30 requests in flight */
+    unsigned weights[] = {1, 2, 3, 4};
+    unsigned count[4], c[4];
 
-    expect_sequence(w31, 2, want31, NELEM(want31));
-    expect_sequence(w23, 2, want23, NELEM(want23));
+    for (size_t b = 0; b < NELEM(all); b++) {
+        for (unsigned window = 0; window <= 30; window += 30) {
+            struct up_pool_opts o = {.balance = all[b], .seed = 99};
+            up_pool *p = ut_pool_opts(weights, 4, 1, 1, &o);
+            struct up_pick rq = {0};
+            if (window && all[b] != UP_HASH) {
+                ut_picks(p, NULL, 10000, window, c);
+            } else {
+                for (size_t s = 0; s < 4; s++)
+                    c[s] = 0;
+                for (unsigned i = 0; i < 10000; i++) {
+                    rq.hash = up_hash(&i, sizeof(i)); /* 10k distinct keys */
+                    ut_picks(p, &rq, 1, 0, count);
+                    for (size_t s = 0; s < 4; s++)
+                        c[s] += count[s];
+                }
+            }
+            ut_check_shares(c, weights, 4, 10000, 0.03);
+            up_pool_release(p);
+        }
+    }
+}
+END_TEST
+
+START_TEST(refuses_bad_options)
+{
+    struct up_pool_opts o = {.balance = UP_HASH, .table_size = 1000};
+
+    ck_assert_ptr_null(ut_pool_try(NULL, 3, 1, 1, &o)); /* not a prime */
+    o.table_size = 3;
+    ck_assert_ptr_null(ut_pool_try(NULL, 3, 1, 1, &o)); /* not above n */
+    o.table_size = 5;
+    up_pool_release(ut_pool_try(NULL, 3, 1, 1, &o));
+    o.balance = (enum up_balance)9;
+    ck_assert_ptr_null(ut_pool_try(NULL, 3, 1, 1, &o));
 }
 END_TEST
 
 static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_balance");
-    TCase *tc = tcase_create("round_robin");
+    TCase *tc = tcase_create("interface");
 
-    tcase_add_test(tc, nginx_sequence);
-    tcase_add_test(tc, equal_weights_rotate);
-    tcase_add_test(tc, single_server);
-    tcase_add_test(tc, workers_are_independent);
-    tcase_add_test(tc, proportions);
-    tcase_add_test(tc, smooth);
+    tcase_add_test(tc, tried_set);
+    tcase_add_test(tc, never_tried_nor_down);
+    tcase_add_test(tc, all_down_and_panic);
+    tcase_add_test(tc, inflight_counts);
+    tcase_add_test(tc, weights_within_3_percent);
+    tcase_add_test(tc, refuses_bad_options);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -95,7 +95,7 @@ START_TEST(workers_never_share_a_line)
             size_t n = ns[a], slots = kas[b] ? kas[b] : 1;
             unsigned nw = 4;
             up_pool *p = ut_pool(NULL, n, nw, kas[b]);
-            struct span s[4 * 4];
+            struct span s[4 * 6];
             size_t k = 0;
 
             ck_assert_uint_eq((uintptr_t)p->slab % UP_CACHE_LINE, 0);
@@ -103,12 +103,14 @@ START_TEST(workers_never_share_a_line)
             for (unsigned w = 0; w < nw; w++) {
                 const struct up_worker *st = &p->ws[w];
                 uintptr_t blo = (uintptr_t)p->slab + w * p->stride;
+                k = add(s, k, st->fx, sizeof(*st->fx), w);
                 k = add(s, k, st->cw, n * sizeof(*st->cw), w);
+                k = add(s, k, st->inflight, n * sizeof(*st->inflight), w);
                 k = add(s, k, st->counts, n * UP_NCOUNTERS * sizeof(*st->counts), w);
                 k = add(s, k, st->idle, n * slots * sizeof(*st->idle), w);
                 k = add(s, k, st->nidle, n * sizeof(*st->nidle), w);
                 /* and each array lies inside the worker's own block */
-                for (size_t i = k - 4; i < k; i++)
+                for (size_t i = k - 6; i < k; i++)
                     ck_assert(s[i].lo >= blo && s[i].hi <= blo + p->stride);
             }
             check_separate(s, k);

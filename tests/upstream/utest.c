@@ -12,6 +12,21 @@
 
 up_pool *ut_pool(const unsigned *weights, size_t n, unsigned nworkers, unsigned keepalive)
 {
+    return ut_pool_opts(weights, n, nworkers, keepalive, NULL);
+}
+
+up_pool *ut_pool_opts(const unsigned *weights, size_t n, unsigned nworkers, unsigned keepalive,
+                      const struct up_pool_opts *opts)
+{
+    up_pool *p = ut_pool_try(weights, n, nworkers, keepalive, opts);
+
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+up_pool *ut_pool_try(const unsigned *weights, size_t n, unsigned nworkers, unsigned keepalive,
+                     const struct up_pool_opts *opts)
+{
     struct up_server_def *defs = calloc(n, sizeof(*defs));
     struct sockaddr_in *sin = calloc(n, sizeof(*sin));
     char(*names)[32] = calloc(n, sizeof(*names));
@@ -28,11 +43,10 @@ up_pool *ut_pool(const unsigned *weights, size_t n, unsigned nworkers, unsigned 
         defs[i].salen = sizeof(sin[i]);
         defs[i].weight = weights ? weights[i] : 1;
     }
-    p = up_pool_new("t", "key", defs, n, nworkers, keepalive);
+    p = up_pool_new_opts("t", "key", defs, n, nworkers, keepalive, opts);
     free(defs);
     free(sin);
     free(names);
-    ck_assert_ptr_nonnull(p);
     return p;
 }
 
@@ -45,4 +59,49 @@ int ut_run(Suite *s)
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+void ut_picks(up_pool *p, const struct up_pick *rq, unsigned picks, unsigned window,
+              unsigned *count)
+{
+    size_t n = up_pool_nservers(p), *ring = calloc(window ? window : 1, sizeof(*ring));
+    unsigned inflight = 0, head = 0;
+
+    ck_assert_ptr_nonnull(ring);
+    for (size_t s = 0; s < n; s++)
+        count[s] = 0;
+    for (unsigned i = 0; i < picks; i++) {
+        size_t s = up_select(p, 0, rq);
+        ck_assert_uint_lt(s, n);
+        count[s]++;
+        if (window && inflight == window) {
+            up_request_end(p, 0, ring[head]);
+            inflight--;
+        }
+        up_request_start(p, 0, s);
+        if (!window) {
+            up_request_end(p, 0, s);
+            continue;
+        }
+        ring[head] = s;
+        head = (head + 1) % window;
+        inflight++;
+    }
+    for (unsigned i = 0; i < inflight; i++)
+        up_request_end(p, 0, ring[(head + window - inflight + i) % window]);
+    free(ring);
+}
+
+void ut_check_shares(const unsigned *count, const unsigned *weights, size_t n, unsigned picks,
+                     double tolerance)
+{
+    double total = 0;
+
+    for (size_t s = 0; s < n; s++)
+        total += weights ? weights[s] : 1;
+    for (size_t s = 0; s < n; s++) {
+        double want = (weights ? weights[s] : 1) / total, got = (double)count[s] / picks;
+        ck_assert_msg(got >= want - tolerance && got <= want + tolerance,
+                      "server %zu: share %.4f, weight share %.4f", s, got, want);
+    }
 }

@@ -15,6 +15,22 @@
 /* A pool "t" of <n> servers 127.0.0.1:(9001 + i) with <weights> (NULL: all
  * 1). Aborts the test (ck_assert) on failure. */
 up_pool *ut_pool(const unsigned *weights, size_t n, unsigned nworkers, unsigned keepalive);
+/* The same with options (NULL: none); ut_pool_try may return NULL. */
+up_pool *ut_pool_try(const unsigned *weights, size_t n, unsigned nworkers, unsigned keepalive,
+                     const struct up_pool_opts *opts);
+up_pool *ut_pool_opts(const unsigned *weights, size_t n, unsigned nworkers, unsigned keepalive,
+                      const struct up_pool_opts *opts);
+
+/* Makes <picks> picks on worker 0 with <rq> (may be NULL), each request
+ * starting at its pick; <window> requests stay in flight, the oldest ending
+ * when a new one starts (0: each ends before the next pick). Counts the picks
+ * per server into <count> (n entries, zeroed here). */
+void ut_picks(up_pool *p, const struct up_pick *rq, unsigned picks, unsigned window,
+              unsigned *count);
+/* Asserts that <count> (over <picks>) follows <weights> (NULL: equal) within
+ * <tolerance> of the share, in absolute terms (0.03: three points). */
+void ut_check_shares(const unsigned *count, const unsigned *weights, size_t n, unsigned picks,
+                     double tolerance);
 
 /* Runs <s> and returns main()'s exit status. */
 int ut_run(Suite *s);

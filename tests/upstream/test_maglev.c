@@ -1,0 +1,162 @@
+/*
+ * test_maglev.c - upstream/maglev.c: a key always goes to the same server,
+ * the table follows the weights, removing one server of N moves at most
+ * 1.2/N of the keys (at least its own), and fallback sends an unusable
+ * server's keys to a next candidate that does not change.
+ */
+#include "utest.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+
+#define KEYS 100000
+
+static up_pool *mg_pool(const unsigned *weights, size_t n, int fallback)
+{
+    struct up_pool_opts o = {.balance = UP_HASH, .fallback = fallback};
+
+    return ut_pool_opts(weights, n, 1, 1, &o);
+}
+
+static size_t pick_key(up_pool *p, unsigned key)
+{
+    struct up_pick rq = {.hash = up_hash(&key, sizeof(key))};
+
+    return up_select(p, 0, &rq);
+}
+
+START_TEST(stable)
+{
+    up_pool *a = mg_pool(NULL, 7, 0), *b = mg_pool(NULL, 7, 0);
+
+    for (unsigned k = 0; k < 1000; k++) {
+        size_t s = pick_key(a, k);
+        ck_assert_uint_eq(pick_key(a, k), s);
+        ck_assert_uint_eq(pick_key(b, k), s); /* a rebuilt pool agrees */
+    }
+    up_pool_release(a);
+    up_pool_release(b);
+}
+END_TEST
+
+/* Pool of servers 127.0.0.1:(9001 + i) for i in <ids> (n of them). */
+static up_pool *pool_of(const unsigned *ids, size_t n)
+{
+    struct up_server_def defs[16];
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    char names[16][32];
+    struct up_pool_opts o = {.balance = UP_HASH};
+    up_pool *p;
+
+    ck_assert_uint_le(n, 16);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), "127.0.0.1:%u", 9001 + ids[i]);
+        defs[i] = (struct up_server_def){names[i], (const struct sockaddr *)&sin, sizeof(sin), 1};
+    }
+    p = up_pool_new_opts("t", "", defs, n, 1, 1, &o);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+START_TEST(removing_one_moves_few)
+{
+    for (size_t n = 3; n <= 16; n += 13) {
+        unsigned ids[16];
+        for (unsigned i = 0; i < n; i++)
+            ids[i] = i;
+        for (size_t gone = 0; gone < n; gone += n - 1) {
+            up_pool *all = pool_of(ids, n);
+            unsigned rest[16], moved = 0;
+            size_t k = 0;
+            for (unsigned i = 0; i < n; i++)
+                if (i != gone)
+                    rest[k++] = i;
+            up_pool *less = pool_of(rest, n - 1);
+            for (unsigned key = 0; key < KEYS; key++) {
+                size_t before = ids[pick_key(all, key)], after = rest[pick_key(less, key)];
+                moved += before != after; /* its keys, and a few others */
+            }
+            ck_assert_msg(moved <= 1.2 * KEYS / n, "n=%zu moved %u of %u", n, moved, KEYS);
+            ck_assert_msg(moved >= 0.8 * KEYS / n, "n=%zu moved %u of %u", n, moved, KEYS);
+            up_pool_release(all);
+            up_pool_release(less);
+        }
+    }
+}
+END_TEST
+
+START_TEST(weighted_table)
+{
+    unsigned weights[] = {1, 3, 6}, count[3] = {0};
+    up_pool *p = mg_pool(weights, 3, 0);
+
+    for (unsigned k = 0; k < KEYS; k++)
+        count[pick_key(p, k)]++;
+    ut_check_shares(count, weights, 3, KEYS, 0.03);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(fallback)
+{
+    up_pool *strict = mg_pool(NULL, 4, 0), *fb = mg_pool(NULL, 4, 1);
+    unsigned count[4] = {0}, none = 0;
+
+    up_health_set(strict, 2, UP_H_EJECTED, 1, 1);
+    up_health_set(fb, 2, UP_H_EJECTED, 1, 1);
+    for (unsigned k = 0; k < 10000; k++) {
+        size_t s = pick_key(strict, k), f = pick_key(fb, k);
+        if (s == UP_NONE) {
+            none++;
+            ck_assert_uint_ne(f, 2);
+            ck_assert_uint_ne(f, UP_NONE);
+            ck_assert_uint_eq(pick_key(fb, k), f); /* the same next candidate */
+            count[f]++;
+        } else {
+            ck_assert_uint_eq(s, f); /* other keys stay */
+        }
+    }
+    /* about a quarter failed without fallback, spread over the other three */
+    ck_assert_uint_gt(none, 2000);
+    ck_assert_uint_lt(none, 3000);
+    for (size_t s = 0; s < 4; s++)
+        ck_assert(s == 2 ? count[s] == 0 : count[s] > none / 6);
+    up_pool_release(strict);
+    up_pool_release(fb);
+}
+END_TEST
+
+START_TEST(default_size)
+{
+    struct up_pool_opts o = {.balance = UP_HASH, .table_size = 0};
+    up_pool *p = ut_pool_opts(NULL, 2, 1, 1, &o);
+    unsigned count[2] = {0};
+
+    /* the default 65,537 slots, shared evenly by two servers (±3 points) */
+    for (unsigned k = 0; k < KEYS; k++)
+        count[pick_key(p, k)]++;
+    ut_check_shares(count, NULL, 2, KEYS, 0.03);
+    up_pool_release(p);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("upstream_maglev");
+    TCase *tc = tcase_create("maglev");
+
+    tcase_add_test(tc, stable);
+    tcase_add_test(tc, removing_one_moves_few);
+    tcase_add_test(tc, weighted_table);
+    tcase_add_test(tc, fallback);
+    tcase_add_test(tc, default_size);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ut_run(suite());
+}

@@ -1,0 +1,176 @@
+/*
+ * test_outlier.c - upstream/outlier.c, step by step: five failures in a row
+ * eject, a success resets the row of failures, ejections last 30 s times
+ * their row up to 300 s, the row decays while the server stays up, and at
+ * most 10 % of a pool (at least one server) is ejected at a time.
+ */
+#include "utest.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+#define S 1000ull /* one second in ms */
+
+/* Four failures of server <s> at <now> that do not eject it, then the
+ * fifth that does. */
+static void eject(up_outlier *o, size_t s, uint64_t now)
+{
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(up_outlier_report(o, s, 1, now), 0);
+    ck_assert_int_eq(up_outlier_report(o, s, 1, now), 1);
+    ck_assert(up_outlier_ejected(o, s));
+}
+
+START_TEST(defaults_step_by_step)
+{
+    up_outlier *o = up_outlier_new(NULL, 10);
+    uint64_t next = 0;
+
+    /* four failures, a success: the row starts again */
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(up_outlier_report(o, 3, 1, 0), 0);
+    ck_assert_int_eq(up_outlier_report(o, 3, 0, 0), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(up_outlier_report(o, 3, 1, 0), 0);
+    ck_assert(!up_outlier_ejected(o, 3));
+    ck_assert_int_eq(up_outlier_report(o, 3, 1, 10 * S), 1); /* fifth in a row */
+    ck_assert_uint_eq(up_outlier_ejection_ms(o, 3), 30 * S);
+    ck_assert_uint_eq(up_outlier_ejections(o, 3), 1);
+    /* reports while ejected change nothing */
+    ck_assert_int_eq(up_outlier_report(o, 3, 1, 11 * S), 0);
+    ck_assert_uint_eq(up_outlier_expire(o, 39 * S, &next), UP_NONE);
+    ck_assert_uint_eq(next, 40 * S);
+    ck_assert_uint_eq(up_outlier_expire(o, 40 * S, &next), 3);
+    ck_assert(!up_outlier_ejected(o, 3));
+    ck_assert_uint_eq(up_outlier_expire(o, 40 * S, &next), UP_NONE);
+    ck_assert_uint_eq(next, 0);
+    up_outlier_free(o);
+}
+END_TEST
+
+START_TEST(longer_each_time_capped)
+{
+    up_outlier *o = up_outlier_new(NULL, 10);
+    uint64_t now = 0;
+
+    /* ejected again right after each return: 30, 60, ... capped at 300 s */
+    for (unsigned row = 1; row <= 12; row++) {
+        eject(o, 0, now);
+        uint64_t want = 30 * S * row < 300 * S ? 30 * S * row : 300 * S;
+        ck_assert_uint_eq(up_outlier_ejection_ms(o, 0), want);
+        ck_assert_uint_eq(up_outlier_ejections(o, 0), row);
+        now += want;
+        ck_assert_uint_eq(up_outlier_expire(o, now, NULL), 0);
+    }
+    up_outlier_free(o);
+}
+END_TEST
+
+START_TEST(row_decays_while_up)
+{
+    up_outlier *o = up_outlier_new(NULL, 10);
+
+    eject(o, 0, 0);
+    ck_assert_uint_eq(up_outlier_expire(o, 30 * S, NULL), 0);
+    eject(o, 0, 31 * S); /* up for 1 s: the row holds, 2 */
+    ck_assert_uint_eq(up_outlier_ejection_ms(o, 0), 60 * S);
+    ck_assert_uint_eq(up_outlier_expire(o, 91 * S, NULL), 0);
+    eject(o, 0, 91 * S + 35 * S); /* up for 35 s: one off, then one on: 2 */
+    ck_assert_uint_eq(up_outlier_ejections(o, 0), 2);
+    ck_assert_uint_eq(up_outlier_expire(o, 186 * S, NULL), 0);
+    eject(o, 0, 186 * S + 3600 * S); /* an hour up: the row starts over */
+    ck_assert_uint_eq(up_outlier_ejections(o, 0), 1);
+    ck_assert_uint_eq(up_outlier_ejection_ms(o, 0), 30 * S);
+    up_outlier_free(o);
+}
+END_TEST
+
+START_TEST(max_percent)
+{
+    struct up_outlier_cfg cfg = {.max_ejection_percent = 20};
+    up_outlier *o = up_outlier_new(NULL, 3), *o20 = up_outlier_new(&cfg, 10);
+
+    /* 10 % of 3 is none: at least one is ejected anyway, not a second */
+    eject(o, 0, 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(up_outlier_report(o, 1, 1, 0), 0);
+    ck_assert(!up_outlier_ejected(o, 1));
+    /* once the first is back, the second can go */
+    ck_assert_uint_eq(up_outlier_expire(o, 30 * S, NULL), 0);
+    eject(o, 1, 30 * S);
+    /* 20 % of 10: two */
+    eject(o20, 4, 0);
+    eject(o20, 5, 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(up_outlier_report(o20, 6, 1, 0), 0);
+    up_outlier_free(o);
+    up_outlier_free(o20);
+}
+END_TEST
+
+START_TEST(custom_thresholds)
+{
+    struct up_outlier_cfg cfg = {.consecutive_failures = 2,
+                                 .base_ejection_ms = 100,
+                                 .max_ejection_ms = 250,
+                                 .max_ejection_percent = 100};
+    up_outlier *o = up_outlier_new(&cfg, 2);
+
+    ck_assert_int_eq(up_outlier_report(o, 1, 1, 0), 0);
+    ck_assert_int_eq(up_outlier_report(o, 1, 1, 0), 1);
+    ck_assert_int_eq(up_outlier_report(o, 0, 1, 0), 0);
+    ck_assert_int_eq(up_outlier_report(o, 0, 1, 0), 1); /* 100 %: both */
+    ck_assert_uint_eq(up_outlier_expire(o, 100, NULL), 0);
+    ck_assert_uint_eq(up_outlier_expire(o, 100, NULL), 1);
+    up_outlier_report(o, 1, 1, 100);
+    up_outlier_report(o, 1, 1, 100);
+    ck_assert_uint_eq(up_outlier_ejection_ms(o, 1), 200);
+    ck_assert_uint_eq(up_outlier_expire(o, 300, NULL), 1);
+    up_outlier_report(o, 1, 1, 300);
+    up_outlier_report(o, 1, 1, 300);
+    ck_assert_uint_eq(up_outlier_ejection_ms(o, 1), 250); /* capped */
+    ck_assert_ptr_null(up_outlier_new(&cfg, 0));
+    up_outlier_free(o);
+    up_outlier_free(NULL);
+}
+END_TEST
+
+START_TEST(drives_health)
+{
+    /* the owner's loop: decisions applied to the pool's health words */
+    up_pool *p = ut_pool(NULL, 2, 1, 1);
+    up_outlier *o = up_outlier_new(NULL, 2);
+    size_t s;
+
+    for (int i = 0; i < 5; i++)
+        if (up_outlier_report(o, 1, 1, 1000))
+            up_health_set(p, 1, UP_H_EJECTED, 1, 1000);
+    for (int i = 0; i < 10; i++)
+        ck_assert_uint_eq(up_pick(p, 0), 0);
+    while ((s = up_outlier_expire(o, 31000, NULL)) != UP_NONE)
+        up_health_set(p, s, UP_H_EJECTED, 0, 31000);
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    up_outlier_free(o);
+    up_pool_release(p);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("upstream_outlier");
+    TCase *tc = tcase_create("outlier");
+
+    tcase_add_test(tc, defaults_step_by_step);
+    tcase_add_test(tc, longer_each_time_capped);
+    tcase_add_test(tc, row_decays_while_up);
+    tcase_add_test(tc, max_percent);
+    tcase_add_test(tc, custom_thresholds);
+    tcase_add_test(tc, drives_health);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return ut_run(suite());
+}

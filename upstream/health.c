@@ -1,0 +1,64 @@
+/*
+ * health.c - one health word per server: (since_ms << 8) | flags, flags
+ * saying why it is down (none: up). The owner (checker, ejection logic)
+ * writes it with a compare-and-swap, workers read it with relaxed loads, so
+ * an ejection is seen by every worker at once. The pool also counts its
+ * down servers, for "every server down" (503 or panic) in one load.
+ */
+#include "upstream/up_int.h"
+
+#define FLAG_BITS 8
+#define FLAG_MASK ((1u << FLAG_BITS) - 1)
+
+int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
+{
+    _Atomic uint64_t *h = &p->health[s];
+    uint64_t old = atomic_load_explicit(h, memory_order_relaxed), next;
+    unsigned was, now;
+    size_t down;
+
+    do {
+        was = (unsigned)(old & FLAG_MASK);
+        now = on ? (was | flag) : (was & ~flag);
+        /* since_ms moves only when the server goes down or comes back */
+        next = (!was != !now) ? (now_ms << FLAG_BITS) | now : (old & ~(uint64_t)FLAG_MASK) | now;
+    } while (!atomic_compare_exchange_weak_explicit(h, &old, next, memory_order_relaxed,
+                                                    memory_order_relaxed));
+    if (!was == !now)
+        return 0;
+    if (now) {
+        down = atomic_fetch_add_explicit(&p->ndown, 1, memory_order_relaxed) + 1;
+        if (p->lb_ops->server_down)
+            p->lb_ops->server_down(p, s);
+        return down == p->n;
+    }
+    down = atomic_fetch_sub_explicit(&p->ndown, 1, memory_order_relaxed);
+    if (p->lb_ops->server_up)
+        p->lb_ops->server_up(p, s);
+    return down == p->n;
+}
+
+unsigned up_health_flags(const up_pool *p, size_t s)
+{
+    return (unsigned)(atomic_load_explicit(&p->health[s], memory_order_relaxed) & FLAG_MASK);
+}
+
+uint64_t up_health_since(const up_pool *p, size_t s)
+{
+    return atomic_load_explicit(&p->health[s], memory_order_relaxed) >> FLAG_BITS;
+}
+
+int up_pool_all_down(const up_pool *p)
+{
+    return atomic_load_explicit(&p->ndown, memory_order_relaxed) == p->n;
+}
+
+unsigned up_slow_start_permille(uint64_t since_ms, uint64_t now_ms, uint64_t ramp_ms)
+{
+    uint64_t share;
+
+    if (!ramp_ms || now_ms < since_ms || now_ms - since_ms >= ramp_ms)
+        return 1000;
+    share = (now_ms - since_ms) * 1000 / ramp_ms;
+    return share < 100 ? 100 : (unsigned)share;
+}
