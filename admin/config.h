@@ -11,9 +11,20 @@
  * never stops at the first one.
  *
  * The validator inserts every route into a router table in one transaction to
- * find conflicts, then frees that table: a config is plain data. The gateway
- * builds its own table with adm_config_build_routes(), attaching its own
- * per-route data.
+ * find conflicts. adm_config_from_json_bound() keeps that table in
+ * cfg->table, each route carrying the caller's data, so that the snapshot
+ * takes it over instead of building it twice (the admin API's pushes); every
+ * other parser frees it, and adm_config_build_routes() builds one from a
+ * parsed config (start-up, SIGHUP).
+ *
+ * The parser's files: config.c (the root keys, checks across sections,
+ * entry points), config_parse.c (the parse context and key tables that every
+ * section uses, admin/config_int.h), and one file per section:
+ * config_listeners.c, config_upstreams.c, config_routes.c, config_admin.c,
+ * config_settings.c (router, trusted proxies, limits, timeouts, access log),
+ * and tls_config.c for the "tls" objects of listeners and upstreams
+ * (admin/tls.h). Error lists are admin/errors.h, addresses and CIDRs
+ * admin/addr.h.
  *
  * Nothing here prints, exits, or keeps global state. A parsed config is
  * immutable; it may be read from any thread.
@@ -27,85 +38,9 @@
 
 #include <jansson.h>
 
+#include "admin/addr.h"
+#include "admin/errors.h"
 #include "router/router.h"
-
-#if defined(__GNUC__)
-#define ADM_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define ADM_PRINTF(f, a)
-#endif
-
-/* ---- error lists ---- */
-
-struct adm_error {
-    char *path; /* JSON pointer of the offending value; "" = the whole document */
-    char *msg;  /* one human sentence, no trailing newline */
-};
-
-/* At most ADM_ERRORS_MAX errors are kept; further ones are only counted in
- * <dropped>. A zeroed struct is an empty list. */
-#define ADM_ERRORS_MAX 1000
-struct adm_errors {
-    struct adm_error *v;
-    size_t n, cap;
-    size_t dropped; /* errors beyond ADM_ERRORS_MAX */
-    int nomem;      /* an allocation failed: the list may be incomplete */
-};
-
-void adm_errors_init(struct adm_errors *e);
-/* Frees every entry and empties <e> (which stays usable). NULL is a no-op. */
-void adm_errors_clear(struct adm_errors *e);
-/* Appends one error (path copied). 0, or -1 on out of memory (e->nomem set). */
-int adm_errors_add(struct adm_errors *e, const char *path, const char *fmt, ...) ADM_PRINTF(3, 4);
-/* Formats one error as "<path>: <msg>", or just "<msg>" when the path is ""
- * (the document itself: syntax errors, I/O errors). snprintf semantics:
- * returns the length needed, <buf> always NUL-terminated when cap > 0. */
-size_t adm_error_format(const struct adm_error *e, char *buf, size_t cap);
-/* Every error formatted as above, one per line, each ending in '\n', plus a
- * "... and N more errors" line when some were dropped. The caller frees the
- * result with free(). NULL on out of memory. */
-char *adm_errors_format(const struct adm_errors *e);
-/* [{"path": "...", "message": "..."}, ...] for the admin API (new reference;
- * NULL on out of memory). */
-json_t *adm_errors_json(const struct adm_errors *e);
-
-/* ---- addresses and CIDRs ---- */
-
-/* "IPv4:PORT", "[IPv6]:PORT" or (where names are allowed) "host.name:PORT".
- * Ports are 1..65535 written without leading zeros. IPv6 zone ids are not
- * supported. */
-struct adm_addr {
-    char *text;    /* as written */
-    char *host;    /* the IP literal without brackets, or the host name in lower case */
-    uint16_t port; /* host byte order */
-    int numeric;   /* 1: <ss>/<sslen> hold the address; 0: a name to resolve */
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-};
-
-/* Parses <s> into <a> (which it overwrites: free an old value first). On an
- * invalid address returns -1 with errno EINVAL and a reason in <why> (a
- * fragment such as "port must be 1..65535"); on out of memory -1 with errno
- * ENOMEM. Free with adm_addr_free(). */
-int adm_addr_parse(struct adm_addr *a, const char *s, int allow_name, char *why, size_t cap);
-void adm_addr_free(struct adm_addr *a);
-/* 1 when <a> is numeric and in 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */
-int adm_addr_is_loopback(const struct adm_addr *a);
-
-struct adm_cidr {
-    int family;             /* AF_INET or AF_INET6 */
-    unsigned char addr[16]; /* network address; IPv4 uses the first 4 bytes */
-    unsigned prefix;        /* 0..32 or 0..128 */
-};
-
-/* "10.0.0.0/8", "::1/128", or a bare address (/32 or /128). Host bits set
- * beyond the prefix are an error ("10.1.2.3/8"). 0, or -1 with <why>. */
-int adm_cidr_parse(struct adm_cidr *out, const char *s, char *why, size_t cap);
-/* 1 when <sa> (AF_INET or AF_INET6; anything else never matches) is inside
- * one of the <n> prefixes of <list>. An IPv4-mapped IPv6 address
- * (::ffff:a.b.c.d, what a dual-stack socket reports) matches IPv4 prefixes,
- * and an IPv4 address matches IPv6 prefixes covering its mapped form. */
-int adm_cidr_match(const struct adm_cidr *list, size_t n, const struct sockaddr *sa);
 
 /* ---- the config ---- */
 

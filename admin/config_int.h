@@ -1,0 +1,158 @@
+/*
+ * config_int.h - what the config parser's files share (admin/config*.c):
+ * the parse context with its JSON pointer and error list, typed getters that
+ * report their own errors, per-object key tables, and each section's entry
+ * point into the root key table (config.c).
+ *
+ * A section adds a key by adding a row to its table (struct adm_cf_field):
+ * a plain number, flag or path goes straight into the struct through an
+ * offset, anything else through a function of its own. A new section is a
+ * file with a table and an adm_cf_<section>() entry point, a row in the root
+ * table, and its part of adm_config_free() (adm_cf_<section>_free()).
+ */
+#ifndef SY_ADMIN_CONFIG_INT_H
+#define SY_ADMIN_CONFIG_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "admin/config.h"
+
+#define ADM_CF_MAX_NAME 128      /* route ids, upstream names */
+#define ADM_CF_MAX_PATHNAME 4096 /* token_file, state_dir, access_log */
+#define ADM_CF_MAX_MS 86400000LL /* one day */
+
+/* ASCII classes, whatever the process locale says. */
+static inline int is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static inline int is_alnum(unsigned char c)
+{
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static inline char to_lower(char c)
+{
+    return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+/* ---- the parse context: error list, current JSON pointer ---- */
+
+struct adm_cf {
+    struct adm_errors *errs;
+    struct adm_config *c;
+    char *path; /* the JSON pointer of the value being parsed */
+    size_t plen, pcap;
+    size_t nerr; /* errors reported by this parse */
+    int nomem;
+    json_t *upstream_index;       /* name -> index into c->upstreams */
+    unsigned char *route_ok;      /* per route: id, pattern and methods usable by the router */
+    unsigned char *route_timeout; /* per route: timeout_ms given */
+    const struct adm_route_binder *bind; /* keep the routes' table, with this udata */
+};
+
+/* Appends "/<key>" (escaped per RFC 6901) or "/<i>" to the current path and
+ * returns the previous length for adm_cf_pop(). */
+size_t adm_cf_push_key(struct adm_cf *x, const char *key);
+size_t adm_cf_push_index(struct adm_cf *x, size_t i);
+void adm_cf_pop(struct adm_cf *x, size_t mark);
+
+/* Reports an error about the value at the current path, about its member
+ * <key>, or at the absolute <path>. */
+void adm_cf_err(struct adm_cf *x, const char *fmt, ...) ADM_PRINTF(2, 3);
+void adm_cf_err_key(struct adm_cf *x, const char *key, const char *fmt, ...) ADM_PRINTF(3, 4);
+void adm_cf_err_at(struct adm_cf *x, const char *path, const char *fmt, ...) ADM_PRINTF(3, 4);
+
+/* Folds the result of a parser that reports at a path of its own
+ * (tls_config.c) into <x>: <rc> errors reported, or -1 out of memory. */
+void adm_cf_count(struct adm_cf *x, int rc);
+
+/* strdup and calloc (n 0 allowed) that set x->nomem when they fail. */
+char *adm_cf_strdup(struct adm_cf *x, const char *s);
+void *adm_cf_calloc(struct adm_cf *x, size_t n, size_t size);
+
+/* Every byte of <s> is alphanumeric or in <extra>; <s> is 1..max bytes. */
+int adm_cf_is_name(const char *s, const char *extra, size_t max);
+
+/* Quotes <s> for a message: "..." with escapes, cut after about 60 bytes. */
+struct adm_cf_qbuf {
+    char s[280];
+};
+const char *adm_cf_quote(struct adm_cf_qbuf *q, const char *s);
+
+/* ---- typed getters: each reports its own error and returns failure ---- */
+
+const char *adm_cf_type_name(const json_t *v); /* "an object", "a string", ... */
+int adm_cf_want_object(struct adm_cf *x, const json_t *v);
+int adm_cf_want_array(struct adm_cf *x, const json_t *v);
+/* The string value of <v>, or NULL after reporting why not. */
+const char *adm_cf_str(struct adm_cf *x, const json_t *v, int nonempty);
+int adm_cf_int(struct adm_cf *x, const json_t *v, long long min, long long max, long long *out);
+/* A string naming a file or directory (copied). */
+char *adm_cf_pathname(struct adm_cf *x, const json_t *v);
+/* Picks one of <names> for a string value; -1 after reporting. */
+int adm_cf_enum(struct adm_cf *x, const json_t *v, const char *const *names, size_t n);
+
+/* ---- key tables ---- */
+
+enum fkind {
+    FK_UINT, /* unsigned at <off>, <min>..<max> */
+    FK_U64,  /* uint64_t at <off>, <min>..<max> */
+    FK_BOOL, /* int at <off> */
+    FK_PATH, /* char * at <off>: a path name */
+    FK_FN,   /* <fn> does it */
+};
+
+#define F_REQUIRED 1u
+
+typedef void (*adm_cf_field_fn)(struct adm_cf *x, const json_t *v, void *target);
+
+struct adm_cf_field {
+    const char *key;
+    enum fkind kind;
+    unsigned flags;
+    size_t off;
+    long long min, max;
+    adm_cf_field_fn fn;
+};
+
+#define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))
+
+/* Parses the members of object <obj> (already checked to be one) into
+ * <target> through the table <f>; reports unknown and missing keys. Returns
+ * the set of keys present, bit i for f[i]. */
+uint32_t adm_cf_fields(struct adm_cf *x, const json_t *obj, const struct adm_cf_field *f, size_t nf,
+                       void *target);
+
+/* ---- the sections: the root table's functions, <target> the config ---- */
+
+void adm_cf_listeners(struct adm_cf *x, const json_t *v, void *target); /* config_listeners.c */
+void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target); /* config_upstreams.c */
+void adm_cf_routes(struct adm_cf *x, const json_t *v, void *target);    /* config_routes.c */
+void adm_cf_admin(struct adm_cf *x, const json_t *v, void *target);     /* config_admin.c */
+/* config_settings.c */
+void adm_cf_router(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_trusted_proxies(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_limits(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_timeouts(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_access_log(struct adm_cf *x, const json_t *v, void *target);
+
+/* Each section frees what it parsed into <c> (half-built configs too). */
+void adm_cf_listeners_free(struct adm_config *c);
+void adm_cf_upstreams_free(struct adm_config *c);
+void adm_cf_routes_free(struct adm_config *c);
+void adm_cf_admin_free(struct adm_config *c);
+void adm_cf_settings_free(struct adm_config *c);
+
+/* Inserts the routes of <c> (only those with ok[i], when <ok> is given) into
+ * a new table (config_routes.c). Errors go to <errs>, counted in *nerr; out
+ * of memory sets *nomem. Returns the table, or NULL when anything failed. */
+rt_table *adm_cf_build_routes(const struct adm_config *c, const unsigned char *ok,
+                              void *(*make_udata)(const struct adm_route *r, void *arg),
+                              void (*udata_free)(void *udata), void *arg, struct adm_errors *errs,
+                              size_t *nerr, int *nomem);
+
+#endif
