@@ -239,6 +239,7 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     uint64_t hb, hr = 0;
     double t0;
     size_t i;
+    int same;
 
     /* an identical document keeps its generation (the live one is valid) */
     routes = json_object_get(doc, "routes");
@@ -247,7 +248,8 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     json_object_del(tmp, "routes");
     hb = adm_json_hash(tmp);
     json_decref(tmp);
-    if (current(api) && (hb ^ hr) == adm_state_hash(st))
+    same = current(api) && (hb ^ hr) == adm_state_hash(st);
+    if (same && !adm_tls_doc_reads_files(doc))
         return 1;
     /* the validator's conflict-finding table becomes the snapshot's */
     t0 = adm_now_ms();
@@ -258,6 +260,10 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     if (!cfg) {
         snprintf(msg, cap, "invalid config");
         return -1;
+    }
+    if (same && adm_tls_same(cfg, current(api)->cfg)) { /* the files did not change either */
+        adm_config_free(cfg);
+        return 1;
     }
     s = adm_snapshot_build(cfg, current(api), api->sw->nworkers, errs);
     if (!s) {

@@ -304,6 +304,83 @@ static char *upstream_key(const struct adm_config *cfg, const struct adm_upstrea
     return key;
 }
 
+/* The context of <prev> built from a definition with identity <id>, or NULL. */
+static struct adm_tls_ctx *tls_reusable(const struct adm_snapshot *prev, const unsigned char *id)
+{
+    for (size_t i = 0; prev && i < prev->cfg->nlisteners; i++)
+        if (prev->tls[i] && !memcmp(adm_tls_ctx_id(prev->tls[i]), id, ADM_TLS_ID_LEN))
+            return prev->tls[i];
+    return NULL;
+}
+
+/* The client context of <prev>'s upstream <name> when its TLS identity is
+ * <id>, or NULL. */
+static SSL_CTX *uptls_reusable(const struct adm_snapshot *prev, const char *name,
+                               const unsigned char *id)
+{
+    for (size_t i = 0; prev && i < prev->cfg->nupstreams; i++) {
+        const struct adm_upstream *u = &prev->cfg->upstreams[i];
+        if (prev->uptls[i] && !strcmp(u->name, name) && !memcmp(u->tls->id, id, ADM_TLS_ID_LEN))
+            return prev->uptls[i];
+    }
+    return NULL;
+}
+
+/* The TLS contexts of <b>'s config, reused from <prev> where unchanged. */
+static int build_tls(struct adm_cfgref *b, const struct adm_snapshot *prev, struct adm_errors *errs)
+{
+    const struct adm_config *cfg = b->cfg;
+    char why[256], path[300];
+
+    b->tls = calloc(cfg->nlisteners ? cfg->nlisteners : 1, sizeof(*b->tls));
+    b->uptls = calloc(cfg->nupstreams ? cfg->nupstreams : 1, sizeof(*b->uptls));
+    if (!b->tls || !b->uptls) {
+        adm_errors_add(errs, "", "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < cfg->nlisteners; i++) {
+        const struct adm_tls_listener *t = cfg->listeners[i].tls;
+        struct adm_tls_ctx *old;
+        if (!t)
+            continue;
+        old = tls_reusable(prev, t->id);
+        b->tls[i] = old ? adm_tls_ctx_ref(old) : adm_tls_ctx_new(t, why, sizeof(why));
+        if (!b->tls[i]) {
+            snprintf(path, sizeof(path), "/listeners/%zu/tls", i);
+            adm_errors_add(errs, path, "%s", why);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < cfg->nupstreams; i++) {
+        const struct adm_upstream *u = &cfg->upstreams[i];
+        SSL_CTX *old;
+        if (!u->tls)
+            continue;
+        if ((old = uptls_reusable(prev, u->name, u->tls->id)) && SSL_CTX_up_ref(old))
+            b->uptls[i] = old;
+        else
+            b->uptls[i] = adm_tls_client_ctx_new(u->tls, why, sizeof(why));
+        if (!b->uptls[i]) {
+            snprintf(path, sizeof(path), "/upstreams/%s/tls", u->name);
+            adm_errors_add(errs, path, "%s", why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void cfgref_free(struct adm_cfgref *b)
+{
+    for (size_t i = 0; b->tls && i < b->cfg->nlisteners; i++)
+        adm_tls_ctx_unref(b->tls[i]);
+    for (size_t i = 0; b->uptls && i < b->cfg->nupstreams; i++)
+        SSL_CTX_free(b->uptls[i]);
+    free(b->tls);
+    free(b->uptls);
+    adm_config_free(b->cfg);
+    free(b);
+}
+
 static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigned nworkers,
                           struct adm_errors *errs, size_t index)
 {
@@ -402,6 +479,10 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
         if (!s->pools[i])
             goto fail;
     }
+    if (build_tls(s->base, prev, errs) < 0)
+        goto fail;
+    s->tls = s->base->tls;
+    s->uptls = s->base->uptls;
     if (cfg->table) { /* validated and bound already */
         s->rt = cfg->table;
         cfg->table = NULL;
@@ -434,10 +515,8 @@ void adm_snapshot_free(struct adm_snapshot *s)
         up_pool_release(s->pools[i]);
     free(s->pools);
     free(s->pins);
-    if (s->base && --s->base->refs == 0) {
-        adm_config_free(s->base->cfg);
-        free(s->base);
-    }
+    if (s->base && --s->base->refs == 0)
+        cfgref_free(s->base);
     free(s);
 }
 
@@ -451,6 +530,8 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
     s->base = cur->base;
     s->base->refs++;
     s->cfg = cur->cfg;
+    s->tls = cur->tls;
+    s->uptls = cur->uptls;
     s->nworkers = cur->nworkers;
     s->rt = rt;
     s->pins = aligned_alloc(64, sizeof(*s->pins) * s->nworkers);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "admin/config.h"
+#include "admin/tls.h"
 #include "router/router.h"
 #include "upstream/upstream.h"
 
@@ -81,6 +82,10 @@ struct adm_sroute {
 struct adm_cfgref {
     struct adm_config *cfg;
     unsigned refs;
+    /* built with it: per listener its TLS context (NULL: plain), per
+     * upstream its client SSL_CTX (NULL: plain); one reference each */
+    struct adm_tls_ctx **tls;
+    SSL_CTX **uptls;
 };
 
 struct adm_pin {
@@ -95,6 +100,8 @@ struct adm_snapshot {
     rt_table *rt;    /* owned; udata are struct adm_sroute */
     up_pool **pools; /* one reference each, index = cfg->upstreams index */
     size_t npools;
+    struct adm_tls_ctx *const *tls; /* = base->tls: index = cfg->listeners index */
+    SSL_CTX *const *uptls;          /* = base->uptls: index = cfg->upstreams index */
     unsigned nworkers;
     struct adm_pin *pins; /* one per worker */
     /* admin side */
@@ -105,7 +112,8 @@ struct adm_snapshot {
 
 /* Builds a snapshot from <cfg>, taking ownership of it (freed on failure
  * too). Pools are reused from <prev> (may be NULL) when their definition is
- * unchanged. Server host names are resolved here (blocking: admin thread
+ * unchanged, and so are TLS contexts whose identity (admin/tls.h) is: their
+ * ticket keys survive the push. Server host names are resolved here (blocking: admin thread
  * only). NULL with errors appended to <errs> on failure. When cfg->table is
  * set it becomes the snapshot's router table as it is: it must come from
  * adm_config_from_json_bound() with adm_snapshot_binder() for nworkers. */

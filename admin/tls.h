@@ -94,6 +94,14 @@ int adm_tls_upstream_parse(const json_t *v, const char *path, struct adm_errors 
                            struct adm_tls_upstream **out);
 void adm_tls_upstream_free(struct adm_tls_upstream *t);
 
+/* 1 when the document <doc> (not validated) has a listener or upstream
+ * "tls" that names a certificate, key or CA file: then an identical document
+ * may still be a change, since files are compared by content. */
+int adm_tls_doc_reads_files(const json_t *doc);
+/* 1 when every listener and upstream of <a> and <b> has the same TLS
+ * identity (or none in both). */
+int adm_tls_same(const struct adm_config *a, const struct adm_config *b);
+
 /* "RSA" or "ECDSA". */
 const char *adm_tls_key_name(enum adm_tls_key k);
 

@@ -865,3 +865,56 @@ const char *adm_tls_key_name(enum adm_tls_key k)
 {
     return k == ADM_TLS_KEY_ECDSA ? "ECDSA" : "RSA";
 }
+
+/* ------------------------------------------------------------------------ */
+/* comparing configs                                                        */
+
+/* 1 when the "tls" object <t> names a file. */
+static int tls_names_file(const json_t *t)
+{
+    const json_t *c;
+    size_t i;
+
+    if (json_object_get(t, "ca_file") ||
+        json_object_get(json_object_get(t, "client_auth"), "ca_file"))
+        return 1;
+    json_array_foreach(json_object_get(t, "certificates"), i,
+                       c) if (json_object_get(c, "cert") || json_object_get(c, "key")) return 1;
+    return 0;
+}
+
+int adm_tls_doc_reads_files(const json_t *doc)
+{
+    const json_t *v;
+    const char *name;
+    size_t i;
+
+    json_array_foreach(json_object_get(doc, "listeners"), i,
+                       v) if (tls_names_file(json_object_get(v, "tls"))) return 1;
+    json_object_foreach((json_t *)json_object_get(doc, "upstreams"), name,
+                        v) if (tls_names_file(json_object_get(v, "tls"))) return 1;
+    return 0;
+}
+
+static int same_id(const unsigned char *a, const unsigned char *b)
+{
+    return (!a && !b) || (a && b && !memcmp(a, b, ADM_TLS_ID_LEN));
+}
+
+int adm_tls_same(const struct adm_config *a, const struct adm_config *b)
+{
+    if (a->nlisteners != b->nlisteners || a->nupstreams != b->nupstreams)
+        return 0;
+    for (size_t i = 0; i < a->nlisteners; i++) {
+        const struct adm_tls_listener *x = a->listeners[i].tls, *y = b->listeners[i].tls;
+        if (!same_id(x ? x->id : NULL, y ? y->id : NULL))
+            return 0;
+    }
+    for (size_t i = 0; i < a->nupstreams; i++) {
+        const struct adm_tls_upstream *x = a->upstreams[i].tls;
+        const struct adm_upstream *o = adm_config_upstream(b, a->upstreams[i].name);
+        if (!o || !same_id(x ? x->id : NULL, o->tls ? o->tls->id : NULL))
+            return 0;
+    }
+    return 1;
+}

@@ -69,7 +69,7 @@ static const char *tls_certs(void)
 }
 
 /* "<dir>/<name>" in a static ring of buffers (a few at a time). */
-static const char *tls_file(const char *name)
+static inline const char *tls_file(const char *name)
 {
     static char buf[8][512];
     static unsigned n;

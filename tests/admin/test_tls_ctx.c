@@ -1,0 +1,461 @@
+/*
+ * test_tls_ctx.c - the listener contexts (admin/tls_ctx.c), exercised by
+ * real handshakes between an OpenSSL client and the built SSL_CTX over a
+ * memory BIO pair: SNI by exact name, wildcard and default, RSA against
+ * ECDSA by the client's signature algorithms, versions, ALPN, resumption by
+ * ticket for TLS 1.2 and 1.3 (and not across contexts, nor across a
+ * client-auth boundary, nor with tickets off), ticket-key rotation with its
+ * grace period, and client certificates.
+ * Certificates are made by the openssl CLI at test time (tls_certs.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+
+#include "admin/config.h"
+#include "admin/snapshot.h"
+#include "admin/tls.h"
+#include "tls_certs.h"
+
+/* A listener from the "tls" body <tls> (' for "), certificate names
+ * expanded: "@ec" stands for the cert and key files of ec. */
+static struct adm_tls_listener *listener(const char *tls)
+{
+    char body[8192], doc[9000];
+    size_t o = 0;
+    for (const char *p = tls; *p && o < sizeof(body) - 600;) {
+        if (*p == '@') {
+            char name[32];
+            size_t n = strcspn(p + 1, "'},] ");
+            snprintf(name, sizeof(name), "%.*s", (int)n, p + 1);
+            o += (size_t)snprintf(body + o, sizeof(body) - o,
+                                  "'cert': '%s/%s.pem', 'key': '%s/%s.key'", tls_certs(), name,
+                                  tls_certs(), name);
+            p += n + 1;
+        } else {
+            body[o++] = *p == '\'' ? '"' : *p;
+            p++;
+        }
+    }
+    body[o] = '\0';
+    for (char *q = body; *q; q++)
+        if (*q == '\'')
+            *q = '"';
+    snprintf(doc, sizeof(doc),
+             "{\"listeners\": [{\"address\": \"127.0.0.1:8443\", \"tls\": {%s}}]}", body);
+    struct adm_errors e;
+    adm_errors_init(&e);
+    struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
+    if (!c)
+        ck_abort_msg("refused: %s\n%s", adm_errors_format(&e), doc);
+    struct adm_tls_listener *t = c->listeners[0].tls;
+    c->listeners[0].tls = NULL; /* ours now */
+    adm_config_free(c);
+    return t;
+}
+
+static struct adm_tls_ctx *ctx_of(const char *tls)
+{
+    char why[256];
+    struct adm_tls_listener *t = listener(tls);
+    struct adm_tls_ctx *c = adm_tls_ctx_new(t, why, sizeof(why));
+    ck_assert_msg(c != NULL, "%s", why);
+    adm_tls_listener_free(t); /* the context keeps its own references */
+    return c;
+}
+
+#define STD                                                                                        \
+    "'certificates': [{@dflt}, {@ec, 'hosts': ['api.example.com']}, {@rsa, 'hosts': "              \
+    "['api.example.com']}, {@wild, 'hosts': ['*.w.example.com']}]"
+
+struct hs {
+    const char *sni;
+    const char *sigalgs; /* client's, NULL: OpenSSL's default */
+    int max_version;     /* 0: TLS 1.3 */
+    const char *alpn;    /* wire format, NULL: none */
+    SSL_SESSION *resume;
+    const char *client_cert; /* a name from tls_certs.h, NULL: none */
+    /* out */
+    int ok;
+    int resumed;
+    char subject[256];
+    int version;
+    char alpn_got[32];
+    SSL_SESSION *session; /* the client's, after the server's tickets arrived */
+    int group;
+};
+
+/* One handshake of a fresh client against <c>, then a byte each way so that
+ * TLS 1.3 tickets reach the client. Bounded in rounds. */
+static void handshake(struct adm_tls_ctx *c, struct hs *h)
+{
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    SSL *cl, *sv;
+    BIO *bc, *bs;
+    int cdone = 0, sdone = 0;
+
+    ck_assert_ptr_nonnull(cctx);
+    SSL_CTX_set_min_proto_version(cctx, TLS1_VERSION);
+    SSL_CTX_set_security_level(cctx, 0);
+    SSL_CTX_set_max_proto_version(cctx, h->max_version ? h->max_version : TLS1_3_VERSION);
+    /* no client cache: freeing an unshut connection would mark its session
+     * not resumable there */
+    SSL_CTX_set_session_cache_mode(cctx, SSL_SESS_CACHE_OFF);
+    if (h->client_cert) {
+        char f[600];
+        snprintf(f, sizeof(f), "%s/%s.pem", tls_certs(), h->client_cert);
+        ck_assert_int_eq(SSL_CTX_use_certificate_file(cctx, f, SSL_FILETYPE_PEM), 1);
+        snprintf(f, sizeof(f), "%s/%s.key", tls_certs(), h->client_cert);
+        ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(cctx, f, SSL_FILETYPE_PEM), 1);
+    }
+    cl = SSL_new(cctx);
+    sv = SSL_new(adm_tls_ctx_ssl(c));
+    ck_assert_int_eq(BIO_new_bio_pair(&bc, 0, &bs, 0), 1);
+    SSL_set_bio(cl, bc, bc);
+    SSL_set_bio(sv, bs, bs);
+    SSL_set_connect_state(cl);
+    SSL_set_accept_state(sv);
+    if (h->sni)
+        SSL_set_tlsext_host_name(cl, h->sni);
+    if (h->sigalgs)
+        ck_assert_int_eq(SSL_set1_sigalgs_list(cl, h->sigalgs), 1);
+    if (h->alpn)
+        SSL_set_alpn_protos(cl, (const unsigned char *)h->alpn, (unsigned)strlen(h->alpn));
+    if (h->resume)
+        SSL_set_session(cl, h->resume);
+    for (int i = 0; i < 50 && !(cdone && sdone); i++) {
+        int rc;
+        if (!cdone) {
+            rc = SSL_do_handshake(cl);
+            if (rc == 1)
+                cdone = 1;
+            else if (SSL_get_error(cl, rc) != SSL_ERROR_WANT_READ)
+                break;
+        }
+        if (!sdone) {
+            rc = SSL_do_handshake(sv);
+            if (rc == 1)
+                sdone = 1;
+            else if (SSL_get_error(sv, rc) != SSL_ERROR_WANT_READ)
+                break;
+        }
+    }
+    h->ok = cdone && sdone;
+    h->group = adm_tls_ssl_group(sv);
+    if (h->ok) {
+        char b;
+        ck_assert_int_eq(SSL_write(sv, "x", 1), 1);
+        ck_assert_int_eq(SSL_read(cl, &b, 1), 1);
+        ck_assert_int_eq(SSL_write(cl, "y", 1), 1);
+        ck_assert_int_eq(SSL_read(sv, &b, 1), 1);
+        h->resumed = SSL_session_reused(cl);
+        ck_assert_int_eq(h->resumed, SSL_session_reused(sv));
+        h->version = SSL_version(cl);
+        X509 *peer = SSL_get1_peer_certificate(cl);
+        h->subject[0] = '\0';
+        if (peer)
+            X509_NAME_oneline(X509_get_subject_name(peer), h->subject, sizeof(h->subject));
+        X509_free(peer);
+        const unsigned char *a;
+        unsigned alen = 0;
+        SSL_get0_alpn_selected(cl, &a, &alen);
+        snprintf(h->alpn_got, sizeof(h->alpn_got), "%.*s", (int)alen, alen ? (const char *)a : "");
+        h->session = SSL_get1_session(cl);
+    }
+    /* a connection freed before its shutdown marks its session not
+     * resumable (ssl_clear_bad_session) */
+    SSL_shutdown(cl);
+    SSL_shutdown(sv);
+    ERR_clear_error();
+    SSL_free(cl);
+    SSL_free(sv);
+    SSL_CTX_free(cctx);
+}
+
+START_TEST(sni_picks_the_certificate)
+{
+    struct adm_tls_ctx *c = ctx_of(STD);
+    struct {
+        const char *sni, *sigalgs, *subject;
+    } cases[] = {
+        {"api.example.com", NULL, "/CN=ec"}, /* ECDSA preferred */
+        {"API.Example.COM", NULL, "/CN=ec"},
+        {"api.example.com", "rsa_pss_rsae_sha256:rsa_pkcs1_sha256", "/CN=rsa"},
+        {"api.example.com", "ecdsa_secp256r1_sha256", "/CN=ec"},
+        {"x.w.example.com", NULL, "/CN=wild"},
+        {"a.b.w.example.com", NULL, "/CN=dflt"}, /* a wildcard is one label */
+        {"w.example.com", NULL, "/CN=dflt"},
+        {"unknown.org", NULL, "/CN=dflt"},
+        {NULL, NULL, "/CN=dflt"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct hs h = {.sni = cases[i].sni, .sigalgs = cases[i].sigalgs};
+        handshake(c, &h);
+        ck_assert_msg(h.ok, "case %zu failed", i);
+        ck_assert_msg(!strcmp(h.subject, cases[i].subject), "case %zu: %s, want %s", i, h.subject,
+                      cases[i].subject);
+        /* TLS 1.2 picks by cipher and signature algorithms as well */
+        struct hs h12 = {
+            .sni = cases[i].sni, .sigalgs = cases[i].sigalgs, .max_version = TLS1_2_VERSION};
+        handshake(c, &h12);
+        ck_assert_msg(h12.ok && h12.version == TLS1_2_VERSION, "case %zu (1.2) failed", i);
+        ck_assert_msg(!strcmp(h12.subject, cases[i].subject), "case %zu (1.2): %s", i, h12.subject);
+        ck_assert_int_eq(h12.group, h.group);
+        SSL_SESSION_free(h.session);
+        SSL_SESSION_free(h12.session);
+    }
+    /* what a Host header selects, for the 421 check */
+    ck_assert_int_eq(adm_tls_ctx_group(c, "api.example.com", 15),
+                     adm_tls_ctx_group(c, "API.EXAMPLE.COM.", 16));
+    ck_assert_int_ne(adm_tls_ctx_group(c, "api.example.com", 15),
+                     adm_tls_ctx_group(c, "zz.w.example.com", 16));
+    ck_assert_int_eq(adm_tls_ctx_group(c, "nope", 4), adm_tls_ctx_group(c, "", 0));
+    ck_assert_int_eq(adm_tls_ctx_client_auth(c), 0);
+    adm_tls_ctx_unref(c);
+}
+END_TEST
+
+START_TEST(versions_and_alpn)
+{
+    struct adm_tls_ctx *c = ctx_of(STD);
+    struct hs h = {.max_version = TLS1_1_VERSION};
+    handshake(c, &h);
+    ck_assert_int_eq(h.ok, 0);
+    struct hs h12 = {.max_version = TLS1_2_VERSION, .alpn = "\x08http/1.1"};
+    handshake(c, &h12);
+    ck_assert(h12.ok);
+    ck_assert_int_eq(h12.version, TLS1_2_VERSION);
+    ck_assert_str_eq(h12.alpn_got, "http/1.1");
+    struct hs h13 = {.alpn = "\x02h2\x08http/1.1"};
+    handshake(c, &h13);
+    ck_assert(h13.ok);
+    ck_assert_int_eq(h13.version, TLS1_3_VERSION);
+    ck_assert_str_eq(h13.alpn_got, "http/1.1");
+    struct hs h2only = {.alpn = "\x02h2"};
+    handshake(c, &h2only);
+    ck_assert_int_eq(h2only.ok, 0); /* no_application_protocol */
+    SSL_SESSION_free(h12.session);
+    SSL_SESSION_free(h13.session);
+    adm_tls_ctx_unref(c);
+
+    c = ctx_of(STD ", 'min_version': '1.3'");
+    struct hs only12 = {.max_version = TLS1_2_VERSION};
+    handshake(c, &only12);
+    ck_assert_int_eq(only12.ok, 0);
+    adm_tls_ctx_unref(c);
+}
+END_TEST
+
+/* Full handshake with <first>, then one offering its session with <second>:
+ * whether it resumed. */
+static int resumes(struct adm_tls_ctx *a, struct adm_tls_ctx *b, const char *sni1, const char *sni2,
+                   int version)
+{
+    struct hs h1 = {.sni = sni1, .max_version = version};
+    handshake(a, &h1);
+    ck_assert(h1.ok);
+    ck_assert_int_eq(h1.resumed, 0);
+    ck_assert_ptr_nonnull(h1.session);
+    struct hs h2 = {.sni = sni2, .max_version = version, .resume = h1.session};
+    handshake(b, &h2);
+    ck_assert(h2.ok);
+    SSL_SESSION_free(h1.session);
+    SSL_SESSION_free(h2.session);
+    return h2.resumed;
+}
+
+START_TEST(resumption)
+{
+    struct adm_tls_ctx *c = ctx_of(STD), *same = ctx_of(STD);
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+        ck_assert_int_eq(resumes(c, c, "api.example.com", "api.example.com", v), 1);
+        ck_assert_int_eq(resumes(c, c, NULL, NULL, v), 1);
+        /* another context has other ticket keys: what a restart or a
+         * changed listener does */
+        ck_assert_int_eq(resumes(c, same, "api.example.com", "api.example.com", v), 0);
+        /* another certificate group: another session id context */
+        ck_assert_int_eq(resumes(c, c, "api.example.com", "x.w.example.com", v), 0);
+    }
+    /* one more reference, as a second snapshot holds it: the same keys */
+    struct adm_tls_ctx *again = adm_tls_ctx_ref(c);
+    ck_assert_int_eq(resumes(c, again, NULL, NULL, TLS1_3_VERSION), 1);
+    adm_tls_ctx_unref(again);
+    adm_tls_ctx_unref(same);
+    adm_tls_ctx_unref(c);
+
+    c = ctx_of(STD ", 'session_tickets': false");
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++)
+        ck_assert_int_eq(resumes(c, c, NULL, NULL, v), 0);
+    adm_tls_ctx_unref(c);
+}
+END_TEST
+
+/* A session made without client authentication never resumes on a context
+ * that verifies clients, even with the same certificates. */
+START_TEST(no_resumption_across_client_auth)
+{
+    struct adm_tls_ctx *plain = ctx_of("'certificates': [{@ec}]");
+    char ca[1200];
+    snprintf(ca, sizeof(ca),
+             "'certificates': [{@ec}], 'client_auth': {'ca_file': '%s/ca.pem', "
+             "'mode': 'optional'}",
+             tls_certs());
+    struct adm_tls_ctx *auth = ctx_of(ca);
+    ck_assert_int_eq(adm_tls_ctx_client_auth(auth), 1);
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+        ck_assert_int_eq(resumes(plain, auth, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(auth, auth, NULL, NULL, v), 1);
+    }
+    adm_tls_ctx_unref(plain);
+    adm_tls_ctx_unref(auth);
+}
+END_TEST
+
+START_TEST(client_certificates)
+{
+    char tls[1200];
+    snprintf(tls, sizeof(tls), "'certificates': [{@ec}], 'client_auth': {'ca_file': '%s/ca.pem'}",
+             tls_certs());
+    struct adm_tls_ctx *req = ctx_of(tls);
+    struct hs none = {0}, good = {.client_cert = "client"}, bad = {.client_cert = "expired"};
+    handshake(req, &none);
+    ck_assert_int_eq(none.ok, 0);
+    handshake(req, &good);
+    ck_assert(good.ok);
+    handshake(req, &bad);
+    ck_assert_int_eq(bad.ok, 0);
+    SSL_SESSION_free(good.session);
+    adm_tls_ctx_unref(req);
+
+    snprintf(tls, sizeof(tls),
+             "'certificates': [{@ec}], 'client_auth': {'ca_file': '%s/ca.pem', 'mode': "
+             "'optional'}",
+             tls_certs());
+    struct adm_tls_ctx *opt = ctx_of(tls);
+    struct hs none2 = {0}, good2 = {.client_cert = "client"}, bad2 = {.client_cert = "expired"};
+    handshake(opt, &none2);
+    ck_assert(none2.ok);
+    handshake(opt, &good2);
+    ck_assert(good2.ok);
+    handshake(opt, &bad2);
+    ck_assert_int_eq(bad2.ok, 0);
+    SSL_SESSION_free(none2.session);
+    SSL_SESSION_free(good2.session);
+    adm_tls_ctx_unref(opt);
+}
+END_TEST
+
+/* Waits until the wall clock enters a new second (a rotation period of 1 s). */
+static void next_second(void)
+{
+    time_t t = time(NULL);
+    for (int i = 0; i < 300 && time(NULL) == t; i++)
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+}
+
+START_TEST(ticket_rotation)
+{
+    struct adm_tls_ctx *c = ctx_of(STD ", 'ticket_rotation_s': 1");
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+        /* sealed in period p, offered in p+1: still accepted (and renewed) */
+        next_second();
+        struct hs h1 = {.max_version = v};
+        handshake(c, &h1);
+        ck_assert(h1.ok);
+        next_second();
+        struct hs h2 = {.max_version = v, .resume = h1.session};
+        handshake(c, &h2);
+        ck_assert_int_eq(h2.resumed, 1);
+        /* offered in p+2: the key is gone */
+        next_second();
+        next_second();
+        struct hs h3 = {.max_version = v, .resume = h1.session};
+        handshake(c, &h3);
+        ck_assert(h3.ok);
+        ck_assert_int_eq(h3.resumed, 0);
+        SSL_SESSION_free(h1.session);
+        SSL_SESSION_free(h2.session);
+        SSL_SESSION_free(h3.session);
+    }
+    adm_tls_ctx_unref(c);
+}
+END_TEST
+
+/* A snapshot built after another keeps the TLS contexts whose definition
+ * did not change (admin/snapshot.c), compared by content: the same files
+ * under other names are the same definition. */
+START_TEST(snapshots_reuse_contexts)
+{
+    char doc[4096], cmd[1200];
+    struct adm_errors e;
+    const char *d = tls_certs();
+
+    snprintf(cmd, sizeof(cmd), "cp %s/ec.pem %s/ec2.pem && cp %s/ec.key %s/ec2.key", d, d, d, d);
+    ck_assert_int_eq(system(cmd), 0);
+#define FMT                                                                                        \
+    "{\"listeners\": [{\"address\": \"127.0.0.1:8443\", \"tls\": "                                 \
+    "{\"certificates\": [{\"cert\": \"%s/%s.pem\", \"key\": \"%s/%s.key\"}]}}, "                   \
+    "{\"address\": \"127.0.0.1:8444\", \"tls\": {\"certificates\": "                               \
+    "[{\"cert\": \"%s/wild.pem\", \"key\": \"%s/wild.key\"}]%s}}], "                               \
+    "\"upstreams\": {\"u\": {\"servers\": [{\"address\": \"127.0.0.1:9\"}], "                      \
+    "\"tls\": {\"ca_file\": \"%s/ca.pem\"}}}}"
+    struct adm_snapshot *s[4] = {0};
+    const char *names[4] = {"ec", "ec2", "ec2", "dflt"};
+    const char *extra[4] = {"", "", ", \"session_tickets\": false", ""};
+    for (int i = 0; i < 4; i++) {
+        snprintf(doc, sizeof(doc), FMT, d, names[i], d, names[i], d, d, extra[i], d);
+        adm_errors_init(&e);
+        struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
+        ck_assert_msg(c != NULL, "%s", adm_errors_format(&e));
+        s[i] = adm_snapshot_build(c, i ? s[i - 1] : NULL, 2, &e);
+        ck_assert_ptr_nonnull(s[i]);
+        ck_assert_ptr_nonnull(s[i]->tls[0]);
+        ck_assert_ptr_nonnull(s[i]->uptls[0]);
+        adm_errors_clear(&e);
+    }
+    ck_assert_ptr_eq(s[0]->tls[0], s[1]->tls[0]); /* other path, same bytes */
+    ck_assert_ptr_eq(s[0]->tls[1], s[1]->tls[1]);
+    ck_assert_ptr_eq(s[0]->uptls[0], s[1]->uptls[0]);
+    ck_assert_ptr_eq(s[1]->tls[0], s[2]->tls[0]);
+    ck_assert_ptr_ne(s[1]->tls[1], s[2]->tls[1]); /* a setting changed */
+    ck_assert_ptr_ne(s[2]->tls[0], s[3]->tls[0]); /* another certificate */
+    /* the tickets of the first still open on the second */
+    ck_assert_int_eq(resumes(s[0]->tls[0], s[1]->tls[0], NULL, NULL, TLS1_3_VERSION), 1);
+    for (int i = 0; i < 4; i++)
+        adm_snapshot_free(s[i]);
+}
+END_TEST
+
+static Suite *tls_ctx_suite(void)
+{
+    Suite *s = suite_create("tls_ctx");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, sni_picks_the_certificate);
+    tcase_add_test(tc, versions_and_alpn);
+    tcase_add_test(tc, resumption);
+    tcase_add_test(tc, no_resumption_across_client_auth);
+    tcase_add_test(tc, client_certificates);
+    tcase_add_test(tc, ticket_rotation);
+    tcase_add_test(tc, snapshots_reuse_contexts);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    tls_certs(); /* once, before the tests fork */
+    SRunner *sr = srunner_create(tls_ctx_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    tls_certs_cleanup();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
