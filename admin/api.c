@@ -15,6 +15,12 @@
  * before /routes/{id}), and a method a path does not serve is a 405 with
  * the path's methods in Allow.
  *
+ * The API is strict, like its config parser: a query parameter an endpoint
+ * does not take is a 400 naming it, and a flag takes 1, true, 0 or false
+ * only, so that a misspelled ?dry_run never applies a config live. Every
+ * accepted change is one audit line (the hooks' audit): who, what, and the
+ * generations before and after.
+ *
  * Everything runs on the admin thread, so writes are serialized: of two
  * writers with the same If-Match, the second gets 412.
  */
@@ -78,7 +84,9 @@ static void send_oom(struct adm_req *req)
     adm_req_reply(req, 500, "Internal Server Error", NULL);
 }
 
-/* Sends <body> (stolen) as JSON; the ETag of the live config goes along. */
+/* Sends <body> (stolen) as JSON; the ETag of the live config goes along,
+ * except on 401 and 403: a caller without the token learns nothing of the
+ * config, not even whether it changed. */
 static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *body)
 {
     struct evbuffer *b = evbuffer_new();
@@ -98,8 +106,10 @@ static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *bo
     evbuffer_add(b, "\n", 1);
     free(s);
     evhttp_add_header(h, "Content-Type", "application/json");
-    etag_of(api, etag, sizeof(etag));
-    evhttp_add_header(h, "ETag", etag);
+    if (code != 401 && code != 403) {
+        etag_of(api, etag, sizeof(etag));
+        evhttp_add_header(h, "ETag", etag);
+    }
     adm_req_reply(req, code, h1_status_reason(code), b);
     evbuffer_free(b);
 }
@@ -209,18 +219,81 @@ static int if_match_ok(struct adm_api *api, struct adm_req *req)
     return 0;
 }
 
+/* Logs one audit line for an accepted change of <req>: the client, the
+ * method and path, the generation before (<before>) and after, and the
+ * route id of a route change (<route>, NULL for others). */
+static void audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route)
+{
+    char line[1024];
+
+    if (!api->hooks.audit)
+        return;
+    snprintf(line, sizeof(line), "audit: %s %s %s generation %llu -> %llu%s%s", adm_req_peer(req),
+             adm_req_method_name(req), adm_req_path(req), (unsigned long long)before,
+             (unsigned long long)current(api)->gen, route ? " route " : "", route ? route : "");
+    api->hooks.audit(api->hooks.arg, line);
+}
+
+/* <n> bytes at <s>, %-decoded ('+' is a space, as in forms); NULL on OOM. */
+static char *query_decode(const char *s, size_t n)
+{
+    char *raw = strndup(s, n), *out = raw ? evhttp_uridecode(raw, 1, NULL) : NULL;
+
+    free(raw);
+    return out;
+}
+
+/* Calls <fn>(<arg>, key, value) on each parameter of the query <q> (NULL:
+ * none), both decoded, the value NULL when the parameter is bare (?a).
+ * Empty pieces (a&&b, a trailing &) name nothing and are skipped. Stops at
+ * the first nonzero return of <fn> and returns it; -1 out of memory. Every
+ * reader of a query goes through here, so that what is checked is what is
+ * used. */
+static int query_each(const char *q, int (*fn)(void *arg, const char *key, const char *val),
+                      void *arg)
+{
+    for (; q && *q; q += strcspn(q, "&") + (q[strcspn(q, "&")] == '&')) {
+        size_t n = strcspn(q, "&"), kl = strcspn(q, "=&");
+        char *key, *val = NULL;
+        int rc;
+
+        if (!n)
+            continue;
+        key = query_decode(q, kl);
+        if (!key || (kl < n && !(val = query_decode(q + kl + 1, n - kl - 1)))) {
+            free(key);
+            return -1;
+        }
+        rc = fn(arg, key, val);
+        free(key);
+        free(val);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+struct query_flag_ctx {
+    const char *name;
+    int on;
+};
+
+static int query_flag_one(void *arg, const char *key, const char *val)
+{
+    struct query_flag_ctx *c = arg;
+
+    if (strcmp(key, c->name) == 0)
+        c->on = val && (strcmp(val, "1") == 0 || strcmp(val, "true") == 0);
+    return 0;
+}
+
+/* The flag <name> in <query>, already checked by query_check(): 1 for 1
+ * or true, 0 for 0, false or absent, -1 out of memory. */
 static int query_flag(const char *query, const char *name)
 {
-    struct evkeyvalq q;
-    const char *v;
-    int on;
+    struct query_flag_ctx c = {name, 0};
 
-    if (!query || evhttp_parse_query_str(query, &q) < 0)
-        return 0;
-    v = evhttp_find_header(&q, name);
-    on = v && (strcmp(v, "1") == 0 || strcmp(v, "true") == 0);
-    evhttp_clear_headers(&q);
-    return on;
+    return query_each(query, query_flag_one, &c) < 0 ? -1 : c.on;
 }
 
 /* ---- whole configs ---- */
@@ -302,6 +375,7 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
                        const char *what, int code, const char *raw, size_t rawlen)
 {
     struct adm_errors errs;
+    uint64_t before = current(api)->gen;
     char msg[512];
     int rc;
 
@@ -324,8 +398,10 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
     else if (rc == -2)
         reply_error(api, req, 500, "cannot persist the config; nothing changed",
                     json_pack("[{s:s,s:s}]", "path", "", "message", msg));
-    else
+    else {
+        audit(api, req, before, NULL);
         reply_written(api, req, code, json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
+    }
     adm_errors_clear(&errs);
 }
 
@@ -362,16 +438,21 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
 static void config_put(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct evbuffer *in = adm_req_body(req);
+    int dry = query_flag(adm_req_query(req), "dry_run");
     json_t *doc;
     size_t n;
 
     (void)unused;
+    if (dry < 0) {
+        send_oom(req); /* never a dry run applied for want of memory */
+        return;
+    }
     if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
         return;
     /* the body as pushed: persisted as it came */
     n = evbuffer_get_length(in);
-    apply_full(api, req, doc, query_flag(adm_req_query(req), "dry_run"), "config", 200,
-               (const char *)evbuffer_pullup(in, (ev_ssize_t)n), n);
+    apply_full(api, req, doc, dry, "config", 200, (const char *)evbuffer_pullup(in, (ev_ssize_t)n),
+               n);
     json_decref(doc);
 }
 
@@ -448,6 +529,7 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     json_t *routes = json_object_get(st->doc, "routes");
     json_t *op;
     size_t at = old ? doc_index(routes, old) : (size_t)-1;
+    uint64_t before;
     char msg[512];
 
     json_incref(old); /* keep it for the undo below */
@@ -492,7 +574,9 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     }
     json_decref(op);
     json_decref(old);
+    before = current(api)->gen;
     adm_swap_publish(api->sw, s);
+    audit(api, req, before, id);
     reply_written(api, req, code, json_pack("{s:s}", "id", id));
 }
 
@@ -612,11 +696,35 @@ oom:
     reply_error(api, req, 500, "out of memory", NULL);
 }
 
+/* The three parameters of /routes/match, decoded (owned). */
+struct match_query {
+    char *method, *host, *path;
+};
+
+static int match_query_one(void *arg, const char *key, const char *val)
+{
+    struct match_query *mq = arg;
+    char **slot = strcmp(key, "method") == 0 ? &mq->method
+                  : strcmp(key, "host") == 0 ? &mq->host
+                  : strcmp(key, "path") == 0 ? &mq->path
+                                             : NULL;
+
+    if (slot && val && !*slot && !(*slot = strdup(val)))
+        return -1;
+    return 0;
+}
+
+static void match_query_clear(struct match_query *mq)
+{
+    free(mq->method);
+    free(mq->host);
+    free(mq->path);
+}
+
 static void route_match(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
-    const char *query = adm_req_query(req);
-    struct evkeyvalq q;
+    struct match_query q = {NULL, NULL, NULL};
     const char *method, *host, *path;
     char norm[8192], allow[512];
     size_t nlen, cap = rt_table_max_params(s->rt) + 1;
@@ -625,22 +733,19 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
     json_t *o;
 
     (void)unused;
-    if (!params || !query || evhttp_parse_query_str(query, &q) < 0) {
+    if (!params || query_each(adm_req_query(req), match_query_one, &q) < 0) {
+        match_query_clear(&q);
         free(params);
-        reply_error(api, req, 400, "want ?method=GET&host=...&path=/...", NULL);
+        send_oom(req);
         return;
     }
-    method = evhttp_find_header(&q, "method");
-    host = evhttp_find_header(&q, "host");
-    path = evhttp_find_header(&q, "path");
-    if (!method)
-        method = "GET";
-    if (!host)
-        host = "";
+    method = q.method ? q.method : "GET";
+    host = q.host ? q.host : "";
+    path = q.path;
     if (!path || path[0] != '/' || strlen(path) >= sizeof(norm) ||
         h1_path_normalize(path, strlen(path), norm, sizeof(norm), s->cfg->router.merge_slashes,
                           &nlen) < 0) {
-        evhttp_clear_headers(&q);
+        match_query_clear(&q);
         free(params);
         reply_error(api, req, 400,
                     "path must start with '/' and be a valid path (400 for a client)", NULL);
@@ -679,7 +784,7 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
     }
     if (m.status == RT_NOT_FOUND)
         json_object_set_new(o, "why", json_string("no route matches this host and path"));
-    evhttp_clear_headers(&q);
+    match_query_clear(&q);
     free(params);
     reply(api, req, 200, o);
 }
@@ -972,35 +1077,48 @@ typedef void (*endpoint_fn)(struct adm_api *api, struct adm_req *req, const char
 
 #define EP_OPEN 1u /* answered without the bearer token */
 
+/* A query parameter an endpoint takes: free text, or a flag (1, true, 0,
+ * false). */
+struct qparam {
+    const char *name;
+    enum { QP_TEXT, QP_FLAG } kind;
+};
+
+static const struct qparam q_none[] = {{NULL, QP_TEXT}};
+static const struct qparam q_dry_run[] = {{"dry_run", QP_FLAG}, {NULL, QP_TEXT}};
+static const struct qparam q_match[] = {
+    {"method", QP_TEXT}, {"host", QP_TEXT}, {"path", QP_TEXT}, {NULL, QP_TEXT}};
+
 struct endpoint {
     const char *methods[4]; /* the router's method tokens; HEAD comes with GET */
     const char *pattern;    /* a router pattern (router/router.h) */
     endpoint_fn fn;
     unsigned flags;
-    const char *missing; /* the 404 for a parameter that cannot be a name */
+    const char *missing;        /* the 404 for a parameter that cannot be a name */
+    const struct qparam *query; /* the query parameters it takes */
 };
 
 /* The admin API. The router picks the most specific pattern (static
  * /routes/match beats /routes/{id}) and answers 405 with the path's methods
  * for every method a path does not serve. */
 static const struct endpoint endpoints[] = {
-    {{"GET"}, "/healthz", healthz, EP_OPEN, NULL},
-    {{"GET"}, "/config", config_get, 0, NULL},
-    {{"PUT"}, "/config", config_put, 0, NULL},
-    {{"GET"}, "/routes", routes_list, 0, NULL},
-    {{"POST"}, "/routes", route_put, 0, NULL},
-    {{"GET"}, "/routes/match", route_match, 0, NULL},
-    {{"GET"}, "/routes/{id}", route_get, 0, "no such route"},
-    {{"PUT"}, "/routes/{id}", route_put, 0, "no such route"},
-    {{"DELETE"}, "/routes/{id}", route_delete, 0, "no such route"},
-    {{"GET"}, "/upstreams", upstreams_list, 0, NULL},
-    {{"POST"}, "/upstreams", upstream_put, 0, NULL},
-    {{"GET"}, "/upstreams/{name}", upstream_get, 0, "no such upstream"},
-    {{"PUT"}, "/upstreams/{name}", upstream_put, 0, "no such upstream"},
-    {{"DELETE"}, "/upstreams/{name}", upstream_delete, 0, "no such upstream"},
-    {{"GET"}, "/upstreams/{name}/health", upstream_health, 0, "no such upstream"},
-    {{"GET"}, "/status", handle_status, 0, NULL},
-    {{"GET"}, "/metrics", handle_metrics, 0, NULL},
+    {{"GET"}, "/healthz", healthz, EP_OPEN, NULL, q_none},
+    {{"GET"}, "/config", config_get, 0, NULL, q_none},
+    {{"PUT"}, "/config", config_put, 0, NULL, q_dry_run},
+    {{"GET"}, "/routes", routes_list, 0, NULL, q_none},
+    {{"POST"}, "/routes", route_put, 0, NULL, q_none},
+    {{"GET"}, "/routes/match", route_match, 0, NULL, q_match},
+    {{"GET"}, "/routes/{id}", route_get, 0, "no such route", q_none},
+    {{"PUT"}, "/routes/{id}", route_put, 0, "no such route", q_none},
+    {{"DELETE"}, "/routes/{id}", route_delete, 0, "no such route", q_none},
+    {{"GET"}, "/upstreams", upstreams_list, 0, NULL, q_none},
+    {{"POST"}, "/upstreams", upstream_put, 0, NULL, q_none},
+    {{"GET"}, "/upstreams/{name}", upstream_get, 0, "no such upstream", q_none},
+    {{"PUT"}, "/upstreams/{name}", upstream_put, 0, "no such upstream", q_none},
+    {{"DELETE"}, "/upstreams/{name}", upstream_delete, 0, "no such upstream", q_none},
+    {{"GET"}, "/upstreams/{name}/health", upstream_health, 0, "no such upstream", q_none},
+    {{"GET"}, "/status", handle_status, 0, NULL, q_none},
+    {{"GET"}, "/metrics", handle_metrics, 0, NULL, q_none},
 };
 
 /* The endpoints as a router table, each route's udata its endpoint. NULL
@@ -1073,6 +1191,92 @@ static void not_allowed(struct adm_api *api, struct adm_req *req, uint64_t allow
     reply_error(api, req, 405, "method not allowed", NULL);
 }
 
+/* Makes every byte of <s> outside printable ASCII a '?', so that a string
+ * made of what a client sent is valid JSON. */
+static void printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = '?';
+}
+
+/* A query parameter refused: 400 naming it (<name>, changed), with <why>
+ * (changed). */
+static void query_refused(struct adm_api *api, struct adm_req *req, char *name, char *why)
+{
+    printable(name);
+    printable(why);
+    reply_error(api, req, 400, why,
+                json_pack("[{s:s,s:s,s:s}]", "path", "", "parameter", name, "message", why));
+}
+
+/* Why the parameter <key> (value <val>, NULL when bare) is refused by <e>
+ * (<seen> counts each known one), into <why>; 0 when it is fine. */
+static int query_refusal(const struct endpoint *e, unsigned char *seen, const char *key,
+                         const char *val, char *why, size_t cap)
+{
+    const struct qparam *p;
+
+    for (p = e->query; p->name && strcmp(p->name, key) != 0; p++)
+        ;
+    if (!p->name) {
+        size_t o =
+            (size_t)snprintf(why, cap, "unknown query parameter %.64s (this endpoint takes", key);
+        if (!e->query[0].name)
+            o += (size_t)snprintf(why + o, cap - o, " none");
+        for (const struct qparam *k = e->query; k->name && o < cap; k++)
+            o += (size_t)snprintf(why + o, cap - o, "%s %s", k == e->query ? "" : ",", k->name);
+        if (o < cap)
+            snprintf(why + o, cap - o, ")");
+        return -1;
+    }
+    if (seen[p - e->query]++) {
+        snprintf(why, cap, "query parameter %s given twice", key);
+        return -1;
+    }
+    if (p->kind == QP_FLAG && (!val || (strcmp(val, "1") && strcmp(val, "true") &&
+                                        strcmp(val, "0") && strcmp(val, "false")))) {
+        if (val)
+            snprintf(why, cap, "query parameter %s takes 1, true, 0 or false, not \"%.64s\"", key,
+                     val);
+        else
+            snprintf(why, cap, "query parameter %s takes 1, true, 0 or false, and has no value",
+                     key);
+        return -1;
+    }
+    return 0;
+}
+
+struct query_check_ctx {
+    const struct endpoint *e;
+    unsigned char seen[8]; /* per known parameter: how often given */
+    char key[80], why[320];
+};
+
+static int query_check_one(void *arg, const char *key, const char *val)
+{
+    struct query_check_ctx *c = arg;
+
+    if (!query_refusal(c->e, c->seen, key, val, c->why, sizeof(c->why)))
+        return 0;
+    snprintf(c->key, sizeof(c->key), "%s", key);
+    return 1;
+}
+
+/* Checks the query of <req> against what <e> takes: every parameter known,
+ * none twice, flags 1, true, 0 or false. 0 ok; -1 with the answer sent. */
+static int query_check(struct adm_api *api, struct adm_req *req, const struct endpoint *e)
+{
+    struct query_check_ctx c = {.e = e};
+    int rc = query_each(adm_req_query(req), query_check_one, &c);
+
+    if (rc < 0)
+        send_oom(req);
+    else if (rc > 0)
+        query_refused(api, req, c.key, c.why);
+    return rc ? -1 : 0;
+}
+
 /* A name segment of the URL: ids and names are plain tokens, never escaped. */
 static int segment_ok(const char *s, size_t n)
 {
@@ -1106,6 +1310,8 @@ static void handle(struct adm_req *req, void *arg)
         reply_error(api, req, 404, "no such endpoint", NULL);
         return;
     }
+    if (query_check(api, req, e) < 0)
+        return;
     if (!m.nparams) {
         e->fn(api, req, NULL);
         return;

@@ -34,6 +34,8 @@ struct adm_gw_stats {
 /* What the admin layer needs from the gateway above it. */
 struct adm_api_hooks {
     void (*stats)(void *arg, struct adm_gw_stats *st);
+    /* <line>: one accepted change, to log (NULL: not logged) */
+    void (*audit)(void *arg, const char *line);
     void *arg;
 };
 

@@ -10,7 +10,7 @@
  * shut, and what the client still sends is read away for a short while, so
  * that it reads our answer instead of a reset.
  */
-#define _POSIX_C_SOURCE 200809L /* strndup, gmtime_r */
+#define _POSIX_C_SOURCE 200809L /* strndup, gmtime_r, getnameinfo */
 #include "admin/http.h"
 #include "admin/http1/request.h"
 #include "admin/http1/status.h"
@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -62,6 +64,7 @@ struct adm_conn {
     int head_started;    /* some bytes of the next head arrived */
     int closing;         /* no more requests: flush, then linger */
     int shut;            /* our side is shut: reading away */
+    char peer[64];       /* the client's "IP:PORT" ("[v6]:PORT"), for the audit log */
     struct adm_conn *prev, *next;
 };
 
@@ -98,6 +101,11 @@ const char *adm_req_path(const struct adm_req *r)
 const char *adm_req_query(const struct adm_req *r)
 {
     return r->query;
+}
+
+const char *adm_req_peer(const struct adm_req *r)
+{
+    return r->c->peer;
 }
 
 struct evkeyvalq *adm_req_in(struct adm_req *r)
@@ -447,6 +455,20 @@ static void conn_event(struct bufferevent *bev, short what, void *arg)
     conn_free(c);
 }
 
+/* "IP:PORT", or "[v6]:PORT", of <sa> into <buf>; "-" when unknown. */
+static void peer_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap)
+{
+    char host[INET6_ADDRSTRLEN], port[8];
+
+    if (getnameinfo(sa, len, host, sizeof(host), port, sizeof(port),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+        snprintf(buf, cap, "-");
+    else if (sa->sa_family == AF_INET6)
+        snprintf(buf, cap, "[%s]:%s", host, port);
+    else
+        snprintf(buf, cap, "%s:%s", host, port);
+}
+
 static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
@@ -456,14 +478,13 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     struct h1_req_limits lim;
 
     (void)lev;
-    (void)sa;
-    (void)salen;
     if (!c || !(c->bev = bufferevent_socket_new(h->base, fd, BEV_OPT_CLOSE_ON_FREE))) {
         free(c);
         evutil_closesocket(fd);
         return;
     }
     c->h = h;
+    peer_format(sa, (socklen_t)salen, c->peer, sizeof(c->peer));
     lim.max_request_line = HEAD_MAX;
     lim.max_header_bytes = HEAD_MAX;
     lim.max_headers = 0; /* the default, 100 */

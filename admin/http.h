@@ -44,6 +44,7 @@ enum adm_method adm_req_method(const struct adm_req *req);
 const char *adm_req_method_name(const struct adm_req *req); /* "GET", as sent */
 const char *adm_req_path(const struct adm_req *req);        /* as sent, never NULL */
 const char *adm_req_query(const struct adm_req *req);       /* after '?', or NULL */
+const char *adm_req_peer(const struct adm_req *req);        /* "IP:PORT" of the client */
 struct evkeyvalq *adm_req_in(struct adm_req *req);          /* request fields */
 struct evkeyvalq *adm_req_out(struct adm_req *req);         /* answer fields to send */
 struct evbuffer *adm_req_body(struct adm_req *req);         /* the body, decoded */

@@ -560,6 +560,13 @@ static void stop_admin(void)
     drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = NULL;
 }
 
+/* The admin API's audit lines: one per accepted change, in the error log. */
+static void audit_log(void *arg, const char *line)
+{
+    (void)arg;
+    gw_log(GW_LOG_INFO, "%s", line);
+}
+
 /* The admin thread's events (signals, snapshot reclamation), the warm heap,
  * then the admin API on <addr> with <token>. On failure what was made here
  * is freed again, after logging why. */
@@ -580,6 +587,7 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
         goto fail_events;
     }
     hooks.stats = gw_stats;
+    hooks.audit = audit_log;
     hooks.arg = &proc;
     heap_reserve(reserve_mb);
     if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, &state, &hooks, token, msg,
