@@ -26,13 +26,6 @@ int up_tried_has(const struct up_tried *t, size_t s)
     return 0;
 }
 
-int up_usable(const up_pool *p, size_t s, const struct up_pick *rq, int ignore_health)
-{
-    if (!ignore_health && up_health_flags(p, s) != 0)
-        return 0;
-    return !rq || !up_tried_has(rq->tried, s);
-}
-
 size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int ignore_health)
 {
     for (size_t i = 0; i < p->n; i++) {
@@ -43,47 +36,11 @@ size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int igno
     return UP_NONE;
 }
 
-/* Slow start's share of server <s> at <now_ms>, in thousandths. */
-static unsigned ramp(const up_pool *p, size_t s, uint64_t now_ms)
-{
-    if (!p->opts.slow_start_ms || !now_ms)
-        return 1000;
-    return up_slow_start_permille(up_health_since(p, s), now_ms, p->opts.slow_start_ms);
-}
-
-uint64_t up_eweight(const up_pool *p, size_t s, uint64_t now_ms)
-{
-    return (uint64_t)p->servers[s].weight * ramp(p, s, now_ms);
-}
-
-uint64_t up_rand(up_pool *p, unsigned w)
-{
-    uint64_t x = p->ws[w].fx->rng;
-
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    p->ws[w].fx->rng = x;
-    return x * 0x2545F4914F6CDD1DULL;
-}
-
-int up_slow_admit(up_pool *p, unsigned w, size_t s, uint64_t now_ms)
-{
-    unsigned share = ramp(p, s, now_ms);
-
-    return share >= 1000 || up_rand(p, w) % 1000 < share;
-}
-
-uint32_t up_load(const up_pool *p, unsigned w, size_t s)
-{
-    return atomic_load_explicit(&p->ws[w].inflight[s], memory_order_relaxed);
-}
-
 size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
 {
     int ignore_health = 0;
 
-    if (up_pool_all_down(p)) {
+    if (atomic_load_explicit(&p->ndown, memory_order_relaxed) == p->n) {
         if (!p->opts.panic)
             return UP_NONE;
         ignore_health = 1;

@@ -7,9 +7,6 @@
  */
 #include "upstream/up_int.h"
 
-#define FLAG_BITS 8
-#define FLAG_MASK ((1u << FLAG_BITS) - 1)
-
 int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
 {
     _Atomic uint64_t *h = &p->health[s];
@@ -18,10 +15,11 @@ int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
     size_t down;
 
     do {
-        was = (unsigned)(old & FLAG_MASK);
+        was = (unsigned)(old & UP_FLAG_MASK);
         now = on ? (was | flag) : (was & ~flag);
         /* since_ms moves only when the server goes down or comes back */
-        next = (!was != !now) ? (now_ms << FLAG_BITS) | now : (old & ~(uint64_t)FLAG_MASK) | now;
+        next =
+            (!was != !now) ? (now_ms << UP_FLAG_BITS) | now : (old & ~(uint64_t)UP_FLAG_MASK) | now;
     } while (!atomic_compare_exchange_weak_explicit(h, &old, next, memory_order_relaxed,
                                                     memory_order_relaxed));
     if (!was == !now)
@@ -40,12 +38,12 @@ int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
 
 unsigned up_health_flags(const up_pool *p, size_t s)
 {
-    return (unsigned)(atomic_load_explicit(&p->health[s], memory_order_relaxed) & FLAG_MASK);
+    return up_hflags(p, s);
 }
 
 uint64_t up_health_since(const up_pool *p, size_t s)
 {
-    return atomic_load_explicit(&p->health[s], memory_order_relaxed) >> FLAG_BITS;
+    return atomic_load_explicit(&p->health[s], memory_order_relaxed) >> UP_FLAG_BITS;
 }
 
 int up_pool_all_down(const up_pool *p)

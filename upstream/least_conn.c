@@ -15,22 +15,31 @@
 #include "upstream/up_int.h"
 
 /* a/wa < b/wb, without division */
-static int lighter(uint64_t a, uint64_t wa, uint64_t b, uint64_t wb)
+static inline int lighter(uint64_t a, uint64_t wa, uint64_t b, uint64_t wb)
 {
     return a * wb < b * wa;
 }
 
+/* Server <s>'s weight for the comparison: its own, or in thousandths and
+ * scaled by slow start when a ramp may be running. */
+static inline uint64_t lc_weight(const up_pool *p, size_t s, uint64_t now, int ramping)
+{
+    return ramping ? up_eweight(p, s, now) : p->weight[s];
+}
+
 static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
-    uint64_t now = rq ? rq->now_ms : 0, bl = 0, bw = 1, ew;
+    const _Atomic uint32_t *inflight = p->ws[w].inflight;
+    uint64_t now = rq ? rq->now_ms : 0, bl = 0, bw = 1;
+    int ramping = p->opts.slow_start_ms && now;
     long long *cw = p->ws[w].cw, total = 0;
-    size_t best = UP_NONE, ties = 0, pick = UP_NONE;
+    size_t n = p->n, best = UP_NONE, ties = 0, pick = UP_NONE;
 
-    for (size_t s = 0; s < p->n; s++) {
+    for (size_t s = 0; s < n; s++) {
         if (!up_usable(p, s, rq, ignore_health))
             continue;
-        uint64_t l = up_load(p, w, s);
-        ew = up_eweight(p, s, now);
+        uint64_t l = atomic_load_explicit(&inflight[s], memory_order_relaxed);
+        uint64_t ew = lc_weight(p, s, now, ramping);
         if (best == UP_NONE || lighter(l, ew, bl, bw)) {
             best = s;
             bl = l;
@@ -42,11 +51,12 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     }
     if (ties <= 1)
         return best;
-    for (size_t s = best; s < p->n; s++) {
+    /* smooth weighted round robin among the ties, from the first one */
+    for (size_t s = best; s < n; s++) {
         if (!up_usable(p, s, rq, ignore_health))
             continue;
-        uint64_t l = up_load(p, w, s);
-        ew = up_eweight(p, s, now);
+        uint64_t l = atomic_load_explicit(&inflight[s], memory_order_relaxed);
+        uint64_t ew = lc_weight(p, s, now, ramping);
         if (lighter(l, ew, bl, bw) || lighter(bl, bw, l, ew))
             continue;
         cw[s] += (long long)ew;

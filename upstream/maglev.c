@@ -59,13 +59,13 @@ static int fill(const up_pool *p, struct mg *g)
     }
     for (size_t s = 0; s < n; s++) {
         permutation(p, s, m, &next[s], &skip[s]);
-        if ((uint64_t)p->servers[s].weight > wmax)
-            wmax = (uint64_t)p->servers[s].weight;
+        if ((uint64_t)p->weight[s] > wmax)
+            wmax = (uint64_t)p->weight[s];
     }
     memset(g->table, 0xff, m * sizeof(*g->table));
     while (filled < m) {
         for (size_t s = 0; s < n && filled < m; s++) {
-            credit[s] += (uint64_t)p->servers[s].weight;
+            credit[s] += (uint64_t)p->weight[s];
             if (credit[s] < wmax)
                 continue;
             credit[s] -= wmax;

@@ -19,6 +19,7 @@ static void pool_free(up_pool *p)
     free(p->slab);
     free(p->ws);
     up_servers_free(p->servers, p->n);
+    free(p->weight);
     free(p->name);
     free(p->key);
     free(p);
@@ -96,8 +97,12 @@ up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_ser
         goto fail;
     if (!(p->servers = up_servers_new(servers, n)))
         goto fail;
-    for (size_t i = 0; i < n; i++)
-        p->total_weight += p->servers[i].weight;
+    if (!(p->weight = calloc(n, sizeof(*p->weight))))
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        p->weight[i] = servers[i].weight ? servers[i].weight : 1;
+        p->total_weight += p->weight[i];
+    }
     if (!(p->ws = calloc(nworkers, sizeof(*p->ws))))
         goto fail;
     if (!(p->slab = up_slab_new(nworkers, bytes, &p->stride)))

@@ -18,35 +18,68 @@
 #define R2_DRAWS 8
 
 struct r2 {
-    uint64_t *cum; /* cum[i]: weights of servers 0..i */
+    uint32_t *prob;  /* out of total_weight: keep slot i, else take alias[i] */
+    uint32_t *alias; /* Vose's alias method: one draw is O(1) */
 };
 
+/* Vose's alias table in integers: every slot holds n * weight / total of
+ * one server and the rest of another, so a uniform slot and a uniform coin
+ * draw a server exactly in proportion to its weight. */
 static int r2_init(up_pool *p)
 {
     struct r2 *r = calloc(1, sizeof(*r));
-    uint64_t sum = 0;
+    size_t n = p->n, nsmall = 0, nlarge = 0;
+    uint64_t total = (uint64_t)p->total_weight, *scaled = NULL;
+    size_t *small = NULL, *large = NULL;
+    int rc = -1;
 
-    if (!(p->lb = r) || !(r->cum = malloc(p->n * sizeof(*r->cum))))
+    if (!(p->lb = r) || total > UINT32_MAX || n > UINT32_MAX)
         return -1;
-    for (size_t i = 0; i < p->n; i++)
-        r->cum[i] = sum += (uint64_t)p->servers[i].weight;
-    return 0;
+    r->prob = malloc(n * sizeof(*r->prob));
+    r->alias = malloc(n * sizeof(*r->alias));
+    scaled = malloc(n * sizeof(*scaled));
+    small = malloc(n * sizeof(*small));
+    large = malloc(n * sizeof(*large));
+    if (!r->prob || !r->alias || !scaled || !small || !large)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        scaled[i] = (uint64_t)p->weight[i] * n;
+        if (scaled[i] < total)
+            small[nsmall++] = i;
+        else
+            large[nlarge++] = i;
+    }
+    while (nsmall && nlarge) {
+        size_t l = small[--nsmall], g = large[--nlarge];
+        r->prob[l] = (uint32_t)scaled[l];
+        r->alias[l] = (uint32_t)g;
+        scaled[g] -= total - scaled[l];
+        if (scaled[g] < total)
+            small[nsmall++] = g;
+        else
+            large[nlarge++] = g;
+    }
+    while (nlarge)
+        r->prob[large[--nlarge]] = (uint32_t)total;
+    while (nsmall) /* only by rounding; cannot happen in integers, kept safe */
+        r->prob[small[--nsmall]] = (uint32_t)total;
+    rc = 0;
+out:
+    free(scaled);
+    free(small);
+    free(large);
+    return rc;
 }
 
-/* A server drawn in proportion to its weight. */
+/* A server drawn in proportion to its weight: the high half of one random
+ * number picks the slot, the low half tosses the coin. */
 static size_t draw(up_pool *p, unsigned w, const struct r2 *r)
 {
-    uint64_t x = up_rand(p, w) % (uint64_t)p->total_weight;
-    size_t lo = 0, hi = p->n - 1;
+    uint64_t x = up_rand(p, w);
+    uint32_t slot = up_below(x, (uint32_t)p->n);
+    uint32_t coin = (uint32_t)(((x & 0xffffffffu) * (uint64_t)p->total_weight) >> 32);
 
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->cum[mid] > x)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
+    return coin < r->prob[slot] ? slot : r->alias[slot];
 }
 
 static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
@@ -77,8 +110,10 @@ static void r2_destroy(up_pool *p)
 {
     struct r2 *r = p->lb;
 
-    if (r)
-        free(r->cum);
+    if (r) {
+        free(r->prob);
+        free(r->alias);
+    }
     free(r);
 }
 

@@ -28,7 +28,7 @@ static size_t swrr_step(const up_pool *p, long long *cw)
     if (p->n == 1)
         return 0;
     for (size_t i = 0; i < p->n; i++) {
-        cw[i] += p->servers[i].weight;
+        cw[i] += p->weight[i];
         if (cw[i] > cw[best])
             best = i;
     }
@@ -55,7 +55,7 @@ static int rr_init(up_pool *p)
     if (!(p->lb = r))
         return -1;
     for (size_t i = 0; i < p->n; i++)
-        g = gcd((unsigned long long)p->servers[i].weight, g);
+        g = gcd((unsigned long long)p->weight[i], g);
     r->period = (size_t)((unsigned long long)p->total_weight / g);
     if (r->period > RR_MAX_PERIOD || (unsigned long long)r->period * p->n > RR_MAX_WORK)
         return 0; /* live */

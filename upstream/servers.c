@@ -1,5 +1,5 @@
 /*
- * servers.c - a pool's server list: addresses and weights copied out of the
+ * servers.c - a pool's server list: addresses copied out of the
  * caller's definitions, and the read-only accessors the gateway uses.
  */
 #include "upstream/up_int.h"
@@ -29,7 +29,6 @@ struct up_server *up_servers_new(const struct up_server_def *defs, size_t n)
             goto fail;
         memcpy(&s->ss, defs[i].sa, defs[i].salen);
         s->salen = defs[i].salen;
-        s->weight = defs[i].weight ? (int)defs[i].weight : 1;
     }
     return servers;
 fail:

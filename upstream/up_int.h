@@ -28,7 +28,6 @@ struct up_server {
     char *address;
     struct sockaddr_storage ss;
     socklen_t salen;
-    int weight; /* >= 1 */
 };
 
 /* A worker's scalars, at the start of its block. */
@@ -78,6 +77,7 @@ struct up_pool {
     unsigned nworkers, keepalive;
     long long total_weight;
     struct up_server *servers; /* n of them */
+    uint32_t *weight;          /* n of them, >= 1: packed, as balancers scan them */
     struct up_worker *ws;      /* nworkers of them */
     void *slab;                /* the per-worker blocks, ws[w] points into them */
     size_t stride;             /* bytes per block, a multiple of UP_CACHE_LINE */
@@ -97,20 +97,75 @@ struct up_rr {
     size_t period;
 };
 
-/* balance.c, for the balancers: <s> is neither tried nor (unless
- * <ignore_health>) down. */
-int up_usable(const up_pool *p, size_t s, const struct up_pick *rq, int ignore_health);
-/* The first usable server from <from> on, wrapping; UP_NONE if none. */
-size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int ignore_health);
+/* For the balancers, inline because they run once per server on a pick. */
+
+#define UP_FLAG_BITS 8 /* health word: (since_ms << UP_FLAG_BITS) | flags */
+#define UP_FLAG_MASK ((1u << UP_FLAG_BITS) - 1)
+
+static inline unsigned up_hflags(const up_pool *p, size_t s)
+{
+    return (unsigned)(atomic_load_explicit(&p->health[s], memory_order_relaxed) & UP_FLAG_MASK);
+}
+
+/* <s> is neither tried nor (unless <ignore_health>) down. */
+static inline int up_usable(const up_pool *p, size_t s, const struct up_pick *rq, int ignore_health)
+{
+    if (!ignore_health && up_hflags(p, s) != 0)
+        return 0;
+    return !rq || !rq->tried || !up_tried_has(rq->tried, s);
+}
+
+/* Slow start's share of server <s> at <now_ms>, in thousandths. */
+static inline unsigned up_ramp(const up_pool *p, size_t s, uint64_t now_ms)
+{
+    if (!p->opts.slow_start_ms || !now_ms)
+        return 1000;
+    return up_slow_start_permille(up_health_since(p, s), now_ms, p->opts.slow_start_ms);
+}
+
 /* Server <s>'s weight in thousandths, scaled down by slow start at <now>. */
-uint64_t up_eweight(const up_pool *p, size_t s, uint64_t now_ms);
-/* Worker <w>'s next pseudo-random number. */
-uint64_t up_rand(up_pool *p, unsigned w);
-/* Worker <w>'s slow-start admission of <s>: 1 always when <s> is not ramping,
- * else with its ramp's probability. */
-int up_slow_admit(up_pool *p, unsigned w, size_t s, uint64_t now_ms);
+static inline uint64_t up_eweight(const up_pool *p, size_t s, uint64_t now_ms)
+{
+    return (uint64_t)p->weight[s] * up_ramp(p, s, now_ms);
+}
+
+/* Worker <w>'s next pseudo-random number (xorshift64*). */
+static inline uint64_t up_rand(up_pool *p, unsigned w)
+{
+    uint64_t x = p->ws[w].fx->rng;
+
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    p->ws[w].fx->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* A number below <bound> (< 2^32) from the high bits of <r>, without a
+ * division (Lemire's multiply-shift). */
+static inline uint32_t up_below(uint64_t r, uint32_t bound)
+{
+    return (uint32_t)(((r >> 32) * bound) >> 32);
+}
+
+/* Worker <w>'s slow-start admission of <s>: 1 always when <s> is not
+ * ramping, else with its ramp's probability. */
+static inline int up_slow_admit(up_pool *p, unsigned w, size_t s, uint64_t now_ms)
+{
+    unsigned share = up_ramp(p, s, now_ms);
+
+    return share >= 1000 || up_below(up_rand(p, w), 1000) < share;
+}
+
 /* Worker <w>'s in-flight count on <s>. */
-uint32_t up_load(const up_pool *p, unsigned w, size_t s);
+static inline uint32_t up_load(const up_pool *p, unsigned w, size_t s)
+{
+    return atomic_load_explicit(&p->ws[w].inflight[s], memory_order_relaxed);
+}
+
+/* balance.c: the first usable server from <from> on, wrapping; UP_NONE if
+ * none. */
+size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int ignore_health);
 
 /* hash.c: a 64-bit finalizer (murmur3's fmix64), for seeds and hashes. */
 uint64_t up_mix64(uint64_t x);

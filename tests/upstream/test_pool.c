@@ -26,7 +26,7 @@ START_TEST(copies_definitions)
     ck_assert_str_eq(up_server_address(p, 1), "127.0.0.1:9002");
     ck_assert_uint_eq(len, sizeof(*sin));
     ck_assert_uint_eq(ntohs(sin->sin_port), 9003);
-    ck_assert_int_eq(p->servers[1].weight, 1); /* 0 means 1 */
+    ck_assert_uint_eq(p->weight[1], 1); /* 0 means 1 */
     ck_assert_int_eq(p->total_weight, 11);
     up_pool_release(p);
 }
