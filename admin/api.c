@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include <event2/buffer.h>
@@ -202,7 +203,8 @@ static int if_match_ok(struct adm_api *api, struct adm_req *req)
     int seen = 0;
 
     etag_of(api, etag, sizeof(etag));
-    for (kv = h->tqh_first; kv; kv = kv->next.tqe_next) {
+    TAILQ_FOREACH(kv, h, next)
+    {
         const char *v = kv->value;
         if (evutil_ascii_strcasecmp(kv->key, "If-Match") != 0)
             continue;

@@ -53,19 +53,19 @@ struct adm_http {
     adm_http_cb cb;
     void *arg;
     size_t max_body;
-    struct adm_conn *conns;
+    LIST_HEAD(, adm_conn) conns; /* every open connection */
 };
 
 struct adm_conn {
     struct adm_http *h;
     struct bufferevent *bev;
     struct h1_req_parser p;
-    struct adm_req *req; /* its head read, its body being read */
-    int head_started;    /* some bytes of the next head arrived */
-    int closing;         /* no more requests: flush, then linger */
-    int shut;            /* our side is shut: reading away */
-    char peer[64];       /* the client's "IP:PORT" ("[v6]:PORT"), for the audit log */
-    struct adm_conn *prev, *next;
+    struct adm_req *req;       /* its head read, its body being read */
+    int head_started;          /* some bytes of the next head arrived */
+    int closing;               /* no more requests: flush, then linger */
+    int shut;                  /* our side is shut: reading away */
+    char peer[64];             /* the client's "IP:PORT" ("[v6]:PORT"), for the audit log */
+    LIST_ENTRY(adm_conn) link; /* in adm_http.conns */
 };
 
 /* ---- requests ---- */
@@ -316,14 +316,7 @@ static int body_cb(void *ctx, const char *data, size_t len)
 
 static void conn_free(struct adm_conn *c)
 {
-    struct adm_http *h = c->h;
-
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        h->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    LIST_REMOVE(c, link);
     bufferevent_free(c->bev);
     req_free(c->req);
     h1_req_parser_free(&c->p);
@@ -496,10 +489,7 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
         free(c);
         return;
     }
-    c->next = h->conns;
-    if (h->conns)
-        h->conns->prev = c;
-    h->conns = c;
+    LIST_INSERT_HEAD(&h->conns, c, link);
     bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
     bufferevent_set_timeouts(c->bev, &tv, &tv);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -518,6 +508,7 @@ struct adm_http *adm_http_new(struct event_base *base, const struct adm_addr *ad
     h->cb = cb;
     h->arg = arg;
     h->max_body = max_body;
+    LIST_INIT(&h->conns);
     if (!addr->numeric) {
         snprintf(msg, cap, "admin API: %s is not a numeric address", addr->text);
         free(h);
@@ -537,8 +528,8 @@ void adm_http_free(struct adm_http *h)
 {
     if (!h)
         return;
-    while (h->conns)
-        conn_free(h->conns);
+    while (!LIST_EMPTY(&h->conns))
+        conn_free(LIST_FIRST(&h->conns));
     evconnlistener_free(h->lev);
     free(h);
 }
