@@ -25,6 +25,7 @@
 #include "admin/api.h"
 #include "admin/snapshot.h"
 #include "gateway/request.h"
+#include "router/router.h"
 
 struct gw_worker;
 struct gw_conn;
@@ -104,6 +105,7 @@ struct gw_worker {
     uint32_t reqid_prefix;
     struct gw_conn *conns;     /* every client connection */
     struct gw_upconn *upconns; /* every upstream connection */
+    rt_ctx *rtctx;             /* the router's scratch for regexp routes */
     struct gw_counters ctr __attribute__((aligned(64)));
 };
 

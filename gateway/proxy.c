@@ -865,8 +865,8 @@ static void answer_max_forwards_0(struct gw_conn *c)
         return;
     }
     /* a method no route can name: the walk collects every method of the path */
-    rt_lookup(c->snap->rt, " ", 1, rq->host_name.ptr, rq->host_name.len, rq->path, rq->path_len,
-              c->params, c->params_cap, &m);
+    rt_lookup_ctx(c->snap->rt, c->w->rtctx, " ", 1, rq->host_name.ptr, rq->host_name.len, rq->path,
+                  rq->path_len, c->params, c->params_cap, &m);
     allow = m.status == RT_NOT_ALLOWED
                 ? m.allow
                 : RT_M_GET | RT_M_HEAD | RT_M_POST | RT_M_PUT | RT_M_DELETE | RT_M_PATCH;
@@ -1927,8 +1927,8 @@ static enum verdict decide(struct gw_conn *c, struct rt_match *m)
         c->params = p;
         c->params_cap = need;
     }
-    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len, rq->path,
-              rq->path_len, c->params, c->params_cap, m);
+    rt_lookup_ctx(s->rt, c->w->rtctx, rq->method.ptr, rq->method.len, rq->host_name.ptr,
+                  rq->host_name.len, rq->path, rq->path_len, c->params, c->params_cap, m);
     c->nparams = m->nparams;
     if (m->status != RT_HIT)
         return V_ROUTER;

@@ -166,6 +166,7 @@ void gw_worker_destroy(struct gw_worker *w)
         close(w->notify_fd[1]);
     }
     free(w->log);
+    rt_ctx_free(w->rtctx);
 }
 
 /* Sets up the worker's base and events around its listening sockets
@@ -201,6 +202,8 @@ int gw_worker_start(struct gw_worker *w)
     gw_date_update(w);
     w->log_cap = 256 * 1024;
     if (!(w->log = malloc(w->log_cap)))
+        return -1;
+    if (!(w->rtctx = rt_ctx_new())) /* regexp routes match without allocating */
         return -1;
     for (size_t i = 0; i < w->nlisteners; i++) {
         struct gw_listener *l = &w->listeners[i];

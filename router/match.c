@@ -2,7 +2,9 @@
  * match.c - looking a request up in one routing table version.
  *
  * One depth-first walk decides hit, 404 and 405 together: at every node the
- * static child is tried first, then the {param} child, then the catch-all,
+ * static child is tried first, then the regexp children (in registration
+ * order, held by the {param} child), then the {param} child, then the
+ * catch-all,
  * so the first leaf that takes the method is the most specific route; the
  * leaves passed on the way add their methods to the allow set, which is the
  * 405's answer when no leaf takes the method. Nothing here allocates, locks
@@ -80,6 +82,8 @@ struct walk {
     size_t cap, np;
     uint64_t allow;
     const struct rt_route *hit;
+    rt_ctx *ctx; /* for regexps: the caller's, or made for this lookup */
+    int own_ctx; /* ctx was made here: rt_lookup frees it */
 };
 
 static inline void push(struct walk *w, const char *v, size_t len)
@@ -115,6 +119,25 @@ static int leaf_take(struct walk *w, const struct rt_node *n)
     }
     return 0;
 }
+
+/* Whether the regexp of <x> matches the whole of v[0..len). Out of line:
+ * only routes with regexps come here. */
+static __attribute__((noinline)) int rx_matches(struct walk *w, const struct rt_rx *x,
+                                                const char *v, size_t len)
+{
+    if (!w->ctx) {
+        if (!(w->ctx = rt_ctx_new()))
+            return 0;
+        w->own_ctx = 1;
+    }
+    return rt_regex_match(x->re, w->ctx, v, len);
+}
+
+/* Tries the regexp children held by {param} node <n> on the segment
+ * s[off..end): 1 on a hit below one of them. Out of line, so that walk_path
+ * compiles as it would without regexps. */
+static __attribute__((noinline)) int walk_rx(struct walk *w, const struct rt_node *n, size_t off,
+                                             size_t end);
 
 /* Walks the path tree below <n>, whose own token ended at <off>. */
 static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
@@ -161,6 +184,10 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
             const char *slash = memchr(s + off, '/', len - off);
             size_t end = slash ? (size_t)(slash - s) : len;
             if (end > off) {
+                /* the regexps of this position hang off the {param} child
+                 * (table.c), so the walk above pays nothing for them */
+                if (p->nrx && walk_rx(w, p, off, end))
+                    return 1;
                 push(w, s + off, end - off);
                 if (!c) {
                     n = p;
@@ -180,6 +207,22 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
         w->np = np;
         return 0;
     }
+}
+
+static __attribute__((noinline)) int walk_rx(struct walk *w, const struct rt_node *n, size_t off,
+                                             size_t end)
+{
+    const size_t mark = w->np;
+
+    for (size_t i = 0; i < n->nrx; i++) {
+        if (!rx_matches(w, &n->rx[i], w->s + off, end - off))
+            continue;
+        push(w, w->s + off, end - off);
+        if (walk_path(w, n->rx[i].node, end))
+            return 1;
+        w->np = mark;
+    }
+    return 0;
 }
 
 static inline unsigned char lc(unsigned char c)
@@ -234,7 +277,7 @@ static int walk_host(struct walk *w, const struct rt_node *n, const char *host, 
 }
 
 /* The host without port and final dot. */
-static size_t host_name(const char *host, size_t hlen)
+static inline __attribute__((always_inline)) size_t host_name(const char *host, size_t hlen)
 {
     if (!host || !hlen)
         return 0;
@@ -341,47 +384,87 @@ static enum rt_status not_taken(const rt_table *t, const struct walk *w, uint64_
     return m->status = RT_NOT_ALLOWED;
 }
 
-enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, const char *host,
-                         size_t hlen, const char *path, size_t plen, struct rt_param *params,
-                         size_t cap, struct rt_match *m)
+/* The path matched no route that takes the method: "OPTIONS *", the
+ * trailing-slash twin, 405 or 404. Out of line: a hit never comes here. */
+static __attribute__((noinline)) enum rt_status
+no_hit(const rt_table *t, struct walk *w, const char *host, size_t hlen, const char *path,
+       size_t plen, struct rt_param *params, size_t cap, struct rt_match *m)
 {
-    struct walk w;
-    uint64_t allow;
+    uint64_t allow = w->allow;
 
-    w.mbit = rt_known_method_bit(method, mlen);
-    if (!w.mbit) /* a custom token: the table's own list */
-        w.mbit = rt_method_bit(t, method, mlen);
-    w.head = w.mbit == RT_M_HEAD;
-    w.params = params;
-    w.cap = cap;
-    hlen = host_name(host, hlen);
-    m->route = NULL;
-    m->allow = 0;
-    m->nparams = 0;
-    m->slash = 0;
-    if (walk_all(t, &w, host, hlen, path, plen)) {
-        name_params(w.hit, m, params, cap);
-        return m->status = RT_HIT;
-    }
-    allow = w.allow;
     if (plen == 1 && path[0] == '*') { /* "OPTIONS *": every method of the table */
-        if (w.mbit != RT_M_OPTIONS || !t->opts.auto_options)
+        if (w->mbit != RT_M_OPTIONS || !t->opts.auto_options)
             return m->status = RT_NOT_FOUND;
         m->allow = rt_table_methods(t) | RT_M_OPTIONS;
         return m->status = RT_OPTIONS_AUTO;
     }
     if (t->opts.trailing_slash == RT_TS_STRICT || plen == 0 || (plen == 1 && path[0] == '/'))
-        return not_taken(t, &w, allow, m);
+        return not_taken(t, w, allow, m);
     if (t->opts.trailing_slash == RT_TS_RELAXED) {
         /* the twin is served as if the slash matched, so it counts for
          * the 405 too: a twin hit wins over the path's other methods */
-        if (twin_walk(t, &w, host, hlen, path, plen, params, cap, m))
+        if (twin_walk(t, w, host, hlen, path, plen, params, cap, m))
             return m->status = RT_HIT;
-        return not_taken(t, &w, allow | w.allow, m);
+        return not_taken(t, w, allow | w->allow, m);
     }
     /* redirect: only a path that matches nothing is redirected */
-    if (allow || !twin_walk(t, &w, host, hlen, path, plen, params, cap, m))
-        return not_taken(t, &w, allow, m);
+    if (allow || !twin_walk(t, w, host, hlen, path, plen, params, cap, m))
+        return not_taken(t, w, allow, m);
     m->nparams = 0;
-    return m->status = (w.mbit & (RT_M_GET | RT_M_HEAD)) ? RT_REDIRECT_301 : RT_REDIRECT_308;
+    return m->status = (w->mbit & (RT_M_GET | RT_M_HEAD)) ? RT_REDIRECT_301 : RT_REDIRECT_308;
+}
+
+/* The body of rt_lookup_ctx: <w> comes with its context set. Inlined into
+ * both entry points so that neither pays a call with eleven arguments. */
+static inline __attribute__((always_inline)) enum rt_status
+lookup(const rt_table *t, struct walk *w, const char *method, size_t mlen, const char *host,
+       size_t hlen, const char *path, size_t plen, struct rt_param *params, size_t cap,
+       struct rt_match *m)
+{
+    w->mbit = rt_known_method_bit(method, mlen);
+    if (!w->mbit) /* a custom token: the table's own list */
+        w->mbit = rt_method_bit(t, method, mlen);
+    w->head = w->mbit == RT_M_HEAD;
+    w->params = params;
+    w->cap = cap;
+    hlen = host_name(host, hlen);
+    m->route = NULL;
+    m->allow = 0;
+    m->nparams = 0;
+    m->slash = 0;
+    if (walk_all(t, w, host, hlen, path, plen)) {
+        name_params(w->hit, m, params, cap);
+        return m->status = RT_HIT;
+    }
+    return no_hit(t, w, host, hlen, path, plen, params, cap, m);
+}
+
+enum rt_status rt_lookup_ctx(const rt_table *t, rt_ctx *ctx, const char *method, size_t mlen,
+                             const char *host, size_t hlen, const char *path, size_t plen,
+                             struct rt_param *params, size_t cap, struct rt_match *m)
+{
+    struct walk w;
+    enum rt_status st;
+
+    w.ctx = ctx;
+    w.own_ctx = 0;
+    st = lookup(t, &w, method, mlen, host, hlen, path, plen, params, cap, m);
+    if (w.own_ctx)
+        rt_ctx_free(w.ctx);
+    return st;
+}
+
+enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, const char *host,
+                         size_t hlen, const char *path, size_t plen, struct rt_param *params,
+                         size_t cap, struct rt_match *m)
+{
+    struct walk w;
+    enum rt_status st;
+
+    w.ctx = NULL;
+    w.own_ctx = 0;
+    st = lookup(t, &w, method, mlen, host, hlen, path, plen, params, cap, m);
+    if (w.own_ctx)
+        rt_ctx_free(w.ctx);
+    return st;
 }

@@ -104,17 +104,69 @@ static int all_digits(const char *s, size_t n)
     return 1;
 }
 
-/* Reads "{name}" at s[i] == '{'. Records the name and returns the index just
- * past '}', or 0 with <err> filled. */
-static size_t parse_name(const char *s, size_t i, struct rt_pat *p, struct rt_error *err)
+/* Reads the regexp of "{name:regexp}" starting at s[i] (just past ':') up
+ * to the '}' that closes the parameter: braces nest ("{3}"), a backslash
+ * escapes the next byte. Returns the index of that '}', or 0 with <err>
+ * filled: an unterminated or empty regexp, a byte outside 0x21-0x7E, or one
+ * PCRE2 refuses (the offset is then the fault's, in the pattern). */
+static size_t parse_regexp(const char *s, size_t i, size_t brace, struct rt_error *err)
 {
-    size_t start = i + 1, j = start;
+    size_t j = i, depth = 0, erroff;
+    char msg[96];
 
+    for (;; j++) {
+        unsigned char c = (unsigned char)s[j];
+        if (c == '\0') {
+            rt_err_set(err, RT_EINVAL, brace, "offset %zu: unterminated '{'", brace);
+            return 0;
+        }
+        if (c < 0x21 || c > 0x7e) {
+            rt_err_set(err, RT_EINVAL, j, "offset %zu: character 0x%02x is not allowed in a regexp",
+                       j, c);
+            return 0;
+        }
+        if (c == '\\' && s[j + 1]) {
+            j++;
+        } else if (c == '{') {
+            depth++;
+        } else if (c == '}') {
+            if (depth == 0)
+                break;
+            depth--;
+        }
+    }
+    if (j == i) {
+        rt_err_set(err, RT_EINVAL, i, "offset %zu: empty regexp", i);
+        return 0;
+    }
+    if (rt_regex_check(s + i, j - i, &erroff, msg, sizeof(msg)) < 0) {
+        rt_err_set(err, RT_EINVAL, i + erroff, "offset %zu: invalid regexp: %s", i + erroff, msg);
+        return 0;
+    }
+    return j;
+}
+
+/* Reads "{name}" or "{name:regexp}" at s[i] == '{'. Records the name, sets
+ * *rx and *rxlen to the regexp (length 0: none) and returns the index just
+ * past '}', or 0 with <err> filled. */
+static size_t parse_name(const char *s, size_t i, struct rt_pat *p, size_t *rx, size_t *rxlen,
+                         struct rt_error *err)
+{
+    size_t start = i + 1, j = start, name_end;
+
+    *rx = *rxlen = 0;
     while (s[j] && is_name_char((unsigned char)s[j]))
         j++;
     if (s[j] == '\0' || s[j] == '/') { /* a name never crosses a '/' */
         rt_err_set(err, RT_EINVAL, i, "offset %zu: unterminated '{'", i);
         return 0;
+    }
+    name_end = j;
+    if (s[j] == ':' && j > start) {
+        *rx = j + 1;
+        if (!(j = parse_regexp(s, j + 1, i, err)))
+            return 0;
+        *rxlen = j - *rx;
     }
     if (s[j] != '}') {
         rt_err_set(err, RT_EINVAL, j,
@@ -122,15 +174,15 @@ static size_t parse_name(const char *s, size_t i, struct rt_pat *p, struct rt_er
                    j, s[j]);
         return 0;
     }
-    if (j == start) {
+    if (name_end == start) {
         rt_err_set(err, RT_EINVAL, i, "offset %zu: empty parameter name", i);
         return 0;
     }
     for (size_t k = 0; k < p->nparams; k++) {
-        if (p->names[k].len == j - start &&
-            memcmp(s + p->names[k].off, s + start, j - start) == 0) {
+        if (p->names[k].len == name_end - start &&
+            memcmp(s + p->names[k].off, s + start, name_end - start) == 0) {
             rt_err_set(err, RT_EINVAL, start, "offset %zu: duplicate parameter name '%.*s'", start,
-                       (int)(j - start), s + start);
+                       (int)(name_end - start), s + start);
             return 0;
         }
     }
@@ -139,7 +191,7 @@ static size_t parse_name(const char *s, size_t i, struct rt_pat *p, struct rt_er
         return 0;
     }
     p->names[p->nparams].off = (uint16_t)start;
-    p->names[p->nparams].len = (uint16_t)(j - start);
+    p->names[p->nparams].len = (uint16_t)(name_end - start);
     p->nparams++;
     return j + 1;
 }
@@ -160,9 +212,13 @@ static int parse_host(const char *s, size_t end, struct rt_pat *p, struct rt_err
         while (i < end && s[i] != '.') {
             unsigned char c = (unsigned char)s[i];
             if (c == '{') {
-                size_t k = parse_name(s, i, p, err);
+                size_t rx, rxlen, k = parse_name(s, i, p, &rx, &rxlen, err);
                 if (!k)
                     return -1;
+                if (rxlen) {
+                    rt_err_set(err, RT_EINVAL, rx, "offset %zu: no regexp in a host", rx);
+                    return -1;
+                }
                 if (k > end) {
                     rt_err_set(err, RT_EINVAL, i, "offset %zu: unterminated '{'", i);
                     return -1;
@@ -253,7 +309,7 @@ static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error
         while (s[i] && s[i] != '/') {
             unsigned char c = (unsigned char)s[i];
             if (c == '{') {
-                size_t k = parse_name(s, i, p, err);
+                size_t rx, rxlen, k = parse_name(s, i, p, &rx, &rxlen, err);
                 if (!k)
                     return -1;
                 if (s[k] != '\0' && s[k] != '/') {
@@ -261,7 +317,14 @@ static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error
                                k);
                     return -1;
                 }
-                p->path[o++] = RT_MARK_PARAM;
+                if (rxlen) {
+                    p->path[o++] = RT_MARK_REGEXP;
+                    memcpy(p->path + o, s + rx, rxlen);
+                    o += rxlen;
+                    p->path[o++] = RT_MARK_REGEXP_END;
+                } else {
+                    p->path[o++] = RT_MARK_PARAM;
+                }
                 i = k;
                 break;
             }
@@ -271,9 +334,13 @@ static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error
                                "offset %zu: '*' must start a catch-all '*{name}'", i);
                     return -1;
                 }
-                size_t k = parse_name(s, i + 1, p, err);
+                size_t rx, rxlen, k = parse_name(s, i + 1, p, &rx, &rxlen, err);
                 if (!k)
                     return -1;
+                if (rxlen) {
+                    rt_err_set(err, RT_EINVAL, rx, "offset %zu: a catch-all takes no regexp", rx);
+                    return -1;
+                }
                 if (s[k] != '\0') {
                     rt_err_set(err, RT_EINVAL, k, "offset %zu: a catch-all must end the pattern",
                                k);

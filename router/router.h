@@ -17,9 +17,10 @@
  *   /src/ + *{filepath}   *{name} matches the rest of the path, maybe empty
  *   api.example.com/x     a pattern that does not start with '/' is host/path
  *   {tenant}.example.com/x  host labels may be parameters too
- * Priority at every branching point: static, then {param}, then *{catchall},
- * with backtracking, so the most specific route wins. Host routes are tried
- * before host-less ones.
+ *   /users/{id:[0-9]+}    a parameter whose whole value matches a regexp
+ * Priority at every branching point: static, then regexp parameters (in
+ * registration order), then {param}, then *{catchall}, with backtracking, so
+ * the most specific route wins. Host routes are tried before host-less ones.
  *
  * Not thread-safe for writers: one thread at a time runs transactions and
  * frees versions. Lookups are safe from any thread on any version that has
@@ -34,6 +35,7 @@
 typedef struct rt_table rt_table; /* one immutable version */
 typedef struct rt_txn rt_txn;     /* a writer building the next version */
 typedef struct rt_route rt_route; /* one registered route */
+typedef struct rt_ctx rt_ctx;     /* one thread's scratch for regexp matching */
 
 /* Trailing-slash policy when a path has no route but its twin with (or
  * without) a final '/' has one. */
@@ -191,12 +193,29 @@ struct rt_match {
     int slash; /* on redirect or relaxed hit: +1 add '/', -1 remove it */
 };
 
+/* A lookup context: the PCRE2 match data that regexp parameters need, made
+ * in advance so that a lookup allocates nothing. One per thread that looks
+ * up (the caller owns it; it serves any table). NULL on out of memory.
+ * rt_ctx_free(NULL) is a no-op. */
+rt_ctx *rt_ctx_new(void);
+void rt_ctx_free(rt_ctx *ctx);
+
 /* Looks up a request. <method> is the request's method token, <host> its Host
  * (port and a final dot ignored, case-insensitive; NULL or length 0 for none),
  * <path> the normalized path without query, or "*" for "OPTIONS *" (with
- * auto_options: RT_OPTIONS_AUTO listing every method of the table). Parameters are written to
+ * auto_options: RT_OPTIONS_AUTO listing every method of the table), <ctx>
+ * the calling thread's context. Parameters are written to
  * <params>, which must hold rt_table_max_params(t) entries; <cap> is its
  * size. Never allocates, locks or writes shared memory. Returns m->status. */
+enum rt_status rt_lookup_ctx(const rt_table *t, rt_ctx *ctx, const char *method, size_t mlen,
+                             const char *host, size_t hlen, const char *path, size_t plen,
+                             struct rt_param *params, size_t cap, struct rt_match *m);
+
+/* rt_lookup_ctx() without a context, for callers off the request path
+ * (admin, tools): when the walk meets a regexp parameter it makes a context
+ * for this one lookup (a heap allocation; out of memory: the regexp does not
+ * match) and frees it before returning. Tables without regexp routes never
+ * need one. */
 enum rt_status rt_lookup(const rt_table *t, const char *method, size_t mlen, const char *host,
                          size_t hlen, const char *path, size_t plen, struct rt_param *params,
                          size_t cap, struct rt_match *m);

@@ -3,9 +3,11 @@
  * pattern.c (parsing), table.c (versions and writes) and match.c (lookups).
  *
  * A tree is a radix tree over "shape keys": the pattern's static bytes, with
- * every {param} replaced by RT_MARK_PARAM and every *{catchall} by
- * RT_MARK_CATCHALL (bytes that a valid pattern cannot contain). Two routes
- * have the same shape exactly when they conflict apart from their methods.
+ * every {param} replaced by RT_MARK_PARAM, every *{catchall} by
+ * RT_MARK_CATCHALL and every {name:regexp} by RT_MARK_REGEXP, the regexp's
+ * text and RT_MARK_REGEXP_END (bytes that a valid pattern cannot contain).
+ * Two routes have the same shape exactly when they conflict apart from their
+ * methods: a regexp's text is part of the shape, its parameter's name not.
  *
  * Nodes are reference counted by their parents in every live version, and
  * the roots by the versions themselves. Only the writer thread touches the
@@ -21,13 +23,29 @@
 
 #define RT_MARK_PARAM '\x01'
 #define RT_MARK_CATCHALL '\x02'
+#define RT_MARK_REGEXP '\x04'
+#define RT_MARK_REGEXP_END '\x05'
+#define RT_MARK_LAST 5 /* static key bytes are above it */
 #define RT_MAX_PATTERN 4096
 #define RT_MAX_PARAMS 128
 #define RT_HOST_MAX 253
 #define RT_NKNOWN_METHODS 9
 #define RT_MAX_METHODS 64
 
-enum rt_node_kind { RT_N_STATIC = 0, RT_N_PARAM, RT_N_CATCHALL };
+enum rt_node_kind { RT_N_STATIC = 0, RT_N_PARAM, RT_N_CATCHALL, RT_N_REGEXP };
+
+struct rt_regex; /* regex.c: one compiled regexp, reference counted */
+
+/* A {name:regexp} child: its regexp and the node below it. A node's regexp
+ * children are held by its {param} child (created empty when the position
+ * has regexps but no plain {param}), so that a walk through static nodes
+ * never looks at them. */
+struct rt_rx {
+    struct rt_regex *re;
+    struct rt_node *node;
+};
+
+#define RT_MAX_REGEXPS 255 /* regexp children of one node */
 
 struct rt_node {
     uint32_t refs;
@@ -36,11 +54,13 @@ struct rt_node {
     uint8_t kind;       /* enum rt_node_kind */
     uint8_t nroutes;
     uint16_t nkids;
+    uint8_t nrx;              /* {param} nodes: the regexp children of their parent */
     struct rt_node **kids;    /* static children; the block also holds nkids first bytes */
     struct rt_node *param;    /* at most one {param} child */
     struct rt_node *catchall; /* at most one *{catchall} child */
     struct rt_node *paths;    /* host trees: the path tree of this host */
     struct rt_route **routes; /* routes ending here, nroutes of them */
+    struct rt_rx *rx;         /* nrx regexp children, in registration order */
     char label[];
 };
 
@@ -97,6 +117,17 @@ struct rt_pat {
         uint16_t off, len;
     } names[RT_MAX_PARAMS]; /* positions in the original pattern */
 };
+
+/* regex.c (the only file that includes pcre2.h) */
+/* 0 when src[0..len) compiles, else -1 with the offset of the fault in it
+ * and PCRE2's message in <msg>. */
+int rt_regex_check(const char *src, size_t len, size_t *erroff, char *msg, size_t cap);
+struct rt_regex *rt_regex_new(const char *src, size_t len); /* NULL: out of memory */
+void rt_regex_retain(struct rt_regex *re);
+void rt_regex_release(struct rt_regex *re); /* NULL: no-op */
+int rt_regex_is(const struct rt_regex *re, const char *src, size_t len);
+/* 1 when the whole of v[0..len) matches. */
+int rt_regex_match(const struct rt_regex *re, rt_ctx *ctx, const char *v, size_t len);
 
 /* pattern.c */
 int rt_pat_parse(const char *pattern, struct rt_pat *p, struct rt_error *err);

@@ -70,10 +70,15 @@ static void node_release(struct rt_family *fam, struct rt_node *n)
     node_release(fam, n->param);
     node_release(fam, n->catchall);
     node_release(fam, n->paths);
+    for (size_t i = 0; i < n->nrx; i++) {
+        node_release(fam, n->rx[i].node);
+        rt_regex_release(n->rx[i].re);
+    }
     for (size_t i = 0; i < n->nroutes; i++)
         route_release(n->routes[i]);
     free(n->kids);
     free(n->routes);
+    free(n->rx);
     free(n);
     fam->live_nodes--;
 }
@@ -109,6 +114,17 @@ static struct rt_node *node_copy(struct rt_family *fam, uint32_t gen, const stru
         c->nroutes = n->nroutes;
         for (size_t i = 0; i < n->nroutes; i++)
             n->routes[i]->refs++;
+    }
+    if (n->nrx) {
+        c->rx = malloc(n->nrx * sizeof(*c->rx));
+        if (!c->rx)
+            goto fail;
+        memcpy(c->rx, n->rx, n->nrx * sizeof(*c->rx));
+        c->nrx = n->nrx;
+        for (size_t i = 0; i < n->nrx; i++) {
+            n->rx[i].node->refs++;
+            rt_regex_retain(n->rx[i].re);
+        }
     }
     if ((c->param = n->param))
         c->param->refs++;
@@ -196,7 +212,7 @@ static void kid_remove(struct rt_node *n, size_t i)
 
 static int node_empty(const struct rt_node *n)
 {
-    return !n->nroutes && !n->nkids && !n->param && !n->catchall && !n->paths;
+    return !n->nroutes && !n->nkids && !n->param && !n->catchall && !n->paths && !n->nrx;
 }
 
 /* ---- families, versions ---- */
@@ -281,6 +297,8 @@ static void walk_routes(const struct rt_node *n, void (*fn)(const rt_route *, vo
         fn(n->routes[i], arg);
     for (size_t i = 0; i < n->nkids; i++)
         walk_routes(n->kids[i], fn, arg);
+    for (size_t i = 0; i < n->nrx; i++)
+        walk_routes(n->rx[i].node, fn, arg);
     if (n->param)
         walk_routes(n->param, fn, arg);
     if (n->catchall)
@@ -298,7 +316,8 @@ void rt_table_foreach(const rt_table *t, void (*fn)(const rt_route *r, void *arg
 static void stat_walk(const struct rt_node *n, struct rt_stats *st)
 {
     st->nodes++;
-    st->bytes += sizeof(*n) + n->label_len + kids_size(n->nkids) + n->nroutes * sizeof(*n->routes);
+    st->bytes += sizeof(*n) + n->label_len + kids_size(n->nkids) + n->nroutes * sizeof(*n->routes) +
+                 n->nrx * sizeof(*n->rx);
     for (size_t i = 0; i < n->nroutes; i++) {
         const struct rt_route *r = n->routes[i];
         st->routes++;
@@ -309,6 +328,8 @@ static void stat_walk(const struct rt_node *n, struct rt_stats *st)
     }
     for (size_t i = 0; i < n->nkids; i++)
         stat_walk(n->kids[i], st);
+    for (size_t i = 0; i < n->nrx; i++)
+        stat_walk(n->rx[i].node, st);
     if (n->param)
         stat_walk(n->param, st);
     if (n->catchall)
@@ -548,6 +569,60 @@ static int methods_mask(struct rt_txn *tx, const char *const *methods, size_t n,
     return 0;
 }
 
+/* The length of the regexp text of the RT_MARK_REGEXP at key[0]. */
+static size_t regexp_len(const char *key, size_t klen)
+{
+    const char *e = memchr(key, RT_MARK_REGEXP_END, klen);
+    return (size_t)(e - key) - 1;
+}
+
+/* The index of <n>'s regexp child for src[0..len), or -1. */
+static int rx_find(const struct rt_node *n, const char *src, size_t len)
+{
+    for (size_t i = 0; i < n->nrx; i++)
+        if (rt_regex_is(n->rx[i].re, src, len))
+            return (int)i;
+    return -1;
+}
+
+/* Adds a regexp child for src[0..len) after the others (registration
+ * order is the order of lookups) and returns its node, NULL on out of
+ * memory (or RT_MAX_REGEXPS). */
+static struct rt_node *rx_add(struct rt_txn *tx, struct rt_node *n, const char *src, size_t len)
+{
+    struct rt_rx *rx;
+    struct rt_regex *re;
+    struct rt_node *k;
+
+    if (n->nrx == RT_MAX_REGEXPS)
+        return NULL;
+    if (!(rx = realloc(n->rx, (n->nrx + 1u) * sizeof(*rx))))
+        return NULL;
+    n->rx = rx;
+    if (!(re = rt_regex_new(src, len)))
+        return NULL;
+    if (!(k = node_new(tx->t.fam, tx->gen, RT_N_REGEXP, "", 0))) {
+        rt_regex_release(re);
+        return NULL;
+    }
+    rx[n->nrx].re = re;
+    rx[n->nrx].node = k;
+    n->nrx++;
+    return k;
+}
+
+/* Removes regexp child <i>, keeping the others' order. */
+static void rx_remove(struct rt_family *fam, struct rt_node *n, size_t i)
+{
+    node_release(fam, n->rx[i].node);
+    rt_regex_release(n->rx[i].re);
+    memmove(n->rx + i, n->rx + i + 1, (n->nrx - i - 1) * sizeof(*n->rx));
+    if (--n->nrx == 0) {
+        free(n->rx);
+        n->rx = NULL;
+    }
+}
+
 /* Finds the node at the end of <key> below <n>, without changing anything. */
 static const struct rt_node *find_shape(const struct rt_node *n, const char *key, size_t klen)
 {
@@ -564,6 +639,14 @@ static const struct rt_node *find_shape(const struct rt_node *n, const char *key
         if (c == (unsigned char)RT_MARK_CATCHALL) {
             n = n->catchall;
             pos++;
+            continue;
+        }
+        if (c == (unsigned char)RT_MARK_REGEXP) { /* held by the {param} child */
+            size_t len = regexp_len(key + pos, klen - pos);
+            if (!n->param || (i = rx_find(n->param, key + pos + 1, len)) < 0)
+                return NULL;
+            n = n->param->rx[i].node;
+            pos += len + 2;
             continue;
         }
         if ((i = kid_find(n, c)) < 0)
@@ -611,7 +694,20 @@ static struct rt_node *ensure_shape(struct rt_txn *tx, struct rt_node **slot, co
             pos++;
             continue;
         }
-        for (run = pos; run < klen && (unsigned char)key[run] > 2; run++)
+        if (c == (unsigned char)RT_MARK_REGEXP) { /* held by the {param} child */
+            size_t len = regexp_len(key + pos, klen - pos);
+            struct rt_node *h = n->param ? own(tx, &n->param)
+                                         : (n->param = node_new(fam, tx->gen, RT_N_PARAM, "", 0));
+            if (!h)
+                return NULL;
+            if ((i = rx_find(h, key + pos + 1, len)) < 0)
+                n = rx_add(tx, h, key + pos + 1, len);
+            else
+                n = own(tx, &h->rx[i].node);
+            pos += len + 2;
+            continue;
+        }
+        for (run = pos; run < klen && (unsigned char)key[run] > RT_MARK_LAST; run++)
             ;
         run -= pos;
         if ((i = kid_find(n, c)) < 0) {
@@ -846,6 +942,21 @@ static int del_shape(struct rt_txn *tx, struct rt_node **slot, const char *key, 
         }
         return 0;
     }
+    if (c == (unsigned char)RT_MARK_REGEXP) { /* held by the {param} child */
+        size_t len = regexp_len(key, klen);
+        struct rt_node *h = n->param ? own(tx, &n->param) : NULL;
+        if (!h || (i = rx_find(h, key + 1, len)) < 0)
+            return -1;
+        if (del_shape(tx, &h->rx[i].node, key + len + 2, klen - len - 2, key2, klen2, r) < 0)
+            return -1;
+        if (node_empty(h->rx[i].node))
+            rx_remove(fam, h, (size_t)i);
+        if (node_empty(h)) {
+            node_release(fam, h);
+            n->param = NULL;
+        }
+        return 0;
+    }
     if ((i = kid_find(n, c)) < 0)
         return -1;
     {
@@ -857,7 +968,8 @@ static int del_shape(struct rt_txn *tx, struct rt_node **slot, const char *key, 
         if (node_empty(k)) {
             kid_remove(n, (size_t)i);
             node_release(fam, k);
-        } else if (!k->nroutes && !k->param && !k->catchall && !k->paths && k->nkids == 1) {
+        } else if (!k->nroutes && !k->param && !k->catchall && !k->paths && !k->nrx &&
+                   k->nkids == 1) {
             return merge_kid(tx, n, (size_t)i);
         }
     }

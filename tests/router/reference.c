@@ -7,25 +7,41 @@
  * separator), records for each match the kind of pattern token that consumed
  * each request position, and keeps the match whose record is lowest.
  */
+#define PCRE2_CODE_UNIT_WIDTH 8
 #include "reference.h"
 
 #include <assert.h>
+#include <pcre2.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum ref_kind { TOK_STATIC, TOK_PARAM, TOK_CATCHALL };
+/* Path tokens: static text, {param}, {param:regexp}, *{infix} (a catch-all
+ * with more pattern after it), *{catchall} (ending the pattern). Host
+ * tokens: static text, {param}, *{label} (the catch-all label). */
+enum ref_kind { TOK_STATIC, TOK_PARAM, TOK_REGEXP, TOK_INFIX, TOK_CATCHALL, TOK_HCATCH };
 
 struct ref_tok {
     enum ref_kind kind;
     const char *s; /* static text (host: lower-cased) or parameter name */
     size_t len;
-    char *own; /* heap copy backing <s> */
+    char *own;      /* heap copy backing <s> */
+    pcre2_code *re; /* TOK_REGEXP: the regexp as written */
+    char *slot;     /* TOK_REGEXP: the shape up to this token (see ref_slot) */
 };
 
-/* Ranks of the tokens walked over a request: "pattern ended" < catch-all
- * matching the empty rest, static byte < param < catch-all. */
-enum { KEY_END = 1, KEY_STATIC = 2, KEY_PARAM = 3, KEY_CATCHALL = 4 };
+/* Ranks of the tokens walked over a request, lower first: "pattern ended" <
+ * catch-all matching the empty rest; static byte < regexp param (then its
+ * registration rank) < param < infix or host catch-all (then its length,
+ * shorter first) < suffix catch-all. */
+enum {
+    KEY_END = 1,
+    KEY_STATIC = 2,
+    KEY_REGEXP = 3,
+    KEY_PARAM = 4,
+    KEY_INFIX = 5,
+    KEY_CATCHALL = 6
+};
 
 static void *xmalloc(size_t n)
 {
@@ -48,23 +64,62 @@ static char lower(char c)
     return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
-/* Splits one part of a valid pattern (<s>, <len>) into tokens; <ci> lower-
- * cases static text (hosts). Returns a heap array, its size in <*n>. */
-static struct ref_tok *tokenize(const char *s, size_t len, int ci, size_t *n)
+/* The index of the '}' closing the '{' at s[i]: braces inside a regexp nest,
+ * a backslash escapes the next byte. */
+static size_t close_brace(const char *s, size_t len, size_t i)
 {
-    struct ref_tok *tok = xmalloc(sizeof(*tok) * (len + 1));
+    size_t depth = 0;
+
+    for (size_t j = i + 1; j < len; j++) {
+        if (s[j] == '\\')
+            j++;
+        else if (s[j] == '{')
+            depth++;
+        else if (s[j] == '}' && depth-- == 0)
+            return j;
+    }
+    abort(); /* patterns given to the reference are valid */
+}
+
+/* A regexp of a valid pattern; the whole value must match, which the
+ * reference asks at match time (see whole_match). */
+static pcre2_code *compile_regexp(const char *re, size_t len)
+{
+    int code;
+    PCRE2_SIZE off;
+    pcre2_code *c = pcre2_compile((PCRE2_SPTR)re, len, 0, &code, &off, NULL);
+
+    assert(c != NULL);
+    return c;
+}
+
+/* Splits one part of a valid pattern (<s>, <len>) into tokens; <host> lower-
+ * cases static text and makes *{name} the catch-all label. Returns a heap
+ * array, its size in <*n>. */
+static struct ref_tok *tokenize(const char *s, size_t len, int host, size_t *n)
+{
+    struct ref_tok *tok = calloc(len + 1, sizeof(*tok));
     size_t i = 0, k = 0;
 
+    if (!tok)
+        abort();
     while (i < len) {
         if (s[i] == '{' || (s[i] == '*' && i + 1 < len && s[i + 1] == '{')) {
-            int catchall = s[i] == '*';
-            size_t start = i + (catchall ? 2 : 1), end = start;
-            while (end < len && s[end] != '}')
-                end++;
-            tok[k].kind = catchall ? TOK_CATCHALL : TOK_PARAM;
-            tok[k].own = xstrndup(s + start, end - start);
+            int star = s[i] == '*';
+            size_t start = i + (star ? 2 : 1), end = close_brace(s, len, start - 1), colon = start;
+            while (colon < end && s[colon] != ':')
+                colon++;
+            if (!star)
+                tok[k].kind = colon < end ? TOK_REGEXP : TOK_PARAM;
+            else if (host)
+                tok[k].kind = TOK_HCATCH;
+            else
+                tok[k].kind = end + 1 < len ? TOK_INFIX : TOK_CATCHALL;
+            tok[k].own = xstrndup(s + start, colon - start);
             tok[k].s = tok[k].own;
-            tok[k].len = end - start;
+            tok[k].len = colon - start;
+            if (colon < end)
+                tok[k].re = compile_regexp(s + colon + 1, end - colon - 1);
             k++;
             i = end + 1;
         } else {
@@ -74,7 +129,7 @@ static struct ref_tok *tokenize(const char *s, size_t len, int ci, size_t *n)
                 end++;
             tok[k].kind = TOK_STATIC;
             tok[k].own = xstrndup(s + i, end - i);
-            if (ci)
+            if (host)
                 for (size_t j = 0; j < end - i; j++)
                     tok[k].own[j] = lower(tok[k].own[j]);
             tok[k].s = tok[k].own;
@@ -89,26 +144,33 @@ static struct ref_tok *tokenize(const char *s, size_t len, int ci, size_t *n)
 
 static void toks_free(struct ref_tok *tok, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         free(tok[i].own);
+        free(tok[i].slot);
+        pcre2_code_free(tok[i].re);
+    }
     free(tok);
 }
 
-/* The shape: the pattern with host lower-cased and parameter names erased.
- * Two routes have the same shape iff their shapes are equal strings. */
-static char *make_shape(const char *pattern, size_t hostlen)
+/* The shape: the pattern with host lower-cased and parameter names erased
+ * ("{id:[0-9]+}" -> "{:[0-9]+}"). Two routes have the same shape iff their
+ * shapes are equal strings. */
+static char *make_shape(const char *pattern, size_t len, size_t hostlen)
 {
-    size_t len = strlen(pattern);
     char *shape = xmalloc(len + 1);
     size_t k = 0;
 
     for (size_t i = 0; i < len; i++) {
         char c = pattern[i];
         if (c == '{') {
+            size_t end = close_brace(pattern, len, i), colon = i;
+            while (colon < end && pattern[colon] != ':')
+                colon++;
             shape[k++] = '{';
-            while (i < len && pattern[i] != '}')
-                i++;
+            memcpy(shape + k, pattern + colon, end - colon);
+            k += end - colon;
             shape[k++] = '}';
+            i = end;
             continue;
         }
         shape[k++] = i < hostlen ? lower(c) : c;
@@ -144,9 +206,20 @@ static void route_build(struct ref_route *r, const char *const *methods, size_t 
     r->pattern = xstrndup(pattern, strlen(pattern));
     r->id = id;
     r->has_host = hostlen > 0;
-    r->shape = make_shape(pattern, hostlen);
+    r->shape = make_shape(pattern, strlen(pattern), hostlen);
     r->htok = tokenize(pattern, hostlen, 1, &r->nhtok);
     r->ptok = tokenize(slash, strlen(slash), 0, &r->nptok);
+    /* each regexp's slot: the shape of the pattern up to and including it */
+    for (size_t i = 0, off = 0; i < r->nptok; i++) {
+        const char *rest = slash + off;
+        if (r->ptok[i].kind == TOK_STATIC) {
+            off += r->ptok[i].len;
+            continue;
+        }
+        off += close_brace(rest, strlen(rest), rest[0] == '*' ? 1 : 0) + 1;
+        if (r->ptok[i].kind == TOK_REGEXP)
+            r->ptok[i].slot = make_shape(pattern, hostlen + off, hostlen);
+    }
     route_set_methods(r, methods, n);
 }
 
@@ -197,7 +270,52 @@ void ref_clear(struct ref_table *t)
     for (size_t i = 0; i < t->n; i++)
         route_free(&t->routes[i]);
     free(t->routes);
+    for (size_t i = 0; i < t->nslots; i++)
+        free(t->slots[i].prefix);
+    free(t->slots);
     ref_init(t);
+}
+
+static const struct ref_slot *slot_find(const struct ref_table *t, const char *prefix)
+{
+    for (size_t i = 0; i < t->nslots; i++)
+        if (strcmp(t->slots[i].prefix, prefix) == 0)
+            return &t->slots[i];
+    return NULL;
+}
+
+static void slot_add(struct ref_table *t, const char *prefix, unsigned long seq)
+{
+    if (slot_find(t, prefix))
+        return;
+    if (t->nslots == t->slotcap) {
+        size_t cap = t->slotcap ? t->slotcap * 2 : 8;
+        struct ref_slot *ns = realloc(t->slots, cap * sizeof(*ns));
+        if (!ns)
+            abort();
+        t->slots = ns;
+        t->slotcap = cap;
+    }
+    t->slots[t->nslots].prefix = xstrndup(prefix, strlen(prefix));
+    t->slots[t->nslots].seq = seq;
+    t->nslots++;
+}
+
+/* Drops the slots no live route's shape starts with. */
+static void slots_prune(struct ref_table *t)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < t->nslots; i++) {
+        int live = 0;
+        for (size_t j = 0; j < t->n && !live; j++)
+            live = strncmp(t->routes[j].shape, t->slots[i].prefix, strlen(t->slots[i].prefix)) == 0;
+        if (live)
+            t->slots[k++] = t->slots[i];
+        else
+            free(t->slots[i].prefix);
+    }
+    t->nslots = k;
 }
 
 static struct ref_route *append(struct ref_table *t)
@@ -222,6 +340,9 @@ void ref_copy(struct ref_table *dst, const struct ref_table *src)
             ms[j] = s->methods[j];
         route_build(append(dst), ms, s->nmethods, s->pattern, s->id);
     }
+    for (size_t i = 0; i < src->nslots; i++)
+        slot_add(dst, src->slots[i].prefix, src->slots[i].seq);
+    dst->seq = src->seq;
 }
 
 int ref_insert(struct ref_table *t, const char *const *methods, size_t nmethods,
@@ -245,6 +366,9 @@ int ref_insert(struct ref_table *t, const char *const *methods, size_t nmethods,
         return REF_ECONFLICT;
     }
     *append(t) = nr;
+    for (size_t i = 0; i < nr.nptok; i++)
+        if (nr.ptok[i].kind == TOK_REGEXP && !slot_find(t, nr.ptok[i].slot))
+            slot_add(t, nr.ptok[i].slot, ++t->seq);
     return REF_OK;
 }
 
@@ -289,6 +413,7 @@ int ref_delete(struct ref_table *t, const char *const *methods, size_t nmethods,
     route_free(&t->routes[i]);
     memmove(&t->routes[i], &t->routes[i + 1], (t->n - i - 1) * sizeof(t->routes[0]));
     t->n--;
+    slots_prune(t);
     return REF_OK;
 }
 
@@ -315,66 +440,148 @@ size_t ref_max_params(const struct ref_table *t)
 struct ref_cand {
     const struct ref_route *route;
     int pref; /* among same-shape candidates: 0 names M, 1 GET for HEAD, 2 any */
-    unsigned char *hkey, *pkey;
+    uint32_t *hkey, *pkey;
     size_t hkeylen, pkeylen;
     size_t nparams;
     struct ref_param params[REF_MAX_PARAMS];
 };
 
-/* Matches tokens against <s>/<len>; <sep> ends a parameter, <ci> compares
- * static text case-insensitively. Appends the rank of every token walked to
- * <key> and the parameters to <c>. Returns 1 on a match. */
-static int match_part(const struct ref_tok *tok, size_t ntok, const char *s, size_t len, char sep,
-                      int ci, unsigned char *key, size_t *keylen, struct ref_cand *c)
-{
-    size_t pos = 0, k = 0;
-    int ended = 1;
+/* One part (host or path) being matched. */
+struct ref_part {
+    const struct ref_table *t;
+    const struct ref_tok *tok;
+    size_t ntok;
+    const char *s;
+    size_t len;
+    char sep; /* ends a parameter: '.' or '/' */
+    int ci;   /* static text compares case-insensitively (hosts) */
+    uint32_t *key;
+    size_t *keylen;
+    struct ref_cand *c;
+};
 
-    for (size_t i = 0; i < ntok; i++) {
-        const struct ref_tok *t = &tok[i];
-        if (t->kind == TOK_STATIC) {
-            if (len - pos < t->len)
-                return 0;
-            for (size_t j = 0; j < t->len; j++) {
-                char a = ci ? lower(s[pos + j]) : s[pos + j];
-                if (a != t->s[j])
-                    return 0;
-                key[k++] = KEY_STATIC;
-            }
-            pos += t->len;
-        } else if (t->kind == TOK_PARAM) {
-            size_t end = pos;
-            while (end < len && s[end] != sep)
-                end++;
-            if (end == pos)
-                return 0;
-            assert(c->nparams < REF_MAX_PARAMS);
-            c->params[c->nparams++] = (struct ref_param){t->s, s + pos, end - pos};
-            key[k++] = KEY_PARAM;
-            pos = end;
-        } else {
-            assert(c->nparams < REF_MAX_PARAMS);
-            c->params[c->nparams++] = (struct ref_param){t->s, s + pos, len - pos};
-            key[k++] = KEY_CATCHALL;
-            pos = len;
-            ended = 0;
-        }
-    }
-    if (pos != len)
+/* Whether v[0..len) is one or more non-empty labels. */
+static int labels(const char *v, size_t len)
+{
+    if (len == 0 || v[0] == '.' || v[len - 1] == '.')
         return 0;
-    if (ended)
-        key[k++] = KEY_END;
-    *keylen = k;
+    for (size_t i = 1; i < len; i++)
+        if (v[i] == '.' && v[i - 1] == '.')
+            return 0;
     return 1;
 }
 
-static int key_cmp(const unsigned char *a, size_t alen, const unsigned char *b, size_t blen)
+/* The whole of v[0..len) matches <re>; a match that takes more than 100000
+ * steps does not (SEMANTICS.md). */
+static int whole_match(pcre2_code *re, const char *v, size_t len)
+{
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    int rc;
+
+    if (!md || !mc)
+        abort();
+    pcre2_set_match_limit(mc, 100000);
+    rc = pcre2_match(re, (PCRE2_SPTR)v, len, 0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, md, mc);
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
+    return rc >= 0;
+}
+
+static void add_param(struct ref_cand *c, const char *name, const char *v, size_t len)
+{
+    assert(c->nparams < REF_MAX_PARAMS);
+    c->params[c->nparams++] = (struct ref_param){name, v, len};
+}
+
+/* Matches tokens i.. against s[pos..] with <k> rank keys and <np> params
+ * so far, trying the alternatives of every token in rank order, so the
+ * first match found is the route's most specific one. Returns 1 then, with
+ * the keys and params filled. */
+static int match_from(struct ref_part *m, size_t i, size_t pos, size_t k, size_t np)
+{
+    const struct ref_tok *t = &m->tok[i];
+    const char *s = m->s;
+    size_t len = m->len, end;
+
+    m->c->nparams = np;
+    if (i == m->ntok) {
+        if (pos != len)
+            return 0;
+        m->key[k++] = KEY_END;
+        *m->keylen = k;
+        return 1;
+    }
+    switch (t->kind) {
+    case TOK_STATIC:
+        if (len - pos < t->len)
+            return 0;
+        for (size_t j = 0; j < t->len; j++) {
+            char a = m->ci ? lower(s[pos + j]) : s[pos + j];
+            if (a != t->s[j])
+                return 0;
+            m->key[k++] = KEY_STATIC;
+        }
+        return match_from(m, i + 1, pos + t->len, k, np);
+    case TOK_PARAM:
+    case TOK_REGEXP:
+        /* a parameter runs to the next separator and is not empty */
+        for (end = pos; end < len && s[end] != m->sep; end++)
+            ;
+        if (end == pos)
+            return 0;
+        if (t->kind == TOK_REGEXP) {
+            const struct ref_slot *sl = slot_find(m->t, t->slot);
+            assert(sl != NULL);
+            if (!whole_match(t->re, s + pos, end - pos))
+                return 0;
+            m->key[k++] = KEY_REGEXP;
+            m->key[k++] = (uint32_t)sl->seq;
+        } else {
+            m->key[k++] = KEY_PARAM;
+        }
+        add_param(m->c, t->s, s + pos, end - pos);
+        return match_from(m, i + 1, end, k, np + 1);
+    case TOK_INFIX:
+    case TOK_HCATCH:
+        /* at least one byte (host: one or more labels), shortest first */
+        for (end = pos + 1; end < len; end++) {
+            if (t->kind == TOK_HCATCH && !labels(s + pos, end - pos))
+                continue;
+            m->key[k] = KEY_INFIX;
+            m->key[k + 1] = (uint32_t)(end - pos);
+            m->c->nparams = np;
+            add_param(m->c, t->s, s + pos, end - pos);
+            if (match_from(m, i + 1, end, k + 2, np + 1))
+                return 1;
+        }
+        return 0;
+    case TOK_CATCHALL:
+        /* the rest of the path, maybe empty; nothing follows */
+        add_param(m->c, t->s, s + pos, len - pos);
+        m->key[k++] = KEY_CATCHALL;
+        *m->keylen = k;
+        return 1;
+    }
+    return 0;
+}
+
+static int match_part(const struct ref_table *t, const struct ref_tok *tok, size_t ntok,
+                      const char *s, size_t len, char sep, int ci, uint32_t *key, size_t *keylen,
+                      struct ref_cand *c)
+{
+    struct ref_part m = {t, tok, ntok, s, len, sep, ci, key, keylen, c};
+
+    return match_from(&m, 0, 0, 0, c->nparams);
+}
+
+static int key_cmp(const uint32_t *a, size_t alen, const uint32_t *b, size_t blen)
 {
     size_t n = alen < blen ? alen : blen;
-    int c = memcmp(a, b, n);
 
-    if (c != 0)
-        return c;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
     return alen < blen ? -1 : alen > blen;
 }
 
@@ -434,13 +641,13 @@ static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, c
                         size_t hlen, const char *p, size_t plen, struct ref_result *r)
 {
     struct ref_cand *best = xmalloc(sizeof(*best)), *cur = xmalloc(sizeof(*cur));
-    size_t keycap = (hlen > plen ? hlen : plen) + 2;
+    size_t keycap = 2 * (hlen > plen ? hlen : plen) + 4;
     int have_best = 0, matched = 0;
 
-    best->hkey = xmalloc(keycap);
-    best->pkey = xmalloc(keycap);
-    cur->hkey = xmalloc(keycap);
-    cur->pkey = xmalloc(keycap);
+    best->hkey = xmalloc(keycap * sizeof(uint32_t));
+    best->pkey = xmalloc(keycap * sizeof(uint32_t));
+    cur->hkey = xmalloc(keycap * sizeof(uint32_t));
+    cur->pkey = xmalloc(keycap * sizeof(uint32_t));
     r->nallow = 0;
     for (size_t i = 0; i < t->n; i++) {
         const struct ref_route *rt = &t->routes[i];
@@ -449,10 +656,10 @@ static void lookup_core(const struct ref_table *t, const char *m, size_t mlen, c
         cur->hkeylen = 0;
         if (rt->has_host) {
             if (hlen == 0 ||
-                !match_part(rt->htok, rt->nhtok, h, hlen, '.', 1, cur->hkey, &cur->hkeylen, cur))
+                !match_part(t, rt->htok, rt->nhtok, h, hlen, '.', 1, cur->hkey, &cur->hkeylen, cur))
                 continue;
         }
-        if (!match_part(rt->ptok, rt->nptok, p, plen, '/', 0, cur->pkey, &cur->pkeylen, cur))
+        if (!match_part(t, rt->ptok, rt->nptok, p, plen, '/', 0, cur->pkey, &cur->pkeylen, cur))
             continue;
         matched = 1;
         for (size_t j = 0; j < rt->nmethods; j++)

@@ -40,9 +40,20 @@ struct ref_route {
     size_t nhtok, nptok;
 };
 
+/* Regexp parameters at one position are tried in registration order: a
+ * slot is the shape of a pattern up to and including a regexp, ranked by
+ * when a live route first had it. */
+struct ref_slot {
+    char *prefix;
+    unsigned long seq;
+};
+
 struct ref_table {
     struct ref_route *routes;
     size_t n, cap;
+    struct ref_slot *slots;
+    size_t nslots, slotcap;
+    unsigned long seq;
 };
 
 struct ref_param {

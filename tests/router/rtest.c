@@ -33,6 +33,11 @@ void rtest_methods_parse(struct rtest_methods *ms, const char *spec)
     }
 }
 
+const char *rtest_nz(const char *s)
+{
+    return s ? s : "(no host)";
+}
+
 int rtest_insert(rt_txn *tx, const char *spec, const char *pattern, intptr_t id,
                  struct rt_error *err)
 {
@@ -198,6 +203,8 @@ static const char *const gen_hosts[] = {
     "www.example.com", "other.org",       "{t}.org",         "{$t}.example.com",
 };
 static const char *const gen_pnames[] = {"p", "q", "id", "$", "a-b."};
+static const char *const gen_regexps[] = {"[0-9]+",     "a.*",     "[a-z]+", "ab|abc",
+                                          "[0-9]{1,2}", "x\\.txt", "(?i)AB"};
 
 struct gen_mspec {
     const char *spec;
@@ -254,6 +261,10 @@ void rtest_gen_route(struct rtest_rng *rng, int hostpct, struct rtest_groute *ou
                      pick(rng, gen_catch_pre, NELEM(gen_catch_pre)), name, i);
         else if (r < 55)
             snprintf(seg, sizeof(seg), "/%s", pick(rng, gen_static, NELEM(gen_static)));
+        else if (r < 67)
+            snprintf(seg, sizeof(seg), "/%s{%s%zu:%s}",
+                     pick(rng, gen_param_pre, NELEM(gen_param_pre)), name, i,
+                     pick(rng, gen_regexps, NELEM(gen_regexps)));
         else
             snprintf(seg, sizeof(seg), "/%s{%s%zu}", pick(rng, gen_param_pre, NELEM(gen_param_pre)),
                      name, i);
@@ -261,6 +272,22 @@ void rtest_gen_route(struct rtest_rng *rng, int hostpct, struct rtest_groute *ou
         if (last && !strchr(seg, '*') && rtest_below(rng, 100) < 15)
             cat(out->pattern, sizeof(out->pattern), "/");
     }
+}
+
+/* The '}' closing the '{' at p[0]: a regexp's braces nest, '\\' escapes. */
+static const char *close_brace(const char *p)
+{
+    size_t depth = 0;
+
+    for (p++; *p; p++) {
+        if (*p == '\\' && p[1])
+            p++;
+        else if (*p == '{')
+            depth++;
+        else if (*p == '}' && depth-- == 0)
+            break;
+    }
+    return p;
 }
 
 void rtest_rename_params(struct rtest_rng *rng, const char *pattern, char *out, size_t cap)
@@ -272,10 +299,16 @@ void rtest_rename_params(struct rtest_rng *rng, const char *pattern, char *out, 
         RTEST_REQUIRE(k + 16 < cap, "generator buffer overflow");
         out[k++] = *p;
         if (*p == '{') {
+            const char *end = close_brace(p), *colon = p;
             k += (size_t)snprintf(out + k, cap - k, "%s%zu", pick(rng, names, NELEM(names)), occ++);
-            while (*p && *p != '}')
-                p++;
+            while (colon < end && *colon != ':')
+                colon++;
+            /* the regexp, if any, is part of the shape: it stays */
+            RTEST_REQUIRE(k + (size_t)(end - colon) + 2 < cap, "generator buffer overflow");
+            memcpy(out + k, colon, (size_t)(end - colon));
+            k += (size_t)(end - colon);
             out[k++] = '}';
+            p = end;
         }
     }
     out[k] = '\0';
@@ -310,8 +343,8 @@ static const char *const gen_req_hosts[] = {
     "EXAMPLE.COM:8080",
 };
 static const char *const gen_param_vals[] = {
-    "a",  "b",   "ab",  "1",   "users",    "x.txt", "u:1", "zz",  "abc",
-    "v1", "f=a", "a.b", "%2F", "\xc3\xa9", "~",     "*",   "{x}", "a b",
+    "a",   "b",   "ab",       "1", "users", "x.txt", "u:1", "zz", "abc", "v1", "f=a",
+    "a.b", "%2F", "\xc3\xa9", "~", "*",     "{x}",   "a b", "12", "123", "AB", "ab1",
 };
 static const char *const gen_catch_vals[] = {"",      "",  "a",      "a/b",  "b/",
                                              "x.txt", "/", "ab/u:1", "a//b", "users/1"};
@@ -363,8 +396,7 @@ static void render_path(struct rtest_rng *rng, const char *p, char *out, size_t 
                 p++;
         } else if (*p == '{') {
             cat(out, cap, pick(rng, gen_param_vals, NELEM(gen_param_vals)));
-            while (*p && *p != '}')
-                p++;
+            p = close_brace(p);
         } else {
             cat(out, cap, one);
         }

@@ -15,40 +15,6 @@
 
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *nz(const char *s)
-{
-    return s ? s : "(no host)";
-}
-
-/* Lookup <meth> <host> <path> in <t> into the local <r>; want <st> and route
- * udata <id> (0: no route). */
-#define EXPECT(t, meth, host, path, st, id)                                                        \
-    do {                                                                                           \
-        enum rt_status st_ = rtest_lookup((t), (meth), (host), (path), &r);                        \
-        ck_assert_msg(st_ == (st) && rtest_id(&r) == (intptr_t)(id),                               \
-                      "%s %s %s: got status %d route %ld (%s), want %d route %ld", (meth),         \
-                      nz(host), (path), (int)st_, (long)rtest_id(&r),                              \
-                      r.m.route ? rt_route_pattern(r.m.route) : "-", (int)(st), (long)(id));       \
-    } while (0)
-
-#define HIT(t, meth, host, path, id) EXPECT(t, meth, host, path, RT_HIT, id)
-#define MISS(t, meth, host, path) EXPECT(t, meth, host, path, RT_NOT_FOUND, 0)
-
-/* Parameter <i> of the local <r> is <name> = <value>. */
-#define PARAM(pi, pname, pvalue)                                                                   \
-    ck_assert_msg(rtest_param_is(&r, (pi), (pname), (pvalue)),                                     \
-                  "param %d: got %s=\"%.*s\" (nparams %zu), want %s=\"%s\"", (int)(pi),            \
-                  (size_t)(pi) < r.m.nparams && r.params[pi].name ? r.params[pi].name : "-",       \
-                  (size_t)(pi) < r.m.nparams ? (int)r.params[pi].len : 0,                          \
-                  (size_t)(pi) < r.m.nparams && r.params[pi].value ? r.params[pi].value : "",      \
-                  r.m.nparams, (pname), (pvalue))
-
-#define NPARAMS(n) ck_assert_uint_eq(r.m.nparams, (n))
-
-/* The allow mask of the local <r>, HEAD folded into GET, must be <mask>. */
-#define ALLOW(t, mask)                                                                             \
-    ck_assert_uint_eq(rtest_norm_mask((t), r.m.allow), rtest_norm_mask((t), (mask)))
-
 static rt_table *build_opts(enum rt_trailing_slash ts, int auto_options, const char *const *lines,
                             size_t n)
 {
