@@ -1023,12 +1023,19 @@ static void handle_metrics(struct adm_api *api, struct adm_req *req, const char 
                 b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
                 up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
                 (unsigned long long)up_requests(s->pools[i], k));
+    adm_tls_metrics(b, s->cfg, &gs);
     evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
     adm_req_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
 
 /* ---- reading ---- */
+
+static void certificates(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    (void)unused;
+    reply(api, req, 200, adm_tls_certificates_json(current(api)->cfg));
+}
 
 static void healthz(struct adm_api *api, struct adm_req *req, const char *unused)
 {
@@ -1121,6 +1128,7 @@ static const struct endpoint endpoints[] = {
     {{"GET"}, "/upstreams/{name}/health", upstream_health, 0, "no such upstream", q_none},
     {{"GET"}, "/status", handle_status, 0, NULL, q_none},
     {{"GET"}, "/metrics", handle_metrics, 0, NULL, q_none},
+    {{"GET"}, "/certificates", certificates, 0, NULL, q_none},
 };
 
 /* The endpoints as a router table, each route's udata its endpoint. NULL

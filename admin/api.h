@@ -29,7 +29,14 @@ struct adm_gw_stats {
     double dur_sum;
     uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
     double up_sum;
+    uint64_t tls_handshakes[ADM_TLS_NVERSIONS][2]; /* [version][resumed] */
+    uint64_t tls_failures[ADM_TLS_NFAIL];
 };
+
+struct evbuffer;
+/* The TLS lines of /metrics (admin/tls_report.c). */
+void adm_tls_metrics(struct evbuffer *b, const struct adm_config *cfg,
+                     const struct adm_gw_stats *gs);
 
 /* What the admin layer needs from the gateway above it. */
 struct adm_api_hooks {

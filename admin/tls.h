@@ -105,6 +105,43 @@ int adm_tls_same(const struct adm_config *a, const struct adm_config *b);
 /* "RSA" or "ECDSA". */
 const char *adm_tls_key_name(enum adm_tls_key k);
 
+/* ---- handshake outcomes, counted by the gateway, reported by the admin
+ * API (tls_report.c) ---- */
+
+enum adm_tls_version {
+    ADM_TLS_V12 = 0,
+    ADM_TLS_V13,
+    ADM_TLS_NVERSIONS,
+};
+
+enum adm_tls_fail {
+    ADM_TLS_FAIL_PROTOCOL = 0,   /* a version below the listener's minimum */
+    ADM_TLS_FAIL_CIPHER,         /* no cipher, group or signature algorithm in common */
+    ADM_TLS_FAIL_NO_CLIENT_CERT, /* client_auth require, and none was sent */
+    ADM_TLS_FAIL_CLIENT_CERT,    /* a client certificate that does not verify */
+    ADM_TLS_FAIL_ALPN,           /* no application protocol in common */
+    ADM_TLS_FAIL_NOT_TLS,        /* plain HTTP or other bytes on a TLS port */
+    ADM_TLS_FAIL_CLOSED,         /* the peer went away during the handshake */
+    ADM_TLS_FAIL_TIMEOUT,        /* the handshake outlived timeouts.client_header_ms */
+    ADM_TLS_FAIL_OTHER,
+    ADM_TLS_NFAIL,
+};
+
+/* The version index of an SSL's negotiated version (TLS1_3_VERSION, ...). */
+enum adm_tls_version adm_tls_version_of(int version);
+/* What a failed handshake failed of: OpenSSL's first queued error <err>
+ * (0: none) and SSL_get_error()'s <ssl_error>. */
+enum adm_tls_fail adm_tls_fail_of(unsigned long err, int ssl_error);
+/* "protocol_version", ... (the metrics' reason label). */
+const char *adm_tls_fail_name(enum adm_tls_fail f);
+/* "TLSv1.2", "TLSv1.3". */
+const char *adm_tls_version_name(enum adm_tls_version v);
+
+/* GET /certificates: every listener certificate of <cfg> with its
+ * listener, hosts, names, subject, issuer, not_after, key type and SHA-256
+ * fingerprint. New reference, NULL on out of memory. */
+json_t *adm_tls_certificates_json(const struct adm_config *cfg);
+
 /* ---- contexts (tls_ctx.c) ---- */
 
 /* Fetches the algorithms the handshake callbacks use, once per process.

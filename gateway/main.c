@@ -438,6 +438,13 @@ static void close_listeners(void)
  * failure everything made here is freed again, after logging why. */
 static int open_listeners(const struct adm_config *cfg)
 {
+    /* refused rather than served as plain HTTP until the TLS transport is in */
+    for (size_t l = 0; l < cfg->nlisteners; l++)
+        if (cfg->listeners[l].tls || cfg->listeners[l].redirect_https) {
+            gw_log(GW_LOG_ERROR, "listener %s: tls and redirect_https are not served yet",
+                   cfg->listeners[l].addr.text);
+            return -1;
+        }
     proc.nworkers = adm_config_workers(cfg);
     if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers)))) {
         gw_log(GW_LOG_ERROR, "workers: out of memory");
