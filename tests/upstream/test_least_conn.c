@@ -1,7 +1,8 @@
 /*
  * test_least_conn.c - upstream/least_conn.c: the fewest requests in flight
- * per unit of weight wins, ties go by smooth weighted round robin, slow
- * start scales the weight, and each worker balances on its own counts.
+ * per unit of weight wins, ties take turns in weight proportion, slow start
+ * ramps a returning server up, each worker balances on its own counts, and
+ * the heap stays right through any order of starts, ends and picks.
  */
 #include "utest.h"
 
@@ -24,8 +25,14 @@ START_TEST(prefers_less_loaded)
     up_request_start(p, 0, 1);
     ck_assert_uint_eq(up_pick(p, 0), 2);
     up_request_start(p, 0, 2);
-    ck_assert_uint_eq(up_pick(p, 0), 1); /* 1 and 2 tie at one: round robin */
-    ck_assert_uint_eq(up_pick(p, 0), 2);
+    /* 1 and 2 tie at one: they take turns (1 first: never picked yet) */
+    unsigned count[3] = {0};
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    for (int i = 0; i < 99; i++)
+        count[up_pick(p, 0)]++;
+    ck_assert_uint_eq(count[0], 0);
+    ck_assert_uint_ge(count[1], 48);
+    ck_assert_uint_ge(count[2], 49);
     up_request_end(p, 0, 0);
     up_request_end(p, 0, 0);
     ck_assert_uint_eq(up_pick(p, 0), 0);
@@ -90,21 +97,63 @@ START_TEST(per_worker_counts)
 }
 END_TEST
 
-START_TEST(slow_start_scales_weight)
+START_TEST(slow_start_ramps)
 {
-    struct up_pool_opts o = {.balance = UP_LEAST_CONN, .slow_start_ms = 1000};
-    up_pool *p = ut_pool_opts(NULL, 2, 1, 1, &o);
-    struct up_pick rq = {.now_ms = 5000};
+    ut_check_slow_start(UP_LEAST_CONN);
+}
+END_TEST
 
-    up_health_set(p, 1, UP_H_CHECK, 1, 4000);
-    up_health_set(p, 1, UP_H_CHECK, 0, 5000); /* back at 5000: weighs 10 % */
-    up_request_start(p, 0, 1);
-    for (int i = 0; i < 9; i++) {
-        ck_assert_uint_eq(up_select(p, 0, &rq), 0);
-        up_request_start(p, 0, 0);
+START_TEST(heap_stays_right)
+{
+    /* random starts, ends, picks, tried sets and health changes on 50
+     * servers of weights 1..5: every pick has the least load per weight of
+     * the usable servers, as a scan of them all finds it */
+    enum { N = 50, OPS = 20000 };
+    unsigned weights[N];
+    size_t held[N] = {0};
+    uint64_t x = 7;
+
+    for (size_t s = 0; s < N; s++)
+        weights[s] = 1 + (unsigned)(s % 5);
+    up_pool *p = lc_pool(weights, N, 1);
+    for (int op = 0; op < OPS; op++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        size_t s = (size_t)((x >> 33) % N);
+        switch ((x >> 20) % 4) {
+        case 0:
+            up_request_start(p, 0, s);
+            held[s]++;
+            break;
+        case 1:
+            if (held[s]) {
+                up_request_end(p, 0, s);
+                held[s]--;
+            }
+            break;
+        case 2:
+            up_health_set(p, s, UP_H_CHECK, (x >> 40) % 4 == 0, 1);
+            break;
+        default: {
+            struct up_tried tried = {0};
+            struct up_pick rq = {.tried = &tried};
+            for (unsigned k = 0; k < (x >> 44) % 4; k++)
+                up_tried_add(&tried, (size_t)((x >> (k * 6)) % N));
+            size_t got = up_select(p, 0, &rq), want = UP_NONE;
+            for (size_t c = 0; c < N; c++) {
+                if (up_health_flags(p, c) || up_tried_has(&tried, c))
+                    continue;
+                if (want == UP_NONE || held[c] * weights[want] < held[want] * weights[c])
+                    want = c;
+            }
+            ck_assert_int_eq(got == UP_NONE, want == UP_NONE);
+            if (got != UP_NONE)
+                ck_assert_uint_eq(held[got] * weights[want], held[want] * weights[got]);
+        }
+        }
     }
-    rq.now_ms = 6000; /* ramp over: 9 vs 1 in flight, equal weights */
-    ck_assert_uint_eq(up_select(p, 0, &rq), 1);
+    for (size_t s = 0; s < N; s++)
+        while (held[s]--)
+            up_request_end(p, 0, s);
     up_pool_release(p);
 }
 END_TEST
@@ -118,7 +167,8 @@ static Suite *suite(void)
     tcase_add_test(tc, slow_server_gets_less);
     tcase_add_test(tc, weighted_load);
     tcase_add_test(tc, per_worker_counts);
-    tcase_add_test(tc, slow_start_scales_weight);
+    tcase_add_test(tc, slow_start_ramps);
+    tcase_add_test(tc, heap_stays_right);
     suite_add_tcase(s, tc);
     return s;
 }

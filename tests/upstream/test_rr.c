@@ -192,26 +192,7 @@ END_TEST
 
 START_TEST(slow_start_ramps)
 {
-    struct up_pool_opts o = {.slow_start_ms = 1000, .seed = 7};
-    up_pool *p = ut_pool_opts(NULL, 2, 1, 1, &o);
-    struct up_pick rq = {.now_ms = 100000};
-    unsigned count[2];
-
-    up_health_set(p, 1, UP_H_CHECK, 1, 99000);
-    up_health_set(p, 1, UP_H_CHECK, 0, 100000);
-    /* at the start of the ramp server 1 weighs 10 % of its weight: a share
-     * of 0.1 / 1.1 = 9.1 %; half way, 0.5 / 1.5 = 33.3 % */
-    ut_picks(p, &rq, 10000, 0, count);
-    ck_assert_uint_gt(count[1], 800);
-    ck_assert_uint_lt(count[1], 1020);
-    rq.now_ms = 100500;
-    ut_picks(p, &rq, 10000, 0, count);
-    ck_assert_uint_gt(count[1], 3150);
-    ck_assert_uint_lt(count[1], 3500);
-    rq.now_ms = 101000; /* done */
-    ut_picks(p, &rq, 10000, 0, count);
-    ck_assert_uint_eq(count[1], 5000);
-    up_pool_release(p);
+    ut_check_slow_start(UP_ROUND_ROBIN);
 }
 END_TEST
 

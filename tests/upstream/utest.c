@@ -105,3 +105,23 @@ void ut_check_shares(const unsigned *count, const unsigned *weights, size_t n, u
                       "server %zu: share %.4f, weight share %.4f", s, got, want);
     }
 }
+
+void ut_check_slow_start(enum up_balance b)
+{
+    struct up_pool_opts o = {.balance = b, .slow_start_ms = 1000, .seed = 7};
+    up_pool *p = ut_pool_opts(NULL, 2, 1, 1, &o);
+    struct up_pick rq = {.now_ms = 100000};
+    unsigned count[2];
+
+    up_health_set(p, 1, UP_H_CHECK, 1, 99000);
+    up_health_set(p, 1, UP_H_CHECK, 0, 100000);
+    ut_picks(p, &rq, 10000, 0, count);
+    ck_assert_msg(count[1] > 800 && count[1] < 1020, "ramp start: %u of 10000", count[1]);
+    rq.now_ms = 100500;
+    ut_picks(p, &rq, 10000, 0, count);
+    ck_assert_msg(count[1] > 3150 && count[1] < 3500, "half way: %u of 10000", count[1]);
+    rq.now_ms = 101000;
+    ut_picks(p, &rq, 10000, 0, count);
+    ck_assert_msg(count[1] >= 4990 && count[1] <= 5010, "ramp over: %u of 10000", count[1]);
+    up_pool_release(p);
+}

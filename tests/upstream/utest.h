@@ -32,6 +32,11 @@ void ut_picks(up_pool *p, const struct up_pick *rq, unsigned picks, unsigned win
 void ut_check_shares(const unsigned *count, const unsigned *weights, size_t n, unsigned picks,
                      double tolerance);
 
+/* Two servers of weight 1 on balancer <b> with slow start over 1 s, the
+ * second just back up: it gets about 0.1 / 1.1 of 10k sequential picks,
+ * 0.5 / 1.5 half way, and half once the ramp is over. */
+void ut_check_slow_start(enum up_balance b);
+
 /* Runs <s> and returns main()'s exit status. */
 int ut_run(Suite *s);
 
