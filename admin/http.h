@@ -2,9 +2,11 @@
  * http.h - the admin API's HTTP/1.1 server: one request at a time per
  * connection, keep-alive and pipelining, Content-Length and chunked bodies
  * (decoded), and every answer it makes itself in the API's JSON error form
- * (400, 408, 413, 431, 500), which evhttp could not do: its 413 and 400
- * pages are HTML, with no hook in libevent 2.1. Requests are parsed by
- * llhttp in strict mode. Handlers answer synchronously, exactly once.
+ * (400, 408, 413, 414, 417, 431, 500, 501, 505), which evhttp could not
+ * do: its 413 and 400 pages are HTML, with no hook in libevent 2.1.
+ * Requests are parsed by admin/http1's request parser, the gateway's, with
+ * the same rules (admin/http1/request.h). Handlers answer synchronously,
+ * exactly once.
  */
 #ifndef SY_ADMIN_HTTP_H
 #define SY_ADMIN_HTTP_H

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_framing.py - request smuggling and limits: every ambiguous or
 malformed request is refused with the parser's documented status
-(gateway/request.h: 400, 501 for a transfer coding we do not implement, 505
+(admin/http1/request.h: 400, 501 for a transfer coding we do not implement, 505
 for another HTTP major version, 413/414/431 for limits), the connection is
 closed, and not one byte reaches the backend."""
 import time
