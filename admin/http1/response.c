@@ -62,7 +62,12 @@ static int on_value(llhttp_t *hp, const char *at, size_t len)
 
 static int on_headers_complete(llhttp_t *hp)
 {
-    (void)hp;
+    const struct h1_resp *r = hp->data;
+
+    /* llhttp (not strict) takes ": v" as a field with an empty name */
+    for (size_t i = 0; i < r->nhdr; i++)
+        if (r->hdr[i].name.len == 0)
+            return -1;
     return HPE_PAUSED;
 }
 
@@ -107,7 +112,10 @@ static bool framing_ok(const struct h1_resp *r)
         if (++nte > 1 || !h1_ci_eq(v.ptr, v.len, "chunked"))
             return false;
     }
-    return true;
+    /* and llhttp must have read it so: it takes "chunked\t" for a coding
+     * of its own and then reads the body up to the close, where the client
+     * would decode chunks */
+    return nte == 0 || (r->hp.flags & F_CHUNKED) != 0;
 }
 
 /* RFC 9112 4: "HTTP/1.x" SP 3DIGIT SP (or the line end). */

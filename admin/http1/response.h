@@ -11,7 +11,7 @@
  * - a status line other than "HTTP/1.0" or "HTTP/1.1", SP, three digits
  *   (first 1-9), then SP or the line end ("HTTP/1.1 20 OK", "HTTP/1.1 0200"
  *   and "HTTP/2.0 200" are invalid);
- * - a field name that is not a token ("Name :" passes llhttp);
+ * - a field name that is not a token ("Name :" and ": v" pass llhttp);
  * - obs-fold (a value that is not one run of bytes, RFC 9112 5.2);
  * - more than H1_RESP_MAX_HEADERS fields (too_many says so);
  * - Transfer-Encoding other than one field saying exactly "chunked": the

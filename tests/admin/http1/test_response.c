@@ -91,11 +91,15 @@ START_TEST(head_refused)
         "HTTP/2.0 200 OK\r\n\r\n",
         "HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n",
         "HTTP/1.1 200 OK\r\nName : x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n: x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nA: b\r\n: x\r\n\r\n",
+        "HTTP/1.1 200 OK\r\n:\r\n\r\n",
         "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t\r\n\r\n",
         "garbage\r\n\r\n",
     };
     size_t hl;
