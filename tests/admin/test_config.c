@@ -2,10 +2,12 @@
  * test_config.c - the config parser/validator (admin/config*.c): the default
  * config, a config using every key, the defaults of a minimal one, every
  * class of error with its exact JSON pointer, many errors in one document,
- * and the router table built from a config. Addresses and CIDRs on their
- * own are test_addr.c, error lists test_errors.c.
+ * the entry points. The routes section and the router table built from a
+ * config are test_config_routes.c, addresses and CIDRs on their own
+ * test_addr.c, error lists test_errors.c.
  *
- * Documents are written with ' for " (see J()) to stay readable.
+ * Documents are written with ' for " (see J() in config_test.h) to stay
+ * readable.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -19,85 +21,7 @@
 
 #include "admin/config.h"
 #include "router/router.h"
-
-#define BASE "{'listeners': [{'address': '127.0.0.1:8080'}]"
-
-/* <s> with every ' turned into ". Static buffer: one document at a time. */
-static const char *J(const char *s)
-{
-    static char buf[65536];
-    size_t n = strlen(s);
-    ck_assert_uint_lt(n, sizeof(buf));
-    for (size_t i = 0; i <= n; i++)
-        buf[i] = s[i] == '\'' ? '"' : s[i];
-    return buf;
-}
-
-/* The minimal valid document plus <extra> top-level members. */
-static const char *doc(const char *extra)
-{
-    static char buf[65536];
-    snprintf(buf, sizeof(buf), "%s%s%s}", BASE, extra && *extra ? ", " : "", extra ? extra : "");
-    return J(buf);
-}
-
-static struct adm_config *parse(const char *json, struct adm_errors *e)
-{
-    adm_errors_init(e);
-    return adm_config_parse(json, strlen(json), e);
-}
-
-static char *dump(const struct adm_errors *e)
-{
-    char *s = adm_errors_format(e);
-    ck_assert_ptr_nonnull(s);
-    return s;
-}
-
-/* Index of an error at exactly <path> whose message contains <needle>, or -1. */
-static long find_error(const struct adm_errors *e, const char *path, const char *needle)
-{
-    for (size_t i = 0; i < e->n; i++)
-        if (!strcmp(e->v[i].path, path) && strstr(e->v[i].msg, needle))
-            return (long)i;
-    return -1;
-}
-
-#define ck_has_error(e, path, needle)                                                              \
-    do {                                                                                           \
-        if (find_error((e), (path), (needle)) < 0) {                                               \
-            char *d_ = dump(e);                                                                    \
-            ck_abort_msg("no error at \"%s\" containing \"%s\"; got:\n%s", (path), (needle), d_);  \
-        }                                                                                          \
-    } while (0)
-
-/* Parses <json>, which must fail with an error at <path> containing
- * <needle>. */
-static void expect_error(const char *json, const char *path, const char *needle)
-{
-    struct adm_errors e;
-    struct adm_config *c = parse(json, &e);
-    if (c) {
-        adm_config_free(c);
-        ck_abort_msg("accepted a config that should fail at %s: %s", path, json);
-    }
-    ck_assert_int_eq(e.nomem, 0);
-    ck_has_error(&e, path, needle);
-    adm_errors_clear(&e);
-}
-
-static struct adm_config *expect_ok(const char *json)
-{
-    struct adm_errors e;
-    struct adm_config *c = parse(json, &e);
-    if (!c) {
-        char *d = dump(&e);
-        ck_abort_msg("rejected:\n%s\n%s", json, d);
-    }
-    ck_assert_uint_eq(e.n, 0);
-    adm_errors_clear(&e);
-    return c;
-}
+#include "tests/admin/config_test.h"
 
 /* ---- the default config ---- */
 
@@ -156,41 +80,6 @@ START_TEST(default_config_file_matches)
 END_TEST
 
 /* ---- values ---- */
-
-static const char full_config[] =
-    "{'workers': 4,"
-    " 'listeners': [{'address': '0.0.0.0:8080'}, {'address': '[::1]:8443'}],"
-    " 'upstreams': {"
-    "   'users': {'servers': [{'address': '127.0.0.1:9001', 'weight': 2},"
-    "                         {'address': 'Backend-1.internal:9002'}],"
-    "             'balance': 'round_robin', 'keepalive': 8, 'idle_timeout_ms': 1500},"
-    "   'static.v2': {'servers': [{'address': '[2001:db8::5]:80'}]}},"
-    " 'routes': ["
-    "   {'id': 'get-user', 'host': 'api.example.com', 'methods': ['GET', 'HEAD'],"
-    "    'path': '/users/{id}', 'upstream': 'users', 'rewrite': '/v2/users/{id}',"
-    "    'timeout_ms': 2500},"
-    "   {'id': 'files', 'path': '/static/*{file}', 'upstream': 'static.v2',"
-    "    'strip_prefix': '/static'},"
-    "   {'id': 'ping', 'path': '/ping', 'response': {'status': 200,"
-    "    'headers': {'Content-Type': 'text/plain', 'Cache-Control': 'no-store'},"
-    "    'body': 'pong'}},"
-    "   {'id': 'old:docs', 'methods': ['GET'], 'path': '/old-docs/*{rest}',"
-    "    'redirect': {'status': 308, 'location': 'https://docs.example.com/'}},"
-    "   {'id': 'tenant', 'host': '{tenant}.example.com', 'path': '/', 'upstream': 'users',"
-    "    'rewrite': '/t/{tenant}'},"
-    "   {'id': 'nocontent', 'methods': ['DELETE', 'PURGE'], 'path': '/cache',"
-    "    'response': {'status': 204}}"
-    " ],"
-    " 'router': {'trailing_slash': 'redirect', 'auto_options': true, 'merge_slashes': false},"
-    " 'trusted_proxies': ['10.0.0.0/8', '::1/128', '192.168.1.7', 'fd00::/8'],"
-    " 'limits': {'max_request_line': 4096, 'max_header_bytes': 16384, 'max_headers': 50,"
-    "            'max_body_bytes': 1048576, 'max_connections': 2000},"
-    " 'timeouts': {'client_header_ms': 1, 'client_idle_ms': 2, 'client_body_ms': 3,"
-    "              'upstream_connect_ms': 4, 'upstream_response_ms': 5,"
-    "              'upstream_idle_ms': 6, 'drain_ms': 7},"
-    " 'access_log': '/var/log/switchyard/access.log',"
-    " 'admin': {'address': '[::1]:9901', 'token_file': '/etc/switchyard/token',"
-    "           'state_dir': '/var/lib/switchyard', 'heap_reserve_mb': 64}}";
 
 START_TEST(full_config_values)
 {
@@ -572,197 +461,6 @@ START_TEST(bad_addresses)
 }
 END_TEST
 
-#define UPS "'upstreams': {'users': {'servers': [{'address': '127.0.0.1:9001'}]}}, "
-
-START_TEST(route_errors)
-{
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'user'}]"),
-                 "/routes/0/upstream", "unknown upstream \"user\"");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {}}, "
-                     "{'id': 'b', 'path': '/b', 'response': {}}, "
-                     "{'id': 'a', 'path': '/c', 'response': {}}]"),
-                 "/routes/2/id", "duplicate route id \"a\" (also /routes/0)");
-    expect_error(doc("'routes': [{'id': 'a b', 'path': '/', 'response': {}}]"), "/routes/0/id",
-                 "invalid route id \"a b\"");
-    expect_error(doc("'routes': [{'id': '', 'path': '/', 'response': {}}]"), "/routes/0/id",
-                 "must not be empty");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'users', "
-                         "'response': {}, 'redirect': {'location': '/'}}]"),
-                 "/routes/0/response", "exactly one action, and this one already has \"upstream\"");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'users', "
-                         "'response': {}, 'redirect': {'location': '/'}}]"),
-                 "/routes/0/redirect", "already has \"upstream\"");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/'}]"), "/routes/0",
-                 "needs an action: one of \"upstream\", \"response\", \"redirect\"");
-    expect_error(doc("'routes': [{'id': 'a', 'path': 'users'}]"), "/routes/0/path",
-                 "must start with '/'");
-    expect_error(doc("'routes': [{'id': 'a', 'host': 'a.com/x', 'path': '/', 'response': {}}]"),
-                 "/routes/0/host", "must not contain '/'");
-
-    /* methods */
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': [], 'response': {}}]"),
-                 "/routes/0/methods", "must not be empty");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['GET', 'PUT', 'GET'], "
-                     "'response': {}}]"),
-                 "/routes/0/methods/2", "duplicate method \"GET\" (also /routes/0/methods/0)");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['get'], 'response': {}}]"),
-                 "/routes/0/methods/0", "did you mean \"GET\"");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['GE T'], 'response': {}}]"),
-                 "/routes/0/methods/0", "invalid method \"GE T\"");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': ['*'], 'response': {}}]"),
-                 "/routes/0/methods/0", "leave \"methods\" out for every method");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'methods': [''], 'response': {}}]"),
-                 "/routes/0/methods/0", "must not be empty");
-
-    /* upstream-only keys */
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'strip_prefix': '/x', "
-                     "'response': {}}]"),
-                 "/routes/0/strip_prefix",
-                 "only allowed with \"upstream\" (this route has "
-                 "\"response\")");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'timeout_ms': 5, "
-                     "'redirect': {'location': '/'}}]"),
-                 "/routes/0/timeout_ms", "only allowed with \"upstream\"");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'rewrite': '/y', "
-                     "'redirect': {'location': '/'}}]"),
-                 "/routes/0/rewrite", "only allowed with \"upstream\"");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x/*{r}', 'upstream': 'users', "
-                         "'strip_prefix': '/x', 'rewrite': '/{r}'}]"),
-                 "/routes/0/rewrite", "not allowed together with \"strip_prefix\"");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
-                         "'strip_prefix': 'x'}]"),
-                 "/routes/0/strip_prefix", "must start with '/'");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/api/{v}/x', 'upstream': 'users', "
-                         "'strip_prefix': '/api/v1'}]"),
-                 "/routes/0/strip_prefix",
-                 "is not a prefix of every path the route matches "
-                 "(the path pattern starts with \"/api/\")");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/a/*{r}', 'upstream': 'users', "
-                         "'strip_prefix': '/b'}]"),
-                 "/routes/0/strip_prefix", "is not a prefix");
-
-    /* rewrite */
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/users/{id}', 'upstream': 'users', "
-                         "'rewrite': '/v2/{user}/x'}]"),
-                 "/routes/0/rewrite",
-                 "unknown parameter \"user\" at offset 4 (the pattern has: id)");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'host': '{t}.example.com', 'path': '/f/*{rest}', "
-                         "'upstream': 'users', 'rewrite': '/{t}/{rest}/{x}'}]"),
-                 "/routes/0/rewrite",
-                 "unknown parameter \"x\" at offset 12 (the pattern has: t, rest)");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
-                         "'rewrite': '/{id}'}]"),
-                 "/routes/0/rewrite", "the pattern has no parameters");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
-                         "'rewrite': '/{id'}]"),
-                 "/routes/0/rewrite", "unterminated '{' at offset 1");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
-                         "'rewrite': '/{}'}]"),
-                 "/routes/0/rewrite", "empty parameter name at offset 1");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
-                         "'rewrite': '/x}'}]"),
-                 "/routes/0/rewrite", "stray '}' at offset 2");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
-                         "'rewrite': '/a b'}]"),
-                 "/routes/0/rewrite", "invalid character at offset 2");
-    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
-                         "'rewrite': 'v2/{id}'}]"),
-                 "/routes/0/rewrite", "must start with '/'");
-
-    /* direct responses and redirects */
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
-                     "{'Content-Length': '5'}}}]"),
-                 "/routes/0/response/headers/Content-Length", "set by the gateway");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
-                     "{'transfer-encoding': 'chunked'}}}]"),
-                 "/routes/0/response/headers/transfer-encoding", "set by the gateway");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
-                     "{'X Y': 'v'}}}]"),
-                 "/routes/0/response/headers/X Y", "invalid header name");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
-                     "{'X-A': 'a\\r\\nSet-Cookie: x=1'}}}]"),
-                 "/routes/0/response/headers/X-A", "control character 0x0d at offset 1");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
-                     "{'X-A': ' a'}}}]"),
-                 "/routes/0/response/headers/X-A", "whitespace");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'status': 204, "
-                     "'body': 'x'}}]"),
-                 "/routes/0/response/body", "a 204 response has no body");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'location': "
-                     "'/x\\r\\nX: y'}}]"),
-                 "/routes/0/redirect/location", "control character at offset 2");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'redirect': {'location': ''}}]"),
-                 "/routes/0/redirect/location", "must not be empty");
-
-    /* names */
-    expect_error(doc("'upstreams': {'a b': {'servers': [{'address': '1.2.3.4:80'}]}}"),
-                 "/upstreams/a b", "invalid upstream name \"a b\"");
-    expect_error(doc("'upstreams': {'a/b': {'servers': [{'address': '1.2.3.4:80'}]}}"),
-                 "/upstreams/a~1b", "invalid upstream name \"a/b\"");
-}
-END_TEST
-
-START_TEST(pattern_errors)
-{
-    /* the router's offset, relative to "path" or "host" */
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/users/a b', 'response': {}}]"),
-                 "/routes/0/path", "invalid pattern at offset 8: ");
-    expect_error(doc("'routes': [{'id': 'a', 'host': 'api.example.com', 'path': '/a b', "
-                     "'response': {}}]"),
-                 "/routes/0/path", "invalid pattern at offset 2: ");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/users/{id', 'response': {}}]"),
-                 "/routes/0/path", "invalid pattern at offset 7: ");
-    expect_error(doc("'routes': [{'id': 'a', 'path': '/a//b', 'response': {}}]"), "/routes/0/path",
-                 "invalid pattern at offset ");
-    expect_error(doc("'routes': [{'id': 'a', 'host': 'api..example.com', 'path': '/', "
-                     "'response': {}}]"),
-                 "/routes/0/host", "invalid host pattern at offset ");
-    expect_error(doc("'routes': [{'id': 'a', 'host': 'api.example.com:8080', 'path': '/', "
-                     "'response': {}}]"),
-                 "/routes/0/host", "invalid host pattern at offset ");
-}
-END_TEST
-
-START_TEST(conflicts)
-{
-    expect_error(doc(UPS "'routes': ["
-                         "{'id': 'get-user', 'methods': ['GET'], 'path': '/users/{id}', "
-                         "'upstream': 'users'},"
-                         "{'id': 'x', 'path': '/x', 'response': {}},"
-                         "{'id': 'get-user2', 'methods': ['POST', 'GET'], 'path': '/users/{name}', "
-                         "'upstream': 'users'}]"),
-                 "/routes/2/path", "conflicts with route \"get-user\" (GET /users/{id})");
-    expect_error(doc("'routes': ["
-                     "{'id': 'all', 'path': '/a/*{rest}', 'response': {}},"
-                     "{'id': 'all2', 'path': '/a/*{x}', 'response': {}}]"),
-                 "/routes/1/path", "conflicts with route \"all\" (any method /a/*{rest})");
-    expect_error(doc("'routes': ["
-                     "{'id': 'h1', 'host': 'api.example.com', 'methods': ['GET', 'PUT'], "
-                     "'path': '/', 'response': {}},"
-                     "{'id': 'h2', 'host': 'api.example.com', 'methods': ['PUT'], "
-                     "'path': '/', 'response': {}}]"),
-                 "/routes/1/path", "conflicts with route \"h1\" (GET,PUT ");
-
-    /* a route without a valid id still takes part, and is named by its path */
-    expect_error(doc("'routes': ["
-                     "{'id': 'bad id', 'methods': ['GET'], 'path': '/a', 'response': {}},"
-                     "{'id': 'b', 'methods': ['GET'], 'path': '/a', 'response': {}}]"),
-                 "/routes/1/path", "conflicts with /routes/0 (GET /a)");
-
-    /* not conflicts: other methods, other hosts, any-method beside explicit */
-    struct adm_config *c = expect_ok(
-        doc("'routes': ["
-            "{'id': 'a', 'methods': ['GET'], 'path': '/users/{id}', 'response': {}},"
-            "{'id': 'b', 'methods': ['PUT'], 'path': '/users/{name}', 'response': {}},"
-            "{'id': 'c', 'path': '/users/{id}', 'response': {}},"
-            "{'id': 'd', 'host': 'a.example.com', 'methods': ['GET'], 'path': '/users/{id}', "
-            "'response': {}},"
-            "{'id': 'e', 'path': '/users/{id}/profile', 'response': {}},"
-            "{'id': 'f', 'path': '/users/me', 'response': {}}]"));
-    adm_config_free(c);
-}
-END_TEST
-
 START_TEST(bad_cidrs)
 {
     expect_error(doc("'trusted_proxies': ['10.0.0.0/8', '10.0.0.0/33']"), "/trusted_proxies/1",
@@ -968,18 +666,6 @@ START_TEST(from_json_and_files)
 }
 END_TEST
 
-static size_t freed;
-static void *make_udata(const struct adm_route *r, void *arg)
-{
-    (void)arg;
-    return strdup(r->id);
-}
-static void count_free(void *p)
-{
-    freed++;
-    free(p);
-}
-
 /* The validator's table kept with bound udata, and the copy's sharing. */
 START_TEST(from_json_bound)
 {
@@ -1031,54 +717,6 @@ START_TEST(from_json_bound)
 }
 END_TEST
 
-START_TEST(build_routes)
-{
-    struct adm_config *c = expect_ok(J(full_config));
-    struct adm_errors e;
-    adm_errors_init(&e);
-    rt_table *t = adm_config_build_routes(c, NULL, NULL, NULL, &e);
-    ck_assert_ptr_nonnull(t);
-    ck_assert_uint_eq(rt_table_count(t), c->nroutes);
-    ck_assert_int_eq(rt_table_options(t)->trailing_slash, RT_TS_REDIRECT);
-    ck_assert_int_eq(rt_table_options(t)->auto_options, 1);
-
-    struct rt_param params[8];
-    struct rt_match m;
-    const char *path = "/users/42";
-    ck_assert_int_eq(
-        rt_lookup(t, "GET", 3, "api.example.com", 15, path, strlen(path), params, 8, &m), RT_HIT);
-    ck_assert_ptr_eq(rt_route_udata(m.route), &c->routes[0]);
-    ck_assert_str_eq(rt_route_name(m.route), "get-user");
-    rt_table_free(t);
-
-    freed = 0;
-    t = adm_config_build_routes(c, make_udata, count_free, NULL, &e);
-    ck_assert_ptr_nonnull(t);
-    path = "/ping";
-    ck_assert_int_eq(rt_lookup(t, "GET", 3, NULL, 0, path, strlen(path), params, 8, &m), RT_HIT);
-    ck_assert_str_eq(rt_route_udata(m.route), "ping");
-    rt_table_free(t);
-    ck_assert_uint_eq(freed, c->nroutes);
-    ck_assert_uint_eq(e.n, 0);
-    adm_errors_clear(&e);
-    adm_config_free(c);
-
-    /* a conflict (made by editing a valid config) fails the build and
-     * releases every udata already made */
-    c = expect_ok(doc("'routes': [{'id': 'a', 'path': '/a', 'response': {}}, "
-                      "{'id': 'b', 'path': '/b', 'response': {}}, "
-                      "{'id': 'c', 'path': '/c', 'response': {}}]"));
-    free(c->routes[2].pattern);
-    c->routes[2].pattern = strdup("/a");
-    freed = 0;
-    ck_assert_ptr_null(adm_config_build_routes(c, make_udata, count_free, NULL, &e));
-    ck_assert_uint_eq(freed, 3);
-    ck_has_error(&e, "/routes/2/path", "conflicts with route \"a\" (any method /a)");
-    adm_errors_clear(&e);
-    adm_config_free(c);
-}
-END_TEST
-
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("admin_config");
@@ -1092,16 +730,12 @@ static Suite *config_suite(void)
     tcase_add_test(tc, missing_required);
     tcase_add_test(tc, out_of_range);
     tcase_add_test(tc, bad_addresses);
-    tcase_add_test(tc, route_errors);
-    tcase_add_test(tc, pattern_errors);
-    tcase_add_test(tc, conflicts);
     tcase_add_test(tc, bad_cidrs);
     tcase_add_test(tc, json_syntax);
     tcase_add_test(tc, many_errors_reported);
     tcase_add_test(tc, error_cap);
     tcase_add_test(tc, from_json_and_files);
     tcase_add_test(tc, from_json_bound);
-    tcase_add_test(tc, build_routes);
     suite_add_tcase(s, tc);
     return s;
 }
