@@ -20,6 +20,7 @@ ENDPOINTS = {
     "/upstreams/u/health": {"GET"},
     "/status": {"GET"},
     "/metrics": {"GET"},
+    "/certificates": {"GET"},
 }
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PURGE",
            "PROPFIND", "LINK"]
