@@ -17,7 +17,6 @@
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <llhttp.h>

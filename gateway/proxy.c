@@ -18,6 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
+#include "gateway/io.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,7 +37,7 @@
 #define GW_UP_HEAD_MAX (64 * 1024)
 #define GW_UP_MAX_HEADERS 256
 
-/* A connection's timeouts. libevent's bufferevent timeouts re-arm an event
+/* A connection's timeouts. Timeouts kept as libevent events re-arm an event
  * on every read and write; ours are two stores, and the worker sweeps its
  * connections every GW_SWEEP_MS (gw_timeout_sweep). <rd>: the read side may
  * be idle that long; <wr>: queued output may make no progress that long. */
@@ -48,29 +49,10 @@ struct tmo {
 
 enum cstate { CS_HEAD, CS_LOCAL, CS_PROXY, CS_TUNNEL, CS_CLOSING };
 
-/* A socket's reading. A bufferevent asks the kernel for FIONREAD before
- * every readv; where a system call costs as much as on this VM, that is a
- * third of a proxied request's calls. So connections read with an event of
- * their own, straight into the bufferevent's input buffer, and run the
- * bufferevent's read and event callbacks themselves. The bufferevent still
- * writes, connects, and reads WebSocket tunnels (rd_stop hands it back). */
-struct rd {
-    struct event *ev;
-    struct bufferevent *bev;
-    bufferevent_data_cb on_read;
-    bufferevent_event_cb on_event;
-    void *arg;
-    unsigned char want;  /* reading is enabled */
-    unsigned char armed; /* ev is added */
-    unsigned char ready; /* the socket may be read (an upstream: connected) */
-    unsigned char done;  /* EOF or an error seen, or handed back: never again */
-};
-
 struct gw_conn {
     struct gw_conn *prev, *next;
     struct gw_worker *w;
-    struct bufferevent *bev;
-    struct rd rd;
+    struct gw_io io;
     struct sockaddr_storage peer;
     char peer_ip[INET6_ADDRSTRLEN];
     unsigned peer_port;
@@ -100,8 +82,7 @@ struct gw_conn {
 struct gw_upconn {
     struct gw_upconn *prev, *next;
     struct gw_worker *w;
-    struct bufferevent *bev;
-    struct rd rd;
+    struct gw_io io;
     up_pool *pool;
     size_t server;
     struct gw_conn *c; /* NULL while idle in the pool */
@@ -120,12 +101,12 @@ struct gw_upconn {
 static void conn_free(struct gw_conn *c);
 static void conn_process(struct gw_conn *c);
 static void up_free(struct gw_upconn *u);
-static void up_read_cb(struct bufferevent *bev, void *arg);
-static void up_write_cb(struct bufferevent *bev, void *arg);
-static void up_event_cb(struct bufferevent *bev, short what, void *arg);
-static void conn_read_cb(struct bufferevent *bev, void *arg);
-static void conn_write_cb(struct bufferevent *bev, void *arg);
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg);
+static void up_read_cb(struct gw_io *io, void *arg);
+static void up_write_cb(struct gw_io *io, void *arg);
+static void up_event_cb(struct gw_io *io, short what, void *arg);
+static void conn_read_cb(struct gw_io *io, void *arg);
+static void conn_write_cb(struct gw_io *io, void *arg);
+static void conn_event_cb(struct gw_io *io, short what, void *arg);
 
 /* ---- small helpers ---- */
 
@@ -144,152 +125,33 @@ static void set_tmo(struct tmo *t, unsigned rd_ms, unsigned wr_ms)
     t->last_rd = t->last_wr = now_ms();
 }
 
-/* Which timeout of <t> has run out, as bufferevent event flags, or 0.
+/* Which timeout of <t> has run out, as GW_IO_TIMEOUT event flags, or 0.
  * <reading>: the read side is enabled. */
-static short tmo_expired(struct tmo *t, struct bufferevent *bev, int reading, long long now)
+static short tmo_expired(struct tmo *t, struct evbuffer *out, int reading, long long now)
 {
     if (t->rd && reading && now - t->last_rd >= t->rd) {
         t->last_rd = now;
-        return BEV_EVENT_TIMEOUT | BEV_EVENT_READING;
+        return GW_IO_TIMEOUT | GW_IO_READING;
     }
     if (t->wr) {
-        size_t len = evbuffer_get_length(bufferevent_get_output(bev));
+        size_t len = evbuffer_get_length(out);
         if (len == 0 || len != t->wr_len) {
             t->wr_len = len;
             t->last_wr = now;
         } else if (now - t->last_wr >= t->wr) {
             t->last_wr = now;
-            return BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING;
+            return GW_IO_TIMEOUT | GW_IO_WRITING;
         }
     }
     return 0;
 }
 
-/* ---- reading sockets (struct rd) ---- */
-
-#define RD_MAX 16384 /* bytes per read, as a bufferevent reads */
-
-static void rd_arm(struct rd *r)
-{
-    unsigned char a = r->want && r->ready && !r->done;
-
-    if (a == r->armed)
-        return;
-    if (a)
-        event_add(r->ev, NULL);
-    else
-        event_del(r->ev);
-    r->armed = a;
-}
-
-/* One read into the input buffer (at most up to GW_HWM buffered), then the
- * read callback; EOF or an error go to the event callback as a
- * bufferevent reports them. Either callback may free <r>'s owner. */
-static void rd_cb(evutil_socket_t fd, short what, void *arg)
-{
-    struct rd *r = arg;
-    struct evbuffer *in = bufferevent_get_input(r->bev);
-
-    if (what & EV_READ) {
-        size_t have = evbuffer_get_length(in), room;
-        struct evbuffer_iovec v;
-        ssize_t n;
-        int err;
-
-        if (have >= GW_HWM) { /* the consumer is behind: it re-enables */
-            event_del(r->ev);
-            r->armed = 0;
-            return;
-        }
-        room = GW_HWM - have < RD_MAX ? GW_HWM - have : RD_MAX;
-        /* a bufferevent keeps its input's end frozen but for its own reads */
-        evbuffer_unfreeze(in, 0);
-        if (evbuffer_reserve_space(in, (ev_ssize_t)room, &v, 1) < 1) {
-            n = -1;
-            err = ENOMEM;
-        } else {
-            n = read(fd, v.iov_base, v.iov_len < room ? v.iov_len : room);
-            err = errno;
-            if (n > 0) {
-                v.iov_len = (size_t)n;
-                evbuffer_commit_space(in, &v, 1);
-            }
-        }
-        evbuffer_freeze(in, 0);
-        if (n < 0 && (err == EAGAIN || err == EINTR)) /* EWOULDBLOCK is EAGAIN */
-            return;
-        if (n <= 0) {
-            r->done = 1;
-            rd_arm(r);
-            errno = err;
-            r->on_event(r->bev, BEV_EVENT_READING | (n == 0 ? BEV_EVENT_EOF : BEV_EVENT_ERROR),
-                        r->arg);
-            return;
-        }
-    }
-    if (evbuffer_get_length(in))
-        r->on_read(r->bev, r->arg);
-}
-
-static int rd_init(struct rd *r, struct event_base *base, struct bufferevent *bev,
-                   bufferevent_data_cb on_read, bufferevent_event_cb on_event, void *arg, int ready)
-{
-    r->bev = bev;
-    r->on_read = on_read;
-    r->on_event = on_event;
-    r->arg = arg;
-    r->want = r->armed = r->done = 0;
-    r->ready = (unsigned char)ready;
-    r->ev = event_new(base, bufferevent_getfd(bev), EV_READ | EV_PERSIST, rd_cb, r);
-    return r->ev ? 0 : -1;
-}
-
-static void rd_free(struct rd *r)
-{
-    if (r->ev)
-        event_free(r->ev);
-    r->ev = NULL;
-}
-
-/* Reading on or off (bufferevent_enable/disable of EV_READ). */
-static void rd_set(struct rd *r, int on)
-{
-    r->want = (unsigned char)(on != 0);
-    rd_arm(r);
-}
-
-/* The socket can be read from now on (an upstream connection is up). */
-static void rd_ready(struct rd *r)
-{
-    r->ready = 1;
-    rd_arm(r);
-}
-
-/* Runs the read callback on what is already buffered, from the loop (also
- * after the peer's EOF: requests it sent before its half-close). */
-static void rd_kick(struct rd *r)
-{
-    event_active(r->ev, EV_TIMEOUT, 1);
-}
-
-/* Hands reading back to the bufferevent for good (tunnels). */
-static void rd_stop(struct rd *r)
-{
-    r->done = 1;
-    rd_arm(r);
-}
-
-static int rd_on(const struct rd *r)
-{
-    return r->want && !r->done;
-}
-
 /* Output assembled on the stack and handed to the evbuffer in one add: each
- * evbuffer_add on a bufferevent's output runs its callbacks (and re-arms the
+ * evbuffer_add on a connection's output runs its callbacks (and may arm the
  * write event), so a head written field by field costs that many times. */
 struct obuf {
     struct evbuffer *out;
-    evutil_socket_t fd; /* -1: never write directly */
+    struct gw_io *io; /* NULL: never write directly */
     size_t n, total;
     char b[3072];
 };
@@ -297,34 +159,27 @@ struct obuf {
 static void ob_init(struct obuf *o, struct evbuffer *out)
 {
     o->out = out;
-    o->fd = -1;
+    o->io = NULL;
     o->n = 0;
     o->total = 0;
 }
 
-/* Output for <bev>'s socket: with nothing queued, bytes go straight to the
- * socket (as nginx writes), and only what the socket does not take is
- * queued, so a response that fits costs no write event at all. */
-static void ob_init_bev(struct obuf *o, struct bufferevent *bev)
+/* Output for <io>: with nothing queued, bytes go straight to the
+ * transport (gw_io_send), so a response that fits costs no write event. */
+static void ob_init_io(struct obuf *o, struct gw_io *io)
 {
-    ob_init(o, bufferevent_get_output(bev));
-    o->fd = bufferevent_getfd(bev);
+    ob_init(o, io->out);
+    o->io = io;
 }
 
 static void ob_flush(struct obuf *o)
 {
-    size_t off = 0;
-
     if (!o->n)
         return;
-    if (o->fd >= 0 && evbuffer_get_length(o->out) == 0) {
-        ssize_t k = send(o->fd, o->b, o->n, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k > 0)
-            off = (size_t)k;
-        /* errors: queue it all; libevent's write reports them as usual */
-    }
-    if (off < o->n)
-        evbuffer_add(o->out, o->b + off, o->n - off);
+    if (o->io)
+        gw_io_send(o->io, o->b, o->n);
+    else
+        evbuffer_add(o->out, o->b, o->n);
     o->n = 0;
 }
 
@@ -531,12 +386,11 @@ static void make_reqid(struct gw_conn *c)
 static void close_when_flushed(struct gw_conn *c)
 {
     c->st = CS_CLOSING;
-    rd_set(&c->rd, 0);
+    gw_io_read(&c->io, 0);
     /* never free here: callers still hold <c>; the write callback closes
      * once the output is flushed (at once when it is) */
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-        bufferevent_trigger(c->bev, EV_WRITE,
-                            BEV_TRIG_IGNORE_WATERMARKS | BEV_TRIG_DEFER_CALLBACKS);
+    if (evbuffer_get_length(c->io.out) == 0)
+        gw_io_kick_write(&c->io);
 }
 
 /* Ends the current request: log, count, release the snapshot, and either
@@ -546,7 +400,7 @@ static void close_when_flushed(struct gw_conn *c)
 static void request_done(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
-    size_t pending = evbuffer_get_length(bufferevent_get_input(c->bev));
+    size_t pending = evbuffer_get_length(c->io.in);
 
     access_log(c);
     count_status(c);
@@ -562,9 +416,9 @@ static void request_done(struct gw_conn *c)
     gw_req_reset(&c->rp);
     set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_idle_ms, cur_cfg(c)->timeouts.client_idle_ms);
     if (!c->eof)
-        rd_set(&c->rd, 1);
+        gw_io_read(&c->io, 1);
     if (pending)
-        rd_kick(&c->rd);
+        gw_io_kick_read(&c->io);
 }
 
 static void discard_body(struct gw_conn *c);
@@ -598,7 +452,7 @@ static void local_finish(struct gw_conn *c)
 
 static void discard_body(struct gw_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = c->io.in;
 
     while (!c->body_done) {
         struct evbuffer_iovec v;
@@ -618,7 +472,7 @@ static void discard_body(struct gw_conn *c)
             }
             set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                     cur_cfg(c)->timeouts.client_idle_ms);
-            rd_set(&c->rd, 1);
+            gw_io_read(&c->io, 1);
             return;
         }
         rc = gw_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, discard_cb, c);
@@ -691,7 +545,7 @@ static void simple_head(struct obuf *o, struct gw_conn *c, int status)
 {
     const struct simple_enc *e = simple_enc(status);
 
-    ob_init_bev(o, c->bev);
+    ob_init_io(o, &c->io);
     ob_add(o, e->line, e->line_len);
     ob_add(o, c->w->date, c->w->date_len);
 }
@@ -747,7 +601,7 @@ static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
 {
     struct obuf ob, *o = &ob;
 
-    ob_init_bev(o, c->bev);
+    ob_init_io(o, &c->io);
     ob_add(o, sr->head, sr->head_len);
     ob_add(o, c->w->date, c->w->date_len);
     ob_connection(o, c);
@@ -947,7 +801,7 @@ static int hp_on_body(llhttp_t *hp, const char *at, size_t len)
     struct gw_upconn *u = hp->data;
 
     if (!u->raw && u->c) {
-        evbuffer_add(bufferevent_get_output(u->c->bev), at, len);
+        evbuffer_add(u->c->io.out, at, len);
         u->c->bytes_out += len;
     }
     return 0;
@@ -989,9 +843,7 @@ static void up_free(struct gw_upconn *u)
     if (u->c && u->c->up == u)
         u->c->up = NULL;
     up_unlink(u);
-    rd_free(&u->rd);
-    if (u->bev)
-        bufferevent_free(u->bev);
+    gw_io_close(&u->io);
     up_pool_release(u->pool);
     free(u);
 }
@@ -1015,20 +867,18 @@ static struct gw_upconn *up_connect(struct gw_worker *w, up_pool *pool, size_t s
     if (fd < 0)
         goto fail;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    u->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (!u->bev) {
-        evutil_closesocket(fd);
+    if (gw_io_init(&u->io, w->base, fd, 0, &gw_io_plain, NULL) < 0) {
+        gw_io_close(&u->io); /* closes fd */
         goto fail;
     }
     u->next = w->upconns;
     if (w->upconns)
         w->upconns->prev = u;
     w->upconns = u;
-    bufferevent_setcb(u->bev, up_read_cb, up_write_cb, up_event_cb, u);
-    bufferevent_setwatermark(u->bev, EV_WRITE, GW_LWM, 0);
-    /* read only once connected: a refused connect is the bufferevent's */
-    if (rd_init(&u->rd, w->base, u->bev, up_read_cb, up_event_cb, u, 0) < 0 ||
-        bufferevent_socket_connect(u->bev, sa, (int)salen) < 0) {
+    gw_io_setcb(&u->io, up_read_cb, up_write_cb, up_event_cb, u);
+    u->io.lowat = GW_LWM;
+    u->io.hiwat = GW_HWM;
+    if (gw_io_connect(&u->io, sa, salen) < 0) {
         up_free(u);
         return NULL;
     }
@@ -1088,10 +938,9 @@ static void build_up_head(struct gw_conn *c, struct evbuffer *out)
      * one, the head waits in the output until the body bytes already here
      * have passed the parser, so a request refused for its framing puts no
      * byte on the upstream. */
-    if (c->up && c->up->connected &&
-        (rq->body_kind == GW_BODY_NONE ||
-         (rq->body_kind == GW_BODY_LENGTH && rq->content_length == 0)))
-        o->fd = bufferevent_getfd(c->up->bev);
+    if (c->up && (rq->body_kind == GW_BODY_NONE ||
+                  (rq->body_kind == GW_BODY_LENGTH && rq->content_length == 0)))
+        o->io = &c->up->io;
 
     ob_add(o, rq->method.ptr, rq->method.len);
     ob_add(o, " ", 1);
@@ -1227,7 +1076,7 @@ static int body_up_cb(void *ctx, const char *data, size_t len)
 
     if (!c->up || !len)
         return 0;
-    out = bufferevent_get_output(c->up->bev);
+    out = c->up->io.out;
     if (c->rp.req.body_kind == GW_BODY_CHUNKED) {
         char sz[24];
         int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
@@ -1246,15 +1095,15 @@ static void proxy_fail(struct gw_conn *c, int status);
  * upstream's output buffer allows. */
 static void pump_body_up(struct gw_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = c->io.in;
 
     while (!c->body_done && c->up) {
         struct evbuffer_iovec v;
         size_t used = 0;
         int rc;
 
-        if (evbuffer_get_length(bufferevent_get_output(c->up->bev)) > GW_HWM) {
-            rd_set(&c->rd, 0);
+        if (evbuffer_get_length(c->up->io.out) > GW_HWM) {
+            gw_io_read(&c->io, 0);
             c->read_paused = 1;
             return;
         }
@@ -1272,7 +1121,7 @@ static void pump_body_up(struct gw_conn *c)
         if (rc == GW_REQ_DONE) {
             c->body_done = 1;
             if (c->rp.req.body_kind == GW_BODY_CHUNKED)
-                evbuffer_add(bufferevent_get_output(c->up->bev), "0\r\n\r\n", 5);
+                evbuffer_add(c->up->io.out, "0\r\n\r\n", 5);
             break;
         }
         if (v.iov_len == 0) {
@@ -1283,7 +1132,7 @@ static void pump_body_up(struct gw_conn *c)
             /* need more bytes from the client */
             set_tmo(&c->tmo, cur_cfg(c)->timeouts.client_body_ms,
                     cur_cfg(c)->timeouts.client_idle_ms);
-            rd_set(&c->rd, 1);
+            gw_io_read(&c->io, 1);
             return;
         }
     }
@@ -1375,7 +1224,7 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
     size_t before;
 
     if (!pend)
-        ob_init_bev(o, c->bev);
+        ob_init_io(o, &c->io);
     before = o->total;
     for (size_t i = 0; i < u->nhdr; i++) {
         const struct gw_header *h = &u->hdr[i];
@@ -1449,9 +1298,8 @@ static void resp_done(struct gw_conn *c)
     const struct adm_config *cfg = c->snap->cfg;
 
     if (u) {
-        int reuse = u->keep && c->body_done &&
-                    evbuffer_get_length(bufferevent_get_input(u->bev)) == 0 &&
-                    evbuffer_get_length(bufferevent_get_output(u->bev)) == 0 && !c->w->draining;
+        int reuse = u->keep && c->body_done && evbuffer_get_length(u->io.in) == 0 &&
+                    evbuffer_get_length(u->io.out) == 0 && !c->w->draining;
         c->up = NULL;
         u->c = NULL;
         if (reuse && up_idle_put(u->pool, c->w->id, u->server, u) == 0) {
@@ -1477,8 +1325,8 @@ static void tunnel_start(struct gw_conn *c);
 /* Feeds response body bytes through llhttp and on to the client. */
 static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct obuf *pend)
 {
-    struct evbuffer *in = bufferevent_get_input(u->bev);
-    struct evbuffer *out = bufferevent_get_output(c->bev);
+    struct evbuffer *in = u->io.in;
+    struct evbuffer *out = c->io.out;
 
     if (pend && !u->raw) { /* decoded bodies go through the output: head first */
         ob_flush(pend);
@@ -1495,7 +1343,7 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct obuf *
         size_t used;
 
         if (evbuffer_get_length(out) > GW_HWM) {
-            rd_set(&u->rd, 0);
+            gw_io_read(&u->io, 0);
             u->read_paused = 1;
             PEND_FLUSH();
             return;
@@ -1555,10 +1403,10 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct obuf *
 /* Handles what the upstream sent; returns after the client may be gone. */
 static void up_handle(struct gw_conn *c, struct gw_upconn *u)
 {
-    struct evbuffer *in = bufferevent_get_input(u->bev);
+    struct evbuffer *in = u->io.in;
     struct obuf pend;
 
-    ob_init_bev(&pend, c->bev);
+    ob_init_io(&pend, &c->io);
 
     while (!u->head_done) {
         size_t hl = 0;
@@ -1677,11 +1525,11 @@ static int idempotent(const struct gw_request *rq)
 
 static int proxy_send(struct gw_conn *c, size_t fresh_to);
 
-static void up_read_cb(struct bufferevent *bev, void *arg)
+static void up_read_cb(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
 
-    (void)bev;
+    (void)io;
     u->tmo.last_rd = now_ms();
     if (!u->c) { /* idle: an upstream must not speak unasked */
         up_free(u);
@@ -1691,31 +1539,27 @@ static void up_read_cb(struct bufferevent *bev, void *arg)
     up_handle(u->c, u);
 }
 
-static void up_write_cb(struct bufferevent *bev, void *arg)
+static void up_write_cb(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
     struct gw_conn *c = u->c;
 
-    (void)bev;
-    /* a connect that completed at once reports no BEV_EVENT_CONNECTED, only
-     * this callback: the socket is connected either way */
-    rd_ready(&u->rd);
+    (void)io;
     if (c && c->read_paused && !c->body_done) {
         c->read_paused = 0;
-        rd_set(&c->rd, 1);
+        gw_io_read(&c->io, 1);
         pump_body_up(c);
     }
 }
 
-static void up_event_cb(struct bufferevent *bev, short what, void *arg)
+static void up_event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
     struct gw_conn *c = u->c;
 
-    (void)bev;
-    if (what & BEV_EVENT_CONNECTED) {
+    (void)io;
+    if (what & GW_IO_CONNECTED) {
         u->connected = 1;
-        rd_ready(&u->rd);
         if (c) /* from now on writes are held to the response timeout too */
             set_tmo(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
         return;
@@ -1724,7 +1568,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
         up_free(u);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && u->head_done && !u->msg_done) {
+    if ((what & GW_IO_EOF) && u->head_done && !u->msg_done) {
         /* The body bytes still buffered go to the client first (it may be
          * slower than the upstream): then a close-delimited body ends, and
          * any other died mid-body (pump_body_down decides). */
@@ -1735,7 +1579,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
         return;
     }
     if (!u->head_done && !u->got_bytes && u->reused && !c->retried &&
-        (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) && idempotent(&c->rp.req) &&
+        (what & (GW_IO_EOF | GW_IO_ERR)) && idempotent(&c->rp.req) &&
         c->rp.req.body_kind == GW_BODY_NONE) {
         /* a pooled connection that died before answering (the server
          * closed it while idle): once more, on a fresh connection to the
@@ -1750,7 +1594,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
             proxy_fail(c, 502);
         return;
     }
-    if (what & BEV_EVENT_TIMEOUT) {
+    if (what & GW_IO_TIMEOUT) {
         if (!u->connected) {
             gw_log(GW_LOG_WARN, "upstream %s: connect timed out",
                    up_server_address(u->pool, u->server));
@@ -1770,8 +1614,7 @@ static void up_event_cb(struct bufferevent *bev, short what, void *arg)
     } else {
         int e = EVUTIL_SOCKET_ERROR();
         gw_log(GW_LOG_WARN, "upstream %s: %s", up_server_address(u->pool, u->server),
-               (what & BEV_EVENT_EOF) ? "closed before responding"
-                                      : evutil_socket_error_to_string(e));
+               (what & GW_IO_EOF) ? "closed before responding" : evutil_socket_error_to_string(e));
     }
     proxy_fail(c, 502);
 }
@@ -1804,11 +1647,9 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
     c->up = u;
     c->upstream_addr = up_server_address(pool, server);
     clock_gettime(CLOCK_MONOTONIC, &c->t_up);
-    build_up_head(c, bufferevent_get_output(u->bev));
-    if (!u->reused) { /* a parked connection reads and writes already */
-        bufferevent_enable(u->bev, EV_WRITE);
-        rd_set(&u->rd, 1); /* from the moment it is connected */
-    }
+    build_up_head(c, u->io.out);
+    if (!u->reused)            /* a parked connection reads already */
+        gw_io_read(&u->io, 1); /* from the moment it is connected */
     return 0;
 }
 
@@ -1821,53 +1662,52 @@ static void proxy_start(struct gw_conn *c)
         return;
     }
     if (c->rp.req.expect_continue && c->rp.req.body_kind != GW_BODY_NONE) {
-        evbuffer_add(bufferevent_get_output(c->bev), "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
     pump_body_up(c);
 }
 
 /* ---- tunnels (101 Switching Protocols) ---- */
 
-static void tunnel_move(struct gw_conn *c, struct bufferevent *from, struct bufferevent *to)
+static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)
 {
-    struct evbuffer *in = bufferevent_get_input(from);
-    size_t n = evbuffer_get_length(in);
+    size_t n = evbuffer_get_length(from->in);
 
-    if (from == c->bev)
+    if (from == &c->io)
         c->bytes_in += n;
     else
         c->bytes_out += n;
-    evbuffer_add_buffer(bufferevent_get_output(to), in);
-    if (evbuffer_get_length(bufferevent_get_output(to)) > GW_HWM)
-        bufferevent_disable(from, EV_READ);
+    evbuffer_add_buffer(to->out, from->in);
+    if (evbuffer_get_length(to->out) > GW_HWM)
+        gw_io_read(from, 0);
 }
 
-static void tunnel_up_read(struct bufferevent *bev, void *arg)
+static void tunnel_up_read(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
-    tunnel_move(u->c, bev, u->c->bev);
+    tunnel_move(u->c, io, &u->c->io);
 }
 
-static void tunnel_up_write(struct bufferevent *bev, void *arg)
+static void tunnel_up_write(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
-    (void)bev;
-    bufferevent_enable(u->c->bev, EV_READ);
+    (void)io;
+    gw_io_read(&u->c->io, 1);
 }
 
-static void tunnel_up_event(struct bufferevent *bev, short what, void *arg)
+static void tunnel_up_event(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
     struct gw_conn *c = u->c;
 
-    (void)bev;
+    (void)io;
     (void)what;
     /* the upstream side ended: flush what the client still has to get */
     c->up = NULL;
     u->c = NULL;
     up_free(u);
     c->st = CS_CLOSING;
-    if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    if (evbuffer_get_length(c->io.out) == 0)
         conn_free(c);
 }
 
@@ -1879,17 +1719,14 @@ static void tunnel_start(struct gw_conn *c)
     access_log(c);
     count_status(c);
     unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
-    bufferevent_setcb(u->bev, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
+    gw_io_setcb(&u->io, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
     set_tmo(&u->tmo, 0, 0);
     set_tmo(&c->tmo, 0, 0);
-    /* the bufferevents read from now on; bytes already read on either side
-     * go first */
-    rd_stop(&u->rd);
-    rd_stop(&c->rd);
-    tunnel_move(c, u->bev, c->bev);
-    tunnel_move(c, c->bev, u->bev);
-    bufferevent_enable(u->bev, EV_READ | EV_WRITE);
-    bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+    /* bytes already read on either side go first */
+    tunnel_move(c, &u->io, &c->io);
+    tunnel_move(c, &c->io, &u->io);
+    gw_io_read(&u->io, 1);
+    gw_io_read(&c->io, 1);
 }
 
 /* ---- requests ---- */
@@ -2043,16 +1880,16 @@ static void request_start(struct gw_conn *c)
  * requests; stops at the first request that cannot finish right away. */
 static void conn_process(struct gw_conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *in = c->io.in;
 
     while (c->st == CS_HEAD) {
         struct evbuffer_iovec v;
         size_t used = 0;
         int rc;
 
-        if (evbuffer_get_length(bufferevent_get_output(c->bev)) > GW_HWM) {
+        if (evbuffer_get_length(c->io.out) > GW_HWM) {
             /* a client that pipelines faster than it reads: wait */
-            rd_set(&c->rd, 0);
+            gw_io_read(&c->io, 0);
             c->read_paused = 1;
             return;
         }
@@ -2099,11 +1936,11 @@ static void conn_process(struct gw_conn *c)
     }
 }
 
-static void conn_read_cb(struct bufferevent *bev, void *arg)
+static void conn_read_cb(struct gw_io *io, void *arg)
 {
     struct gw_conn *c = arg;
 
-    (void)bev;
+    (void)io;
     c->tmo.last_rd = now_ms();
     switch (c->st) {
     case CS_HEAD:
@@ -2118,62 +1955,60 @@ static void conn_read_cb(struct bufferevent *bev, void *arg)
         break;
     case CS_TUNNEL:
         if (c->up)
-            tunnel_move(c, c->bev, c->up->bev);
+            tunnel_move(c, &c->io, &c->up->io);
         break;
     case CS_CLOSING:
-        evbuffer_drain(bufferevent_get_input(c->bev),
-                       evbuffer_get_length(bufferevent_get_input(c->bev)));
+        evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
         break;
     }
 }
 
-static void conn_write_cb(struct bufferevent *bev, void *arg)
+static void conn_write_cb(struct gw_io *io, void *arg)
 {
     struct gw_conn *c = arg;
 
-    (void)bev;
+    (void)io;
     if (c->st == CS_CLOSING) {
-        if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+        if (evbuffer_get_length(c->io.out) == 0)
             conn_free(c);
         return;
     }
     if (c->st == CS_TUNNEL) {
         if (c->up)
-            bufferevent_enable(c->up->bev, EV_READ);
+            gw_io_read(&c->up->io, 1);
         return;
     }
     if (c->up && c->up->read_paused) {
         c->up->read_paused = 0;
-        rd_set(&c->up->rd, 1);
+        gw_io_read(&c->up->io, 1);
         up_handle(c, c->up);
         return;
     }
     if (c->st == CS_HEAD && c->read_paused) {
         c->read_paused = 0;
-        rd_set(&c->rd, 1);
+        gw_io_read(&c->io, 1);
         conn_process(c);
     }
 }
 
-static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
+static void conn_event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_conn *c = arg;
 
-    (void)bev;
-    if (what & BEV_EVENT_TIMEOUT) {
-        if ((what & BEV_EVENT_READING) && c->st == CS_HEAD && c->head_started) {
+    (void)io;
+    if (what & GW_IO_TIMEOUT) {
+        if ((what & GW_IO_READING) && c->st == CS_HEAD && c->head_started) {
             c->is_head = 0;
             send_error_close(c, 408);
             return;
         }
-        if ((what & BEV_EVENT_READING) && c->st == CS_PROXY && !c->resp_started && !c->body_done) {
+        if ((what & GW_IO_READING) && c->st == CS_PROXY && !c->resp_started && !c->body_done) {
             proxy_fail(c, 408);
             return;
         }
-        if ((what & BEV_EVENT_READING) && (c->st == CS_PROXY || c->st == CS_LOCAL) &&
-            c->body_done) {
+        if ((what & GW_IO_READING) && (c->st == CS_PROXY || c->st == CS_LOCAL) && c->body_done) {
             /* only waiting for our own answer: the upstream's timeout rules */
-            rd_set(&c->rd, 1);
+            gw_io_read(&c->io, 1);
             return;
         }
         if (c->snap) {
@@ -2184,9 +2019,8 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
         conn_free(c);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && c->st != CS_CLOSING && c->st != CS_TUNNEL &&
-        (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0 ||
-         (c->st == CS_PROXY && c->body_done))) {
+    if ((what & GW_IO_EOF) && c->st != CS_CLOSING && c->st != CS_TUNNEL &&
+        (evbuffer_get_length(c->io.in) > 0 || (c->st == CS_PROXY && c->body_done))) {
         /* A half-close: the client sends nothing more, but what it sent
          * before is still answered, in order, then the connection closes
          * (request_done). Bytes still in the input buffer (pipelined
@@ -2196,18 +2030,18 @@ static void conn_event_cb(struct bufferevent *bev, short what, void *arg)
          * (conn_write_cb goes on then). A head or body that ends short
          * meets c->eof in conn_process(), the body pump or discard_body(). */
         c->eof = 1;
-        rd_set(&c->rd, 0);
-        if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0 && !c->read_paused)
-            rd_kick(&c->rd);
+        gw_io_read(&c->io, 0);
+        if (evbuffer_get_length(c->io.in) > 0 && !c->read_paused)
+            gw_io_kick_read(&c->io);
         return;
     }
-    if ((what & BEV_EVENT_EOF) && (c->st == CS_CLOSING || c->st == CS_HEAD) &&
-        evbuffer_get_length(bufferevent_get_output(c->bev)) > 0) {
+    if ((what & GW_IO_EOF) && (c->st == CS_CLOSING || c->st == CS_HEAD) &&
+        evbuffer_get_length(c->io.out) > 0) {
         /* the client is done sending (a half-close): it still gets the
          * responses already queued, then the connection closes */
         c->eof = 1;
         c->st = CS_CLOSING;
-        rd_set(&c->rd, 0);
+        gw_io_read(&c->io, 0);
         return;
     }
     if (c->snap && c->st != CS_CLOSING) {
@@ -2263,18 +2097,12 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
     conn_set_peer(c, sa, (size_t)salen);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     conn_limits(cfg, &lim);
-    if (gw_req_parser_init(&c->rp, &lim) < 0)
+    if (gw_req_parser_init(&c->rp, &lim) < 0) {
+        evutil_closesocket(fd);
         goto fail;
-    c->bev = bufferevent_socket_new(w->base, fd, BEV_OPT_CLOSE_ON_FREE);
-    if (!c->bev)
-        goto fail;
-    if (rd_init(&c->rd, w->base, c->bev, conn_read_cb, conn_event_cb, c, 1) < 0) {
-        bufferevent_free(c->bev); /* closes fd */
-        gw_count(&w->ctr.conns_dropped, 1);
-        gw_req_parser_free(&c->rp);
-        free(c);
-        return;
     }
+    if (gw_io_init(&c->io, w->base, fd, 1, &gw_io_plain, NULL) < 0)
+        goto fail_io; /* closes fd */
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;
@@ -2283,9 +2111,9 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
     gw_count(&w->ctr.conns_open, 1);
     gw_count(&w->ctr.conns_total, 1);
     c->st = CS_HEAD;
-    bufferevent_setcb(c->bev, conn_read_cb, conn_write_cb, conn_event_cb, c);
-    bufferevent_setwatermark(c->bev, EV_WRITE, GW_LWM, 0);
-    bufferevent_enable(c->bev, EV_WRITE);
+    gw_io_setcb(&c->io, conn_read_cb, conn_write_cb, conn_event_cb, c);
+    c->io.lowat = GW_LWM;
+    c->io.hiwat = GW_HWM;
     if (atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed) >=
         cfg->limits.max_connections) {
         /* another worker accepted the last place before this worker's
@@ -2295,15 +2123,16 @@ void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockad
         atomic_fetch_add_explicit(&w->proc->parked, 1, memory_order_relaxed);
     } else {
         set_tmo(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
-        rd_set(&c->rd, 1);
+        gw_io_read(&c->io, 1);
     }
     gw_worker_listen_update(w);
     return;
+fail_io:
+    gw_io_close(&c->io);
 fail:
     gw_count(&w->ctr.conns_dropped, 1);
     gw_req_parser_free(&c->rp);
     free(c);
-    evutil_closesocket(fd);
 }
 
 static void conn_free(struct gw_conn *c)
@@ -2327,8 +2156,7 @@ static void conn_free(struct gw_conn *c)
         w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    rd_free(&c->rd);
-    bufferevent_free(c->bev);
+    gw_io_close(&c->io);
     gw_req_parser_free(&c->rp);
     free(c->params);
     free(c);
@@ -2362,7 +2190,7 @@ void gw_conn_unpark(struct gw_worker *w)
         w->nparked--;
         atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
         set_tmo(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
-        rd_set(&c->rd, 1);
+        gw_io_read(&c->io, 1);
     }
 }
 
@@ -2406,23 +2234,23 @@ void gw_timeout_sweep(struct gw_worker *w)
     for (c = w->conns; c; c = cn) {
         short what;
         cn = c->next;
-        if ((what = tmo_expired(&c->tmo, c->bev, rd_on(&c->rd), now))) {
-            if (what & BEV_EVENT_READING)
-                rd_set(&c->rd, 0);
+        if ((what = tmo_expired(&c->tmo, c->io.out, gw_io_reading(&c->io), now))) {
+            if (what & GW_IO_READING)
+                gw_io_read(&c->io, 0);
             else
-                bufferevent_disable(c->bev, EV_WRITE);
-            conn_event_cb(c->bev, what, c);
+                gw_io_write(&c->io, 0);
+            conn_event_cb(&c->io, what, c);
         }
     }
     for (u = w->upconns; u; u = un) {
         short what;
         un = u->next;
-        if (u->c && (what = tmo_expired(&u->tmo, u->bev, rd_on(&u->rd), now))) {
-            if (what & BEV_EVENT_READING)
-                rd_set(&u->rd, 0);
+        if (u->c && (what = tmo_expired(&u->tmo, u->io.out, gw_io_reading(&u->io), now))) {
+            if (what & GW_IO_READING)
+                gw_io_read(&u->io, 0);
             else
-                bufferevent_disable(u->bev, EV_WRITE);
-            up_event_cb(u->bev, what, u);
+                gw_io_write(&u->io, 0);
+            up_event_cb(&u->io, what, u);
         }
     }
 }
