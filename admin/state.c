@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 uint64_t adm_hash(const char *s, size_t len)
@@ -480,6 +481,114 @@ fail:
     free(jpath);
     json_decref(doc);
     return NULL;
+}
+
+int adm_state_source(const struct adm_state *st, uint64_t *hash)
+{
+    char *path = st->dir ? path_join(st->dir, "source") : NULL;
+    json_t *j = path ? json_load_file(path, 0, NULL) : NULL;
+    const char *h = json_string_value(json_object_get(j, "hash"));
+    int found = h && strlen(h) == 16 && strspn(h, "0123456789abcdef") == 16;
+
+    if (found)
+        *hash = strtoull(h, NULL, 16);
+    json_decref(j);
+    free(path);
+    return found;
+}
+
+int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, char *msg,
+                         size_t cap)
+{
+    char *tmp = path_join(st->dir, "source.tmp"), *dst = path_join(st->dir, "source"), h[32];
+    json_t *j;
+    char *js = NULL;
+    int fd = -1, rc = -1;
+
+    journal_base(hash, h, sizeof(h));
+    j = json_pack("{s:s,s:s}", "hash", h, "file", path ? path : "(embedded default)");
+    if (!tmp || !dst || !j || !(js = json_dumps(j, JSON_SORT_KEYS))) {
+        snprintf(msg, cap, "out of memory");
+        goto out;
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || write_all(fd, js, strlen(js)) < 0 || write_all(fd, "\n", 1) < 0 ||
+        fsync(fd) < 0 || rename(tmp, dst) < 0 || fsync_dir(st->dir) < 0) {
+        snprintf(msg, cap, "%s: %s", dst, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (fd >= 0)
+        close(fd);
+    json_decref(j);
+    free(js);
+    free(tmp);
+    free(dst);
+    return rc;
+}
+
+int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *msg, size_t cap)
+{
+    static const char *const names[] = {"config.json", "config.json.prev", "journal"};
+    char stamp[32], sub[64], *dir = NULL;
+    time_t now = time(NULL);
+    struct tm tm;
+    int moved = 0, rc = -1;
+
+    where[0] = '\0';
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+    /* a second reset within the same second gets a suffix */
+    for (int k = 0; k < 100; k++) {
+        free(dir);
+        snprintf(sub, sizeof(sub), k ? "replaced-%s-%d" : "replaced-%s", stamp, k);
+        if (!(dir = path_join(st->dir, sub))) {
+            snprintf(msg, cap, "out of memory");
+            return -1;
+        }
+        if (mkdir(dir, 0700) == 0 || errno != EEXIST)
+            break;
+    }
+    if (access(dir, W_OK) < 0) {
+        snprintf(msg, cap, "%s: %s", dir, strerror(errno));
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char *from = path_join(st->dir, names[i]), *to = path_join(dir, names[i]);
+        int e = !from || !to ? ENOMEM : rename(from, to) == 0 ? 0 : errno;
+        free(from);
+        free(to);
+        if (e && e != ENOENT) {
+            snprintf(msg, cap, "move %s into %s: %s", names[i], dir, strerror(e));
+            goto out;
+        }
+        moved += !e;
+    }
+    /* the journal descriptor followed the file: a fresh, empty one */
+    if (st->journal_fd >= 0) {
+        char *j = path_join(st->dir, "journal");
+        close(st->journal_fd);
+        st->journal_fd = j ? open(j, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
+        free(j);
+        st->journal_n = 0;
+        if (st->journal_fd < 0) {
+            snprintf(msg, cap, "journal: %s", strerror(errno));
+            goto out;
+        }
+    }
+    if (fsync_dir(st->dir) < 0) {
+        snprintf(msg, cap, "fsync %s: %s", st->dir, strerror(errno));
+        goto out;
+    }
+    if (moved)
+        snprintf(where, wcap, "%s", dir);
+    else
+        rmdir(dir);
+    rc = 0;
+out:
+    free(dir);
+    return rc;
 }
 
 void adm_state_free(struct adm_state *st)

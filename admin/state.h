@@ -11,6 +11,11 @@
  *                     line each, appended and fsynced before a change is
  *                     acknowledged; replayed on start. A torn last line (a
  *                     crash mid-append) was never acknowledged and is dropped.
+ *   source            the hash of the config file (-c) the persisted config
+ *                     was last derived from: at start the file wins when it
+ *                     no longer has that hash (it was edited since)
+ *   replaced-<time>/  a persisted config set aside when the file won, or by
+ *                     --reset-state (config.json, its .prev, the journal)
  * The journal is folded into config.json every ADM_JOURNAL_MAX entries, so a
  * route change costs one small append, not a rewrite of every route.
  *
@@ -70,6 +75,19 @@ int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char 
 int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap);
 /* Applies a journal op to <doc> (used on replay and by the API). 0 or -1. */
 int adm_state_apply(json_t *doc, const json_t *op);
+
+/* The hash recorded in the state directory's source file: 1 with it in
+ * <hash>, 0 when none is recorded (a state older than the record). */
+int adm_state_source(const struct adm_state *st, uint64_t *hash);
+/* Records <hash> (of the file <path>) as the source of the persisted
+ * config, atomically. 0, or -1 with <msg>. */
+int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, char *msg,
+                         size_t cap);
+/* Moves the persisted config (config.json, config.json.prev, journal) into
+ * a new directory replaced-<UTC time> of the state directory, named in
+ * <where>, and starts an empty journal. 0 (also when there was nothing to
+ * move: <where> is then ""), or -1 with <msg>. */
+int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *msg, size_t cap);
 
 void adm_state_free(struct adm_state *st);
 

@@ -34,10 +34,23 @@ static struct event *reclaim_ev, *drain_ev, *drain_check_ev;
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: switchyard [-c FILE]        run (default: the embedded config)\n"
-               "       switchyard --check FILE     validate a config and exit\n"
+    fprintf(f, "usage: switchyard [-c FILE] [--reset-state]\n"
+               "                                   run (default: the embedded config);\n"
+               "                                   --reset-state moves the persisted state\n"
+               "                                   aside and starts from FILE\n"
+               "       switchyard --check FILE     validate a config as a start would, and exit\n"
                "       switchyard --print-default  print the embedded default config\n"
-               "       switchyard --version\n");
+               "       switchyard --version\n"
+               "       switchyard --help\n");
+}
+
+/* A command-line mistake: "<what> <arg>", then the usage, on stderr; the
+ * exit status (2). */
+static int usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "switchyard: %s %s\n", what, arg);
+    usage(stderr);
+    return 2;
 }
 
 static void print_errors(const char *what, struct adm_errors *errs)
@@ -54,6 +67,45 @@ static void print_errors(const char *what, struct adm_errors *errs)
         }
         free(s);
     }
+}
+
+/* The hash of the bytes of <path> (NULL: the embedded default) into <h>.
+ * -1 when it cannot be read. */
+static int source_hash(const char *path, uint64_t *h)
+{
+    char buf[65536];
+    size_t n;
+    FILE *f;
+    uint64_t acc = 0;
+
+    if (!path) {
+        *h = adm_hash(adm_config_default_json(), strlen(adm_config_default_json()));
+        return 0;
+    }
+    if (!(f = fopen(path, "rb")))
+        return -1;
+    /* FNV-1a chained block by block: the hash of the whole file */
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+        acc = adm_hash(buf, n) ^ (acc * 1099511628211ull);
+    fclose(f);
+    *h = acc;
+    return 0;
+}
+
+/* After a reload the persisted config is derived from the file as it is
+ * now: a restart must not take its later API changes for stale. */
+static void record_source(void)
+{
+    uint64_t h;
+    char msg[512];
+
+    if (!state.dir)
+        return;
+    if (source_hash(proc.config_path, &h) < 0)
+        snprintf(msg, sizeof(msg), "%s", strerror(errno));
+    else if (adm_state_set_source(&state, h, proc.config_path, msg, sizeof(msg)) == 0)
+        return;
+    gw_log(GW_LOG_ERROR, "state: cannot record %s as the source: %s", proc.config_path, msg);
 }
 
 /* SIGHUP: read the file again and swap it in through the admin API's path
@@ -85,10 +137,12 @@ static void reload(void)
     } else if (rc == -2) {
         gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: %s", msg);
     } else if (rc == 1) {
+        record_source();
         gw_log(GW_LOG_INFO, "config reloaded: unchanged, generation %llu stays",
                (unsigned long long)atomic_load(&proc.swap.current)->gen);
     } else {
         struct adm_snapshot *s = atomic_load(&proc.swap.current);
+        record_source();
         gw_log(GW_LOG_INFO, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
                (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
         if (s->cfg->nlisteners != proc.workers[0].nlisteners)
@@ -124,12 +178,27 @@ static char *read_token(const struct adm_config *cfg)
     return env && *env ? strdup(env) : NULL;
 }
 
-/* The persisted config wins over -c: the operator's API changes survive a
- * restart. Returns the config to run, taking <cfg>. */
-static struct adm_config *persisted(struct adm_config *cfg, const char *from)
+/* How a start came to its config, for persist_start() once it succeeded. */
+struct start_plan {
+    const char *from;   /* the -c file, or "the embedded default" */
+    uint64_t file_hash; /* of its bytes */
+    int from_state;     /* the persisted config won */
+    int set_aside;      /* a persisted config is replaced: keep it as a backup */
+    const char *why;    /* why it is replaced (for the log line) */
+};
+
+/* Which config a start runs: the file's (<cfg>) or the persisted one. The
+ * persisted config wins, so that the operator's API changes survive a
+ * restart, unless the file changed since the persisted config was last
+ * derived from it (the state's source record), or <reset>: then the file
+ * wins and the persisted config is kept aside. Nothing is written here:
+ * persist_start() does that once the start succeeded. Returns the config to
+ * run, taking <cfg>. */
+static struct adm_config *choose_config(struct adm_config *cfg, int reset, struct start_plan *plan)
 {
     char msg[1024];
     int err;
+    uint64_t recorded;
     json_t *doc;
     struct adm_config *p;
     struct adm_errors errs;
@@ -146,6 +215,17 @@ static struct adm_config *persisted(struct adm_config *cfg, const char *from)
         gw_log(GW_LOG_ERROR, "state: %s", msg);
     if (!doc)
         return cfg;
+    plan->set_aside = 1;
+    if (reset) {
+        plan->why = "--reset-state";
+        json_decref(doc);
+        return cfg;
+    }
+    if (adm_state_source(&state, &recorded) && recorded != plan->file_hash) {
+        plan->why = "the file changed since the persisted config was derived from it";
+        json_decref(doc);
+        return cfg;
+    }
     adm_errors_init(&errs);
     p = adm_config_from_json(doc, &errs);
     json_decref(doc);
@@ -153,12 +233,52 @@ static struct adm_config *persisted(struct adm_config *cfg, const char *from)
         print_errors("state: the persisted config is invalid; refusing it and starting from -c",
                      &errs);
         adm_errors_clear(&errs);
+        plan->why = "the persisted config is invalid";
         return cfg;
     }
     gw_log(GW_LOG_INFO, "state: the persisted config in %s wins over %s", cfg->admin.state_dir,
-           from);
+           plan->from);
+    plan->set_aside = 0;
+    plan->from_state = 1;
     adm_config_free(cfg);
     return p;
+}
+
+/* Writes what a successful start decided: the replaced persisted config
+ * kept aside, the config run saved, the file it came from recorded. A
+ * failed start never gets here, so it persists nothing. -1 after logging
+ * why. */
+static int persist_start(const struct start_plan *plan)
+{
+    char msg[1024], where[4200];
+
+    if (!state.dir)
+        return 0;
+    if (plan->set_aside) {
+        if (adm_state_set_aside(&state, where, sizeof(where), msg, sizeof(msg)) < 0) {
+            gw_log(GW_LOG_ERROR, "state: %s", msg);
+            return -1;
+        }
+        gw_log(GW_LOG_WARN,
+               "state: %s wins over the persisted config in %s (%s); that one is kept in %s",
+               plan->from, state.dir, plan->why, where[0] ? where : "(nothing to keep)");
+    }
+    if (adm_state_save(&state, msg, sizeof(msg)) < 0 ||
+        (!plan->from_state &&
+         adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg)) < 0)) {
+        gw_log(GW_LOG_ERROR, "state: %s", msg);
+        return -1;
+    }
+    /* a state older than the source record: from now on the file's edits count */
+    if (plan->from_state) {
+        uint64_t h;
+        if (!adm_state_source(&state, &h) &&
+            adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg)) < 0) {
+            gw_log(GW_LOG_ERROR, "state: %s", msg);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
@@ -281,15 +401,19 @@ static evutil_socket_t listen_socket(const struct adm_addr *a)
 
 /* ---- start-up steps: each logs why it failed and undoes its own part ---- */
 
-/* The command line into <cfg_path> and <check_path>. -1 to go on, else the
- * exit status (--help, --version, --print-default, a usage error). */
-static int parse_cmdline(int argc, char **argv, const char **cfg_path, const char **check_path)
+/* The command line into <cfg_path>, <check_path> and <reset>. -1 to go on,
+ * else the exit status (--help, --version, --print-default, a usage error). */
+static int parse_cmdline(int argc, char **argv, const char **cfg_path, const char **check_path,
+                         int *reset)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-c") == 0 && i + 1 < argc) {
-            *cfg_path = argv[++i];
-        } else if (strcmp(argv[i], "--check") == 0 && i + 1 < argc) {
-            *check_path = argv[++i];
+        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--check") == 0) {
+            if (i + 1 >= argc)
+                return usage_error("a FILE must follow", argv[i]);
+            *(argv[i][1] == 'c' ? cfg_path : check_path) = argv[i + 1];
+            i++;
+        } else if (strcmp(argv[i], "--reset-state") == 0) {
+            *reset = 1;
         } else if (strcmp(argv[i], "--print-default") == 0) {
             fputs(adm_config_default_json(), stdout);
             return 0;
@@ -299,9 +423,10 @@ static int parse_cmdline(int argc, char **argv, const char **cfg_path, const cha
         } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 0;
+        } else if (argv[i][0] == '-') {
+            return usage_error("unknown option", argv[i]);
         } else {
-            usage(stderr);
-            return 2;
+            return usage_error("unexpected argument", argv[i]);
         }
     }
     return -1;
@@ -328,15 +453,15 @@ static int check_config(const char *path)
 }
 
 /* The config to run: <path> (NULL: the embedded default), or the persisted
- * one that wins over it; recorded in the document state and saved. NULL
- * after logging why. */
-static struct adm_config *load_config(const char *path)
+ * one that wins over it (choose_config); recorded in the document state,
+ * not yet saved. NULL after logging why. */
+static struct adm_config *load_config(const char *path, int reset, struct start_plan *plan)
 {
     struct adm_errors errs;
     struct adm_config *cfg;
     json_t *doc;
-    char msg[512];
 
+    plan->from = path ? path : "the embedded default";
     adm_errors_init(&errs);
     cfg = path ? adm_config_load_file(path, &errs) : adm_config_default();
     if (!cfg) {
@@ -344,23 +469,21 @@ static struct adm_config *load_config(const char *path)
         adm_errors_clear(&errs);
         return NULL;
     }
-    if (!(cfg = persisted(cfg, path ? path : "the embedded default")))
+    if (source_hash(path, &plan->file_hash) < 0) {
+        gw_log(GW_LOG_ERROR, "%s: %s", path, strerror(errno));
+        adm_config_free(cfg);
+        return NULL;
+    }
+    if (!(cfg = choose_config(cfg, reset, plan)))
         return NULL;
     if (!(doc = json_deep_copy(cfg->json)) || adm_state_set_doc(&state, doc) < 0) {
         gw_log(GW_LOG_ERROR, "config: out of memory");
-        goto fail_doc;
+        json_decref(doc);
+        adm_config_free(cfg);
+        return NULL;
     }
     json_decref(doc);
-    if (state.dir && adm_state_save(&state, msg, sizeof(msg)) < 0) {
-        gw_log(GW_LOG_ERROR, "state: %s", msg);
-        goto fail_cfg;
-    }
     return cfg;
-fail_doc:
-    json_decref(doc);
-fail_cfg:
-    adm_config_free(cfg);
-    return NULL;
 }
 
 /* What the admin API needs before it opens: a token when its address is not
@@ -629,16 +752,17 @@ int main(int argc, char **argv)
     struct adm_addr admin_addr;
     char *token = NULL;
     unsigned reserve_mb;
-    int rc;
+    int rc, reset = 0;
+    struct start_plan plan = {0};
 
-    if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path)) >= 0)
+    if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path, &reset)) >= 0)
         return rc;
     if (check_path)
         return check_config(check_path);
     rc = 1;
     signal(SIGPIPE, SIG_IGN);
     proc.config_path = cfg_path;
-    if (!(cfg = load_config(cfg_path)))
+    if (!(cfg = load_config(cfg_path, reset, &plan)))
         goto out_fail_state;
     if (admin_prepare(cfg, &token, &admin_addr) < 0)
         goto out_fail_cfg;
@@ -656,10 +780,13 @@ int main(int argc, char **argv)
         goto out_fail_swap;
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
+    if (persist_start(&plan) < 0)
+        goto out_fail_admin;
 
     run(cfg_path);
     rc = 0;
 
+out_fail_admin:
     stop_admin();
 out_fail_workers:
     /* after a drain the workers have stopped on their own */

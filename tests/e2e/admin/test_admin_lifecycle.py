@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""test_admin_lifecycle.py - the config lifecycle across restarts, with
+admin.state_dir: the persisted config wins over an unchanged -c file, an
+edited -c file wins over it (one log line naming both; the replaced state
+is kept in replaced-<time>/), --reset-state moves the state aside and
+starts from the file, a SIGHUP makes the file the state's source again, and
+a start that fails persists nothing. Also the command line: an unknown
+option, a missing FILE and --help."""
+import json
+import os
+import socket
+import subprocess
+
+from adminlib import (SY_BIN, TIMEOUT, AdminCase, Gateway, answered_by, data_get, free_port,
+                      gateway_config, local_route, main)
+from test_admin_persist import PersistCase
+
+REPLACED = r"state: \S+ wins over the persisted config in (\S+) \((.*)\); that one is kept in (\S+)"
+
+
+def tree(d):
+    """{relative path: bytes} of every file under <d>."""
+    out = {}
+    for root, _, files in os.walk(d):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, d)] = fh.read()
+    return out
+
+
+class LifecycleCase(PersistCase):
+    """PersistCase's start/stop helpers, on one-worker gateways of local routes."""
+
+    def make(self, name, routes=None, args=None):
+        self.state = self.tmp.file("state-" + name)
+        cfg = gateway_config(routes=routes or [local_route("ping", "/ping")], workers=1,
+                             admin={"address": "127.0.0.1:%d" % free_port(),
+                                    "state_dir": self.state})
+        g = Gateway(self.tmp, cfg, name=name, args=args)
+        self.addCleanup(g.stop)
+        return g
+
+    def who(self, g, path):
+        r = data_get(g.port, path)
+        return r.status, answered_by(r)
+
+
+class FileAgainstStateTest(LifecycleCase):
+    def test_unchanged_file_keeps_the_state(self):
+        g = self.make("same")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        self.stop_clean(g)
+        self.start(g)  # rewrites the same bytes
+        self.assertRegex(self.log_since(g), r"persisted config in .* wins over")
+        self.assertNotRegex(self.log_since(g), REPLACED)
+        self.assertEqual(self.who(g, "/api"), (200, "api"))
+        self.stop_clean(g)
+
+    def test_edited_file_wins_and_the_state_is_kept(self):
+        g = self.make("edited")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        persisted = api.config()[0]
+        self.stop_clean(g)
+        cfg = dict(g.cfg, routes=[local_route("ping", "/ping"), local_route("new", "/new")])
+        g.write_config(cfg)
+        self.start(g)
+        log = self.log_since(g)
+        self.assertRegex(log, REPLACED)
+        lines = [l for l in log.splitlines() if "wins over the persisted config" in l]
+        self.assertEqual(len(lines), 1, log)
+        self.assertIn(g.cfg_path, lines[0])
+        self.assertIn(self.state, lines[0])
+        self.assertIn("file changed", lines[0])
+        self.assertNotRegex(log, r"persisted config in .* wins over")
+        self.assertEqual(self.who(g, "/new"), (200, "new"))
+        self.assertEqual(self.who(g, "/api")[0], 404)
+        # the replaced state is kept whole
+        kept = lines[0].rsplit(" ", 1)[1]
+        self.assertTrue(kept.startswith(os.path.join(self.state, "replaced-")), kept)
+        files = tree(kept)
+        self.assertIn("config.json", files)
+        with open(os.path.join(kept, "config.json")) as f:
+            base = json.load(f)
+        ids = [r["id"] for r in base["routes"]]
+        # config.json plus its journal hold the API's route
+        self.assertTrue("api" in ids or b"api" in files.get("journal", b""), files)
+        self.assertEqual(persisted["routes"][-1]["id"], "api")
+        # and from now on this file is the source: a restart keeps the state
+        self.stop_clean(g)
+        self.start(g)
+        self.assertRegex(self.log_since(g), r"persisted config in .* wins over")
+        self.assertEqual(self.who(g, "/new"), (200, "new"))
+        self.stop_clean(g)
+
+    def test_reset_state(self):
+        g = self.make("reset")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        self.stop_clean(g)
+        g.args = ["--reset-state"]
+        self.start(g)
+        log = self.log_since(g)
+        self.assertRegex(log, REPLACED)
+        self.assertIn("--reset-state", log)
+        self.assertEqual(self.who(g, "/api")[0], 404)
+        self.assertEqual(self.who(g, "/ping"), (200, "ping"))
+        self.stop_clean(g)
+        kept = [d for d in os.listdir(self.state) if d.startswith("replaced-")]
+        self.assertEqual(len(kept), 1, os.listdir(self.state))
+
+    def test_reload_makes_the_file_the_source(self):
+        g = self.make("reload")
+        api = self.start(g)
+        cfg = dict(g.cfg, routes=[local_route("ping", "/ping"), local_route("hup", "/hup")])
+        since = g.log_size()
+        g.reload(cfg)
+        g.wait_log(r"config reloaded", since)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        self.stop_clean(g)
+        # the file is as the reload read it (start() rewrites the same text)
+        self.start(g)
+        self.assertRegex(self.log_since(g), r"persisted config in .* wins over")
+        self.assertEqual(self.who(g, "/api"), (200, "api"))
+        self.assertEqual(self.who(g, "/hup"), (200, "hup"))
+        self.stop_clean(g)
+
+
+class FailedStartTest(LifecycleCase):
+    def run_to_exit(self, g):
+        g.write_config()
+        p = subprocess.run([SY_BIN, "-c", g.cfg_path] + (g.args or []), capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        return p.returncode, p.stderr
+
+    def test_failed_first_start_persists_nothing(self):
+        g = self.make("fail1")
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        self.addCleanup(busy.close)
+        g.cfg["listeners"] = [{"address": "127.0.0.1:%d" % busy.getsockname()[1]}]
+        rc, err = self.run_to_exit(g)
+        self.assertNotEqual(rc, 0, err)
+        # the state directory and an empty journal may be made; no config is kept
+        left = tree(self.state) if os.path.isdir(self.state) else {}
+        self.assertEqual({k: v for k, v in left.items() if v}, {}, err)
+
+    def test_failed_start_keeps_the_state_as_it_was(self):
+        g = self.make("fail2")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        self.stop_clean(g)
+        before = tree(self.state)
+        busy = socket.socket()
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        self.addCleanup(busy.close)
+        # an edited file that cannot start: the state stays, byte for byte
+        cfg = dict(g.cfg, listeners=[{"address": "127.0.0.1:%d" % busy.getsockname()[1]}])
+        g.write_config(cfg)
+        for args in (None, ["--reset-state"]):
+            g.args = args
+            rc, err = self.run_to_exit(g)
+            self.assertNotEqual(rc, 0, err)
+            self.assertEqual(tree(self.state), before, err)
+
+
+class CommandLineTest(AdminCase):
+    def run_sy(self, *args):
+        return subprocess.run([SY_BIN] + list(args), capture_output=True, text=True,
+                              timeout=TIMEOUT)
+
+    def test_unknown_option(self):
+        for opt in ("--bogus", "-x", "--check-config"):
+            p = self.run_sy(opt)
+            self.assertEqual(p.returncode, 2, p)
+            self.assertIn("unknown option %s" % opt, p.stderr)
+            self.assertIn("usage: switchyard", p.stderr)
+            self.assertEqual(p.stdout, "")
+
+    def test_missing_file_and_stray_argument(self):
+        for args, want in ((["-c"], "a FILE must follow -c"),
+                           (["--check"], "a FILE must follow --check"),
+                           (["extra"], "unexpected argument extra")):
+            p = self.run_sy(*args)
+            self.assertEqual(p.returncode, 2, p)
+            self.assertIn(want, p.stderr)
+            self.assertIn("usage: switchyard", p.stderr)
+
+    def test_help(self):
+        for opt in ("--help", "-h"):
+            p = self.run_sy(opt)
+            self.assertEqual(p.returncode, 0, p)
+            self.assertIn("usage: switchyard", p.stdout)
+            self.assertIn("--reset-state", p.stdout)
+            self.assertEqual(p.stderr, "")
+
+
+if __name__ == "__main__":
+    main()
