@@ -102,7 +102,7 @@ int up_tried_has(const struct up_tried *t, size_t s);
 struct up_pick {
     const struct up_tried *tried; /* NULL: nothing tried yet */
     uint64_t hash;                /* UP_HASH: up_hash() of the request's key */
-    uint64_t now_ms;              /* for slow start */
+    uint64_t now_ms;              /* for slow start; 0: no ramp */
 };
 
 #define UP_NONE ((size_t)-1)
@@ -111,7 +111,8 @@ struct up_pick {
  * never one in <rq->tried> nor one that is down, unless every server is down
  * and the pool panics (then health is ignored). UP_NONE when nothing is
  * usable: up_pool_all_down() tells a 503 from "every server was tried". No
- * lock, no allocation; the only memory written is worker <w>'s block. */
+ * lock, no allocation; the only memory written is worker <w>'s own (its
+ * cache-line-separated blocks). */
 size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq);
 /* up_select with nothing tried: today's call. With round robin it is nginx's
  * smooth weighted round robin, each worker interleaving its own picks in
