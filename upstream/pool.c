@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void pool_free(up_pool *p)
 {
@@ -80,9 +81,12 @@ up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_ser
                           size_t n, unsigned nworkers, unsigned keepalive,
                           const struct up_pool_opts *opts)
 {
-    up_pool *p = calloc(1, sizeof(*p));
+    /* sizeof is a whole number of lines: refs is aligned to one */
+    up_pool *p = aligned_alloc(UP_CACHE_LINE, sizeof(*p));
     size_t bytes = worker_bytes(n, keepalive);
 
+    if (p)
+        memset(p, 0, sizeof(*p));
     if (!p || n == 0 || nworkers == 0 || bytes == 0)
         goto fail;
     if (opts)

@@ -71,7 +71,6 @@ struct up_lb_ops {
 extern const struct up_lb_ops up_lb_round_robin, up_lb_least_conn, up_lb_random_two, up_lb_hash;
 
 struct up_pool {
-    _Atomic unsigned refs;
     char *name, *key;
     size_t n;
     unsigned nworkers, keepalive;
@@ -88,6 +87,10 @@ struct up_pool {
      * the owner, and how many servers are down. */
     _Atomic uint64_t *health;
     _Atomic size_t ndown;
+    /* Written whenever an upstream connection is made or freed: on a line
+     * of its own, away from the fields every pick reads (the pool is
+     * allocated on a line boundary). */
+    _Alignas(UP_CACHE_LINE) _Atomic unsigned refs;
 };
 
 /* rr.c's shared state (here for its tests): the smooth weighted round

@@ -1,8 +1,9 @@
 /*
  * test_pool.c - upstream/pool.c, servers.c and slab.c: a pool copies its
  * definitions, counts references, and lays every worker's writable state
- * out on cache lines no other worker writes (checked by address arithmetic
- * on the real layout).
+ * out on cache lines no other worker writes, with the reference count
+ * away from what picks read (checked by address arithmetic on the real
+ * layout).
  */
 #include "upstream/up_int.h"
 #include "utest.h"
@@ -120,6 +121,21 @@ START_TEST(workers_never_share_a_line)
 }
 END_TEST
 
+START_TEST(refs_on_a_line_of_its_own)
+{
+    up_pool *p = ut_pool(NULL, 3, 2, 1);
+    uintptr_t refs = (uintptr_t)&p->refs / UP_CACHE_LINE;
+    /* the fields a pick reads */
+    const void *hot[] = {&p->n,  &p->weight, &p->ws,    &p->opts,        &p->lb_ops,
+                         &p->lb, &p->health, &p->ndown, &p->total_weight};
+
+    ck_assert_uint_eq((uintptr_t)p % UP_CACHE_LINE, 0);
+    for (size_t i = 0; i < NELEM(hot); i++)
+        ck_assert_uint_ne((uintptr_t)hot[i] / UP_CACHE_LINE, refs);
+    up_pool_release(p);
+}
+END_TEST
+
 START_TEST(slab_rounds_up)
 {
     size_t stride = 0;
@@ -149,6 +165,7 @@ static Suite *suite(void)
     tcase_add_test(tc, refuses_empty);
     tcase_add_test(tc, reference_count);
     tcase_add_test(tc, workers_never_share_a_line);
+    tcase_add_test(tc, refs_on_a_line_of_its_own);
     tcase_add_test(tc, slab_rounds_up);
     suite_add_tcase(s, tc);
     return s;
