@@ -162,6 +162,8 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_least_conn");
     TCase *tc = tcase_create("least_conn");
+    /* 100k-key and 20k-step runs: seconds under ASan on a busy machine */
+    tcase_set_timeout(tc, 60);
 
     tcase_add_test(tc, prefers_less_loaded);
     tcase_add_test(tc, slow_server_gets_less);
