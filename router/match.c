@@ -139,6 +139,9 @@ static __attribute__((noinline)) int rx_matches(struct walk *w, const struct rt_
 static __attribute__((noinline)) int walk_rx(struct walk *w, const struct rt_node *n, size_t off,
                                              size_t end);
 
+static __attribute__((noinline)) int walk_infix(struct walk *w, const struct rt_node *c,
+                                                size_t off);
+
 /* Walks the path tree below <n>, whose own token ended at <off>. */
 static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
 {
@@ -199,14 +202,37 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
                 w->np = mark;
             }
         }
-        if (c && c->nroutes) {
-            push(w, s + off, len - off);
-            if (leaf_take(w, c))
+        if (c) {
+            /* the catch-all node's static children continue infix
+             * catch-alls (a '/' after their '}'), its routes are suffix
+             * ones (nothing after it) */
+            if (c->nkids && walk_infix(w, c, off))
                 return 1;
+            if (c->nroutes) {
+                push(w, s + off, len - off);
+                if (leaf_take(w, c))
+                    return 1;
+            }
         }
         w->np = np;
         return 0;
     }
+}
+
+/* An infix catch-all at s[off..]: at least one byte, slashes included, up
+ * to a '/' where the rest of its pattern matches; shortest first. */
+static int walk_infix(struct walk *w, const struct rt_node *c, size_t off)
+{
+    const char *s = w->s, *end = s + w->len, *e = s + off + 1;
+    const size_t mark = w->np;
+
+    for (; e < end && (e = memchr(e, '/', (size_t)(end - e))) != NULL; e++) {
+        push(w, s + off, (size_t)(e - s) - off);
+        if (walk_path(w, c, (size_t)(e - s)))
+            return 1;
+        w->np = mark;
+    }
+    return 0;
 }
 
 static __attribute__((noinline)) int walk_rx(struct walk *w, const struct rt_node *n, size_t off,
@@ -270,6 +296,21 @@ static int walk_host(struct walk *w, const struct rt_node *n, const char *host, 
             push(w, host + off, end - off);
             if (walk_host(w, n->param, host, hlen, end, path, plen))
                 return 1;
+            w->np = np;
+        }
+    }
+    if (n->catchall) {
+        /* the catch-all label: one or more whole labels, shortest first;
+         * a value with an empty label in it is none */
+        for (size_t e = off; e < hlen; e++) {
+            if (host[e] != '.')
+                continue;
+            if (e == off || host[e - 1] == '.')
+                break;
+            push(w, host + off, e - off);
+            if (walk_host(w, n->catchall, host, hlen, e, path, plen))
+                return 1;
+            w->np = np;
         }
     }
     w->np = np;
@@ -303,7 +344,7 @@ static int walk_all(const rt_table *t, struct walk *w, const char *host, size_t 
     w->np = 0;
     w->allow = 0;
     w->hit = NULL;
-    if (hlen && t->hroot->nkids + (t->hroot->param != NULL) &&
+    if (hlen && (t->hroot->nkids || t->hroot->param || t->hroot->catchall) &&
         walk_host(w, t->hroot, host, hlen, 0, path, plen))
         return 1;
     w->np = 0;

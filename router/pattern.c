@@ -233,9 +233,31 @@ static int parse_host(const char *s, size_t end, struct rt_pat *p, struct rt_err
                 param = 1;
                 break;
             }
-            if (c == '*') {
-                rt_err_set(err, RT_EINVAL, i, "offset %zu: no catch-all in a host", i);
-                return -1;
+            if (c == '*') { /* the catch-all label: "*{any}.example.com" */
+                size_t rx, rxlen, k;
+                if (i != 0 || s[i + 1] != '{') {
+                    rt_err_set(err, RT_EINVAL, i,
+                               "offset %zu: a catch-all label '*{name}' must be the whole first "
+                               "label of a host",
+                               i);
+                    return -1;
+                }
+                if (!(k = parse_name(s, i + 1, p, &rx, &rxlen, err)))
+                    return -1;
+                if (rxlen) {
+                    rt_err_set(err, RT_EINVAL, rx, "offset %zu: no regexp in a host", rx);
+                    return -1;
+                }
+                if (k >= end || s[k] != '.') {
+                    rt_err_set(err, RT_EINVAL, k,
+                               "offset %zu: a catch-all label must be followed by '.' and a label",
+                               k);
+                    return -1;
+                }
+                p->host[o++] = RT_MARK_CATCHALL;
+                i = k;
+                param = 1;
+                break;
             }
             if (c == ':') {
                 rt_err_set(err, RT_EINVAL, i, "offset %zu: a host pattern takes no port", i);
@@ -341,8 +363,10 @@ static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error
                     rt_err_set(err, RT_EINVAL, rx, "offset %zu: a catch-all takes no regexp", rx);
                     return -1;
                 }
-                if (s[k] != '\0') {
-                    rt_err_set(err, RT_EINVAL, k, "offset %zu: a catch-all must end the pattern",
+                /* at the end: a suffix catch-all; before a '/': an infix one,
+                 * whose node the suffix one shares (table.c) */
+                if (s[k] != '\0' && s[k] != '/') {
+                    rt_err_set(err, RT_EINVAL, k, "offset %zu: a catch-all must end its segment",
                                k);
                     return -1;
                 }

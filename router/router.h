@@ -15,12 +15,15 @@
  *   /users/{id}           {name} matches one non-empty segment
  *   /users/uuid:{id}      ... or the rest of a segment after a static prefix
  *   /src/ + *{filepath}   *{name} matches the rest of the path, maybe empty
+ *   /a/ + *{p} + /thumb   ... or, before a '/', at least one byte of it
  *   api.example.com/x     a pattern that does not start with '/' is host/path
  *   {tenant}.example.com/x  host labels may be parameters too
+ *   *{any}.example.com/x  ... and the first one a catch-all of whole labels
  *   /users/{id:[0-9]+}    a parameter whose whole value matches a regexp
  * Priority at every branching point: static, then regexp parameters (in
- * registration order), then {param}, then *{catchall}, with backtracking, so
- * the most specific route wins. Host routes are tried before host-less ones.
+ * registration order), then {param}, then an infix catch-all (shortest
+ * first), then a suffix catch-all, with backtracking, so the most specific
+ * route wins. Host routes are tried before host-less ones.
  *
  * Not thread-safe for writers: one thread at a time runs transactions and
  * frees versions. Lookups are safe from any thread on any version that has

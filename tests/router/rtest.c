@@ -199,8 +199,17 @@ static const char *const gen_static[] = {"a", "b", "ab", "abc", "users", "u", "v
 static const char *const gen_param_pre[] = {"", "", "", "a", "ab", "u:", "x."};
 static const char *const gen_catch_pre[] = {"", "", "a", "f=", "ab"};
 static const char *const gen_hosts[] = {
-    "example.com",     "api.example.com", "{h}.example.com", "api-{h}.example.com",
-    "www.example.com", "other.org",       "{t}.org",         "{$t}.example.com",
+    "example.com",
+    "api.example.com",
+    "{h}.example.com",
+    "api-{h}.example.com",
+    "www.example.com",
+    "other.org",
+    "{t}.org",
+    "{$t}.example.com",
+    "*{any}.example.com",
+    "*{h}.org",
+    "*{w}.api.example.com",
 };
 static const char *const gen_pnames[] = {"p", "q", "id", "$", "a-b."};
 static const char *const gen_regexps[] = {"[0-9]+",     "a.*",     "[a-z]+", "ab|abc",
@@ -256,7 +265,7 @@ void rtest_gen_route(struct rtest_rng *rng, int hostpct, struct rtest_groute *ou
         size_t r = rtest_below(rng, 100);
         char seg[64];
         const char *name = pick(rng, gen_pnames, NELEM(gen_pnames));
-        if (last && r < 18)
+        if (r < 18 && (last || r < 8)) /* a suffix catch-all, or an infix one */
             snprintf(seg, sizeof(seg), "/%s*{%s%zu}",
                      pick(rng, gen_catch_pre, NELEM(gen_catch_pre)), name, i);
         else if (r < 55)
@@ -321,6 +330,9 @@ static const char *const gen_req_methods[] = {
 static const char *const gen_req_hosts[] = {
     "example.com",
     "api.example.com",
+    "a.b.api.example.com",
+    "a..example.com",
+    "x.org",
     "API.Example.Com",
     "www.example.com",
     "foo.example.com",
@@ -349,6 +361,7 @@ static const char *const gen_param_vals[] = {
 static const char *const gen_catch_vals[] = {"",      "",  "a",      "a/b",  "b/",
                                              "x.txt", "/", "ab/u:1", "a//b", "users/1"};
 static const char *const gen_host_vals[] = {"api", "eu", "foo", "x", "www", "other", "Api"};
+static const char *const gen_label_vals[] = {"a", "a.b", "X.y.z", "api", "a..b", "api.eu"};
 static const char *const gen_req_segs[] = {"a",   "b",  "ab",  "abc", "users", "u",   "v1", "x.txt",
                                            "u:1", "f=", "f=a", "ax",  "",      "abx", "a.b"};
 
@@ -357,8 +370,9 @@ static void render_host(struct rtest_rng *rng, const char *h, size_t len, char *
     size_t k = 0;
 
     for (size_t i = 0; i < len; i++) {
-        if (h[i] == '{') {
-            const char *v = pick(rng, gen_host_vals, NELEM(gen_host_vals));
+        if (h[i] == '*' || h[i] == '{') {
+            const char *v = h[i] == '*' ? pick(rng, gen_label_vals, NELEM(gen_label_vals))
+                                        : pick(rng, gen_host_vals, NELEM(gen_host_vals));
             while (i < len && h[i] != '}')
                 i++;
             RTEST_REQUIRE(k + strlen(v) < cap, "generator buffer overflow");

@@ -1086,6 +1086,106 @@ START_TEST(test_table_basics)
 }
 END_TEST
 
+/* ---- infix catch-alls and the catch-all label (issue 14, its examples verbatim) ---- */
+
+START_TEST(test_infix_catchall)
+{
+    const char *lines[] = {"GET /assets/*{path}/thumbnail", "GET /foo/z*{args}/bar",
+                           "GET /x/*{args}/bar"};
+    rt_table *t = BUILD(lines);
+    struct rtest_res r;
+
+    HIT(t, "GET", NULL, "/assets/photos/2021/thumbnail", 1);
+    NPARAMS(1);
+    PARAM(0, "path", "photos/2021");
+    HIT(t, "GET", NULL, "/assets/a/thumbnail", 1);
+    PARAM(0, "path", "a");
+    MISS(t, "GET", NULL, "/assets/thumbnail");
+    MISS(t, "GET", NULL, "/assets//thumbnail/x");
+    HIT(t, "GET", NULL, "/foo/za/b/c/bar", 2);
+    PARAM(0, "args", "a/b/c");
+    MISS(t, "GET", NULL, "/foo/z/bar"); /* at least one byte after the prefix */
+    /* at least one byte, which may be a slash: /foo///bar has args=/ */
+    HIT(t, "GET", NULL, "/x///bar", 3);
+    PARAM(0, "args", "/");
+    MISS(t, "GET", NULL, "/x/bar");
+    /* the value ends where the rest of the pattern matches to the end */
+    HIT(t, "GET", NULL, "/x/a/bar/bar", 3);
+    PARAM(0, "args", "a/bar");
+    EXPECT(t, "POST", NULL, "/x/a/b/bar", RT_NOT_ALLOWED, 0);
+    ALLOW(t, RT_M_GET);
+    rt_table_free(t);
+}
+END_TEST
+
+START_TEST(test_infix_priority)
+{
+    const char *lines[] = {"GET /foo/{ps}/bar", "GET /foo/*{args}/bar", "GET /foo/*{args}"};
+    const char *issue[] = {"GET /foo/{ps}/bar", "GET /foo/*{args}/bar", "GET /foo/*{args}",
+                           "GET /foo/*{args}/bar/{x}"};
+    rt_table *t = BUILD(lines), *u = BUILD(issue);
+    struct rtest_res r;
+
+    HIT(t, "GET", NULL, "/foo/a/bar", 1);
+    PARAM(0, "ps", "a");
+    HIT(t, "GET", NULL, "/foo/a/b/c/bar", 2);
+    PARAM(0, "args", "a/b/c");
+    HIT(t, "GET", NULL, "/foo/a/b/c/baz", 3);
+    PARAM(0, "args", "a/b/c/baz");
+    /* the suffix catch-all keeps the seed's rule: it may be empty */
+    HIT(t, "GET", NULL, "/foo/", 3);
+    PARAM(0, "args", "");
+    /* backtracking: {ps} matches "a" but its /bar does not end the path */
+    HIT(t, "GET", NULL, "/foo/a/bar/baz", 3);
+    HIT(u, "GET", NULL, "/foo/a/bar/baz", 4);
+    PARAM(0, "args", "a");
+    PARAM(1, "x", "baz");
+    HIT(u, "GET", NULL, "/foo/a/b/bar/baz", 4);
+    PARAM(0, "args", "a/b");
+    rt_table_free(t);
+    rt_table_free(u);
+}
+END_TEST
+
+START_TEST(test_host_catchall)
+{
+    const char *lines[] = {
+        "GET *{any}.example.com/path",       /* 1 */
+        "GET api.example.com/x",             /* 2 */
+        "GET {sub}.example.com/p/{id}",      /* 3 */
+        "GET /path",                         /* 4 */
+        "GET *{any}.example.com/p/{id}/{z}", /* 5 */
+    };
+    rt_table *t = BUILD(lines);
+    struct rtest_res r;
+
+    HIT(t, "GET", "a.example.com", "/path", 1);
+    NPARAMS(1);
+    PARAM(0, "any", "a");
+    HIT(t, "GET", "A.b.Example.com:8080", "/path", 1); /* one or more leading labels */
+    PARAM(0, "any", "A.b");
+    MISS(t, "GET", "example.com", "/x");
+    HIT(t, "GET", "example.com", "/path", 4);
+    HIT(t, "GET", "a..example.com", "/path", 4); /* an empty label is no label */
+    HIT(t, "GET", ".example.com", "/path", 4);
+    /* static hosts first; a host route whose path does not match falls
+     * back to the catch-all host */
+    HIT(t, "GET", "api.example.com", "/x", 2);
+    HIT(t, "GET", "api.example.com", "/path", 1);
+    PARAM(0, "any", "api");
+    /* a host parameter (one label) before the catch-all label */
+    HIT(t, "GET", "eu.example.com", "/p/7", 3);
+    PARAM(0, "sub", "eu");
+    MISS(t, "GET", "a.eu.example.com", "/p/7"); /* {sub} is one label, 5 needs {z} */
+    HIT(t, "GET", "a.eu.example.com", "/p/7/8", 5);
+    PARAM(0, "any", "a.eu");
+    PARAM(1, "id", "7");
+    PARAM(2, "z", "8");
+    HIT(t, "GET", "eu.example.com", "/p/7/8", 5); /* {sub}'s path fails: back to *{any} */
+    rt_table_free(t);
+}
+END_TEST
+
 static Suite *match_suite(void)
 {
     Suite *s = suite_create("router_match");
@@ -1129,6 +1229,13 @@ static Suite *match_suite(void)
     suite_add_tcase(s, methods);
     suite_add_tcase(s, slash);
     suite_add_tcase(s, write);
+    {
+        TCase *fox = tcase_create("fox14");
+        tcase_add_test(fox, test_infix_catchall);
+        tcase_add_test(fox, test_infix_priority);
+        tcase_add_test(fox, test_host_catchall);
+        suite_add_tcase(s, fox);
+    }
     return s;
 }
 

@@ -30,9 +30,7 @@ static const struct bad bad_paths[] = {
     {"/users/{a}x", 10, 10, "text after }"},
     {"/users/{a}*{b}", 10, 10, "catch-all after param in one segment"},
     {"/{a}/*{b}x", 9, 9, "*{a}x"},
-    {"/*{a}/*{b}", 5, 6, "catch-all not ending the pattern"},
-    {"/*{a}/", 5, 5, "catch-all followed by /"},
-    {"/src/*{a}/b", 9, 9, "catch-all followed by a segment"},
+    {"/*{a}x/*{b}", 5, 5, "infix catch-all not ending its segment"},
     {"/a//b", 2, 3, "empty segment"},
     {"//", 0, 1, "empty first segment"},
     {"/a//", 2, 3, "empty segment before trailing slash"},
@@ -74,7 +72,11 @@ static const struct bad bad_hosts[] = {
     {"api-.example.com/x", 0, 3, "label ending with -"},
     {"api.example-.com/x", 4, 11, "middle label ending with -"},
     {"*.example.com/x", 0, 0, "* in host"},
-    {"*{h}.example.com/x", 0, 1, "catch-all in host"},
+    {"*{h}/x", 4, 4, "catch-all label without a label after it"},
+    {"a.*{h}.example.com/x", 2, 2, "catch-all label not first"},
+    {"a*{h}.example.com/x", 1, 1, "catch-all label after text"},
+    {"*{h}x.example.com/x", 4, 4, "text after a catch-all label"},
+    {"*{h:[a-z]+}.example.com/x", 4, 4, "regexp in a catch-all label"},
     {"{a}{b}.example.com/x", 3, 3, "{a}{b} in host"},
     {"{a}x.example.com/x", 3, 3, "text after } in a label"},
     {"{a}-x.example.com/x", 3, 3, "text after } in a label (-)"},
@@ -127,6 +129,15 @@ static const char *const good[] = {
     "a-b.example.com/x",
     "x/*{rest}",
     "{tenant}.example.com/*{rest}",
+    /* infix catch-alls and the catch-all label (issue 14) */
+    "/*{a}/*{b}",
+    "/*{a}/",
+    "/src/*{a}/b",
+    "/assets/*{path}/thumbnail",
+    "/foo/z*{args}/bar",
+    "/a/*{x}/{y}/*{z}/c",
+    "*{any}.example.com/x",
+    "*{any}.{tld}/x",
 };
 
 static void check_error(const char *pattern, int rc, const struct rt_error *err, size_t lo,
@@ -188,7 +199,9 @@ START_TEST(test_exact_offsets)
     ck_assert_int_eq(rt_pattern_check("/x/{a}y", &err), -1);
     ck_assert_uint_eq(err.offset, 6);
 
-    ck_assert_int_eq(rt_pattern_check("/x/*{a}/y", &err), -1);
+    /* an infix catch-all is valid since issue 14, but it still ends its segment */
+    ck_assert_int_eq(rt_pattern_check("/x/*{a}/y", &err), 0);
+    ck_assert_int_eq(rt_pattern_check("/x/*{a}y/z", &err), -1);
     ck_assert_uint_eq(err.offset, 7);
 
     ck_assert_int_eq(rt_pattern_check("/ab cd", &err), -1);
