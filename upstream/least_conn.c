@@ -11,7 +11,8 @@
  * one server up or down, O(log n) each. When the top cannot be used (tried,
  * down, or ramping up under slow start and not admitted) the pick searches
  * the heap below it, visiting at most LC_VISIT nodes before falling back to
- * a linear scan.
+ * a linear scan. Pools of up to LC_SCAN servers are always scanned, in the
+ * same order: there a scan costs less than keeping the heap.
  *
  * The counts are this worker's own (struct up_worker.inflight): a shared
  * count would put two read-modify-writes on a contended line into every
@@ -27,6 +28,7 @@
 #define LC_STEP (1ull << 20)   /* virtual time of one pick at weight 1 */
 #define LC_RENORM (1ull << 60) /* virtual times are shifted down past this */
 #define LC_VISIT 64            /* heap nodes a pick may look at */
+#define LC_SCAN 8              /* pools this small are scanned, not kept in a heap */
 
 struct lc_worker {
     uint32_t *heap; /* server indices in heap order */
@@ -123,7 +125,7 @@ static void renormalize(const up_pool *p, unsigned w, struct lc_worker *lw)
     for (size_t s = 0; s < p->n; s++)
         lw->vt[s] = lw->vt[s] > base ? lw->vt[s] - base : 0;
     lw->now = 0;
-    for (size_t i = p->n / 2; i-- > 0;)
+    for (size_t i = p->n / 2; p->n > LC_SCAN && i-- > 0;)
         sift_down(p, w, lw, i);
 }
 
@@ -166,14 +168,16 @@ static size_t search(up_pool *p, unsigned w, struct lc_worker *lw, const struct 
     return best;
 }
 
-/* The fallback: every usable server compared, slow start ignored. */
-static size_t linear(const up_pool *p, unsigned w, const struct lc_worker *lw,
-                     const struct up_pick *rq, int ignore_health)
+/* Small pools, and the heap search's fallback: every usable server that
+ * slow start admits (one roll each) compared. */
+static size_t linear(up_pool *p, unsigned w, const struct lc_worker *lw, const struct up_pick *rq,
+                     int ignore_health)
 {
+    uint64_t now = rq ? rq->now_ms : 0;
     size_t best = UP_NONE;
 
     for (size_t s = 0; s < p->n; s++)
-        if (up_usable(p, s, rq, ignore_health) &&
+        if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now) &&
             (best == UP_NONE || before(p, w, lw, (uint32_t)s, (uint32_t)best)))
             best = s;
     return best;
@@ -184,20 +188,24 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     struct lc_worker *lw = &((struct lc *)p->lb)->w[w];
     uint32_t s = lw->heap[0];
     size_t pick = s;
-    int out;
+    int out, heap = p->n > LC_SCAN;
 
-    if (!up_usable(p, s, rq, ignore_health) || !up_slow_admit(p, w, s, rq ? rq->now_ms : 0)) {
+    if (!heap) {
+        pick = linear(p, w, lw, rq, ignore_health);
+    } else if (!up_usable(p, s, rq, ignore_health) ||
+               !up_slow_admit(p, w, s, rq ? rq->now_ms : 0)) {
         pick = search(p, w, lw, rq, ignore_health, &out);
         if (out)
             pick = linear(p, w, lw, rq, ignore_health);
-        if (pick == UP_NONE)
-            return UP_NONE;
     }
+    if (pick == UP_NONE)
+        return UP_NONE;
     /* weighted fair queueing: start no earlier than the last pick */
     if (lw->vt[pick] > lw->now)
         lw->now = lw->vt[pick];
     lw->vt[pick] = lw->now + LC_STEP / p->weight[pick];
-    sift_down(p, w, lw, lw->pos[pick]);
+    if (heap)
+        sift_down(p, w, lw, lw->pos[pick]);
     if (lw->now > LC_RENORM)
         renormalize(p, w, lw);
     return pick;
@@ -208,7 +216,8 @@ static void lc_start(up_pool *p, unsigned w, size_t s)
 {
     struct lc_worker *lw = &((struct lc *)p->lb)->w[w];
 
-    sift_down(p, w, lw, lw->pos[s]);
+    if (p->n > LC_SCAN)
+        sift_down(p, w, lw, lw->pos[s]);
 }
 
 /* A request ended on <s>: its load went down, it moves up. */
@@ -216,7 +225,8 @@ static void lc_end(up_pool *p, unsigned w, size_t s)
 {
     struct lc_worker *lw = &((struct lc *)p->lb)->w[w];
 
-    sift_up(p, w, lw, lw->pos[s]);
+    if (p->n > LC_SCAN)
+        sift_up(p, w, lw, lw->pos[s]);
 }
 
 static void lc_destroy(up_pool *p)

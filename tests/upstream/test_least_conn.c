@@ -103,14 +103,14 @@ START_TEST(slow_start_ramps)
 }
 END_TEST
 
-START_TEST(heap_stays_right)
+/* Random starts, ends, picks, tried sets and health changes on <N>
+ * servers of weights 1..5: every pick has the least load per weight of the
+ * usable servers, as a scan of them all finds it. */
+static void random_ops(size_t N)
 {
-    /* random starts, ends, picks, tried sets and health changes on 50
-     * servers of weights 1..5: every pick has the least load per weight of
-     * the usable servers, as a scan of them all finds it */
-    enum { N = 50, OPS = 20000 };
-    unsigned weights[N];
-    size_t held[N] = {0};
+    enum { OPS = 20000 };
+    unsigned weights[64];
+    size_t held[64] = {0};
     uint64_t x = 7;
 
     for (size_t s = 0; s < N; s++)
@@ -155,6 +155,12 @@ START_TEST(heap_stays_right)
         while (held[s]--)
             up_request_end(p, 0, s);
     up_pool_release(p);
+}
+
+START_TEST(heap_stays_right)
+{
+    random_ops(50); /* kept in a heap */
+    random_ops(5);  /* scanned */
 }
 END_TEST
 
