@@ -1,9 +1,9 @@
 /*
  * balance.c - the balancer interface's front (up_select, up_pick, request
- * start and end) and what every balancer shares: the tried set, the health
- * test, slow start's weights and admission, the per-worker generator and
- * in-flight counts. The balancers themselves are rr.c, least_conn.c,
- * random_two.c and maglev.c.
+ * start and end with the per-worker in-flight counts), the tried set and
+ * the fallback scan. The per-server tests every balancer runs (health,
+ * tried, slow start, the generator) are inline in up_int.h; the balancers
+ * themselves are rr.c, least_conn.c, random_two.c and maglev.c.
  */
 #include "upstream/up_int.h"
 

@@ -1,6 +1,8 @@
 /*
- * up_int.h - private structures of upstream/: the pool, its servers and the
- * per-worker block. Only the sources of upstream/ and its tests include this.
+ * up_int.h - private structures of upstream/: the pool, its servers, the
+ * per-worker block, the balancer interface (struct up_lb_ops) and the
+ * inline per-server tests the balancers share. Only the sources of
+ * upstream/ and its tests include this.
  *
  * Memory layout. Everything a worker writes (balancer position, idle stacks,
  * counters) lives in that worker's block of one slab: the slab starts on a
