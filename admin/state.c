@@ -231,6 +231,41 @@ int adm_state_save(struct adm_state *st, char *msg, size_t cap)
     return rc;
 }
 
+/* Keeps the previous good file: <dst> (config.json) becomes <prev> too,
+ * through a temporary link in <dir> renamed over <prev>, so that <prev> is
+ * never missing or older than the file being replaced. No <dst> yet:
+ * nothing to keep. 0, or -1 with <msg>. */
+static int keep_prev(const char *dir, const char *dst, const char *prev, char *msg, size_t cap)
+{
+    char *tmp = path_join(dir, "config.json.prev.tmp");
+    int rc = -1;
+
+    if (!tmp) {
+        snprintf(msg, cap, "out of memory");
+        return -1;
+    }
+    if (unlink(tmp) < 0 && errno != ENOENT) {
+        snprintf(msg, cap, "keep config.json.prev: unlink %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (link(dst, tmp) < 0) {
+        if (errno == ENOENT)
+            rc = 0;
+        else
+            snprintf(msg, cap, "keep config.json.prev: link %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (rename(tmp, prev) < 0) {
+        snprintf(msg, cap, "keep config.json.prev: rename %s: %s", prev, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(tmp);
+    return rc;
+}
+
 int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap)
 {
     char *tmp = NULL, *dst = NULL, *prev = NULL;
@@ -252,16 +287,17 @@ int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char 
     }
     close(fd);
     fd = -1;
-    /* keep the previous good file: config.json -> config.json.prev */
-    if (link(dst, prev) < 0 && errno == EEXIST) {
-        unlink(prev);
-        if (link(dst, prev) < 0 && errno != ENOENT)
-            (void)0;
-    }
+    if (keep_prev(st->dir, dst, prev, msg, cap) < 0)
+        goto out;
     if (rename(tmp, dst) < 0) {
         snprintf(msg, cap, "rename %s: %s", dst, strerror(errno));
         goto out;
     }
+    /* From here config.json may hold the new document while the journal
+     * is still headed by the old one's hash: an append there would be
+     * dropped as stale by the next replay. Until a save empties the
+     * journal, every change is a full save (adm_state_journal). */
+    st->journal_n = ADM_JOURNAL_MAX;
     if (fsync_dir(st->dir) < 0) {
         snprintf(msg, cap, "fsync %s: %s", st->dir, strerror(errno));
         goto out;
@@ -346,6 +382,7 @@ int adm_state_apply(json_t *doc, const json_t *op)
 
 int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
 {
+    struct stat sb;
     char *line;
     int rc = 0;
 
@@ -353,6 +390,10 @@ int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
         return 0;
     if (st->journal_n + 1 >= ADM_JOURNAL_MAX)
         return adm_state_save(st, msg, cap); /* the doc already has the change */
+    if (fstat(st->journal_fd, &sb) < 0) {
+        snprintf(msg, cap, "journal: %s", strerror(errno));
+        return -1;
+    }
     line = json_dumps(op, JSON_COMPACT | JSON_SORT_KEYS);
     if (!line) {
         snprintf(msg, cap, "out of memory");
@@ -362,6 +403,13 @@ int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
         write_all(st->journal_fd, "\n", 1) < 0 || fdatasync(st->journal_fd) < 0) {
         snprintf(msg, cap, "journal: %s", strerror(errno));
         rc = -1;
+        /* The change is refused: none of its bytes may stay, or the next
+         * append would share a line with a torn one (dropped on replay
+         * with everything after it) or replay a refused change. If the
+         * journal cannot be cut back, the next change is a full save,
+         * which empties it. */
+        if (ftruncate(st->journal_fd, sb.st_size) < 0)
+            st->journal_n = ADM_JOURNAL_MAX;
     } else {
         st->journal_n++;
     }
@@ -389,12 +437,75 @@ static json_t *load_json(const char *path, char *msg, size_t cap, int *missing)
     return j;
 }
 
+/* Replays the journal <jpath> (open as st->journal_fd) onto <doc>, the
+ * config.json it follows, and cuts it after its last usable line: a torn
+ * line (a crash mid-append, never acknowledged), a line that does not
+ * apply, or all of it when its base is not <doc>'s hash (config.json
+ * already holds its changes). 0, or -1 with <msg> when it cannot be read
+ * to its end or cut: starting without its changes and then saving would
+ * lose them, and a tail left in place would be continued by the next
+ * append, whose line the next replay would drop. */
+static int replay(struct adm_state *st, json_t *doc, const char *jpath, char *msg, size_t cap)
+{
+    char *line = NULL, base[32];
+    size_t lcap = 0, good = 0;
+    ssize_t n;
+    long off = 0;
+    int rerr = 0;
+    FILE *jf = fopen(jpath, "r");
+
+    if (!jf) {
+        snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
+        return -1;
+    }
+    journal_base(doc_hash(doc), base, sizeof(base));
+    while ((n = getline(&line, &lcap, jf)) > 0) {
+        json_t *op;
+        const char *kind, *h;
+        if (line[n - 1] != '\n')
+            break; /* torn: never acknowledged */
+        op = json_loads(line, 0, NULL);
+        kind = json_string_value(json_object_get(op, "op"));
+        if (off == 0 && kind && strcmp(kind, "base") == 0) {
+            int stale;
+            h = json_string_value(json_object_get(op, "hash"));
+            stale = !h || strcmp(h, base) != 0;
+            json_decref(op);
+            if (stale)
+                break; /* config.json already holds these changes */
+            off += n;
+            continue;
+        }
+        if (!op || adm_state_apply(doc, op) < 0) {
+            json_decref(op);
+            break;
+        }
+        json_decref(op);
+        good++;
+        off += n;
+    }
+    if (n < 0 && !feof(jf))
+        rerr = errno;
+    free(line);
+    fclose(jf);
+    if (rerr) {
+        snprintf(msg, cap, "%s: %s", jpath, strerror(rerr));
+        return -1;
+    }
+    if (ftruncate(st->journal_fd, off) < 0) {
+        snprintf(msg, cap, "%s: cannot drop what follows byte %ld: %s", jpath, off,
+                 strerror(errno));
+        return -1;
+    }
+    st->journal_n = good;
+    return 0;
+}
+
 json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err)
 {
     char *cfg = NULL, *prev = NULL, *jpath = NULL;
     json_t *doc = NULL;
     int missing;
-    FILE *jf;
 
     *err = 0;
     msg[0] = '\0';
@@ -431,43 +542,8 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
         snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
         goto fail;
     }
-    if (doc && (jf = fopen(jpath, "r"))) {
-        char *line = NULL, base[32];
-        size_t lcap = 0, good = 0;
-        ssize_t n;
-        long off = 0;
-        journal_base(doc_hash(doc), base, sizeof(base));
-        while ((n = getline(&line, &lcap, jf)) > 0) {
-            json_t *op;
-            const char *kind, *h;
-            if (line[n - 1] != '\n')
-                break; /* torn: never acknowledged */
-            op = json_loads(line, 0, NULL);
-            kind = json_string_value(json_object_get(op, "op"));
-            if (off == 0 && kind && strcmp(kind, "base") == 0) {
-                int stale;
-                h = json_string_value(json_object_get(op, "hash"));
-                stale = !h || strcmp(h, base) != 0;
-                json_decref(op);
-                if (stale)
-                    break; /* config.json already holds these changes */
-                off += n;
-                continue;
-            }
-            if (!op || adm_state_apply(doc, op) < 0) {
-                json_decref(op);
-                break;
-            }
-            json_decref(op);
-            good++;
-            off += n;
-        }
-        free(line);
-        fclose(jf);
-        if (ftruncate(st->journal_fd, off) < 0)
-            (void)0;
-        st->journal_n = good;
-    }
+    if (doc && replay(st, doc, jpath, msg, cap) < 0)
+        goto fail;
     free(cfg);
     free(prev);
     free(jpath);

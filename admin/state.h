@@ -62,7 +62,9 @@ uint64_t adm_state_hash(const struct adm_state *st);
 /* Opens the state directory (created if missing). If it holds a config,
  * returns it (new reference) with the journal replayed; NULL if it holds
  * none. A corrupt config.json is moved aside and config.json.prev used;
- * <msg> (cap bytes) then says what happened. -1 in *err on I/O errors. */
+ * <msg> (cap bytes) then says what happened. -1 in *err on I/O errors,
+ * among them a journal that cannot be read or cut after its last good
+ * line. */
 json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err);
 
 /* Persists the whole document atomically and empties the journal. */
@@ -71,7 +73,9 @@ int adm_state_save(struct adm_state *st, char *msg, size_t cap);
  * to st->doc, e.g. the body a client pushed): nothing is encoded again. */
 int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap);
 /* Appends one change (a JSON object, borrowed) to the journal and fsyncs;
- * folds the journal into config.json when it is long. */
+ * folds the journal into config.json when it is long, or when a failed
+ * save or append left it unfit for appends. -1 with <msg>: none of the
+ * change's bytes stay in the journal. */
 int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap);
 /* Applies a journal op to <doc> (used on replay and by the API). 0 or -1. */
 int adm_state_apply(json_t *doc, const json_t *op);

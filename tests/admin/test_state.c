@@ -1,0 +1,301 @@
+/*
+ * test_state.c - the state directory (admin/state.c) when its I/O fails:
+ * a journal whose torn tail cannot be dropped, a journal that cannot be
+ * read, an append that fails half-way, a config.json.prev that cannot be
+ * kept, a journal that cannot be emptied after a save. Every failure is
+ * real: a memfd sealed against shrinking stands in for the journal file
+ * (the state opens it through a symlink to /proc/self/fd/N), and resource
+ * limits (RLIMIT_FSIZE, RLIMIT_NOFILE) make the kernel refuse the call.
+ */
+#define _GNU_SOURCE
+
+#include <check.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "admin/state.h"
+
+/* A fresh state directory; its path in <dir> (cap bytes). */
+static void make_dir(char *dir, size_t cap)
+{
+    snprintf(dir, cap, "/tmp/sy_test_state.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    ck_assert_int_eq(fputs(text, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The journal's head line for a config.json holding <doc>. */
+static void head_line(const char *doc, char *buf, size_t cap)
+{
+    struct adm_state st = {.journal_fd = -1};
+    json_t *j = json_loads(doc, 0, NULL);
+
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(adm_state_set_doc(&st, j), 0);
+    snprintf(buf, cap, "{\"hash\":\"%016llx\",\"op\":\"base\"}\n",
+             (unsigned long long)adm_state_hash(&st));
+    json_decref(j);
+    adm_state_free(&st);
+}
+
+/* Makes <dir>/journal a name of a memfd holding <text> that cannot shrink.
+ * Returns the memfd. */
+static int sealed_journal(const char *dir, const char *text)
+{
+    char path[512], target[64];
+    int fd = memfd_create("journal", MFD_ALLOW_SEALING);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    snprintf(path, sizeof(path), "%s/journal", dir);
+    snprintf(target, sizeof(target), "/proc/self/fd/%d", fd);
+    unlink(path);
+    ck_assert_int_eq(symlink(target, path), 0);
+    return fd;
+}
+
+static int has_route(const json_t *doc, const char *id)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(json_object_get(doc, "routes"), i, r)
+    {
+        if (strcmp(json_string_value(json_object_get(r, "id")), id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static json_t *put_route(const char *id)
+{
+    return json_pack("{s:s,s:{s:s,s:s}}", "op", "put_route", "route", "id", id, "path", "/x");
+}
+
+/* Makes {"routes":[],"v":<v>} the live document of <st>. */
+static void set_version(struct adm_state *st, int v)
+{
+    json_t *doc = json_pack("{s:[],s:i}", "routes", "v", v);
+
+    ck_assert_int_eq(adm_state_set_doc(st, doc), 0);
+    json_decref(doc);
+}
+
+#define DOC "{\"routes\":[]}"
+
+/* A replay ends at a torn line; if the journal cannot be cut there, the
+ * next append would follow the torn bytes on the same line and the replay
+ * after it would end before that acknowledged change. */
+START_TEST(replay_cut_failure_is_an_error)
+{
+    char dir[64], head[96], text[512], msg[512];
+    struct adm_state st = {.journal_fd = -1};
+    json_t *doc;
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    write_file(dir, "config.json", DOC);
+    head_line(DOC, head, sizeof(head));
+    snprintf(text, sizeof(text),
+             "%s{\"op\":\"put_route\",\"route\":{\"id\":\"a\",\"path\":\"/a\"}}\n{\"op\":\"put_ro",
+             head);
+    sealed_journal(dir, text);
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_int_eq(err, -1);
+    ck_assert_ptr_null(doc);
+    ck_assert_ptr_nonnull(strstr(msg, "journal"));
+    adm_state_free(&st);
+}
+END_TEST
+
+/* A journal that exists but cannot be read is not a journal without
+ * changes: starting without them and then saving would lose them. */
+START_TEST(unreadable_journal_is_an_error)
+{
+    char dir[64], head[96], text[512], msg[512];
+    struct adm_state st = {.journal_fd = -1};
+    struct rlimit rl;
+    json_t *doc;
+    int err, low;
+
+    make_dir(dir, sizeof(dir));
+    write_file(dir, "config.json", DOC);
+    head_line(DOC, head, sizeof(head));
+    snprintf(text, sizeof(text),
+             "%s{\"op\":\"put_route\",\"route\":{\"id\":\"a\",\"path\":\"/a\"}}\n", head);
+    write_file(dir, "journal", text);
+    /* room for one descriptor: the journal's own; reading it needs another */
+    low = dup(0);
+    ck_assert_int_ge(low, 0);
+    close(low);
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    rl.rlim_cur = (rlim_t)low + 1;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_msg(err == -1 || (doc && has_route(doc, "a")),
+                  "the journal's change was neither replayed nor reported");
+    json_decref(doc);
+    adm_state_free(&st);
+}
+END_TEST
+
+/* An append that fails half-way must not leave its bytes in front of the
+ * next append, which is acknowledged. */
+START_TEST(failed_append_leaves_no_torn_line)
+{
+    char dir[64], msg[512];
+    struct adm_state st = {.journal_fd = -1};
+    struct rlimit rl, keep;
+    struct stat sb;
+    json_t *doc, *op;
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    doc = json_loads(DOC, 0, NULL);
+    ck_assert_int_eq(adm_state_set_doc(&st, doc), 0);
+    json_decref(doc);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+
+    /* the file may grow by 10 bytes: the first write is cut short */
+    signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(fstat(st.journal_fd, &sb), 0);
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &keep), 0);
+    rl = keep;
+    rl.rlim_cur = (rlim_t)sb.st_size + 10;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    op = put_route("lost");
+    ck_assert_int_eq(adm_state_journal(&st, op, msg, sizeof(msg)), -1);
+    json_decref(op);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &keep), 0);
+
+    op = put_route("kept");
+    ck_assert_int_eq(adm_state_journal(&st, op, msg, sizeof(msg)), 0);
+    json_decref(op);
+    adm_state_free(&st);
+
+    st.journal_fd = -1;
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_int_eq(err, 0);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_msg(has_route(doc, "kept"), "an acknowledged change was lost on replay");
+    ck_assert_int_eq(has_route(doc, "lost"), 0);
+    json_decref(doc);
+    adm_state_free(&st);
+}
+END_TEST
+
+/* Each save keeps the config.json it replaces as config.json.prev, or says
+ * it could not. */
+START_TEST(save_keeps_prev_or_fails)
+{
+    char dir[64], msg[512], path[512];
+    struct adm_state st = {.journal_fd = -1};
+    json_t *prev;
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
+    set_version(&st, 1);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    set_version(&st, 2);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    snprintf(path, sizeof(path), "%s/config.json.prev", dir);
+    ck_assert_ptr_nonnull(prev = json_load_file(path, 0, NULL));
+    ck_assert_int_eq(json_integer_value(json_object_get(prev, "v")), 1);
+    json_decref(prev);
+
+    /* a config.json.prev that cannot be replaced */
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    write_file(path, "keep", "x");
+    set_version(&st, 3);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), -1);
+    ck_assert_ptr_nonnull(strstr(msg, "config.json.prev"));
+    adm_state_free(&st);
+}
+END_TEST
+
+/* A save that renamed config.json into place but could not empty the
+ * journal leaves a journal headed by the old config's hash: an append after
+ * it would be dropped by the next replay as stale. */
+START_TEST(unreset_journal_takes_no_appends)
+{
+    char dir[64], head[96], msg[512];
+    struct adm_state st = {.journal_fd = -1};
+    json_t *doc, *op;
+    int err, rc;
+
+    make_dir(dir, sizeof(dir));
+    write_file(dir, "config.json", DOC);
+    head_line(DOC, head, sizeof(head));
+    sealed_journal(dir, head);
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_int_eq(err, 0);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_int_eq(adm_state_set_doc(&st, doc), 0);
+    json_decref(doc);
+    op = put_route("a");
+    ck_assert_int_eq(adm_state_apply(st.doc, op), 0);
+    json_decref(op);
+    ck_assert_int_eq(adm_state_set_doc(&st, st.doc), 0);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), -1); /* cannot shrink the journal */
+
+    op = put_route("b");
+    ck_assert_int_eq(adm_state_apply(st.doc, op), 0);
+    rc = adm_state_journal(&st, op, msg, sizeof(msg));
+    json_decref(op);
+    if (rc == 0) {
+        struct adm_state again = {.journal_fd = -1};
+        doc = adm_state_open(&again, dir, msg, sizeof(msg), &err);
+        ck_assert_msg(!err && doc && has_route(doc, "b"),
+                      "an acknowledged change was lost on replay");
+        json_decref(doc);
+        adm_state_free(&again);
+    }
+    adm_state_free(&st);
+}
+END_TEST
+
+static Suite *state_suite(void)
+{
+    Suite *s = suite_create("admin_state");
+    TCase *tc = tcase_create("io_failures");
+
+    tcase_add_test(tc, replay_cut_failure_is_an_error);
+    tcase_add_test(tc, unreadable_journal_is_an_error);
+    tcase_add_test(tc, failed_append_leaves_no_torn_line);
+    tcase_add_test(tc, save_keeps_prev_or_fails);
+    tcase_add_test(tc, unreset_journal_takes_no_appends);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(state_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
