@@ -24,6 +24,15 @@ struct entry {
     unsigned long hits;
 };
 
+/* The table's udata_free: an entry and its name. */
+static void entry_free(void *udata)
+{
+    struct entry *e = udata;
+
+    free(e->name);
+    free(e);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: switchyard-route [--trailing-slash strict|redirect|relaxed] "
@@ -62,7 +71,7 @@ static char *trim(char *s)
 static rt_table *load_routes(const char *path, const struct rt_options *opts)
 {
     FILE *f = fopen(path, "r");
-    rt_table *empty = rt_table_new(opts, free);
+    rt_table *empty = rt_table_new(opts, entry_free);
     rt_txn *tx;
     char *line = NULL;
     size_t cap = 0;
@@ -163,6 +172,7 @@ int main(int argc, char **argv)
     int summary = 0;
     rt_table *t;
     struct rt_param *params;
+    rt_ctx *ctx;
     size_t cap;
     char *line = NULL, allow[512];
     size_t lcap = 0;
@@ -197,7 +207,8 @@ int main(int argc, char **argv)
     t = load_routes(file, &opts);
     cap = rt_table_max_params(t) + 1;
     params = calloc(cap, sizeof(*params));
-    if (!params)
+    ctx = rt_ctx_new(); /* made once: regexp routes then match without allocating */
+    if (!params || !ctx)
         return 1;
 
     while (getline(&line, &lcap, stdin) != -1) {
@@ -219,7 +230,8 @@ int main(int argc, char **argv)
             host = "";
         q = strchr(target, '?');
         plen = q ? (size_t)(q - target) : strlen(target);
-        rt_lookup(t, method, strlen(method), host, strlen(host), target, plen, params, cap, &m);
+        rt_lookup_ctx(t, ctx, method, strlen(method), host, strlen(host), target, plen, params, cap,
+                      &m);
         total++;
         /* the automatic OPTIONS answer is a 200 (fox) */
         status = m.status == RT_OPTIONS_AUTO ? 200 : (int)m.status;
@@ -273,6 +285,7 @@ int main(int argc, char **argv)
         print_summary(t, &sum, total);
     free(line);
     free(params);
+    rt_ctx_free(ctx);
     rt_table_free(t);
     return 0;
 }

@@ -303,6 +303,7 @@ struct rb_req {
  * (<nreq> entries, a multiple of <batch>), wrapping around. */
 struct rb_lk {
     const rt_table *t;
+    rt_ctx *ctx; /* as a gateway worker holds one: regexps match without allocating */
     struct rb_req *req;
     char *arena; /* request paths owned by the scenario, or NULL */
     size_t nreq, batch, pos;
@@ -314,6 +315,8 @@ static struct rb_lk *rb_lk_new(const rt_table *t, size_t nreq, size_t batch)
     struct rb_lk *lk = rb_xcalloc(1, sizeof(*lk));
 
     lk->t = t;
+    if (!(lk->ctx = rt_ctx_new()))
+        rb_die("out of memory making a lookup context");
     lk->req = rb_xcalloc(nreq, sizeof(*lk->req));
     lk->nreq = nreq;
     lk->batch = batch;
@@ -326,6 +329,7 @@ static void rb_lk_free(void *ctx)
 
     free(lk->arena);
     free(lk->req);
+    rt_ctx_free(lk->ctx);
     free(lk);
 }
 
@@ -350,8 +354,8 @@ static uint64_t rb_lk_run(void *ctx, uint64_t iters)
         const struct rb_req *r = lk->req + pos;
 
         for (size_t j = 0; j < lk->batch; j++) {
-            acc += (uint64_t)rt_lookup(lk->t, r[j].method, r[j].mlen, NULL, 0, r[j].path, r[j].plen,
-                                       lk->params, RB_MAX_PARAMS, &m);
+            acc += (uint64_t)rt_lookup_ctx(lk->t, lk->ctx, r[j].method, r[j].mlen, NULL, 0,
+                                           r[j].path, r[j].plen, lk->params, RB_MAX_PARAMS, &m);
             RB_ESCAPE(&m);
         }
         pos += lk->batch;
@@ -389,8 +393,8 @@ static size_t rb_lk_check(struct rb_scn *s, struct rb_lk *lk, const struct rb_wa
         int ok;
 
         memset(&m, 0, sizeof(m));
-        rt_lookup(lk->t, r->method, r->mlen, NULL, 0, r->path, r->plen, lk->params, RB_MAX_PARAMS,
-                  &m);
+        rt_lookup_ctx(lk->t, lk->ctx, r->method, r->mlen, NULL, 0, r->path, r->plen, lk->params,
+                      RB_MAX_PARAMS, &m);
         got = (m.route != NULL) ? rt_route_pattern(m.route) : "-";
         ok = m.status == w->status;
         if (ok && w->patterns != NULL)
@@ -777,6 +781,8 @@ struct rb {
     struct rb_sweep sweep[RB_NSWEEP];
     rt_table *gh_t, *gh_ctl, *gh_redir, *stat_t, *meth_t[4];
     rt_table *par_t[3];
+    rt_table *rx_t, *infix_t, *ghrx_t; /* issue 14's patterns */
+    struct rb_list ghrx;               /* github.txt, every {param} a {param:[^/]+} */
     struct rt_stats st100k;
     double load[2]; /* load average before and after measuring */
     /* rows the report reads */
@@ -920,6 +926,79 @@ static void rb_add_param_rows(struct rb *b)
         s = rb_add_one(name, b->par_t[i], "GET", rb_keep(b, req), &w);
         rb_note(s, "one route `%s`", np[i] == 20 ? "/{a}/{b}/.../{t}" : pat);
     }
+}
+
+/* Issue 14's patterns: regexp parameters and infix catch-alls, in small
+ * tables of their own, and GitHub-all with a regexp for every parameter. */
+static struct rb_scn *rb_add_set(const char *name, const rt_table *t, const struct rb_list *reqs,
+                                 const struct rb_list *routes);
+
+static void rb_add_pattern_rows(struct rb *b)
+{
+    static const char *const rx_routes[] = {"/users/{id:[0-9]+}", "/users/{name}",
+                                            "/users/{id:[0-9]+}/posts/{slug:[a-z0-9-]+}",
+                                            "/users/{name}/posts/{post}"};
+    static const char *const in_routes[] = {"/assets/*{path}/thumbnail", "/foo/{ps}/bar",
+                                            "/foo/*{args}/bar", "/foo/*{args}"};
+    static const char *const w_rx[1] = {"/users/{id:[0-9]+}"};
+    static const char *const w_rxfall[1] = {"/users/{name}"};
+    static const char *const w_rx2[1] = {"/users/{id:[0-9]+}/posts/{slug:[a-z0-9-]+}"};
+    static const char *const w_in[1] = {"/assets/*{path}/thumbnail"};
+    static const char *const w_in2[1] = {"/foo/*{args}/bar"};
+    static const char *const w_in3[1] = {"/foo/*{args}"};
+    const struct rb_want rx = {.status = RT_HIT, .patterns = w_rx, .nparams = 1};
+    const struct rb_want rxfall = {.status = RT_HIT, .patterns = w_rxfall, .nparams = 1};
+    const struct rb_want rx2 = {.status = RT_HIT, .patterns = w_rx2, .nparams = 2};
+    const struct rb_want in = {.status = RT_HIT, .patterns = w_in, .nparams = 1};
+    const struct rb_want in2 = {.status = RT_HIT, .patterns = w_in2, .nparams = 1};
+    const struct rb_want in3 = {.status = RT_HIT, .patterns = w_in3, .nparams = 1};
+    struct rb_list l = {0};
+    struct rb_scn *s;
+
+    for (size_t i = 0; i < sizeof(rx_routes) / sizeof(rx_routes[0]); i++)
+        rb_list_push(&l, "GET", rx_routes[i]);
+    b->rx_t = rb_build(NULL, &l);
+    rb_list_free(&l);
+    for (size_t i = 0; i < sizeof(in_routes) / sizeof(in_routes[0]); i++)
+        rb_list_push(&l, "GET", in_routes[i]);
+    b->infix_t = rb_build(NULL, &l);
+    rb_list_free(&l);
+
+    s = rb_add_one("regexp hit", b->rx_t, "GET", "/users/1347", &rx);
+    rb_note(s, "`/users/{id:[0-9]+}` before `/users/{name}`");
+    s = rb_add_one("regexp, falls to {param}", b->rx_t, "GET", "/users/gordon", &rxfall);
+    rb_note(s, "the regexp is tried and fails first");
+    s = rb_add_one("2 regexps hit", b->rx_t, "GET", "/users/1347/posts/hello-world", &rx2);
+    s = rb_add_one("infix hit", b->infix_t, "GET", "/assets/photos/2021/thumbnail", &in);
+    rb_note(s, "`/assets/*{path}/thumbnail`");
+    s = rb_add_one("infix, after {param} fails", b->infix_t, "GET", "/foo/a/b/c/bar", &in2);
+    rb_note(s, "`/foo/{ps}/bar`, then `/foo/*{args}/bar`");
+    s = rb_add_one("infix fails, suffix", b->infix_t, "GET", "/foo/a/b/c/baz", &in3);
+    rb_note(s, "every infix length tried, then `/foo/*{args}`");
+
+    /* GitHub-all, each {name} replaced by {name:[^/]+}: same answers */
+    for (size_t i = 0; i < b->gh.n; i++) {
+        const char *p = b->gh.v[i].text;
+        char pat[512];
+        size_t k = 0;
+        int plain = 0; /* inside a {param} (not a *{catchall}) */
+
+        for (; *p && k + 8 < sizeof(pat); p++) {
+            if (*p == '{')
+                plain = p == b->gh.v[i].text || p[-1] != '*';
+            if (*p == '}' && plain) {
+                memcpy(pat + k, ":[^/]+", 6);
+                k += 6;
+                plain = 0;
+            }
+            pat[k++] = *p;
+        }
+        pat[k] = '\0';
+        rb_list_push(&b->ghrx, b->gh.v[i].method, pat);
+    }
+    b->ghrx_t = rb_build(NULL, &b->ghrx);
+    s = rb_add_set("GitHub-all, regexps", b->ghrx_t, &b->ghreq, &b->ghrx);
+    rb_note(s, "every {param} of the 203 routes a {param:[^/]+}");
 }
 
 /* A lookup row over every request of <reqs>, expecting <routes>' patterns. */
@@ -1202,6 +1281,10 @@ static void rb_free_all(struct rb *b)
     rt_table_free(b->stat_t);
     for (int i = 0; i < 3; i++)
         rt_table_free(b->par_t[i]);
+    rt_table_free(b->rx_t);
+    rt_table_free(b->infix_t);
+    rt_table_free(b->ghrx_t);
+    rb_list_free(&b->ghrx);
     for (int m = 0; m < 4; m++) {
         rt_table_free(b->meth_t[m]);
         rb_list_free(&b->mroutes[m]);
@@ -1240,6 +1323,7 @@ int main(int argc, char **argv)
     rb_load(&b);
     rb_add_github_rows(&b);
     rb_add_param_rows(&b);
+    rb_add_pattern_rows(&b);
     b.s_ghall = rb_add_set("GitHub-all", b.gh_t, &b.ghreq, &b.gh);
     rb_add_set("static-all", b.stat_t, &b.stat, &b.stat);
     rb_add_sweep_rows(&b);
