@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_routing.py - routing as a client sees it: hits, 404, 405 + Allow,
-automatic OPTIONS, trailing-slash redirects, OPTIONS *, host routes, direct
+automatic OPTIONS, trailing-slash redirects, OPTIONS *, host routes, regexp
+parameters, infix catch-alls and the catch-all host label, direct
 responses, redirects, strip_prefix, rewrite, the query passed through, and
 the normalized path that reaches the backend."""
 from harness import Client, GatewayCase, gateway_config, get, main, upstream_cfg
@@ -42,6 +43,13 @@ class RoutingTest(GatewayCase):
             {"id": "st-421", "path": "/status/421", "response": {"status": 421}},
             {"id": "st-413", "path": "/status/413", "response": {"status": 413}},
             {"id": "st-299", "path": "/status/299", "response": {"status": 299}},
+            # issue 14: regexp parameters, an infix catch-all, the catch-all label
+            {"id": "rx-num", "path": "/rx/{id:[0-9]+}", "response": {"body": "number"}},
+            {"id": "rx-name", "path": "/rx/{name}", "response": {"body": "name"}},
+            {"id": "infix", "path": "/assets/*{path}/thumbnail", "rewrite": "/thumb/{path}",
+             "upstream": "b"},
+            {"id": "host-label", "host": "*{any}.wild.example", "path": "/w",
+             "rewrite": "/w/{any}", "upstream": "b"},
         ]
         cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
                              router={"trailing_slash": "redirect", "auto_options": True})
@@ -136,6 +144,19 @@ class RoutingTest(GatewayCase):
         self.assertEqual(self.get("/h", host="other.test").body, b"default")
         # absolute-form target: its authority is the host
         self.assertEqual(self.get("http://a.example/h", host="other.test").body, b"exact")
+
+    def test_fox_patterns(self):
+        # a regexp parameter before a plain one, matched in a gateway worker
+        # with the worker's own match context
+        for _ in range(3):
+            self.assertEqual(self.get("/rx/42").body, b"number")
+            self.assertEqual(self.get("/rx/4a2").body, b"name")
+        e = self.echo("/assets/photos/2021/thumbnail")
+        self.assertEqual(e["path"], "/thumb/photos/2021")
+        self.assertEqual(self.get("/assets/thumbnail").status, 404)
+        e = self.echo("/w", host="a.b.wild.example")
+        self.assertEqual(e["path"], "/w/a.b")
+        self.assertEqual(self.get("/w", host="wild.example").status, 404)
 
     # ---- direct responses and redirects
 
