@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include <event2/buffer.h>
@@ -97,14 +98,17 @@ struct gw_worker {
     char *log; /* access-log buffer */
     size_t log_len, log_cap;
     unsigned nconns;  /* open client connections of this worker */
-    unsigned nparked; /* of which waiting for a place (gw_conn_unpark) */
+    unsigned nparked; /* of which waiting for a place (worker.c admits them) */
     int accept_error; /* accept failed (EMFILE...): paused until the next sweep */
     int draining;
     uint64_t reqid_seq;
     uint32_t reqid_prefix;
-    struct gw_conn *conns;     /* every client connection */
-    struct gw_upconn *upconns; /* every upstream connection */
-    rt_ctx *rtctx;             /* the router's scratch for regexp routes */
+    LIST_HEAD(gw_conn_list, gw_conn) conns;       /* every client connection */
+    LIST_HEAD(gw_upconn_list, gw_upconn) upconns; /* every upstream connection */
+    /* Registered by worker.c: runs after a client connection was freed
+     * (conn.c counts it; admission is the worker's). */
+    void (*conn_freed)(struct gw_worker *w);
+    rt_ctx *rtctx; /* the router's scratch for regexp routes */
     struct gw_counters ctr __attribute__((aligned(64)));
 };
 
@@ -114,28 +118,29 @@ void gw_worker_destroy(struct gw_worker *w);
 void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
 
-/* proxy.c */
-/* Encodes the local answers once; every worker calls it before serving. */
-void gw_proxy_init(void);
-void gw_conn_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa, int salen);
+/* http1.c: a client connection on the accepted socket <fd> (owned from
+ * now on), waiting unread for admission when <parked>; NULL when out of
+ * memory (the socket is closed, the drop counted). */
+struct gw_conn *gw_http1_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
+                                int salen, int parked);
+/* local.c: encodes the local answers once; every worker calls it before serving. */
+void gw_local_init(void);
+
+/* conn.c */
 void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections between requests */
-void gw_conn_free_all(struct gw_worker *w);
-/* Starts serving connections accepted over limits.max_connections while
- * there is room (after a close, and every sweep). */
-void gw_conn_unpark(struct gw_worker *w);
-/* After a swap: closes idle upstream connections of pools no longer in use. */
-void gw_up_prune(struct gw_worker *w);
-/* Every GW_SWEEP_MS: fires the connections' timeouts (ours, not libevent's). */
+void gw_conn_free_all(struct gw_worker *w);   /* after gw_upconn_free_all() */
+/* Every GW_SWEEP_MS: fires the client connections' timeouts (ours, not libevent's). */
 #define GW_SWEEP_MS 100
-void gw_timeout_sweep(struct gw_worker *w);
+void gw_conn_sweep(struct gw_worker *w);
+
+/* upconn.c */
+/* After a swap: closes idle upstream connections of pools no longer in use. */
+void gw_upconn_prune(struct gw_worker *w);
+/* Every GW_SWEEP_MS: fires the upstream connections' timeouts. */
+void gw_upconn_sweep(struct gw_worker *w);
 /* Once a second: closes parked upstream connections past their idle timeout. */
-void gw_up_sweep(struct gw_worker *w);
-void gw_responses_init(void);
-#ifdef SY_UPHEAD_PROBE /* tests/gateway/fuzz_uphead.c only */
-struct adm_snapshot;
-int gw_uphead_probe(const char *data, size_t n, struct adm_snapshot *s, const struct sockaddr *peer,
-                    struct evbuffer *out);
-#endif
+void gw_upconn_sweep_idle(struct gw_worker *w);
+void gw_upconn_free_all(struct gw_worker *w);
 
 /* log.c */
 void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

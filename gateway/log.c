@@ -1,10 +1,11 @@
 /*
  * log.c - the error log (stderr, one line each with time and level) and the
- * per-worker access-log buffer, flushed with one write(2) when it fills or
- * once a second.
+ * whole access log: one JSON record per request, formatted into the
+ * per-worker buffer, flushed with one write(2) when it fills or once a
+ * second.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "gateway/gateway.h"
+#include "gateway/conn.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -65,4 +66,54 @@ void gw_date_update(struct gw_worker *w)
 
     gmtime_r(&now, &tm);
     w->date_len = strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+}
+
+static void json_esc(struct gw_worker *w, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && w->log_len + 8 < w->log_cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            w->log[w->log_len++] = '\\';
+            w->log[w->log_len++] = (char)ch;
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            w->log_len += (size_t)snprintf(w->log + w->log_len, 7, "\\u%04x", ch);
+        } else {
+            w->log[w->log_len++] = (char)ch;
+        }
+    }
+}
+
+void gw_log_access(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+    const struct h1_request *rq = &c->rp.req;
+    struct timespec ts;
+    struct tm tm;
+    char tbuf[32];
+
+    if (w->proc->access_fd < 0)
+        return;
+    if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
+        gw_access_flush(w);
+    if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
+        return;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len,
+                                   "{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"method\":\"",
+                                   tbuf, ts.tv_nsec / 1000000, c->peer_ip, c->peer_port);
+    json_esc(w, rq->method.ptr ? rq->method.ptr : "", rq->method.ptr ? rq->method.len : 0);
+    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"path\":\"");
+    json_esc(w, rq->path ? rq->path : "", rq->path ? rq->path_len : 0);
+    w->log_len += (size_t)snprintf(
+        w->log + w->log_len, w->log_cap - w->log_len,
+        "\",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%.3f,"
+        "\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\"}\n",
+        c->status, (unsigned long long)c->bytes_in, (unsigned long long)c->bytes_out,
+        gw_elapsed_ms(&c->t0), c->sr ? "\"" : "", c->sr ? c->sr->id : "null", c->sr ? "\"" : "",
+        c->upstream_addr ? "\"" : "", c->upstream_addr ? c->upstream_addr : "null",
+        c->upstream_addr ? "\"" : "", (int)c->reqid_len, c->reqid);
+    if (w->log_len > w->log_cap / 2)
+        gw_access_flush(w);
 }

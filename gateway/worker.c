@@ -1,8 +1,12 @@
 /*
  * worker.c - worker threads: one event_base each (no locks), their own
  * SO_REUSEPORT listening sockets, a notify pipe through which the admin
- * thread announces swaps and drains, and a one-second tick for the cached
- * Date field and the access-log flush.
+ * thread announces swaps and drains, a one-second tick for the cached Date
+ * field and the access-log flush; and admission, all of it: the
+ * connection cap (limits.max_connections, for all workers together),
+ * pausing and resuming the listeners, and admitting connections that were
+ * accepted over the cap. A freed connection only counts itself and calls
+ * the worker's conn_freed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
@@ -13,13 +17,60 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "gateway/conn.h"
+
 static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
     struct gw_listener *l = arg;
+    struct gw_worker *w = l->w;
+    const struct adm_config *cfg =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
+    /* another worker may have taken the last place before this worker's
+     * listener paused: then this connection waits, unread, for a place */
+    int parked = atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed) >=
+                 cfg->limits.max_connections;
 
     (void)lev;
-    gw_conn_accept(l->w, fd, sa, salen);
+    if (!gw_http1_accept(w, fd, sa, salen, parked))
+        atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
+    gw_worker_listen_update(w);
+}
+
+/* Admits connections accepted over limits.max_connections while there is
+ * room (after a close, and every sweep). */
+static void admit_parked(struct gw_worker *w)
+{
+    const struct adm_config *cfg;
+    struct gw_conn *c, *next;
+
+    if (!w->nparked || w->draining)
+        return;
+    cfg = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
+    for (c = LIST_FIRST(&w->conns); c && w->nparked; c = next) {
+        unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
+        unsigned parked = atomic_load_explicit(&w->proc->parked, memory_order_relaxed);
+
+        next = LIST_NEXT(c, link);
+        if (open - parked >= cfg->limits.max_connections)
+            return;
+        if (c->st != GW_CONN_PARKED)
+            continue;
+        w->nparked--;
+        atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
+        gw_conn_admit(c);
+    }
+}
+
+/* A client connection of <w> was freed: its place may go to a parked one,
+ * the listeners may resume, and a drain may be over. */
+static void conn_freed(struct gw_worker *w)
+{
+    admit_parked(w);
+    if (!w->listening && !w->draining)
+        gw_worker_listen_update(w);
+    if (w->draining && w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
 }
 
 static void accept_error_cb(struct evconnlistener *lev, void *arg)
@@ -92,7 +143,7 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
     }
     /* outside every request step: from now on only the current snapshot */
     adm_swap_ack(&w->proc->swap, w->id);
-    gw_up_prune(w);
+    gw_upconn_prune(w);
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
@@ -101,10 +152,11 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    gw_timeout_sweep(w);
+    gw_conn_sweep(w);
+    gw_upconn_sweep(w);
     w->accept_error = 0;
     /* other workers' connections may have closed, or the limit grown */
-    gw_conn_unpark(w);
+    admit_parked(w);
     gw_worker_listen_update(w);
 }
 
@@ -115,7 +167,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     gw_date_update(w);
-    gw_up_sweep(w);
+    gw_upconn_sweep_idle(w);
     if (w->log_len)
         gw_access_flush(w);
 }
@@ -136,6 +188,7 @@ static void *worker_main(void *arg)
     struct gw_worker *w = arg;
 
     event_base_dispatch(w->base);
+    gw_upconn_free_all(w);
     gw_conn_free_all(w);
     if (w->log_len)
         gw_access_flush(w);
@@ -178,7 +231,8 @@ int gw_worker_start(struct gw_worker *w)
 
     if (!ec)
         return -1;
-    gw_proxy_init();
+    gw_local_init();
+    w->conn_freed = conn_freed;
     event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
     w->base = event_base_new_with_config(ec);
     event_config_free(ec);

@@ -2,13 +2,12 @@
  * tests/gateway/fuzz_uphead.c - fuzz target of the request path up to the
  * upstream: a client's request head is parsed and normalized
  * (gateway/request.c), routed (router/) and, when a proxy route takes it,
- * rebuilt as the head Switchyard sends upstream (gateway/proxy.c, through
- * gw_uphead_probe()). That head must be one our own strict parser accepts
- * whole, and must say what the client's said: the same method, body framing
- * and query; the normalized path, or the route's strip_prefix or rewrite of
- * it; the client's Host; no hop-by-hop field; one X-Forwarded-For, ending
- * with the client's address (only it, for an untrusted client); one
- * X-Request-Id; our Via last; Max-Forwards one less.
+ * rebuilt as the head Switchyard sends upstream (gateway/forward.c:
+ * gw_forward_decide() and gw_forward_head(), called directly). That head must be one our own strict
+ * parser accepts whole, and must say what the client's said: the same method, body framing and
+ * query; the normalized path, or the route's strip_prefix or rewrite of it; the client's Host; no
+ * hop-by-hop field; one X-Forwarded-For, ending with the client's address (only it, for an
+ * untrusted client); one X-Request-Id; our Via last; Max-Forwards one less.
  *
  * Input: byte 0 picks the client (bit 0: inside trusted_proxies, bit 1:
  * IPv6); the rest is what the client sends.
@@ -19,7 +18,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "gateway/gateway.h"
+#include "gateway/forward.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -177,6 +176,79 @@ static void check_path(const struct gw_request *in, const struct gw_request *up)
     CHECK(up->path_len == n && memcmp(up->path, p, n) == 0);
 }
 
+/* What the request path does with the complete request head data[0..n)
+ * from a client at <peer> (its address as text <ip>), up to the upstream
+ * head: 0 with that head in <out> when the request goes upstream, else the
+ * status Switchyard answers with itself (the router's for 404, 405,
+ * redirects and automatic OPTIONS), or -1 for an incomplete head. */
+static int uphead(const char *data, size_t n, struct adm_snapshot *s, const struct sockaddr *peer,
+                  const char *ip, struct evbuffer *out)
+{
+    static rt_ctx *ctx;
+    struct gw_req_parser rp;
+    struct gw_req_limits lim;
+    struct rt_param params[16];
+    const struct adm_sroute *sr;
+    struct rt_match m;
+    size_t used = 0;
+    int rc, ret = -1;
+
+    if (!ctx)
+        CHECK((ctx = rt_ctx_new()) != NULL);
+    CHECK(rt_table_max_params(s->rt) <= 16);
+    gw_conn_limits(s->cfg, &lim);
+    CHECK(gw_req_parser_init(&rp, &lim) == 0);
+    rc = gw_req_feed_head(&rp, data, n, &used);
+    if (rc == GW_REQ_ERROR) {
+        ret = rp.status;
+    } else if (rc != GW_REQ_AGAIN) {
+        switch (gw_forward_decide(&rp, s, ctx, params, 16, &m, &sr)) {
+        case GW_V_CONNECT:
+            ret = 501;
+            break;
+        case GW_V_ASTERISK:
+        case GW_V_MF0:
+            ret = 200;
+            break;
+        case GW_V_NOMEM:
+            ret = 503;
+            break;
+        case GW_V_ROUTER:
+            ret = (int)m.status;
+            break;
+        case GW_V_LOCAL:
+            ret = (int)sr->status;
+            break;
+        case GW_V_INVALID:
+            ret = rp.status;
+            break;
+        case GW_V_UPSTREAM: {
+            struct gw_forward f = {
+                .rq = &rp.req,
+                .snap = s,
+                .sr = sr,
+                .params = params,
+                .nparams = m.nparams < 16 ? m.nparams : 16,
+                .peer = peer,
+                .peer_ip = ip,
+                .upstream_addr = "127.0.0.1:1",
+                .client_id = gw_forward_client_id(&rp.req, 64),
+                .reqid = "000000000000000000000001",
+                .reqid_len = 24,
+            };
+            struct gw_obuf ob;
+            gw_ob_init(&ob, out);
+            gw_forward_head(&f, &ob);
+            gw_ob_flush(&ob);
+            ret = 0;
+            break;
+        }
+        }
+    }
+    gw_req_parser_free(&rp);
+    return ret;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const hop[] = {"keep-alive", "proxy-connection", "te", "trailer"};
@@ -196,8 +268,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     client(data[0], &peer, ip, sizeof(ip));
     out = evbuffer_new();
     CHECK(out != NULL);
-    rc = gw_uphead_probe((const char *)data + 1, size - 1, snapshot(),
-                         (const struct sockaddr *)&peer, out);
+    rc = uphead((const char *)data + 1, size - 1, snapshot(), (const struct sockaddr *)&peer, ip,
+                out);
     if (rc != 0) {
         CHECK(rc == -1 || (rc >= 200 && rc <= 599));
         CHECK(evbuffer_get_length(out) == 0);

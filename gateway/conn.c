@@ -1,0 +1,318 @@
+/*
+ * conn.c - the client connection: created, admitted, freed; its one state
+ * and the moves between states; its timeouts, swept every GW_SWEEP_MS; the
+ * end of each request (access log, counters, snapshot unpin, then the next
+ * request or the close). It reads and writes only through its gw_io, and
+ * wakes the layers above only through the callbacks they registered.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/conn.h"
+
+#include <assert.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+void gw_tmo_set(struct gw_tmo *t, unsigned rd_ms, unsigned wr_ms)
+{
+    t->rd = rd_ms;
+    t->wr = wr_ms;
+    t->last_rd = t->last_wr = gw_now_ms();
+}
+
+/* Which timeout of <t> has run out, as GW_IO_TIMEOUT event flags, or 0.
+ * <out>: the connection's output; <reading>: its read side is on. */
+static short tmo_expired(struct gw_tmo *t, struct evbuffer *out, int reading, long long now)
+{
+    if (t->rd && reading && now - t->last_rd >= t->rd) {
+        t->last_rd = now;
+        return GW_IO_TIMEOUT | GW_IO_READING;
+    }
+    if (t->wr) {
+        size_t len = evbuffer_get_length(out);
+        if (len == 0 || len != t->wr_len) {
+            t->wr_len = len;
+            t->last_wr = now;
+        } else if (now - t->last_wr >= t->wr) {
+            t->last_wr = now;
+            return GW_IO_TIMEOUT | GW_IO_WRITING;
+        }
+    }
+    return 0;
+}
+
+void gw_tmo_check(struct gw_tmo *t, struct gw_io *io, long long now)
+{
+    short what = tmo_expired(t, io->out, gw_io_reading(io), now);
+
+    if (!what)
+        return;
+    if (what & GW_IO_READING)
+        gw_io_read(io, 0);
+    else
+        gw_io_write(io, 0);
+    io->on_event(io, what, io->arg);
+}
+
+const struct adm_config *gw_conn_cfg(const struct gw_conn *c)
+{
+    return c->snap ? c->snap->cfg
+                   : atomic_load_explicit(&c->w->proc->swap.current, memory_order_acquire)->cfg;
+}
+
+/* An
+ * empty buffer may still hold an empty chain (left by a read that found EOF
+ * or EAGAIN), for which evbuffer_peek() reports one zero-length vector: a
+ * loop that fed that to a parser would never end. */
+int gw_peek_first(struct evbuffer *in, struct evbuffer_iovec *v)
+{
+    return evbuffer_get_length(in) > 0 && evbuffer_peek(in, -1, NULL, v, 1) >= 1 && v->iov_len > 0;
+}
+
+/* The request's counters: the worker's and its route's. */
+static void count_status(struct gw_conn *c)
+{
+    struct gw_counters *k = &c->w->ctr;
+    int cls = c->status / 100;
+    double secs = gw_elapsed_ms(&c->t0) / 1e3;
+
+    gw_count(&k->requests, 1);
+    if (cls >= 1 && cls <= 5) {
+        gw_count(&k->status[cls], 1);
+        if (c->sr)
+            gw_count(&c->sr->ctr[c->w->id].status[cls], 1);
+    }
+    gw_count(&k->dur[gw_hist_bucket(secs)], 1);
+    gw_count(&k->dur_sum_us, (uint64_t)(secs * 1e6));
+    gw_count(&k->bytes_in, c->bytes_in);
+    gw_count(&k->bytes_out, c->bytes_out);
+}
+
+void gw_conn_unpin(struct gw_conn *c)
+{
+    if (c->snap) {
+        adm_swap_unpin(c->snap, c->w->id);
+        c->snap = NULL;
+    }
+}
+
+void gw_conn_make_reqid(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    static const char hex[] = "0123456789abcdef";
+    uint64_t hi = ((uint64_t)w->reqid_prefix << 8) | (w->id & 0xff), lo = ++w->reqid_seq;
+
+    /* 24 hex digits: process prefix, worker, sequence */
+    for (int i = 9; i >= 0; i--, hi >>= 4)
+        c->reqid[i] = hex[hi & 15];
+    for (int i = 23; i >= 10; i--, lo >>= 4)
+        c->reqid[i] = hex[lo & 15];
+    c->reqid_len = 24;
+}
+
+void gw_conn_account(struct gw_conn *c)
+{
+    gw_log_access(c);
+    count_status(c);
+}
+
+void gw_conn_close_when_flushed(struct gw_conn *c)
+{
+    gw_conn_set_state(c, GW_CONN_CLOSING);
+    gw_io_read(&c->io, 0);
+    /* never free here: callers still hold <c>; the write callback closes
+     * once the output is flushed (at once when it is) */
+    if (evbuffer_get_length(c->io.out) == 0)
+        gw_io_kick_write(&c->io);
+}
+
+/* A client that half-closed still gets answers to the requests it sent
+ * before (pipelined, already buffered). */
+void gw_conn_request_done(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+    size_t pending = evbuffer_get_length(c->io.in);
+    const struct adm_config *cfg;
+
+    gw_conn_account(c);
+    gw_conn_unpin(c);
+    c->sr = NULL;
+    c->upstream_addr = NULL;
+    if (!c->keep || w->draining || (c->eof && !pending)) {
+        gw_conn_close_when_flushed(c);
+        return;
+    }
+    gw_conn_set_state(c, GW_CONN_IDLE);
+    h1_req_reset(&c->rp);
+    cfg = gw_conn_cfg(c);
+    gw_tmo_set(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+    if (!c->eof)
+        gw_io_read(&c->io, 1);
+    if (pending)
+        gw_io_kick_read(&c->io);
+}
+
+void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c)
+{
+    if (!c->keep || c->w->draining)
+        gw_ob_lit(o, "Connection: close\r\n");
+    else if (c->http10)
+        gw_ob_lit(o, "Connection: keep-alive\r\n");
+}
+
+/* The client's address, as text too. */
+static void set_peer(struct gw_conn *c, const struct sockaddr *sa, size_t salen)
+{
+    memcpy(&c->peer, sa, salen < sizeof(c->peer) ? salen : sizeof(c->peer));
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, c->peer_ip, sizeof(c->peer_ip));
+        c->peer_port = ntohs(in->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, c->peer_ip, sizeof(c->peer_ip));
+        c->peer_port = ntohs(in6->sin6_port);
+    }
+}
+
+void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim)
+{
+    h1_req_limits_default(lim);
+    lim->max_request_line = cfg->limits.max_request_line;
+    lim->max_header_bytes = cfg->limits.max_header_bytes;
+    lim->max_headers = cfg->limits.max_headers;
+    lim->max_body_bytes = cfg->limits.max_body_bytes;
+    lim->merge_slashes = cfg->router.merge_slashes;
+}
+
+/* The moves each state may make (bit i: to state i). */
+static const unsigned char moves[] = {
+    [GW_CONN_PARKED] = 1 << GW_CONN_IDLE,
+    [GW_CONN_IDLE] = 1 << GW_CONN_HEAD | 1 << GW_CONN_CLOSING,
+    [GW_CONN_HEAD] =
+        1 << GW_CONN_LOCAL | 1 << GW_CONN_PROXY | 1 << GW_CONN_IDLE | 1 << GW_CONN_CLOSING,
+    [GW_CONN_LOCAL] = 1 << GW_CONN_LOCAL | 1 << GW_CONN_IDLE | 1 << GW_CONN_CLOSING,
+    [GW_CONN_PROXY] =
+        1 << GW_CONN_LOCAL | 1 << GW_CONN_TUNNEL | 1 << GW_CONN_IDLE | 1 << GW_CONN_CLOSING,
+    [GW_CONN_TUNNEL] = 1 << GW_CONN_CLOSING,
+    [GW_CONN_CLOSING] = 1 << GW_CONN_CLOSING,
+};
+
+void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st)
+{
+    assert(moves[c->st] & (1u << st));
+    (void)moves; /* used by the assert alone, which NDEBUG removes */
+    c->st = st;
+}
+
+struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
+                            int salen, int parked, gw_io_cb on_read, gw_io_cb on_write,
+                            gw_io_event_cb on_event)
+{
+    struct gw_conn *c = calloc(1, sizeof(*c));
+    const struct adm_config *cfg =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
+    struct h1_req_limits lim;
+    int one = 1;
+
+    if (!c) {
+        evutil_closesocket(fd);
+        goto fail;
+    }
+    c->w = w;
+    set_peer(c, sa, (size_t)salen);
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    gw_conn_limits(cfg, &lim);
+    if (h1_req_parser_init(&c->rp, &lim) < 0) {
+        evutil_closesocket(fd);
+        goto fail_parser;
+    }
+    if (gw_io_init(&c->io, w->base, fd, 1, &gw_io_plain, NULL) < 0)
+        goto fail_io; /* closes fd */
+    LIST_INSERT_HEAD(&w->conns, c, link);
+    w->nconns++;
+    gw_count(&w->ctr.conns_open, 1);
+    gw_count(&w->ctr.conns_total, 1);
+    gw_io_setcb(&c->io, on_read, on_write, on_event, c);
+    c->io.lowat = GW_LWM;
+    c->io.hiwat = GW_HWM;
+    c->st = GW_CONN_PARKED; /* every connection starts here */
+    if (parked) {
+        w->nparked++;
+        atomic_fetch_add_explicit(&w->proc->parked, 1, memory_order_relaxed);
+    } else {
+        gw_conn_admit(c);
+    }
+    return c;
+fail_io:
+    gw_io_close(&c->io);
+fail_parser:
+    h1_req_parser_free(&c->rp);
+    free(c);
+fail:
+    gw_count(&w->ctr.conns_dropped, 1);
+    return NULL;
+}
+
+void gw_conn_admit(struct gw_conn *c)
+{
+    const struct adm_config *cfg = gw_conn_cfg(c);
+
+    gw_conn_set_state(c, GW_CONN_IDLE);
+    gw_tmo_set(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+    gw_io_read(&c->io, 1);
+}
+
+void gw_conn_free(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    assert(c->up == NULL);
+    if (c->st == GW_CONN_PARKED) {
+        w->nparked--;
+        atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
+    }
+    gw_conn_unpin(c);
+    LIST_REMOVE(c, link);
+    gw_io_close(&c->io);
+    h1_req_parser_free(&c->rp);
+    free(c->params);
+    free(c);
+    w->nconns--;
+    atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
+    gw_count(&w->ctr.conns_open, (uint64_t)-1);
+    if (w->conn_freed)
+        w->conn_freed(w);
+}
+
+void gw_conn_close_idle(struct gw_worker *w)
+{
+    struct gw_conn *c, *next;
+
+    for (c = LIST_FIRST(&w->conns); c; c = next) {
+        next = LIST_NEXT(c, link);
+        if (c->st == GW_CONN_IDLE)
+            gw_conn_free(c);
+    }
+}
+
+void gw_conn_sweep(struct gw_worker *w)
+{
+    long long now = gw_now_ms();
+    struct gw_conn *c, *cn;
+
+    /* a client's handler frees at most that client and its own upstream
+     * connection (not in this list): the saved next stays valid */
+    for (c = LIST_FIRST(&w->conns); c; c = cn) {
+        cn = LIST_NEXT(c, link);
+        gw_tmo_check(&c->tmo, &c->io, now);
+    }
+}
+
+void gw_conn_free_all(struct gw_worker *w)
+{
+    while (!LIST_EMPTY(&w->conns))
+        gw_conn_free(LIST_FIRST(&w->conns));
+}

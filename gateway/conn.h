@@ -1,0 +1,243 @@
+/*
+ * conn.h - the client connection (conn.c): its one state, its timeouts, its
+ * output, and the end of each request; plus the stack-assembled output
+ * buffer every answer is written through.
+ *
+ * The data plane is a one-way stack of files:
+ *   http1.c     reads, parses, decides and dispatches each request
+ *   proxy.c     streams a request upstream and its response back
+ *   local.c     answers a request here
+ *   forward.c   where a request goes, and its upstream head (pure)
+ *   upconn.c    upstream connections
+ *   conn.c      the client connection object
+ *   log.c io.c  the access log; the transport
+ * A file calls only files below it. Where a lower one must wake a higher
+ * one, it calls through a callback the higher one registered: the io's
+ * callbacks (set by http1.c and proxy.c), the worker's conn_freed.
+ */
+#ifndef SY_GATEWAY_CONN_H
+#define SY_GATEWAY_CONN_H
+
+#include <arpa/inet.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include "gateway/gateway.h"
+#include "gateway/io.h"
+
+/* Bodies stream with backpressure: when the far side's output passes
+ * GW_HWM, reading the near side stops until that output drains to GW_LWM
+ * (the write callback fires at the low watermark). Nothing is buffered
+ * whole. */
+#define GW_HWM (256 * 1024)
+#define GW_LWM (64 * 1024)
+
+/* A connection's timeouts. Timeouts kept as libevent events re-arm an event
+ * on every read and write; ours are two stores, and the worker sweeps its
+ * connections every GW_SWEEP_MS (gw_conn_sweep, gw_upconn_sweep). <rd>: the
+ * read side may be idle that long; <wr>: queued output may make no progress
+ * that long. */
+struct gw_tmo {
+    unsigned rd, wr; /* ms, 0: none */
+    long long last_rd, last_wr;
+    size_t wr_len; /* queued output at the last sweep */
+};
+
+/* A client connection's state; only gw_conn_set_state() changes it. */
+enum gw_conn_state {
+    GW_CONN_PARKED,  /* accepted over limits.max_connections: not read until admitted */
+    GW_CONN_IDLE,    /* between requests: no byte of the next head yet */
+    GW_CONN_HEAD,    /* a request head is arriving */
+    GW_CONN_LOCAL,   /* a local answer is queued; the request body is read away */
+    GW_CONN_PROXY,   /* the request is upstream: body streaming up, response down */
+    GW_CONN_TUNNEL,  /* after 101 Switching Protocols: bytes both ways until a close */
+    GW_CONN_CLOSING, /* flushing the last response, then close */
+};
+
+struct gw_upconn;
+
+struct gw_conn {
+    LIST_ENTRY(gw_conn) link; /* the worker's conns */
+    struct gw_worker *w;
+    struct gw_io io;
+    struct sockaddr_storage peer;
+    char peer_ip[INET6_ADDRSTRLEN];
+    unsigned peer_port;
+    enum gw_conn_state st;
+    struct h1_req_parser rp;
+    int eof; /* the client half-closed */
+
+    /* the current request */
+    struct adm_snapshot *snap;
+    const struct adm_sroute *sr;
+    struct rt_param *params;
+    size_t params_cap, nparams;
+    struct gw_upconn *up;
+    int body_done, resp_started, keep, is_head, http10, retried, read_paused;
+    int status;
+    uint64_t bytes_in, bytes_out;
+    struct timespec t0;
+    char reqid[64];
+    size_t reqid_len;
+    const char *upstream_addr;
+    struct timespec t_up; /* when the request went upstream */
+    struct gw_tmo tmo;
+};
+
+/* ---- the output buffer ---- */
+
+/* Output assembled on the stack and handed to the evbuffer in one add: each
+ * evbuffer_add on a connection's output runs its callbacks (and may arm the
+ * write event), so a head written field by field costs that many times. */
+struct gw_obuf {
+    struct evbuffer *out;
+    struct gw_io *io; /* NULL: never write directly */
+    size_t n, total;
+    char b[3072];
+};
+
+static inline void gw_ob_init(struct gw_obuf *o, struct evbuffer *out)
+{
+    o->out = out;
+    o->io = NULL;
+    o->n = 0;
+    o->total = 0;
+}
+
+/* Output for <io>: with nothing queued, bytes go straight to the
+ * transport (gw_io_send), so a response that fits costs no write event. */
+static inline void gw_ob_init_io(struct gw_obuf *o, struct gw_io *io)
+{
+    gw_ob_init(o, io->out);
+    o->io = io;
+}
+
+static inline void gw_ob_flush(struct gw_obuf *o)
+{
+    if (!o->n)
+        return;
+    if (o->io)
+        gw_io_send(o->io, o->b, o->n);
+    else
+        evbuffer_add(o->out, o->b, o->n);
+    o->n = 0;
+}
+
+static inline void gw_ob_add(struct gw_obuf *o, const void *p, size_t n)
+{
+    o->total += n;
+    if (o->n + n > sizeof(o->b)) {
+        gw_ob_flush(o);
+        if (n > sizeof(o->b)) {
+            evbuffer_add(o->out, p, n);
+            return;
+        }
+    }
+    memcpy(o->b + o->n, p, n);
+    o->n += n;
+}
+
+#define gw_ob_lit(o, s) gw_ob_add((o), (s), sizeof(s) - 1)
+
+static inline void gw_ob_str(struct gw_obuf *o, const char *s)
+{
+    gw_ob_add(o, s, strlen(s));
+}
+
+static inline void gw_ob_slice(struct gw_obuf *o, const struct h1_slice *s)
+{
+    gw_ob_add(o, s->ptr, s->len);
+}
+
+static inline void gw_ob_u64(struct gw_obuf *o, uint64_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    gw_ob_add(o, d + i, sizeof(d) - i);
+}
+
+/* "Name: value\r\n" */
+static inline void gw_ob_field(struct gw_obuf *o, const char *name, size_t nlen, const char *v,
+                               size_t vlen)
+{
+    gw_ob_add(o, name, nlen);
+    gw_ob_lit(o, ": ");
+    gw_ob_add(o, v, vlen);
+    gw_ob_lit(o, "\r\n");
+}
+
+/* ---- time ---- */
+
+/* CLOCK_MONOTONIC_COARSE, in ms: what timeouts are measured with. */
+static inline long long gw_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds since <t0> (CLOCK_MONOTONIC). */
+static inline double gw_elapsed_ms(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) * 1e3 + (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+void gw_tmo_set(struct gw_tmo *t, unsigned rd_ms, unsigned wr_ms);
+/* When a timeout of <t> has run out at <now>: that side of <io> stops and
+ * its event callback gets GW_IO_TIMEOUT with GW_IO_READING or
+ * GW_IO_WRITING (and may free the connection). */
+void gw_tmo_check(struct gw_tmo *t, struct gw_io *io, long long now);
+
+/* The first contiguous run of <in>'s bytes in <v>; 0 when <in> is empty. */
+int gw_peek_first(struct evbuffer *in, struct evbuffer_iovec *v);
+
+/* ---- the client connection ---- */
+
+/* A new connection on the accepted socket <fd> (owned from now on, closed
+ * on failure) from <sa>, in state GW_CONN_PARKED when <parked>, else
+ * GW_CONN_IDLE and reading; its io calls <on_read>, <on_write> and
+ * <on_event> with it. NULL when out of memory (counted as dropped). */
+struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
+                            int salen, int parked, gw_io_cb on_read, gw_io_cb on_write,
+                            gw_io_event_cb on_event);
+/* Closes and frees <c>; its upstream connection must be detached first.
+ * Then the worker's conn_freed callback runs (admission). */
+void gw_conn_free(struct gw_conn *c);
+/* Moves <c> to <st>, asserting that the move is one the state machine has. */
+void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st);
+/* GW_CONN_PARKED -> GW_CONN_IDLE: reading starts. */
+void gw_conn_admit(struct gw_conn *c);
+/* The config of <c>'s request, or the current one between requests. */
+const struct adm_config *gw_conn_cfg(const struct gw_conn *c);
+void gw_conn_unpin(struct gw_conn *c);
+/* A fresh request id (process prefix, worker, sequence) in c->reqid. */
+void gw_conn_make_reqid(struct gw_conn *c);
+/* The Connection field of a response to <c>'s client: close when the
+ * connection ends after it, keep-alive for an HTTP/1.0 client that keeps it. */
+void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c);
+/* Logs and counts the request that ends or turns into a tunnel. */
+void gw_conn_account(struct gw_conn *c);
+/* No more requests: the connection closes once its output is flushed (by
+ * the write callback, which GW_CONN_CLOSING tells to free it). */
+void gw_conn_close_when_flushed(struct gw_conn *c);
+/* Ends the current request: log, count, release the snapshot, and either
+ * wait for the next request (GW_CONN_IDLE, reading on, buffered bytes
+ * kicked to the read callback) or close once the output is flushed. */
+void gw_conn_request_done(struct gw_conn *c);
+/* The request parser's limits of a connection accepted under <cfg>. */
+void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim);
+
+/* log.c: one JSON line for <c>'s request into the worker's buffer. */
+void gw_log_access(struct gw_conn *c);
+
+#endif

@@ -1,0 +1,223 @@
+/*
+ * forward.c - where a request goes (gw_forward_decide: routed through the
+ * pinned snapshot, and the checks before a byte goes upstream) and the
+ * request head it goes upstream with (gw_forward_head): the target as
+ * received, or the route's strip_prefix or rewrite of it; no hop-by-hop
+ * field; X-Forwarded-For/-Proto/-Host as trusted_proxies allow; one
+ * X-Request-Id; Via; Max-Forwards one less; the body re-framed. Pure: both
+ * are functions of their arguments, writing only into the caller's buffer.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/forward.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* A field named by a Connection token; framing fields are never dropped
+ * that way (a "Connection: content-length" must not change the framing). */
+int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, size_t ntok)
+{
+    if (h1_name_is(n, "content-length") || h1_name_is(n, "transfer-encoding") ||
+        h1_name_is(n, "host"))
+        return 0;
+    for (size_t i = 0; i < ntok; i++)
+        if (tok[i].len == n->len && strncasecmp(tok[i].ptr, n->ptr, n->len) == 0)
+            return 1;
+    return 0;
+}
+
+static void add_path(const struct gw_forward *f, struct gw_obuf *o)
+{
+    const struct h1_request *rq = f->rq;
+    const struct adm_sroute *sr = f->sr;
+    const char *p = rq->path;
+    size_t n = rq->path_len;
+
+    if (sr->rewrite) {
+        for (size_t i = 0; i < sr->nrewrite; i++) {
+            const struct adm_rw_part *part = &sr->rewrite[i];
+            if (part->param < 0)
+                gw_ob_add(o, part->s, part->len);
+            else if ((size_t)part->param < f->nparams)
+                gw_ob_add(o, f->params[part->param].value, f->params[part->param].len);
+        }
+        return;
+    }
+    if (sr->strip_len && n >= sr->strip_len && memcmp(p, sr->strip_prefix, sr->strip_len) == 0 &&
+        (n == sr->strip_len || p[sr->strip_len] == '/' ||
+         sr->strip_prefix[sr->strip_len - 1] == '/')) {
+        p += sr->strip_len;
+        n -= sr->strip_len;
+        if (n == 0 || p[0] != '/') {
+            gw_ob_add(o, "/", 1);
+        }
+    }
+    gw_ob_add(o, p, n);
+}
+
+void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
+{
+    const struct h1_request *rq = f->rq;
+    const struct adm_config *cfg = f->snap->cfg;
+    int trusted = cfg->ntrusted_proxies &&
+                  adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies, f->peer);
+    int have_xff = 0, have_proto = 0, have_xfh = 0;
+    int64_t mf = h1_max_forwards(rq);
+
+    gw_ob_add(o, rq->method.ptr, rq->method.len);
+    gw_ob_add(o, " ", 1);
+    if (rq->form == H1_TARGET_ASTERISK)
+        gw_ob_add(o, "*", 1);
+    else
+        add_path(f, o);
+    if (rq->query.ptr) {
+        gw_ob_add(o, "?", 1);
+        gw_ob_add(o, rq->query.ptr, rq->query.len);
+    }
+    gw_ob_add(o, " HTTP/1.1\r\n", 11);
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        const struct h1_slice *n = &h->name;
+        if (h1_is_hop_field(n) || gw_forward_named_in(n, rq->connection, rq->nconnection))
+            continue;
+        switch (n->len) {
+        case 4:
+            if (h1_name_is(n, "host") && rq->form == H1_TARGET_ABSOLUTE)
+                continue;
+            break;
+        case 6:
+            if (h1_name_is(n, "expect"))
+                continue;
+            break;
+        case 9:
+            if (h1_name_is(n, "forwarded") && !trusted)
+                continue;
+            break;
+        case 12:
+            if (h1_name_is(n, "x-request-id")) {
+                if (h != f->client_id) /* the one the client and the upstream see */
+                    continue;
+            } else if (mf > 0 && h1_name_is(n, "max-forwards")) {
+                /* one hop less (RFC 9110 7.6.2) */
+                gw_ob_lit(o, "Max-Forwards: ");
+                gw_ob_u64(o, (uint64_t)mf - 1);
+                gw_ob_lit(o, "\r\n");
+                continue;
+            }
+            break;
+        case 14:
+            if (h1_name_is(n, "content-length"))
+                continue;
+            break;
+        case 15:
+            if (h1_name_is(n, "x-forwarded-for")) {
+                have_xff |= trusted;
+                continue;
+            }
+            break;
+        case 16:
+            if (h1_name_is(n, "x-forwarded-host")) {
+                if (!trusted)
+                    continue;
+                have_xfh = 1;
+            }
+            break;
+        case 17:
+            if (h1_name_is(n, "transfer-encoding"))
+                continue;
+            if (h1_name_is(n, "x-forwarded-proto")) {
+                if (!trusted)
+                    continue;
+                have_proto = 1;
+            }
+            break;
+        default:
+            break;
+        }
+        gw_ob_add(o, n->ptr, n->len);
+        gw_ob_add(o, ": ", 2);
+        gw_ob_add(o, h->value.ptr, h->value.len);
+        gw_ob_add(o, "\r\n", 2);
+    }
+    if (rq->form == H1_TARGET_ABSOLUTE && rq->host.ptr)
+        gw_ob_field(o, "Host", 4, rq->host.ptr, rq->host.len);
+    else if (!rq->host.ptr) /* HTTP/1.0 without Host: HTTP/1.1 needs one (as nginx) */
+        gw_ob_field(o, "Host", 4, f->upstream_addr, strlen(f->upstream_addr));
+    /* a trusted proxy's list, every field of it in order (one list, RFC 9110
+     * 5.3), then the peer */
+    gw_ob_add(o, "X-Forwarded-For: ", 17);
+    for (size_t i = 0; have_xff && i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        if (h->value.len && h1_name_is(&h->name, "x-forwarded-for")) {
+            gw_ob_add(o, h->value.ptr, h->value.len);
+            gw_ob_add(o, ", ", 2);
+        }
+    }
+    gw_ob_str(o, f->peer_ip);
+    gw_ob_lit(o, "\r\n");
+    if (!have_proto)
+        gw_ob_lit(o, "X-Forwarded-Proto: http\r\n");
+    if (!have_xfh && rq->host.ptr)
+        gw_ob_field(o, "X-Forwarded-Host", 16, rq->host.ptr, rq->host.len);
+    if (!f->client_id)
+        gw_ob_field(o, "X-Request-Id", 12, f->reqid, f->reqid_len);
+    /* RFC 9110 7.6.3: a gateway MUST send Via in each request it forwards,
+     * after those of earlier hops, with the protocol it received */
+    gw_ob_add(o, rq->version_minor ? "Via: 1.1 switchyard\r\n" : "Via: 1.0 switchyard\r\n", 21);
+    if (rq->body_kind == H1_BODY_LENGTH) {
+        gw_ob_lit(o, "Content-Length: ");
+        gw_ob_u64(o, rq->content_length);
+        gw_ob_lit(o, "\r\n");
+    } else if (rq->body_kind == H1_BODY_CHUNKED) {
+        gw_ob_lit(o, "Transfer-Encoding: chunked\r\n");
+    }
+    if (rq->upgrade) {
+        const struct h1_header *up = h1_request_header(rq, "upgrade");
+        gw_ob_lit(o, "Connection: upgrade\r\n");
+        if (up)
+            gw_ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
+    }
+    gw_ob_lit(o, "\r\n");
+}
+
+/* The head is complete: route it and act. */
+/* What becomes of the request in c->rp under snapshot c->snap: routed
+ * (c->sr, c->params), and the checks that decide whether it goes upstream.
+ * request_start() acts on the verdict; the upstream-head fuzz probe too. */
+const struct h1_header *gw_forward_client_id(const struct h1_request *rq, size_t max)
+{
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        if (h->name.len == 12 && h1_name_is(&h->name, "x-request-id") && h->value.len &&
+            h->value.len < max && !h1_is_hop_field(&h->name) &&
+            !gw_forward_named_in(&h->name, rq->connection, rq->nconnection))
+            return h;
+    }
+    return NULL;
+}
+
+enum gw_verdict gw_forward_decide(struct h1_req_parser *rp, const struct adm_snapshot *s,
+                                  rt_ctx *ctx, struct rt_param *params, size_t cap,
+                                  struct rt_match *m, const struct adm_sroute **sr)
+{
+    const struct h1_request *rq = &rp->req;
+
+    *sr = NULL;
+    if (rq->method_id == HTTP_CONNECT)
+        return GW_V_CONNECT;
+    if (rq->form == H1_TARGET_ASTERISK)
+        return GW_V_ASTERISK;
+    if (rt_table_max_params(s->rt) > cap)
+        return GW_V_NOMEM;
+    rt_lookup_ctx(s->rt, ctx, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
+                  rq->path, rq->path_len, params, cap, m);
+    if (m->status != RT_HIT)
+        return GW_V_ROUTER;
+    *sr = rt_route_udata(m->route);
+    if ((*sr)->action != ADM_ACTION_UPSTREAM)
+        return GW_V_LOCAL;
+    if (h1_max_forwards(rq) == 0)
+        return GW_V_MF0;
+    /* the second parser agrees before a byte goes upstream */
+    return h1_req_confirm(rp) < 0 ? GW_V_INVALID : GW_V_UPSTREAM;
+}

@@ -1,0 +1,61 @@
+/*
+ * forward.h - where a request goes and the head it goes upstream with
+ * (forward.c). Pure functions: tests/gateway/test_forward.c and the
+ * fuzz_uphead target call them directly.
+ */
+#ifndef SY_GATEWAY_FORWARD_H
+#define SY_GATEWAY_FORWARD_H
+
+#include "gateway/conn.h"
+
+/* What becomes of a request: gw_forward_decide's verdict. */
+enum gw_verdict {
+    GW_V_CONNECT,  /* 501 */
+    GW_V_ASTERISK, /* OPTIONS *: every method */
+    GW_V_NOMEM,    /* no room for the parameters */
+    GW_V_ROUTER,   /* the router answers: m->status (404, 405, redirect, OPTIONS) */
+    GW_V_LOCAL,    /* a configured response or redirect: *sr */
+    GW_V_MF0,      /* OPTIONS or TRACE with Max-Forwards 0: answered here */
+    GW_V_INVALID,  /* llhttp disagrees: rp->status */
+    GW_V_UPSTREAM, /* to (*sr)'s upstream */
+};
+
+/* Routes the complete request head in <rp> through snapshot <s> (with the
+ * router scratch <ctx>), the route's parameters into <params>[0..<cap>)
+ * (GW_V_NOMEM when <cap> is below the table's rt_table_max_params), and
+ * the route into *sr. Before GW_V_UPSTREAM the second parser confirms the
+ * head (h1_req_confirm), which is why <rp> is not const. */
+enum gw_verdict gw_forward_decide(struct h1_req_parser *rp, const struct adm_snapshot *s,
+                                  rt_ctx *ctx, struct rt_param *params, size_t cap,
+                                  struct rt_match *m, const struct adm_sroute **sr);
+
+/* Whether field <n> is named by one of the Connection tokens <tok>[0..ntok)
+ * (so hop-by-hop); framing fields and Host never are (a "Connection:
+ * content-length" must not change the framing). */
+int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, size_t ntok);
+
+/* The client's X-Request-Id that the upstream and the client see: the
+ * first one forwarded that is not empty and shorter than <max>; NULL when
+ * there is none (then ours goes up). */
+const struct h1_header *gw_forward_client_id(const struct h1_request *rq, size_t max);
+
+/* Everything the upstream head is a function of; every pointer borrowed. */
+struct gw_forward {
+    const struct h1_request *rq;     /* complete, confirmed */
+    const struct adm_snapshot *snap; /* the request's: trusted_proxies */
+    const struct adm_sroute *sr;     /* the route: strip_prefix, rewrite */
+    const struct rt_param *params;   /* the route's parameters, for rewrite */
+    size_t nparams;
+    const struct sockaddr *peer;       /* the client */
+    const char *peer_ip;               /* its address as text: X-Forwarded-For */
+    const char *upstream_addr;         /* the server: the Host of a request without one */
+    const struct h1_header *client_id; /* gw_forward_client_id(rq), or NULL */
+    const char *reqid;                 /* without client_id: the X-Request-Id sent */
+    size_t reqid_len;
+};
+
+/* Appends the upstream request head of <f> to <o>, up to its blank line,
+ * without flushing <o>. */
+void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o);
+
+#endif

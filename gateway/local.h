@@ -1,0 +1,26 @@
+/*
+ * local.h - the answers Switchyard gives itself (local.c).
+ */
+#ifndef SY_GATEWAY_LOCAL_H
+#define SY_GATEWAY_LOCAL_H
+
+#include "gateway/conn.h"
+#include "gateway/forward.h"
+
+/* Encodes the short answers once; every worker calls it before serving. */
+void gw_local_init(void);
+/* Answers the request in <c> that gw_forward_decide() gave verdict <v>
+ * other than GW_V_UPSTREAM (<m>: the router's match), then finishes it. */
+void gw_local_answer(struct gw_conn *c, enum gw_verdict v, const struct rt_match *m);
+/* A short "<status> <reason>" answer with <extra> fields (each ending in
+ * CRLF, <extra_len> bytes in all). */
+void gw_local_simple(struct gw_conn *c, int status, const char *extra, size_t extra_len);
+/* A bad request: answer <status> and close. */
+void gw_local_error_close(struct gw_conn *c, int status);
+/* After a local answer is queued (GW_CONN_LOCAL): read the request's body
+ * away so the connection stays in step, then end the request. */
+void gw_local_finish(struct gw_conn *c);
+/* Goes on reading the body away (the client's read callback). */
+void gw_local_discard(struct gw_conn *c);
+
+#endif

@@ -1,0 +1,206 @@
+/*
+ * upconn.c - upstream connections: connect, lend to a request, park in the
+ * pool's per-worker idle stack and take back, the same-server retry of a
+ * pooled connection that died idle, pruning after a swap, the idle and
+ * timeout sweeps. The request on a connection is proxy.c's: it sets the
+ * connection's callbacks while it uses it; a parked one gets these.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/upconn.h"
+
+#include <assert.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+/* The moves each state may make (bit i: to state i). */
+static const unsigned char moves[] = {
+    [GW_UP_CONNECTING] = 1 << GW_UP_WAITING,
+    [GW_UP_IDLE] = 1 << GW_UP_WAITING,
+    [GW_UP_WAITING] = 1 << GW_UP_BODY | 1 << GW_UP_TUNNEL,
+    [GW_UP_BODY] = 1 << GW_UP_IDLE,
+    [GW_UP_TUNNEL] = 0,
+};
+
+void gw_upconn_set_state(struct gw_upconn *u, enum gw_upconn_state st)
+{
+    assert(moves[u->st] & (1u << st));
+    (void)moves; /* used by the assert alone, which NDEBUG removes */
+    u->st = st;
+}
+
+/* Parked: an upstream must not speak unasked, and a close or an error
+ * ends it. */
+static void idle_read(struct gw_io *io, void *arg)
+{
+    (void)io;
+    gw_upconn_free(arg);
+}
+
+static void idle_write(struct gw_io *io, void *arg)
+{
+    (void)io;
+    (void)arg;
+}
+
+static void idle_event(struct gw_io *io, short what, void *arg)
+{
+    (void)io;
+    (void)what;
+    gw_upconn_free(arg);
+}
+
+void gw_upconn_free(struct gw_upconn *u)
+{
+    if (!u)
+        return;
+    if (u->st == GW_UP_IDLE)
+        up_idle_remove(u->pool, u->w->id, u->server, u);
+    if (u->c && u->c->up == u)
+        u->c->up = NULL;
+    LIST_REMOVE(u, link);
+    gw_io_close(&u->io);
+    up_pool_release(u->pool);
+    free(u);
+}
+
+struct gw_upconn *gw_upconn_connect(struct gw_worker *w, up_pool *pool, size_t server)
+{
+    struct gw_upconn *u = calloc(1, sizeof(*u));
+    const struct sockaddr *sa;
+    socklen_t salen;
+    evutil_socket_t fd;
+    int one = 1;
+
+    if (!u)
+        return NULL;
+    u->w = w;
+    u->st = GW_UP_CONNECTING;
+    u->pool = pool;
+    u->server = server;
+    up_pool_retain(pool);
+    sa = up_server_sockaddr(pool, server, &salen);
+    fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        goto fail;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (gw_io_init(&u->io, w->base, fd, 0, &gw_io_plain, NULL) < 0) {
+        gw_io_close(&u->io); /* closes fd */
+        goto fail;
+    }
+    LIST_INSERT_HEAD(&w->upconns, u, link);
+    u->io.lowat = GW_LWM;
+    u->io.hiwat = GW_HWM;
+    if (gw_io_connect(&u->io, sa, salen) < 0) {
+        gw_upconn_free(u);
+        return NULL;
+    }
+    up_count_connect(pool, w->id, server);
+    return u;
+fail:
+    up_pool_release(pool);
+    free(u);
+    return NULL;
+}
+
+static int idempotent(const struct h1_request *rq)
+{
+    switch (rq->method_id) {
+    case HTTP_GET:
+    case HTTP_HEAD:
+    case HTTP_PUT:
+    case HTTP_DELETE:
+    case HTTP_OPTIONS:
+    case HTTP_TRACE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_request *rq,
+                        int retried)
+{
+    return u->st == GW_UP_WAITING && !u->got_bytes && u->reused && !retried &&
+           (what & (GW_IO_EOF | GW_IO_ERR)) && idempotent(rq) && rq->body_kind == H1_BODY_NONE;
+}
+
+void gw_upconn_prune(struct gw_worker *w)
+{
+    struct adm_snapshot *s = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
+    struct gw_upconn *u, *next;
+
+    for (u = LIST_FIRST(&w->upconns); u; u = next) {
+        size_t i;
+        next = LIST_NEXT(u, link);
+        if (u->st != GW_UP_IDLE)
+            continue;
+        for (i = 0; i < s->npools && s->pools[i] != u->pool; i++)
+            ;
+        if (i == s->npools) /* idle, and its pool left the config */
+            gw_upconn_free(u);
+    }
+}
+
+void gw_upconn_sweep_idle(struct gw_worker *w)
+{
+    struct gw_upconn *u, *next;
+    struct timespec now;
+    long long ms;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    ms = now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    for (u = LIST_FIRST(&w->upconns); u; u = next) {
+        next = LIST_NEXT(u, link);
+        if (u->st == GW_UP_IDLE && u->idle_until && u->idle_until <= ms)
+            gw_upconn_free(u);
+    }
+}
+
+void gw_upconn_sweep(struct gw_worker *w)
+{
+    long long now = gw_now_ms();
+    struct gw_upconn *u, *un;
+
+    /* an upstream's handler frees at most itself and its client (not in
+     * this list): the saved next stays valid */
+    for (u = LIST_FIRST(&w->upconns); u; u = un) {
+        un = LIST_NEXT(u, link);
+        if (u->st != GW_UP_IDLE)
+            gw_tmo_check(&u->tmo, &u->io, now);
+    }
+}
+
+void gw_upconn_free_all(struct gw_worker *w)
+{
+    while (!LIST_EMPTY(&w->upconns))
+        gw_upconn_free(LIST_FIRST(&w->upconns));
+}
+
+struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t server)
+{
+    struct gw_upconn *u = up_idle_get(pool, w->id, server);
+
+    if (u)
+        gw_upconn_set_state(u, GW_UP_WAITING);
+    return u;
+}
+
+void gw_upconn_release(struct gw_upconn *u, int reuse, unsigned idle_ms)
+{
+    if (u->c && u->c->up == u)
+        u->c->up = NULL;
+    u->c = NULL;
+    if (reuse && u->st == GW_UP_BODY && up_idle_put(u->pool, u->w->id, u->server, u) == 0) {
+        /* parked as it is (reading on, timeouts unchanged, so parking
+         * re-arms nothing); the worker's tick closes it after the idle
+         * timeout */
+        gw_upconn_set_state(u, GW_UP_IDLE);
+        u->idle_until = gw_now_ms() + idle_ms;
+        u->reused = 1;
+        gw_io_setcb(&u->io, idle_read, idle_write, idle_event, u);
+        return;
+    }
+    gw_upconn_free(u);
+}

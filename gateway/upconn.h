@@ -1,0 +1,62 @@
+/*
+ * upconn.h - upstream connections (upconn.c): connected, lent to one
+ * request at a time, parked in their pool's per-worker idle stack between
+ * requests, pruned when their pool leaves the config, closed after their
+ * idle timeout; one state each, changed only by gw_upconn_set_state().
+ */
+#ifndef SY_GATEWAY_UPCONN_H
+#define SY_GATEWAY_UPCONN_H
+
+#include "gateway/conn.h"
+
+#define GW_UP_HEAD_MAX (64 * 1024)
+#define GW_UP_MAX_HEADERS 256
+
+enum gw_upconn_state {
+    GW_UP_CONNECTING, /* connect (and handshake) under way; the request head waits */
+    GW_UP_IDLE,       /* parked in the pool, serving no client */
+    GW_UP_WAITING,    /* the request went up: no final response head yet */
+    GW_UP_BODY,       /* the response head passed on: its body flows */
+    GW_UP_TUNNEL,     /* after 101: bytes both ways */
+};
+
+struct gw_upconn {
+    LIST_ENTRY(gw_upconn) link; /* the worker's upconns */
+    struct gw_worker *w;
+    struct gw_io io;
+    up_pool *pool;
+    size_t server;
+    enum gw_upconn_state st;
+    struct gw_conn *c; /* the client served; NULL while idle */
+    llhttp_t hp;
+    int reused, got_bytes, msg_done, raw, keep, read_paused;
+    int eof; /* the upstream closed: what is buffered is all that comes */
+    int status;
+    struct gw_tmo tmo;
+    long long idle_until; /* parked: CLOCK_MONOTONIC ms when it is closed */
+    struct h1_header hdr[GW_UP_MAX_HEADERS];
+    size_t nhdr;
+    int in_value, too_many;
+    struct h1_slice status_text;
+};
+
+void gw_upconn_set_state(struct gw_upconn *u, enum gw_upconn_state st);
+/* A new connection to <server> of <pool> (retained), connecting; NULL on
+ * failure with errno set. The caller sets its callbacks before returning
+ * to the loop. */
+struct gw_upconn *gw_upconn_connect(struct gw_worker *w, up_pool *pool, size_t server);
+/* A parked connection to <server> of <pool>, now GW_UP_WAITING, or NULL. */
+struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t server);
+/* The response ended: when <reuse>, parks <u> for <idle_ms> (its client
+ * detached), else frees it. */
+void gw_upconn_release(struct gw_upconn *u, int reuse, unsigned idle_ms);
+/* Detaches <u> from its client and frees it; gw_upconn_free(NULL) is a no-op. */
+void gw_upconn_free(struct gw_upconn *u);
+/* Whether the request of <u>'s client, which <u> failed with <what> before
+ * any byte of an answer, goes once more on a fresh connection to the same
+ * server: <u> was pooled (the server closed it while idle), the request is
+ * idempotent and has no body, and it was not retried yet. */
+int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_request *rq,
+                        int retried);
+
+#endif

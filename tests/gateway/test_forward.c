@@ -1,0 +1,249 @@
+/*
+ * tests/gateway/test_forward.c - unit tests of gateway/forward.c, called
+ * directly: where a request goes (gw_forward_decide) and the exact head it
+ * goes upstream with (gw_forward_head) for a strip_prefix route, a rewrite,
+ * hop-by-hop and Connection-named fields, the client's X-Request-Id, a
+ * trusted proxy's X-Forwarded-For, Max-Forwards and bodies.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/forward.h"
+
+#include <check.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char config[] =
+    "{\"workers\": 1, \"listeners\": [{\"address\": \"127.0.0.1:1\"}],"
+    " \"upstreams\": {\"u\": {\"servers\": [{\"address\": \"127.0.0.1:1\"}]}},"
+    " \"routes\": ["
+    "  {\"id\": \"strip\", \"path\": \"/api/*{rest}\", \"strip_prefix\": \"/api\","
+    "   \"upstream\": \"u\"},"
+    "  {\"id\": \"rw\", \"path\": \"/users/{id}/posts/{post}\","
+    "   \"rewrite\": \"/v2/{post}/by/{id}\", \"upstream\": \"u\"},"
+    "  {\"id\": \"plain\", \"path\": \"/p\", \"upstream\": \"u\"},"
+    "  {\"id\": \"local\", \"path\": \"/local\", \"response\": {\"body\": \"x\"}}],"
+    " \"trusted_proxies\": [\"10.0.0.0/8\"], \"access_log\": \"off\"}";
+
+static struct adm_snapshot *snap;
+static rt_ctx *ctx;
+
+static void setup(void)
+{
+    struct adm_errors errs;
+    struct adm_config *cfg;
+
+    adm_errors_init(&errs);
+    cfg = adm_config_parse(config, sizeof(config) - 1, &errs);
+    ck_assert_ptr_nonnull(cfg);
+    snap = adm_snapshot_build(cfg, NULL, 1, &errs);
+    ck_assert_ptr_nonnull(snap);
+    adm_errors_clear(&errs);
+    ctx = rt_ctx_new();
+    ck_assert_ptr_nonnull(ctx);
+}
+
+/* One request through gw_forward_decide(), and through gw_forward_head()
+ * when it goes upstream: <head> gets the upstream head (NUL-terminated). */
+struct fwd {
+    struct h1_req_parser rp;
+    struct rt_param params[8];
+    struct rt_match m;
+    const struct adm_sroute *sr;
+    enum gw_verdict v;
+    char head[4096];
+};
+
+static void forward(struct fwd *t, const char *req, const char *ip)
+{
+    struct sockaddr_in peer;
+    size_t used = 0;
+    int rc;
+
+    memset(&peer, 0, sizeof(peer));
+    peer.sin_family = AF_INET;
+    ck_assert_int_eq(inet_pton(AF_INET, ip, &peer.sin_addr), 1);
+    ck_assert_int_eq(h1_req_parser_init(&t->rp, NULL), 0);
+    rc = h1_req_feed_head(&t->rp, req, strlen(req), &used);
+    ck_assert(rc == H1_REQ_HEAD || rc == H1_REQ_DONE);
+    t->head[0] = 0;
+    t->v = gw_forward_decide(&t->rp, snap, ctx, t->params, 8, &t->m, &t->sr);
+    if (t->v == GW_V_UPSTREAM) {
+        struct evbuffer *out = evbuffer_new();
+        struct gw_forward f = {
+            .rq = &t->rp.req,
+            .snap = snap,
+            .sr = t->sr,
+            .params = t->params,
+            .nparams = t->m.nparams,
+            .peer = (const struct sockaddr *)&peer,
+            .peer_ip = ip,
+            .upstream_addr = "127.0.0.1:1",
+            .client_id = gw_forward_client_id(&t->rp.req, 64),
+            .reqid = "ours",
+            .reqid_len = 4,
+        };
+        struct gw_obuf ob;
+        size_t n;
+
+        ck_assert_ptr_nonnull(out);
+        gw_ob_init(&ob, out);
+        gw_forward_head(&f, &ob);
+        gw_ob_flush(&ob);
+        n = evbuffer_get_length(out);
+        ck_assert_uint_lt(n, sizeof(t->head));
+        evbuffer_remove(out, t->head, n);
+        t->head[n] = 0;
+        evbuffer_free(out);
+    }
+    h1_req_parser_free(&t->rp);
+}
+
+START_TEST(strip_prefix_head)
+{
+    struct fwd t;
+
+    forward(&t, "GET /api/x/y?q=1 HTTP/1.1\r\nHost: a.example\r\nAccept: */*\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.sr->id, "strip");
+    ck_assert_str_eq(t.head, "GET /x/y?q=1 HTTP/1.1\r\n"
+                             "Host: a.example\r\n"
+                             "Accept: */*\r\n"
+                             "X-Forwarded-For: 192.0.2.9\r\n"
+                             "X-Forwarded-Proto: http\r\n"
+                             "X-Forwarded-Host: a.example\r\n"
+                             "X-Request-Id: ours\r\n"
+                             "Via: 1.1 switchyard\r\n"
+                             "\r\n");
+}
+END_TEST
+
+START_TEST(rewrite_head)
+{
+    struct fwd t;
+
+    forward(&t, "GET /users/7/posts/9 HTTP/1.0\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    /* HTTP/1.0 without Host: the server's address, and Via says 1.0 */
+    ck_assert_str_eq(t.head, "GET /v2/9/by/7 HTTP/1.1\r\n"
+                             "Host: 127.0.0.1:1\r\n"
+                             "X-Forwarded-For: 192.0.2.9\r\n"
+                             "X-Forwarded-Proto: http\r\n"
+                             "X-Request-Id: ours\r\n"
+                             "Via: 1.0 switchyard\r\n"
+                             "\r\n");
+}
+END_TEST
+
+START_TEST(hop_fields_and_client_id)
+{
+    struct fwd t;
+
+    forward(&t,
+            "POST /p HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, x-secret\r\n"
+            "Keep-Alive: 5\r\nTE: trailers\r\nX-Secret: s\r\nX-Request-Id: abc\r\n"
+            "X-Request-Id: def\r\nX-Forwarded-For: 1.2.3.4\r\nForwarded: for=1.2.3.4\r\n"
+            "Expect: 100-continue\r\nContent-Length: 3\r\n\r\n",
+            "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    /* an untrusted client: its forwarding fields are dropped */
+    ck_assert_str_eq(t.head, "POST /p HTTP/1.1\r\n"
+                             "Host: h\r\n"
+                             "X-Request-Id: abc\r\n"
+                             "X-Forwarded-For: 192.0.2.9\r\n"
+                             "X-Forwarded-Proto: http\r\n"
+                             "X-Forwarded-Host: h\r\n"
+                             "Via: 1.1 switchyard\r\n"
+                             "Content-Length: 3\r\n"
+                             "\r\n");
+}
+END_TEST
+
+START_TEST(trusted_proxy)
+{
+    struct fwd t;
+
+    forward(&t,
+            "GET /p HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.2.3.4\r\n"
+            "X-Forwarded-Proto: https\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "10.1.2.3");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.head, "GET /p HTTP/1.1\r\n"
+                             "Host: h\r\n"
+                             "X-Forwarded-Proto: https\r\n"
+                             "X-Forwarded-For: 1.2.3.4, 10.1.2.3\r\n"
+                             "X-Forwarded-Host: h\r\n"
+                             "X-Request-Id: ours\r\n"
+                             "Via: 1.1 switchyard\r\n"
+                             "Transfer-Encoding: chunked\r\n"
+                             "\r\n");
+}
+END_TEST
+
+START_TEST(max_forwards)
+{
+    struct fwd t;
+
+    forward(&t, "OPTIONS /p HTTP/1.1\r\nHost: h\r\nMax-Forwards: 3\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nMax-Forwards: 2\r\n"));
+    forward(&t, "OPTIONS /p HTTP/1.1\r\nHost: h\r\nMax-Forwards: 0\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_MF0);
+}
+END_TEST
+
+START_TEST(verdicts)
+{
+    struct fwd t;
+
+    forward(&t, "GET /nothing HTTP/1.1\r\nHost: h\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_ROUTER);
+    ck_assert_int_eq(t.m.status, RT_NOT_FOUND);
+    forward(&t, "GET /local HTTP/1.1\r\nHost: h\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_LOCAL);
+    ck_assert_str_eq(t.sr->id, "local");
+    forward(&t, "CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_CONNECT);
+    forward(&t, "OPTIONS * HTTP/1.1\r\nHost: h\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_ASTERISK);
+}
+END_TEST
+
+START_TEST(no_room_for_params)
+{
+    struct h1_req_parser rp;
+    struct rt_param p[1];
+    struct rt_match m;
+    const struct adm_sroute *sr;
+    const char *req = "GET /users/7/posts/9 HTTP/1.1\r\nHost: h\r\n\r\n";
+    size_t used = 0;
+
+    ck_assert_int_eq(h1_req_parser_init(&rp, NULL), 0);
+    h1_req_feed_head(&rp, req, strlen(req), &used);
+    ck_assert_int_eq(gw_forward_decide(&rp, snap, ctx, p, 1, &m, &sr), GW_V_NOMEM);
+    h1_req_parser_free(&rp);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gateway_forward");
+    TCase *tc = tcase_create("forward");
+    SRunner *sr;
+    int failed;
+
+    tcase_add_unchecked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, strip_prefix_head);
+    tcase_add_test(tc, rewrite_head);
+    tcase_add_test(tc, hop_fields_and_client_id);
+    tcase_add_test(tc, trusted_proxy);
+    tcase_add_test(tc, max_forwards);
+    tcase_add_test(tc, verdicts);
+    tcase_add_test(tc, no_room_for_params);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
