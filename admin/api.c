@@ -300,6 +300,20 @@ static int query_flag(const char *query, const char *name)
 
 /* ---- whole configs ---- */
 
+/* What a push is checked for beyond the schema (<cfg> valid): what the next
+ * start would refuse (files, the admin rule), and the keys only a restart
+ * applies, compared with the running config. Every problem goes to <errs>.
+ * 0 fine, -1 refused (some error is not a restart-only one), -3 refused
+ * only for restart-only keys (a 409). */
+static int check_lifecycle(struct adm_api *api, const struct adm_config *cfg,
+                           struct adm_errors *errs)
+{
+    size_t nenv = adm_config_check_env(cfg, errs);
+    size_t nrestart = current(api) ? adm_config_restart_diff(current(api)->cfg, cfg, errs) : 0;
+
+    return nenv ? -1 : nrestart ? -3 : 0;
+}
+
 /* adm_api_apply, with the document's text when the caller has it (a pushed
  * body): then it is persisted as it came instead of encoded again. */
 static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t rawlen,
@@ -314,6 +328,7 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     uint64_t hb, hr = 0;
     double t0;
     size_t i;
+    int rc;
     int same;
 
     /* an identical document keeps its generation (the live one is valid) */
@@ -335,6 +350,11 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     if (!cfg) {
         snprintf(msg, cap, "invalid config");
         return -1;
+    }
+    if ((rc = check_lifecycle(api, cfg, errs)) < 0) {
+        adm_config_free(cfg);
+        snprintf(msg, cap, rc == -3 ? "needs a restart" : "invalid config");
+        return rc;
     }
     if (same && adm_tls_same(cfg, current(api)->cfg)) { /* the files did not change either */
         adm_config_free(cfg);
@@ -371,6 +391,12 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
     return apply_doc(api, doc, NULL, 0, errs, msg, cap);
 }
 
+/* The error line of a refused config: -1 invalid, -3 restart-only keys. */
+static const char *refusal(int rc)
+{
+    return rc == -3 ? "the config changes keys that only a restart applies" : "invalid config";
+}
+
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
  * (unless <dry>). Answers the request, with <code> on success. */
 static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
@@ -384,8 +410,14 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
     adm_errors_init(&errs);
     if (dry) {
         struct adm_config *cfg = adm_config_from_json(doc, &errs);
+        if (cfg && (rc = check_lifecycle(api, cfg, &errs)) < 0) {
+            adm_config_free(cfg);
+            cfg = NULL;
+        } else if (!cfg) {
+            rc = -1;
+        }
         if (!cfg) {
-            reply_errs(api, req, 400, "invalid config", &errs);
+            reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
         } else {
             reply(api, req, 200,
                   json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes));
@@ -395,8 +427,8 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
         return;
     }
     rc = apply_doc(api, doc, raw, rawlen, &errs, msg, sizeof(msg));
-    if (rc == -1)
-        reply_errs(api, req, 400, "invalid config", &errs);
+    if (rc == -1 || rc == -3)
+        reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
     else if (rc == -2)
         reply_error(api, req, 500, "cannot persist the config; nothing changed",
                     json_pack("[{s:s,s:s}]", "path", "", "message", msg));

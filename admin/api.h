@@ -60,7 +60,9 @@ void adm_api_free(struct adm_api *api);
 /* Makes <doc> the live config: validate, build, persist, swap. The state
  * keeps a reference to <doc> on success: the caller must not change it.
  * 0 swapped, 1 identical to the live one (nothing done), -1 invalid (errors
- * in <errs>), -2 not persisted (<msg>; nothing changed). */
+ * in <errs>: the schema, or what the next start would refuse), -2 not
+ * persisted (<msg>; nothing changed), -3 it changes keys only a restart
+ * applies (each named in <errs>; nothing changed). */
 int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap);
 
 /* Compares two strings in time independent of where they differ. */

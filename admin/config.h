@@ -221,6 +221,19 @@ void adm_config_free(struct adm_config *c);
 char *adm_config_canonical(const struct adm_config *c);
 /* c->workers, or the number of online CPUs (clamped to 1..256) when unset. */
 unsigned adm_config_workers(const struct adm_config *c);
+
+/* What a start checks beyond the schema, so that a config accepted by a
+ * push, a SIGHUP or --check also starts (config_lifecycle.c): the token
+ * file readable and not empty, no open admin API off loopback, the state
+ * directory and the access-log file usable. Binding is not tried. Appends
+ * one error per problem to <errs>; returns how many. Nothing is created. */
+size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs);
+/* The restart-only keys that differ between the running <old> and <c>:
+ * workers, admin.*, and (until they are live) listeners and access_log.
+ * Appends one error per key ("needs a restart") to <errs>; returns how
+ * many. */
+size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_config *c,
+                               struct adm_errors *errs);
 /* Lookups by name / id; NULL when absent. Linear. */
 const struct adm_upstream *adm_config_upstream(const struct adm_config *c, const char *name);
 const struct adm_route *adm_config_route(const struct adm_config *c, const char *id);

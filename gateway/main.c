@@ -134,6 +134,9 @@ static void reload(void)
     json_decref(doc);
     if (rc == -1) {
         print_errors("reload refused, the running config keeps serving", &errs);
+    } else if (rc == -3) {
+        print_errors("reload refused (409: needs a restart), the running config keeps serving",
+                     &errs);
     } else if (rc == -2) {
         gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: %s", msg);
     } else if (rc == 1) {
@@ -145,8 +148,6 @@ static void reload(void)
         record_source();
         gw_log(GW_LOG_INFO, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
                (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
-        if (s->cfg->nlisteners != proc.workers[0].nlisteners)
-            gw_log(GW_LOG_WARN, "reload: listener changes take effect at the next restart");
     }
     adm_errors_clear(&errs);
 }
@@ -399,6 +400,29 @@ static evutil_socket_t listen_socket(const struct adm_addr *a)
     return fd;
 }
 
+/* 0 when nobody listens on <a> (another Switchyard included), else -1 with
+ * errno. Each worker binds its own socket with SO_REUSEPORT, and so would
+ * a second Switchyard on the same address: the kernel would then spread
+ * connections over both processes. A socket without SO_REUSEPORT cannot
+ * bind where anyone listens, so one is bound briefly before the workers'
+ * (SO_REUSEADDR only, and never listening, so it does not block them). */
+static int probe_bind(const struct adm_addr *a)
+{
+    int one = 1, rc, e;
+    evutil_socket_t fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (a->ss.ss_family == AF_INET6)
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+    rc = bind(fd, (const struct sockaddr *)&a->ss, a->sslen);
+    e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
 /* ---- start-up steps: each logs why it failed and undoes its own part ---- */
 
 /* The command line into <cfg_path>, <check_path> and <reset>. -1 to go on,
@@ -441,9 +465,13 @@ static int check_config(const char *path)
 
     adm_errors_init(&errs);
     if ((cfg = adm_config_load_file(path, &errs))) {
+        /* what a start checks beyond the schema, binding aside */
+        size_t n = adm_config_check_env(cfg, &errs);
         adm_config_free(cfg);
-        puts("ok");
-        return 0;
+        if (!n) {
+            puts("ok");
+            return 0;
+        }
     }
     s = adm_errors_format(&errs);
     fputs(s ? s : "out of memory\n", stderr);
@@ -568,6 +596,19 @@ static int open_listeners(const struct adm_config *cfg)
                    cfg->listeners[l].addr.text);
             return -1;
         }
+    for (size_t l = 0; l < cfg->nlisteners; l++) {
+        if (probe_bind(&cfg->listeners[l].addr) == 0)
+            continue;
+        if (errno == EADDRINUSE)
+            gw_log(GW_LOG_ERROR,
+                   "listeners[%zu] %s: address in use (another process, or another Switchyard, "
+                   "listens on it)",
+                   l, cfg->listeners[l].addr.text);
+        else
+            gw_log(GW_LOG_ERROR, "listeners[%zu] %s: %s", l, cfg->listeners[l].addr.text,
+                   strerror(errno));
+        return -1;
+    }
     proc.nworkers = adm_config_workers(cfg);
     if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers)))) {
         gw_log(GW_LOG_ERROR, "workers: out of memory");
@@ -588,8 +629,8 @@ static int open_listeners(const struct adm_config *cfg)
         for (size_t l = 0; l < cfg->nlisteners; l++) {
             w->listeners[l].fd = listen_socket(&cfg->listeners[l].addr);
             if (w->listeners[l].fd < 0) {
-                gw_log(GW_LOG_ERROR, "listen on %s: %s", cfg->listeners[l].addr.text,
-                       strerror(errno));
+                gw_log(GW_LOG_ERROR, "listeners[%zu] %s: %s", l, cfg->listeners[l].addr.text,
+                       errno == EADDRINUSE ? "address in use" : strerror(errno));
                 goto fail_workers;
             }
         }

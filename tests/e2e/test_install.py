@@ -81,7 +81,16 @@ class InstallTest(GatewayCase):
         self.assertEqual(os.path.dirname(cfg["access_log"]), "/var/log/switchyard")
 
     def test_installed_config_checks_ok(self):
-        r = subprocess.run([self.bin, "--check", self.conf], stdout=subprocess.PIPE,
+        # --check also checks the state and log directories, which systemd
+        # makes before ExecStartPre: here they are temporary ones
+        with open(self.conf) as f:
+            cfg = json.load(f)
+        cfg["admin"]["state_dir"] = self.tmp.file("check-state")
+        cfg["access_log"] = self.tmp.file("check-access.log")
+        path = self.tmp.file("check.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        r = subprocess.run([self.bin, "--check", path], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=TIMEOUT)
         self.assertEqual((r.returncode, r.stdout.strip()), (0, b"ok"), r.stdout)
 

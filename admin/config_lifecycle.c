@@ -1,0 +1,178 @@
+/*
+ * config_lifecycle.c - what a config needs beyond its schema before it may
+ * be started or swapped in: the files and directories it names usable by
+ * this process, the non-loopback admin rule (adm_config_check_env), and
+ * which keys only a restart applies (adm_config_restart_diff). The same
+ * checks serve a start, --check, a push and a SIGHUP, so that an accepted
+ * config is one the next start accepts too.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "admin/config.h"
+#include "admin/tls.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The directory part of <path> into <buf> ("." when it has none). */
+static void dir_of(const char *path, char *buf, size_t cap)
+{
+    const char *slash = strrchr(path, '/');
+
+    if (!slash)
+        snprintf(buf, cap, ".");
+    else if (slash == path)
+        snprintf(buf, cap, "/");
+    else
+        snprintf(buf, cap, "%.*s", (int)(slash - path), path);
+}
+
+/* A file this process can create or append to at <path>: it exists and is
+ * writable, or its directory exists and is writable. Nothing is created.
+ * 0, or -1 with <why>. */
+static int writable_file(const char *path, char *why, size_t cap)
+{
+    struct stat st;
+    char dir[4096];
+
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            snprintf(why, cap, "%s is a directory", path);
+            return -1;
+        }
+        if (access(path, W_OK) < 0) {
+            snprintf(why, cap, "cannot open %s for writing: %s", path, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    dir_of(path, dir, sizeof(dir));
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) < 0) {
+        snprintf(why, cap, "cannot create %s: %s: %s", path, dir,
+                 stat(dir, &st) < 0     ? strerror(errno)
+                 : !S_ISDIR(st.st_mode) ? "not a directory"
+                                        : strerror(EACCES));
+        return -1;
+    }
+    return 0;
+}
+
+/* A state directory: an existing writable directory, or one that can be
+ * made (its parent is writable). 0, or -1 with <why>. */
+static int usable_dir(const char *path, char *why, size_t cap)
+{
+    struct stat st;
+
+    if (stat(path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode) || access(path, W_OK | X_OK) < 0) {
+            snprintf(why, cap, "%s: %s", path,
+                     !S_ISDIR(st.st_mode) ? "not a directory" : "not writable");
+            return -1;
+        }
+        return 0;
+    }
+    return writable_file(path, why, cap);
+}
+
+/* A token file: readable and not empty. 0, or -1 with <why>. */
+static int token_file_ok(const char *path, char *why, size_t cap)
+{
+    char buf[1024];
+    size_t n;
+    FILE *f = fopen(path, "r");
+
+    if (!f) {
+        snprintf(why, cap, "cannot read %s: %s", path, strerror(errno));
+        return -1;
+    }
+    n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+    if (!n) {
+        snprintf(why, cap, "%s is empty", path);
+        return -1;
+    }
+    return 0;
+}
+
+size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
+{
+    const char *env = getenv("SWITCHYARD_ADMIN_TOKEN");
+    size_t n0 = errs->n;
+    char why[4400];
+
+    if (c->admin.token_file && token_file_ok(c->admin.token_file, why, sizeof(why)) < 0)
+        adm_errors_add(errs, "/admin/token_file", "%s", why);
+    if (!c->admin.token_file && !(env && *env) && !adm_addr_is_loopback(&c->admin.addr))
+        adm_errors_add(errs, "/admin/address",
+                       "%s is not loopback and no token is configured (admin.token_file or "
+                       "SWITCHYARD_ADMIN_TOKEN): an open admin API off loopback is refused",
+                       c->admin.addr.text);
+    if (c->admin.state_dir && usable_dir(c->admin.state_dir, why, sizeof(why)) < 0)
+        adm_errors_add(errs, "/admin/state_dir", "%s", why);
+    if (c->access_log.target == ADM_LOG_FILE &&
+        writable_file(c->access_log.path, why, sizeof(why)) < 0)
+        adm_errors_add(errs, "/access_log", "%s", why);
+    return errs->n - n0;
+}
+
+static int str_differs(const char *a, const char *b)
+{
+    return (a == NULL) != (b == NULL) || (a && strcmp(a, b) != 0);
+}
+
+/* One restart-only key that differs: its path, and what runs now. */
+static void needs_restart(struct adm_errors *errs, const char *path, const char *now)
+{
+    adm_errors_add(errs, path, "needs a restart to change (the running value is %s)", now);
+}
+
+size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_config *c,
+                               struct adm_errors *errs)
+{
+    size_t n0 = errs->n;
+    char now[64];
+
+    if (adm_config_workers(old) != adm_config_workers(c)) {
+        snprintf(now, sizeof(now), "%u", adm_config_workers(old));
+        needs_restart(errs, "/workers", now);
+    }
+    if (strcmp(old->admin.addr.text, c->admin.addr.text) != 0)
+        needs_restart(errs, "/admin/address", old->admin.addr.text);
+    if (str_differs(old->admin.token_file, c->admin.token_file))
+        needs_restart(errs, "/admin/token_file",
+                      old->admin.token_file ? old->admin.token_file : "none");
+    if (str_differs(old->admin.state_dir, c->admin.state_dir))
+        needs_restart(errs, "/admin/state_dir",
+                      old->admin.state_dir ? old->admin.state_dir : "none");
+    if (old->admin.heap_reserve_mb != c->admin.heap_reserve_mb) {
+        snprintf(now, sizeof(now), "%u", old->admin.heap_reserve_mb);
+        needs_restart(errs, "/admin/heap_reserve_mb", now);
+    }
+    /* listeners and the access log: opened at start (not yet live) */
+    int lsame = old->nlisteners == c->nlisteners;
+    for (size_t i = 0; lsame && i < c->nlisteners; i++) {
+        const struct adm_listener *a = &old->listeners[i], *b = &c->listeners[i];
+        lsame = strcmp(a->addr.text, b->addr.text) == 0 && a->redirect_https == b->redirect_https &&
+                !a->tls == !b->tls &&
+                (!a->tls || memcmp(a->tls->id, b->tls->id, ADM_TLS_ID_LEN) == 0);
+    }
+    if (!lsame) {
+        snprintf(now, sizeof(now), "%.40s%s", old->listeners[0].addr.text,
+                 old->nlisteners > 1 ? ", ..." : "");
+        needs_restart(errs, "/listeners", now);
+    }
+    if (old->access_log.target != c->access_log.target ||
+        (c->access_log.target == ADM_LOG_FILE &&
+         strcmp(old->access_log.path, c->access_log.path) != 0))
+        needs_restart(errs, "/access_log",
+                      old->access_log.target == ADM_LOG_FILE     ? old->access_log.path
+                      : old->access_log.target == ADM_LOG_STDOUT ? "stdout"
+                      : old->access_log.target == ADM_LOG_STDERR ? "stderr"
+                                                                 : "off");
+    return errs->n - n0;
+}

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""test_admin_refusals.py - a config is accepted only if the next start
+would accept it too, and never accepted and then ignored:
+- a push (and a dry run, and a SIGHUP) that changes a restart-only key
+  (workers, admin.*, and, until they are live, listeners and access_log) is
+  a 409 naming each path; nothing changes;
+- a push whose files a start would refuse (a token file that cannot be read,
+  an access log that cannot be opened, a state directory that is a file) or
+  that opens the admin API off loopback without a token is a 400 naming the
+  path, together with every other error of the same push;
+- --check refuses each config that fails to start, naming the path;
+- one instance per address: a listener address that anyone listens on,
+  another Switchyard included, fails the start with "address in use"."""
+import json
+import os
+import socket
+import subprocess
+
+from adminlib import (SY_BIN, TIMEOUT, AdminCase, Gateway, admin_port, answered_by, data_get,
+                      free_port, gateway_config, local_route, main, port_is_bound)
+
+
+def paths(r):
+    return sorted(e["path"] for e in (r.json or {}).get("errors", []))
+
+
+class RefusalCase(AdminCase):
+    def setUp(self):
+        super().setUp()
+        self.cfg = gateway_config(routes=[local_route("ping", "/ping")], workers=1,
+                                  upstreams={"u": {"servers": [{"address": "127.0.0.1:9"}]}})
+        self.gw = self.own_gateway(self.cfg)
+        self.api = self.admin_for(self.gw)
+
+    def live(self):
+        return json.loads(json.dumps(self.cfg))
+
+    def assertNothingChanged(self, gen):
+        self.assertEqual(self.api.generation(), gen)
+        self.assertEqual(self.api.get("/routes/new").status, 404)
+
+
+class RestartOnlyTest(RefusalCase):
+    def changes(self):
+        yield "/workers", dict(self.live(), workers=2)
+        c = self.live()
+        c["admin"] = dict(c["admin"], address="127.0.0.1:%d" % free_port())
+        yield "/admin/address", c
+        c = self.live()
+        c["admin"] = dict(c["admin"], heap_reserve_mb=0)
+        yield "/admin/heap_reserve_mb", c
+        c = self.live()
+        c["listeners"] = c["listeners"] + [{"address": "127.0.0.1:%d" % free_port()}]
+        yield "/listeners", c
+        yield "/access_log", dict(self.live(), access_log="stderr")
+
+    def test_push_of_a_restart_only_key_is_409(self):
+        gen = self.api.generation()
+        for path, c in self.changes():
+            c["routes"] = c["routes"] + [local_route("new", "/new")]
+            for q in ("", "?dry_run=1"):
+                r = self.api.put("/config" + q, c)
+                self.assertEqual(r.status, 409, (path, q, r))
+                self.assertEqual(paths(r), [path], r)
+                self.assertIn("restart", r.json["errors"][0]["message"], r)
+            self.assertNothingChanged(gen)
+        # the same values, written out explicitly: nothing to restart for
+        c = self.live()
+        c["workers"] = 1
+        c["admin"] = dict(c["admin"], heap_reserve_mb=48)
+        c["access_log"] = self.cfg.get("access_log", "stdout")
+        c["routes"] = c["routes"] + [local_route("new", "/new")]
+        self.assertWrite(self.api.put("/config", c), 200, gen)
+        self.assertEqual(self.api.get("/routes/new").status, 200)
+
+    def test_sighup_of_a_restart_only_key_is_refused(self):
+        gen = self.api.generation()
+        since = self.gw.log_size()
+        self.gw.reload(dict(self.live(), workers=3,
+                            routes=self.cfg["routes"] + [local_route("new", "/new")]))
+        m = self.gw.wait_log(r"reload refused \(409[^\n]*\n[^\n]*/workers: needs a restart", since)
+        self.assertTrue(m)
+        self.assertNothingChanged(gen)
+
+
+class StartChecksTest(RefusalCase):
+    def test_files_a_start_would_refuse(self):
+        gen = self.api.generation()
+        bad_dir = self.tmp.file("a-file")
+        with open(bad_dir, "w") as f:
+            f.write("x")
+        def admin(**kw):
+            c = self.live()
+            c["admin"] = dict(c["admin"], **kw)
+            return c
+
+        cases = [("/access_log", dict(self.live(), access_log="/nonexistent/dir/x.log")),
+                 ("/admin/token_file", admin(token_file=self.tmp.file("missing.token"))),
+                 ("/admin/state_dir", admin(state_dir=bad_dir)),
+                 ("/admin/address", admin(address="0.0.0.0:%d" % free_port()))]
+        for path, c in cases:
+            c["routes"] = c["routes"] + [local_route("new", "/new")]
+            for q in ("", "?dry_run=1"):
+                r = self.api.put("/config" + q, c)
+                # what a start refuses is a 400, listed with the restart-only key
+                self.assertEqual(r.status, 400, (path, r))
+                self.assertIn(path, paths(r), r)
+                msgs = [e["message"] for e in r.json["errors"] if e["path"] == path]
+                self.assertTrue(any("restart" not in m for m in msgs), r)
+            self.assertNothingChanged(gen)
+
+    def test_every_error_in_one_answer(self):
+        c = self.live()
+        c["limits"] = {"max_headers": "many"}
+        c["bogus"] = 1
+        c["routes"] = c["routes"] + [{"id": "r", "path": "/r", "upstream": "nope"}]
+        r = self.api.put("/config", c)
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(paths(r), ["/bogus", "/limits/max_headers", "/routes/1/upstream"], r)
+
+
+class CheckTest(AdminCase):
+    def check(self, cfg, env=None):
+        path = self.tmp.file("check.json")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        e = dict(os.environ)
+        e.pop("SWITCHYARD_ADMIN_TOKEN", None)
+        e.update(env or {})
+        p = subprocess.run([SY_BIN, "--check", path], capture_output=True, text=True,
+                           timeout=TIMEOUT, env=e)
+        return p.returncode, p.stdout, p.stderr
+
+    def test_check_refuses_what_a_start_refuses(self):
+        bad_dir = self.tmp.file("plain-file")
+        with open(bad_dir, "w") as f:
+            f.write("x")
+        empty = self.tmp.file("empty.token")
+        with open(empty, "w") as f:
+            f.write("\n")
+        for path, admin, extra in (
+                ("/admin/token_file", {"token_file": self.tmp.file("none.token")}, {}),
+                ("/admin/token_file", {"token_file": empty}, {}),
+                ("/admin/address", {"address": "0.0.0.0:%d" % free_port()}, {}),
+                ("/admin/state_dir", {"state_dir": bad_dir}, {}),
+                ("/access_log", {}, {"access_log": "/nonexistent/dir/x.log"})):
+            cfg = gateway_config(routes=[local_route("ping", "/ping")], **extra)
+            cfg["admin"].update(admin)
+            rc, out, err = self.check(cfg)
+            self.assertEqual(rc, 1, (path, out, err))
+            self.assertTrue(any(l.startswith(path + ":") for l in err.splitlines()), err)
+            # and the start refuses it as well
+            g = Gateway(self.tmp, cfg, name="refused")
+            g.write_config()
+            p = subprocess.run([SY_BIN, "-c", g.cfg_path], capture_output=True, timeout=TIMEOUT)
+            self.assertNotEqual(p.returncode, 0, (path, p))
+        # the admin rule is met by the environment's token
+        cfg = gateway_config(routes=[local_route("ping", "/ping")])
+        cfg["admin"]["address"] = "0.0.0.0:%d" % free_port()
+        self.assertEqual(self.check(cfg, {"SWITCHYARD_ADMIN_TOKEN": "t"})[0], 0)
+
+
+class OneInstancePerAddressTest(AdminCase):
+    def refused(self, cfg):
+        g = Gateway(self.tmp, cfg, name="second")
+        g.write_config()
+        p = subprocess.run([SY_BIN, "-c", g.cfg_path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertIn("address in use", p.stderr)
+        self.assertIn(cfg["listeners"][-1]["address"], p.stderr)
+        self.assertFalse(port_is_bound(admin_port(cfg)), p.stderr)
+        return p.stderr
+
+    def test_two_instances_on_one_address(self):
+        first = gateway_config(routes=[local_route("first", "/")], workers=2)
+        g = self.own_gateway(first, name="first")
+        second = gateway_config(routes=[local_route("second", "/")], workers=2)
+        second["listeners"] = [{"address": "127.0.0.1:%d" % free_port()},
+                               first["listeners"][0]]
+        self.refused(second)
+        # the first one still answers every request, on each of its workers
+        for _ in range(20):
+            self.assertEqual(answered_by(data_get(g.port, "/")), "first")
+
+    def test_another_process_holds_the_address(self):
+        for reuseport in (0, 1):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuseport:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            s.bind(("127.0.0.1", 0))
+            s.listen(8)
+            self.addCleanup(s.close)
+            cfg = gateway_config(routes=[local_route("x", "/")])
+            cfg["listeners"] = [{"address": "127.0.0.1:%d" % s.getsockname()[1]}]
+            self.refused(cfg)
+
+
+if __name__ == "__main__":
+    main()
