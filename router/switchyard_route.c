@@ -3,16 +3,21 @@
  *
  *   switchyard-route [--trailing-slash strict|redirect|relaxed] [--auto-options]
  *                    [--summary] ROUTES_FILE
+ *   switchyard-route [--summary] --config FILE.json
  *
- * ROUTES_FILE holds "METHOD PATTERN" lines ('#' starts a comment). Requests
- * "METHOD HOST PATH[?QUERY]" (HOST '-' for none) are read from stdin; each
- * gets one JSON line, or with --summary the counts per status and per route
- * are printed at the end, so a day of request lines can be replayed against
- * a new route file before it is pushed. Paths are matched as given: feed
+ * ROUTES_FILE holds "METHOD PATTERN" lines ('#' starts a comment); with
+ * --config the routes (hosts, methods) and router options come from a
+ * Switchyard config instead, the file that is pushed (route_config.c).
+ * Requests "METHOD HOST PATH[?QUERY]" (HOST '-' for none) are read from
+ * stdin; each gets one JSON line, a bad one {"error": ...} (and the exit
+ * status is 1 at the end), or with --summary the counts per status and per
+ * route are printed at the end, so a day of request lines can be replayed
+ * against a new route file before it is pushed. Paths are matched as given: feed
  * them normalized, as the gateway would route them; "OPTIONS - *" asks for
  * every method (with --auto-options).
  */
 #define _POSIX_C_SOURCE 200809L
+#include "router/route_config.h"
 #include "router/router.h"
 
 #include <stdio.h>
@@ -33,10 +38,39 @@ static void entry_free(void *udata)
     free(e);
 }
 
+/* --config's udata: an entry named by the route id. */
+static void *entry_make(const char *name, const char **stored)
+{
+    struct entry *e = calloc(1, sizeof(*e));
+
+    if (!e || !(e->name = strdup(name))) {
+        free(e);
+        return NULL;
+    }
+    *stored = e->name;
+    return e;
+}
+
+static void usage_to(FILE *f)
+{
+    fprintf(f, "usage: switchyard-route [--trailing-slash strict|redirect|relaxed] "
+               "[--auto-options] [--summary] ROUTES_FILE < requests\n"
+               "       switchyard-route [--summary] --config FILE.json < requests\n"
+               "requests: one \"METHOD HOST PATH\" a line (HOST - for none); answers: one JSON\n"
+               "line each, {\"error\": ...} for a bad one (exit status 1 at the end)\n");
+}
+
+/* A command-line mistake: "<what> <arg>", the usage, exit 2. */
+static void usage_error(const char *what, const char *arg)
+{
+    fprintf(stderr, "switchyard-route: %s %s\n", what, arg);
+    usage_to(stderr);
+    exit(2);
+}
+
 static void usage(void)
 {
-    fprintf(stderr, "usage: switchyard-route [--trailing-slash strict|redirect|relaxed] "
-                    "[--auto-options] [--summary] ROUTES_FILE < requests\n");
+    usage_to(stderr);
     exit(2);
 }
 
@@ -168,8 +202,8 @@ static void print_summary(const rt_table *t, struct sum *s, unsigned long total)
 int main(int argc, char **argv)
 {
     struct rt_options opts = {RT_TS_STRICT, 0};
-    const char *file = NULL;
-    int summary = 0;
+    const char *file = NULL, *config = NULL;
+    int summary = 0, bad = 0;
     rt_table *t;
     struct rt_param *params;
     rt_ctx *ctx;
@@ -189,22 +223,33 @@ int main(int argc, char **argv)
             else if (strcmp(v, "relaxed") == 0)
                 opts.trailing_slash = RT_TS_RELAXED;
             else
-                usage();
+                usage_error("--trailing-slash takes strict, redirect or relaxed, not", v);
+        } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            config = argv[++i];
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage_to(stdout);
+            return 0;
         } else if (strcmp(argv[i], "--auto-options") == 0) {
             opts.auto_options = 1;
         } else if (strcmp(argv[i], "--summary") == 0) {
             summary = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            usage();
+            usage_error(strcmp(argv[i], "--trailing-slash") && strcmp(argv[i], "--config")
+                            ? "unknown option"
+                            : "a value must follow",
+                        argv[i]);
         } else if (!file) {
             file = argv[i];
         } else {
-            usage();
+            usage_error("unexpected argument", argv[i]);
         }
     }
-    if (!file)
+    if (!file == !config)
         usage();
-    t = load_routes(file, &opts);
+    if (config && !(t = route_config_load(config, entry_make, entry_free)))
+        return 1;
+    if (!config)
+        t = load_routes(file, &opts);
     cap = rt_table_max_params(t) + 1;
     params = calloc(cap, sizeof(*params));
     ctx = rt_ctx_new(); /* made once: regexp routes then match without allocating */
@@ -222,8 +267,11 @@ int main(int argc, char **argv)
         method = strtok(s, " \t");
         host = strtok(NULL, " \t");
         target = strtok(NULL, " \t");
-        if (!method || !host || !target) {
-            fprintf(stderr, "bad request line (want \"METHOD HOST PATH\"): %s\n", s);
+        if (!method || !host || !target || strtok(NULL, " \t")) {
+            /* an answer line of its own: one output line per request line */
+            bad = 1;
+            if (!summary)
+                printf("{\"error\":\"bad request line: want METHOD HOST PATH\"}\n");
             continue;
         }
         if (strcmp(host, "-") == 0)
@@ -287,5 +335,5 @@ int main(int argc, char **argv)
     free(params);
     rt_ctx_free(ctx);
     rt_table_free(t);
-    return 0;
+    return bad;
 }
