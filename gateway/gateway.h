@@ -24,7 +24,7 @@
 
 #include "admin/api.h"
 #include "admin/snapshot.h"
-#include "gateway/request.h"
+#include "admin/http1/request.h"
 #include "router/router.h"
 
 struct gw_worker;

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/local.h"
+#include "admin/http1/status.h"
 
 #include <pthread.h>
 #include <stdio.h>

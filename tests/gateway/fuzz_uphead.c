@@ -1,7 +1,7 @@
 /*
  * tests/gateway/fuzz_uphead.c - fuzz target of the request path up to the
  * upstream: a client's request head is parsed and normalized
- * (gateway/request.c), routed (router/) and, when a proxy route takes it,
+ * (admin/http1/request.c), routed (router/) and, when a proxy route takes it,
  * rebuilt as the head Switchyard sends upstream (gateway/forward.c:
  * gw_forward_decide() and gw_forward_head(), called directly). That head must be one our own strict
  * parser accepts whole, and must say what the client's said: the same method, body framing and
@@ -69,23 +69,23 @@ static struct adm_snapshot *snapshot(void)
     return s;
 }
 
-static int slice_is(struct gw_slice s, const char *lit)
+static int slice_is(struct h1_slice s, const char *lit)
 {
     return s.len == strlen(lit) && memcmp(s.ptr, lit, s.len) == 0;
 }
 
-static int same_slice(struct gw_slice a, struct gw_slice b)
+static int same_slice(struct h1_slice a, struct h1_slice b)
 {
     return a.len == b.len && (a.len == 0 || memcmp(a.ptr, b.ptr, a.len) == 0);
 }
 
-static int name_is(const struct gw_header *h, const char *lit)
+static int name_is(const struct h1_header *h, const char *lit)
 {
     return h->name.len == strlen(lit) && strncasecmp(h->name.ptr, lit, h->name.len) == 0;
 }
 
 /* Whether the client's Connection field names <name>. */
-static int in_connection(const struct gw_request *rq, const char *name)
+static int in_connection(const struct h1_request *rq, const char *name)
 {
     size_t n = strlen(name);
 
@@ -95,7 +95,7 @@ static int in_connection(const struct gw_request *rq, const char *name)
     return 0;
 }
 
-static size_t count(const struct gw_request *rq, const char *name)
+static size_t count(const struct h1_request *rq, const char *name)
 {
     size_t k = 0;
 
@@ -105,9 +105,9 @@ static size_t count(const struct gw_request *rq, const char *name)
 }
 
 /* The one field named <name> of <rq> (NULL when none); more than one fails. */
-static const struct gw_header *only(const struct gw_request *rq, const char *name)
+static const struct h1_header *only(const struct h1_request *rq, const char *name)
 {
-    const struct gw_header *found = NULL;
+    const struct h1_header *found = NULL;
 
     for (size_t i = 0; i < rq->nheaders; i++) {
         if (name_is(&rq->headers[i], name)) {
@@ -135,7 +135,7 @@ static void client(uint8_t b, struct sockaddr_storage *ss, char *ip, size_t cap)
 }
 
 /* The route a request of <rq> hits (the probe said it goes upstream). */
-static const struct adm_sroute *route_of(const struct gw_request *rq, struct rt_param *params,
+static const struct adm_sroute *route_of(const struct h1_request *rq, struct rt_param *params,
                                          size_t cap)
 {
     struct rt_match m;
@@ -146,7 +146,7 @@ static const struct adm_sroute *route_of(const struct gw_request *rq, struct rt_
     return rt_route_udata(m.route);
 }
 
-static void check_path(const struct gw_request *in, const struct gw_request *up)
+static void check_path(const struct h1_request *in, const struct h1_request *up)
 {
     struct rt_param params[8];
     const struct adm_sroute *sr = route_of(in, params, 8);
@@ -185,8 +185,8 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
                   const char *ip, struct evbuffer *out)
 {
     static rt_ctx *ctx;
-    struct gw_req_parser rp;
-    struct gw_req_limits lim;
+    struct h1_req_parser rp;
+    struct h1_req_limits lim;
     struct rt_param params[16];
     const struct adm_sroute *sr;
     struct rt_match m;
@@ -197,11 +197,11 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
         CHECK((ctx = rt_ctx_new()) != NULL);
     CHECK(rt_table_max_params(s->rt) <= 16);
     gw_conn_limits(s->cfg, &lim);
-    CHECK(gw_req_parser_init(&rp, &lim) == 0);
-    rc = gw_req_feed_head(&rp, data, n, &used);
-    if (rc == GW_REQ_ERROR) {
+    CHECK(h1_req_parser_init(&rp, &lim) == 0);
+    rc = h1_req_feed_head(&rp, data, n, &used);
+    if (rc == H1_REQ_ERROR) {
         ret = rp.status;
-    } else if (rc != GW_REQ_AGAIN) {
+    } else if (rc != H1_REQ_AGAIN) {
         switch (gw_forward_decide(&rp, s, ctx, params, 16, &m, &sr)) {
         case GW_V_CONNECT:
             ret = 501;
@@ -245,7 +245,7 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
         }
         }
     }
-    gw_req_parser_free(&rp);
+    h1_req_parser_free(&rp);
     return ret;
 }
 
@@ -254,11 +254,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const char *const hop[] = {"keep-alive", "proxy-connection", "te", "trailer"};
     struct sockaddr_storage peer;
     char ip[INET6_ADDRSTRLEN];
-    struct gw_req_parser in, up;
-    struct gw_req_limits lim;
+    struct h1_req_parser in, up;
+    struct h1_req_limits lim;
     struct evbuffer *out;
-    const struct gw_request *rq, *urq;
-    const struct gw_header *h;
+    const struct h1_request *rq, *urq;
+    const struct h1_header *h;
     const char *head;
     size_t len, used = 0;
     int rc;
@@ -278,31 +278,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     /* the client's request, as the gateway read it */
-    CHECK(gw_req_parser_init(&in, NULL) == 0);
-    rc = gw_req_feed_head(&in, (const char *)data + 1, size - 1, &used);
-    CHECK(rc == GW_REQ_HEAD || rc == GW_REQ_DONE);
+    CHECK(h1_req_parser_init(&in, NULL) == 0);
+    rc = h1_req_feed_head(&in, (const char *)data + 1, size - 1, &used);
+    CHECK(rc == H1_REQ_HEAD || rc == H1_REQ_DONE);
     rq = &in.req;
 
     /* the upstream's: one whole head our parser takes, nothing after it */
     len = evbuffer_get_length(out);
     head = (const char *)evbuffer_pullup(out, (ev_ssize_t)len);
-    gw_req_limits_default(&lim);
+    h1_req_limits_default(&lim);
     lim.max_request_line = 1 << 20;
     lim.max_header_bytes = 1 << 20;
     lim.max_headers = 1000;
-    CHECK(gw_req_parser_init(&up, &lim) == 0);
+    CHECK(h1_req_parser_init(&up, &lim) == 0);
     used = 0;
-    rc = gw_req_feed_head(&up, head, len, &used);
-    CHECK(rc == GW_REQ_HEAD || rc == GW_REQ_DONE);
+    rc = h1_req_feed_head(&up, head, len, &used);
+    CHECK(rc == H1_REQ_HEAD || rc == H1_REQ_DONE);
     CHECK(used == len);
-    CHECK(gw_req_confirm(&up) == 0);
+    CHECK(h1_req_confirm(&up) == 0);
     urq = &up.req;
 
     CHECK(same_slice(urq->method, rq->method));
     CHECK(urq->version_minor == 1);
-    CHECK(urq->form == GW_TARGET_ORIGIN);
+    CHECK(urq->form == H1_TARGET_ORIGIN);
     CHECK(urq->body_kind == rq->body_kind);
-    CHECK(rq->body_kind != GW_BODY_LENGTH || urq->content_length == rq->content_length);
+    CHECK(rq->body_kind != H1_BODY_LENGTH || urq->content_length == rq->content_length);
     CHECK((urq->query.ptr != NULL) == (rq->query.ptr != NULL));
     CHECK(same_slice(urq->query, rq->query));
     check_path(rq, urq);
@@ -328,7 +328,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                            "x-forwarded-host",
                                            "x-request-id",
                                            "via"};
-        const struct gw_slice *t = &rq->connection[i];
+        const struct h1_slice *t = &rq->connection[i];
         int own = 0;
 
         for (size_t k = 0; k < sizeof(ours) / sizeof(ours[0]); k++)
@@ -359,8 +359,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if ((rq->method_id == HTTP_OPTIONS || rq->method_id == HTTP_TRACE) &&
         !in_connection(rq, "max-forwards") && count(rq, "max-forwards") == 1) {
-        const struct gw_header *a = only(rq, "max-forwards");
-        const struct gw_header *b = only(urq, "max-forwards");
+        const struct h1_header *a = only(rq, "max-forwards");
+        const struct h1_header *b = only(urq, "max-forwards");
         long v = 0;
         size_t k;
 
@@ -376,8 +376,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
-    gw_req_parser_free(&up);
-    gw_req_parser_free(&in);
+    h1_req_parser_free(&up);
+    h1_req_parser_free(&in);
     evbuffer_free(out);
     return 0;
 }
