@@ -14,9 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#define FNV_OFFSET 1469598103934665603ULL /* FNV-1a, 64 bits */
+
 uint64_t adm_hash(const char *s, size_t len)
 {
-    uint64_t h = 1469598103934665603ULL;
+    uint64_t h = FNV_OFFSET;
 
     for (size_t i = 0; i < len; i++) {
         h ^= (unsigned char)s[i];
@@ -41,6 +43,46 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+static uint64_t hash_walk(uint64_t h, const json_t *v);
+
+/* The members of object <v> but <skip> (NULL: none), by key order. Without
+ * memory for the sort the keys are taken smallest first, each in a scan:
+ * quadratic, but the same hash (one that depended on memory could be
+ * another document's, and would make a journal's base look stale). */
+static uint64_t hash_members(uint64_t h, const json_t *v, const char *skip)
+{
+    size_t n = json_object_size(v), i = 0;
+    const char *small[16], **keys = n <= 16 ? small : malloc(n * sizeof(*keys));
+    const char *k, *prev = NULL;
+    json_t *x;
+
+    if (keys) {
+        json_object_foreach((json_t *)v, k, x) if (!skip || strcmp(k, skip)) keys[i++] = k;
+        qsort(keys, i, sizeof(*keys), key_cmp);
+        for (size_t j = 0; j < i; j++) {
+            h = mix(h, keys[j], strlen(keys[j]) + 1);
+            h = hash_walk(h, json_object_get(v, keys[j]));
+        }
+        if (keys != small)
+            free(keys);
+        return mix(h, "}", 1);
+    }
+    for (;;) {
+        const char *next = NULL;
+        json_object_foreach((json_t *)v, k, x)
+        {
+            if ((!skip || strcmp(k, skip)) && (!prev || strcmp(k, prev) > 0) &&
+                (!next || strcmp(k, next) < 0))
+                next = k;
+        }
+        if (!next)
+            return mix(h, "}", 1);
+        h = mix(h, next, strlen(next) + 1);
+        h = hash_walk(h, json_object_get(v, next));
+        prev = next;
+    }
+}
+
 /* Walks the value in canonical order (object keys sorted) without building
  * its text: the same hash for the same JSON however it was written. */
 static uint64_t hash_walk(uint64_t h, const json_t *v)
@@ -49,23 +91,8 @@ static uint64_t hash_walk(uint64_t h, const json_t *v)
 
     h = mix(h, &tag, 1);
     switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        size_t n = json_object_size(v), i = 0;
-        const char *small[16], **keys = n <= 16 ? small : malloc(n * sizeof(*keys));
-        const char *k;
-        json_t *x;
-        if (!keys)
-            return h;
-        json_object_foreach((json_t *)v, k, x) keys[i++] = k;
-        qsort(keys, n, sizeof(*keys), key_cmp);
-        for (i = 0; i < n; i++) {
-            h = mix(h, keys[i], strlen(keys[i]) + 1);
-            h = hash_walk(h, json_object_get(v, keys[i]));
-        }
-        if (keys != small)
-            free(keys);
-        return mix(h, "}", 1);
-    }
+    case JSON_OBJECT:
+        return hash_members(h, v, NULL);
     case JSON_ARRAY: {
         size_t i;
         json_t *x;
@@ -89,21 +116,17 @@ static uint64_t hash_walk(uint64_t h, const json_t *v)
 
 uint64_t adm_json_hash(const json_t *v)
 {
-    return hash_walk(1469598103934665603ULL, v);
+    return hash_walk(FNV_OFFSET, v);
 }
 
-static uint64_t base_hash(json_t *doc)
+/* The hash of <doc> without its routes, as adm_json_hash() of a copy
+ * without them would be; <doc> is not touched (taking the routes out and
+ * back could lose them for want of memory). */
+static uint64_t base_hash(const json_t *doc)
 {
-    json_t *routes = json_object_get(doc, "routes");
-    uint64_t h;
+    char tag = (char)JSON_OBJECT;
 
-    if (routes)
-        json_incref(routes);
-    json_object_del(doc, "routes");
-    h = adm_json_hash(doc);
-    if (routes)
-        json_object_set_new(doc, "routes", routes);
-    return h;
+    return hash_members(mix(FNV_OFFSET, &tag, 1), doc, "routes");
 }
 
 int adm_state_set_doc(struct adm_state *st, json_t *doc)

@@ -6,11 +6,13 @@
  * real: a memfd sealed against shrinking stands in for the journal file
  * (the state opens it through a symlink to /proc/self/fd/N), and resource
  * limits (RLIMIT_FSIZE, RLIMIT_NOFILE) make the kernel refuse the call.
+ * Out of memory goes through jansson's own allocator hook.
  */
 #define _GNU_SOURCE
 
 #include <check.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,6 +277,98 @@ START_TEST(unreset_journal_takes_no_appends)
 }
 END_TEST
 
+/* ---- out of memory ---- */
+
+static int fail_after = -1; /* allocations left before they fail; -1: never */
+
+static void *failing_malloc(size_t n)
+{
+    if (fail_after == 0)
+        return NULL;
+    if (fail_after > 0)
+        fail_after--;
+    return malloc(n);
+}
+
+/* The document as it was before, and its hash as without the failure:
+ * out of memory may fail adm_state_set_doc, never change the document or
+ * give a hash that another document could have. */
+START_TEST(set_doc_out_of_memory)
+{
+    json_t *doc = json_object(), *routes = json_array();
+    struct adm_state st = {.journal_fd = -1};
+    uint64_t want;
+    char key[16];
+
+    for (int i = 0; i < 20; i++) { /* more keys than hash_walk sorts on the stack */
+        snprintf(key, sizeof(key), "k%02d", i);
+        json_object_set_new(doc, key, json_integer(i));
+    }
+    json_array_append_new(routes, json_pack("{s:s,s:s}", "id", "a", "path", "/a"));
+    json_object_set_new(doc, "routes", routes);
+    ck_assert_int_eq(adm_state_set_doc(&st, doc), 0);
+    want = adm_state_hash(&st);
+    adm_state_free(&st);
+
+    for (int n = 0; n < 64; n++) {
+        int rc;
+        st.journal_fd = -1;
+        fail_after = n;
+        json_set_alloc_funcs(failing_malloc, free);
+        rc = adm_state_set_doc(&st, doc);
+        json_set_alloc_funcs(malloc, free);
+        fail_after = -1;
+        ck_assert_msg(json_object_get(doc, "routes") == routes && json_array_size(routes) == 1,
+                      "the routes left the document (allocation %d failed)", n);
+        if (rc == 0)
+            ck_assert_msg(adm_state_hash(&st) == want, "another hash (allocation %d failed)", n);
+        adm_state_free(&st);
+    }
+    json_decref(doc);
+}
+END_TEST
+
+/* The hash of an object too large to sort on the stack when its key array
+ * cannot be had (the address space is limited to what is in use): the same
+ * hash as with memory. Not under ASan, which maps its shadow up front. */
+START_TEST(hash_without_memory_for_the_sort)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return;
+#else
+    json_t *doc = json_object();
+    struct rlimit rl, keep;
+    unsigned long pages = 0;
+    uint64_t want, got;
+    char key[16];
+    FILE *f;
+
+    /* blocks of 64 kB and more are mapped and unmapped, and the heap keeps
+     * no slack: the key array (80 kB) needs new address space */
+    ck_assert_int_eq(mallopt(M_MMAP_THRESHOLD, 64 * 1024), 1);
+    ck_assert_int_eq(mallopt(M_TOP_PAD, 0), 1);
+    ck_assert_int_eq(mallopt(M_TRIM_THRESHOLD, 0), 1);
+    for (int i = 0; i < 10000; i++) {
+        snprintf(key, sizeof(key), "k%05d", (i * 7919) % 10000);
+        json_object_set_new(doc, key, json_integer(i));
+    }
+    want = adm_json_hash(doc);
+    malloc_trim(0);
+    ck_assert_ptr_nonnull(f = fopen("/proc/self/statm", "r"));
+    ck_assert_int_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    ck_assert_int_eq(getrlimit(RLIMIT_AS, &keep), 0);
+    rl = keep;
+    rl.rlim_cur = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + 64 * 1024;
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &rl), 0);
+    got = adm_json_hash(doc);
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &keep), 0);
+    ck_assert_msg(got == want, "another hash without memory");
+    json_decref(doc);
+#endif
+}
+END_TEST
+
 static Suite *state_suite(void)
 {
     Suite *s = suite_create("admin_state");
@@ -285,6 +379,11 @@ static Suite *state_suite(void)
     tcase_add_test(tc, failed_append_leaves_no_torn_line);
     tcase_add_test(tc, save_keeps_prev_or_fails);
     tcase_add_test(tc, unreset_journal_takes_no_appends);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("out_of_memory");
+    tcase_set_timeout(tc, 120); /* the sort without memory is quadratic: 10^8 steps */
+    tcase_add_test(tc, set_doc_out_of_memory);
+    tcase_add_test(tc, hash_without_memory_for_the_sort);
     suite_add_tcase(s, tc);
     return s;
 }
