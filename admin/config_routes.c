@@ -286,7 +286,8 @@ static void route_rewrite(struct adm_cf *x, const json_t *v, void *target)
         unsigned char ch = (unsigned char)s[i];
         if (ch == '{') {
             size_t j = i + 1;
-            while (s[j] && (is_alnum((unsigned char)s[j]) || s[j] == '_'))
+            /* the router's rule: a name is anything but { } / * : */
+            while (s[j] > 0x20 && s[j] < 0x7f && !strchr("{}/*:#", s[j]))
                 j++;
             if (s[j] != '}') {
                 adm_cf_err(x,
@@ -343,27 +344,24 @@ enum {
 #define RBIT(f) (UINT32_C(1) << (f))
 
 /* Whether pattern <p> has a parameter (or catch-all) called <name>/<len>. */
+/* The pattern's parameter names come from the router, which knows regexps
+ * ("{id:[0-9]{3}}" names "id") and catch-alls. */
 static int pattern_has_param(const char *p, const char *name, size_t len)
 {
-    for (const char *o = strchr(p, '{'); o; o = strchr(o + 1, '{')) {
-        const char *e = strchr(o, '}');
-        if (!e)
-            return 0;
-        if ((size_t)(e - o - 1) == len && !memcmp(o + 1, name, len))
+    size_t off, n;
+
+    for (size_t i = 0; rt_pattern_param(p, i, &off, &n) == 0; i++)
+        if (n == len && !memcmp(p + off, name, len))
             return 1;
-    }
     return 0;
 }
 
 static void pattern_param_list(const char *p, char *buf, size_t cap)
 {
-    size_t o = 0;
+    size_t o = 0, off, len;
     buf[0] = '\0';
-    for (const char *b = strchr(p, '{'); b && o < cap; b = strchr(b + 1, '{')) {
-        const char *e = strchr(b, '}');
-        if (!e)
-            break;
-        int n = snprintf(buf + o, cap - o, "%s%.*s", o ? ", " : "", (int)(e - b - 1), b + 1);
+    for (size_t i = 0; o < cap && rt_pattern_param(p, i, &off, &len) == 0; i++) {
+        int n = snprintf(buf + o, cap - o, "%s%.*s", o ? ", " : "", (int)len, p + off);
         if (n < 0)
             break;
         o += (size_t)n;

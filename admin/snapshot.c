@@ -50,18 +50,14 @@ static char *dups(const char *s)
 }
 
 /* The index of parameter <name> among the pattern's parameters, in the
- * order the router reports them (host first, then path: textual order). */
+ * order the router reports them (host first, then path). */
 static int param_index(const char *pattern, const char *name, size_t nlen)
 {
-    int i = 0;
+    size_t off, len;
 
-    for (const char *p = strchr(pattern, '{'); p; p = strchr(p + 1, '{'), i++) {
-        const char *e = strchr(p, '}');
-        if (!e)
-            break;
-        if ((size_t)(e - p - 1) == nlen && memcmp(p + 1, name, nlen) == 0)
-            return i;
-    }
+    for (size_t i = 0; rt_pattern_param(pattern, i, &off, &len) == 0; i++)
+        if (len == nlen && memcmp(pattern + off, name, nlen) == 0)
+            return (int)i;
     return -1;
 }
 

@@ -437,3 +437,14 @@ int rt_pattern_check(const char *pattern, struct rt_error *err)
     }
     return rt_pat_parse(pattern, &p, err);
 }
+
+int rt_pattern_param(const char *pattern, size_t i, size_t *off, size_t *len)
+{
+    struct rt_pat p;
+
+    if (rt_pat_parse(pattern, &p, NULL) < 0 || i >= p.nparams)
+        return -1;
+    *off = p.names[i].off;
+    *len = p.names[i].len;
+    return 0;
+}

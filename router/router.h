@@ -154,6 +154,13 @@ void rt_txn_abort(rt_txn *tx);
 /* Checks a pattern without inserting it. 0 or -1 with <err> filled. */
 int rt_pattern_check(const char *pattern, struct rt_error *err);
 
+/* Parameter <i> of a valid <pattern>, in the order lookups report them (host
+ * first, then path): sets *off and *len to its name's place in <pattern>
+ * and returns 0; -1 when there is no such parameter or the pattern is
+ * invalid. For config checks that map names to indices (rewrite templates);
+ * parses the whole pattern on every call. */
+int rt_pattern_param(const char *pattern, size_t i, size_t *off, size_t *len);
+
 /* ---- routes ---- */
 
 const char *rt_route_pattern(const rt_route *r); /* as registered */

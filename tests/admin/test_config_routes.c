@@ -110,6 +110,14 @@ START_TEST(route_errors)
     expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/{id}', 'upstream': 'users', "
                          "'rewrite': 'v2/{id}'}]"),
                  "/routes/0/rewrite", "must start with '/'");
+    /* the names are the router's: a regexp's text is not part of its name */
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/u/{id:[0-9]{2}}/*{r}', "
+                         "'upstream': 'users', 'rewrite': '/{id:[0-9]{2}}'}]"),
+                 "/routes/0/rewrite", "invalid parameter name at offset 4");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/u/{id:[0-9]{2}}/*{r}', "
+                         "'upstream': 'users', 'rewrite': '/{x}'}]"),
+                 "/routes/0/rewrite",
+                 "unknown parameter \"x\" at offset 1 (the pattern has: id, r)");
 
     /* direct responses and redirects */
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
@@ -162,6 +170,15 @@ START_TEST(pattern_errors)
     expect_error(doc("'routes': [{'id': 'a', 'host': 'api.example.com:8080', 'path': '/', "
                      "'response': {}}]"),
                  "/routes/0/host", "invalid host pattern at offset ");
+    /* issue 14: an invalid regexp names its offset; fox's host rules */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/a/{x:[0-9}', 'response': {}}]"),
+                 "/routes/0/path", "invalid pattern at offset 10: ");
+    expect_error(doc("'routes': [{'id': 'a', 'host': 'API.example.com', 'path': '/', "
+                     "'response': {}}]"),
+                 "/routes/0/host", "upper case");
+    expect_error(doc("'routes': [{'id': 'a', 'host': '10.0.0.1', 'path': '/', "
+                     "'response': {}}]"),
+                 "/routes/0/host", "all digits");
 }
 END_TEST
 
@@ -201,6 +218,15 @@ START_TEST(conflicts)
             "'response': {}},"
             "{'id': 'e', 'path': '/users/{id}/profile', 'response': {}},"
             "{'id': 'f', 'path': '/users/me', 'response': {}}]"));
+    adm_config_free(c);
+    /* rewrite templates name the parameters of regexp, infix and fox-style names */
+    c = expect_ok(doc(UPS "'routes': ["
+                          "{'id': 'a', 'path': '/u/{id:[0-9]{2}}/*{r}', 'upstream': 'users', "
+                          "'rewrite': '/v/{r}/{id}'},"
+                          "{'id': 'b', 'path': '/a/*{p}/t/{$1}', 'upstream': 'users', "
+                          "'rewrite': '/{$1}/{p}'},"
+                          "{'id': 'c', 'host': '*{any}.example.com', 'path': '/w', "
+                          "'upstream': 'users', 'rewrite': '/w/{any}'}]"));
     adm_config_free(c);
 }
 END_TEST

@@ -46,6 +46,8 @@ class RoutingTest(GatewayCase):
             # issue 14: regexp parameters, an infix catch-all, the catch-all label
             {"id": "rx-num", "path": "/rx/{id:[0-9]+}", "response": {"body": "number"}},
             {"id": "rx-name", "path": "/rx/{name}", "response": {"body": "name"}},
+            {"id": "rx-up", "path": "/rxu/{id:[0-9]{2}}/{$rest}", "rewrite": "/v/{$rest}/{id}",
+             "upstream": "b"},
             {"id": "infix", "path": "/assets/*{path}/thumbnail", "rewrite": "/thumb/{path}",
              "upstream": "b"},
             {"id": "host-label", "host": "*{any}.wild.example", "path": "/w",
@@ -151,6 +153,9 @@ class RoutingTest(GatewayCase):
         for _ in range(3):
             self.assertEqual(self.get("/rx/42").body, b"number")
             self.assertEqual(self.get("/rx/4a2").body, b"name")
+        e = self.echo("/rxu/42/x")  # a regexp's braces are not the template's
+        self.assertEqual(e["path"], "/v/x/42")
+        self.assertEqual(self.get("/rxu/421/x").status, 404)
         e = self.echo("/assets/photos/2021/thumbnail")
         self.assertEqual(e["path"], "/thumb/photos/2021")
         self.assertEqual(self.get("/assets/thumbnail").status, 404)
