@@ -47,6 +47,8 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "timeouts", .kind = FK_FN, .fn = adm_cf_timeouts},
     {.key = "access_log", .kind = FK_FN, .fn = adm_cf_access_log},
     {.key = "admin", .kind = FK_FN, .fn = adm_cf_admin},
+    {.key = "user", .kind = FK_FN, .fn = adm_cf_user},
+    {.key = "group", .kind = FK_FN, .fn = adm_cf_group},
 };
 
 /* ---- checks across the sections ---- */

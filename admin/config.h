@@ -174,7 +174,8 @@ struct adm_config {
     struct adm_timeouts timeouts;
     struct adm_access_log access_log;
     struct adm_admin admin;
-    json_t *json; /* the document as given (one owned reference); do not modify */
+    char *user, *group; /* drop to them after binding (NULL: stay as started) */
+    json_t *json;       /* the document as given (one owned reference); do not modify */
     /* From adm_config_from_json_bound(): the routes' table with the binder's
      * udata. A user takes it by setting this to NULL; otherwise it is freed
      * with the config. NULL from every other parser. */

@@ -1,6 +1,7 @@
 /*
  * config_admin.c - the "admin" section: the admin API's numeric address,
- * its token file, the state directory and the warm heap's size.
+ * its token file, the state directory and the warm heap's size; and the
+ * top-level "user" and "group" the process drops to after binding.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -37,6 +38,33 @@ static const struct adm_cf_field admin_fields[] = {
      .max = 1024},
 };
 
+/* "user" or "group" into <slot>: an account name (whether it exists is
+ * checked by adm_config_check_env, on the host that runs it). */
+static void account(struct adm_cf *x, const json_t *v, char **slot)
+{
+    const char *s = adm_cf_str(x, v, 1);
+    struct adm_cf_qbuf q;
+
+    if (!s)
+        return;
+    if (!adm_cf_is_name(s, "_.-", 64)) {
+        adm_cf_err(x, "invalid account name %s", adm_cf_quote(&q, s));
+        return;
+    }
+    free(*slot);
+    *slot = adm_cf_strdup(x, s);
+}
+
+void adm_cf_user(struct adm_cf *x, const json_t *v, void *target)
+{
+    account(x, v, &((struct adm_config *)target)->user);
+}
+
+void adm_cf_group(struct adm_cf *x, const json_t *v, void *target)
+{
+    account(x, v, &((struct adm_config *)target)->group);
+}
+
 void adm_cf_admin(struct adm_cf *x, const json_t *v, void *target)
 {
     struct adm_config *c = target;
@@ -49,4 +77,6 @@ void adm_cf_admin_free(struct adm_config *c)
     adm_addr_free(&c->admin.addr);
     free(c->admin.token_file);
     free(c->admin.state_dir);
+    free(c->user);
+    free(c->group);
 }

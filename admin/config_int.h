@@ -133,6 +133,8 @@ void adm_cf_listeners(struct adm_cf *x, const json_t *v, void *target); /* confi
 void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target); /* config_upstreams.c */
 void adm_cf_routes(struct adm_cf *x, const json_t *v, void *target);    /* config_routes.c */
 void adm_cf_admin(struct adm_cf *x, const json_t *v, void *target);     /* config_admin.c */
+void adm_cf_user(struct adm_cf *x, const json_t *v, void *target);      /* config_admin.c */
+void adm_cf_group(struct adm_cf *x, const json_t *v, void *target);     /* config_admin.c */
 /* config_settings.c */
 void adm_cf_router(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_trusted_proxies(struct adm_cf *x, const json_t *v, void *target);

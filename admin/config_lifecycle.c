@@ -11,6 +11,8 @@
 #include "admin/tls.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +119,15 @@ size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
     if (c->access_log.target == ADM_LOG_FILE &&
         writable_file(c->access_log.path, why, sizeof(why)) < 0)
         adm_errors_add(errs, "/access_log", "%s", why);
+    if (c->user) {
+        struct passwd *pw = getpwnam(c->user);
+        if (!pw)
+            adm_errors_add(errs, "/user", "no user %s on this host", c->user);
+        else if (geteuid() != 0 && pw->pw_uid != geteuid())
+            adm_errors_add(errs, "/user", "switching to user %s needs a start as root", c->user);
+    }
+    if (c->group && !getgrnam(c->group))
+        adm_errors_add(errs, "/group", "no group %s on this host", c->group);
     return errs->n - n0;
 }
 
@@ -149,6 +160,10 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
     if (str_differs(old->admin.state_dir, c->admin.state_dir))
         needs_restart(errs, "/admin/state_dir",
                       old->admin.state_dir ? old->admin.state_dir : "none");
+    if (str_differs(old->user, c->user))
+        needs_restart(errs, "/user", old->user ? old->user : "none");
+    if (str_differs(old->group, c->group))
+        needs_restart(errs, "/group", old->group ? old->group : "none");
     if (old->admin.heap_reserve_mb != c->admin.heap_reserve_mb) {
         snprintf(now, sizeof(now), "%u", old->admin.heap_reserve_mb);
         needs_restart(errs, "/admin/heap_reserve_mb", now);

@@ -14,9 +14,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
 #include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -774,6 +777,64 @@ fail_events:
     return -1;
 }
 
+static uid_t drop_uid;
+static gid_t drop_gid;
+
+static int chown_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)sb;
+    (void)type;
+    (void)ftw;
+    if (lchown(path, drop_uid, drop_gid) < 0)
+        gw_log(GW_LOG_WARN, "user: chown %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* user and group (<cfg>): after binding, as nginx's user does. The state
+ * directory (with what it holds) and the access-log file are given to them
+ * first, so that they stay writable; descriptors already open stay usable.
+ * The error log is stderr, inherited. -1 after logging why. */
+static int drop_privileges(const struct adm_config *cfg)
+{
+    struct passwd *pw = NULL;
+    struct group *gr = NULL;
+
+    if (!cfg->user && !cfg->group)
+        return 0;
+    if ((cfg->user && !(pw = getpwnam(cfg->user))) ||
+        (cfg->group && !(gr = getgrnam(cfg->group)))) {
+        gw_log(GW_LOG_ERROR, "%s %s: no such account", pw || !cfg->user ? "group" : "user",
+               pw || !cfg->user ? cfg->group : cfg->user);
+        return -1;
+    }
+    drop_uid = pw ? pw->pw_uid : geteuid();
+    drop_gid = gr ? gr->gr_gid : pw ? pw->pw_gid : getegid();
+    if (geteuid() != 0) {
+        if (drop_uid == geteuid() && drop_gid == getegid())
+            return 0;
+        gw_log(GW_LOG_ERROR, "user %s, group %s: dropping to them needs a start as root",
+               cfg->user ? cfg->user : "-", cfg->group ? cfg->group : "-");
+        return -1;
+    }
+    if (state.dir)
+        nftw(state.dir, chown_one, 16, FTW_PHYS);
+    if (cfg->access_log.target == ADM_LOG_FILE &&
+        chown(cfg->access_log.path, drop_uid, drop_gid) < 0)
+        gw_log(GW_LOG_WARN, "user: chown %s: %s", cfg->access_log.path, strerror(errno));
+    if ((pw ? initgroups(pw->pw_name, drop_gid) : setgroups(1, &drop_gid)) < 0 ||
+        setgid(drop_gid) < 0 || setuid(drop_uid) < 0) {
+        gw_log(GW_LOG_ERROR, "cannot drop to user %s, group %s: %s", cfg->user ? cfg->user : "-",
+               cfg->group ? cfg->group : "-", strerror(errno));
+        return -1;
+    }
+    if (drop_uid != 0 && setuid(0) == 0) {
+        gw_log(GW_LOG_ERROR, "dropped privileges came back: refusing to run");
+        return -1;
+    }
+    gw_log(GW_LOG_INFO, "running as uid %u, gid %u", (unsigned)drop_uid, (unsigned)drop_gid);
+    return 0;
+}
+
 /* Serves until a drain ends (every worker stopped) or a second signal. */
 static void run(const char *cfg_path)
 {
@@ -821,7 +882,7 @@ int main(int argc, char **argv)
         goto out_fail_swap;
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
-    if (persist_start(&plan) < 0)
+    if (drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0 || persist_start(&plan) < 0)
         goto out_fail_admin;
 
     run(cfg_path);
