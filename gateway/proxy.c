@@ -37,90 +37,15 @@ void gw_proxy_detach(struct gw_conn *c)
     }
 }
 
-static int hp_on_status(llhttp_t *hp, const char *at, size_t len)
+/* Decoded response body bytes (chunked to an HTTP/1.0 client) go on to
+ * the client; raw ones are moved whole by pump_body_down. */
+static void body_down_cb(void *ctx, const char *data, size_t len)
 {
-    struct gw_upconn *u = hp->data;
-    if (!u->status_text.ptr)
-        u->status_text.ptr = at;
-    u->status_text.len += len;
-    return 0;
+    struct gw_conn *c = ctx;
+
+    evbuffer_add(c->io.out, data, len);
+    c->bytes_out += len;
 }
-
-static int hp_on_field(llhttp_t *hp, const char *at, size_t len)
-{
-    struct gw_upconn *u = hp->data;
-
-    if (u->in_value || u->nhdr == 0) {
-        if (u->nhdr == GW_UP_MAX_HEADERS) {
-            u->too_many = 1;
-            return -1;
-        }
-        u->hdr[u->nhdr].name.ptr = at;
-        u->hdr[u->nhdr].name.len = 0;
-        u->hdr[u->nhdr].value.ptr = NULL;
-        u->hdr[u->nhdr].value.len = 0;
-        u->nhdr++;
-        u->in_value = 0;
-    }
-    for (size_t i = 0; i < len; i++) {
-        /* a name is a token: llhttp (not strict) lets "Name :" through,
-         * which must never reach the client (RFC 9112 5.1) */
-        if (!h1_is_tchar((unsigned char)at[i]))
-            return -1;
-    }
-    u->hdr[u->nhdr - 1].name.len += len;
-    return 0;
-}
-
-static int hp_on_value(llhttp_t *hp, const char *at, size_t len)
-{
-    struct gw_upconn *u = hp->data;
-    struct h1_header *h;
-
-    if (!u->nhdr)
-        return -1;
-    h = &u->hdr[u->nhdr - 1];
-    if (!h->value.ptr)
-        h->value.ptr = at;
-    else if (at != h->value.ptr + h->value.len)
-        return -1; /* obs-fold: the value is not one run of bytes (RFC 9112 5.2: 502) */
-    h->value.len += len;
-    u->in_value = 1;
-    return 0;
-}
-
-static int hp_on_headers_complete(llhttp_t *hp)
-{
-    (void)hp;
-    return HPE_PAUSED;
-}
-
-static int hp_on_body(llhttp_t *hp, const char *at, size_t len)
-{
-    struct gw_upconn *u = hp->data;
-
-    if (!u->raw && u->c) {
-        evbuffer_add(u->c->io.out, at, len);
-        u->c->bytes_out += len;
-    }
-    return 0;
-}
-
-static int hp_on_message_complete(llhttp_t *hp)
-{
-    struct gw_upconn *u = hp->data;
-    u->msg_done = 1;
-    return HPE_PAUSED;
-}
-
-static const llhttp_settings_t hp_settings = {
-    .on_status = hp_on_status,
-    .on_header_field = hp_on_field,
-    .on_header_value = hp_on_value,
-    .on_headers_complete = hp_on_headers_complete,
-    .on_body = hp_on_body,
-    .on_message_complete = hp_on_message_complete,
-};
 
 static int body_up_cb(void *ctx, const char *data, size_t len)
 {
@@ -192,74 +117,20 @@ void gw_proxy_body_up(struct gw_conn *c)
      * goes away is noticed. */
 }
 
-/* At most one Transfer-Encoding, and only "chunked" (nginx's rule for
- * upstream responses): the client must frame the body exactly as llhttp
- * did, and "chunked, chunked" or "gzip, chunked" leave room for doubt. */
-static int resp_framing_ok(const struct gw_upconn *u)
-{
-    int nte = 0;
-
-    for (size_t i = 0; i < u->nhdr; i++) {
-        const struct h1_header *h = &u->hdr[i];
-        size_t vl = h->value.len;
-        if (!h1_name_is(&h->name, "transfer-encoding"))
-            continue;
-        while (vl && (h->value.ptr[vl - 1] == ' ' || h->value.ptr[vl - 1] == '\t'))
-            vl--;
-        if (++nte > 1 || vl != 7 || strncasecmp(h->value.ptr, "chunked", 7) != 0)
-            return 0;
-    }
-    return 1;
-}
-
-/* RFC 9112 4: "HTTP/1.x" SP 3DIGIT SP; llhttp takes "HTTP/1.1 20 OK",
- * "HTTP/1.1 0200" and versions other than 1.x, none of which the client
- * must see. */
-static int status_line_ok(const char *p, size_t n)
-{
-    return n >= 13 && memcmp(p, "HTTP/1.", 7) == 0 && (p[7] == '0' || p[7] == '1') && p[8] == ' ' &&
-           p[9] >= '1' && p[9] <= '9' && p[10] >= '0' && p[10] <= '9' && p[11] >= '0' &&
-           p[11] <= '9' && (p[12] == ' ' || p[12] == '\r');
-}
-
-/* Parses the response head from the start of <in>. 1: complete, with
- * *head_len bytes; 0: need more; -1: invalid. */
+/* Parses the response head from the start of <in> with http1's response
+ * parser, which refuses what llhttp lets through but a client must never
+ * see. 1: complete, with *head_len bytes; 0: need more; -1: invalid. */
 static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_len)
 {
     size_t n = evbuffer_get_length(in);
     const char *p;
-    llhttp_errno_t err;
 
     if (n > GW_UP_HEAD_MAX)
         n = GW_UP_HEAD_MAX;
     p = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
     if (!p)
         return n ? -1 : 0;
-    llhttp_init(&u->hp, HTTP_RESPONSE, &hp_settings);
-    u->hp.data = u;
-    u->nhdr = 0;
-    u->in_value = 0;
-    u->too_many = 0;
-    u->msg_done = 0;
-    u->status_text.ptr = NULL;
-    u->status_text.len = 0;
-    err = llhttp_execute(&u->hp, p, n);
-    if (err == HPE_PAUSED) {
-        *head_len = (size_t)(llhttp_get_error_pos(&u->hp) - p);
-        return status_line_ok(p, *head_len) && resp_framing_ok(u) ? 1 : -1;
-    }
-    if (err == HPE_OK)
-        return n == GW_UP_HEAD_MAX ? -1 : 0;
-    return -1;
-}
-
-static int resp_keepalive(const struct gw_upconn *u)
-{
-    if (u->hp.flags & F_CONNECTION_CLOSE)
-        return 0;
-    if (u->hp.http_major == 1 && u->hp.http_minor == 0)
-        return (u->hp.flags & F_CONNECTION_KEEP_ALIVE) != 0;
-    return 1;
+    return h1_resp_parse_head(&u->resp, p, n, GW_UP_HEAD_MAX, head_len);
 }
 
 /* Writes the response head to the client, dropping hop-by-hop fields. */
@@ -276,8 +147,8 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
     if (!pend)
         gw_ob_init_io(o, &c->io);
     before = o->total;
-    for (size_t i = 0; i < u->nhdr; i++) {
-        const struct h1_header *h = &u->hdr[i];
+    for (size_t i = 0; i < u->resp.nhdr; i++) {
+        const struct h1_header *h = &u->resp.hdr[i];
         if (h1_name_is(&h->name, "connection")) {
             const char *s = h->value.ptr, *e = s + h->value.len;
             while (s < e && ntok < 32) {
@@ -296,13 +167,13 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
         }
     }
     gw_ob_lit(o, "HTTP/1.1 ");
-    gw_ob_u64(o, (uint64_t)u->status);
+    gw_ob_u64(o, (uint64_t)u->resp.status);
     gw_ob_lit(o, " ");
-    if (u->status_text.ptr)
-        gw_ob_slice(o, &u->status_text);
+    if (u->resp.status_text.ptr)
+        gw_ob_slice(o, &u->resp.status_text);
     gw_ob_lit(o, "\r\n");
-    for (size_t i = 0; i < u->nhdr; i++) {
-        const struct h1_header *h = &u->hdr[i];
+    for (size_t i = 0; i < u->resp.nhdr; i++) {
+        const struct h1_header *h = &u->resp.hdr[i];
         const char *v = h->value.ptr ? h->value.ptr : "";
         size_t vl = h->value.len;
         if (h1_is_hop_field(&h->name) || gw_forward_named_in(&h->name, conn_tok, ntok))
@@ -319,13 +190,13 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
     }
     if (!have_id && c->reqid_len)
         gw_ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
-    if (!have_date && u->status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */
+    if (!have_date && u->resp.status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */
         gw_ob_add(o, c->w->date, c->w->date_len);
     if (upgrade) {
         const struct h1_header *up = NULL;
-        for (size_t i = 0; i < u->nhdr; i++)
-            if (h1_name_is(&u->hdr[i].name, "upgrade"))
-                up = &u->hdr[i];
+        for (size_t i = 0; i < u->resp.nhdr; i++)
+            if (h1_name_is(&u->resp.hdr[i].name, "upgrade"))
+                up = &u->resp.hdr[i];
         gw_ob_lit(o, "Connection: upgrade\r\n");
         if (up)
             gw_ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
@@ -337,7 +208,7 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
         gw_ob_flush(o);
     c->bytes_out += o->total - before;
     c->resp_started = 1;
-    c->status = u->status;
+    c->status = u->resp.status;
 }
 
 /* The response is complete: park or close the upstream connection and go
@@ -370,9 +241,8 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
         if (pend)                                                                                  \
             gw_ob_flush(pend);                                                                     \
     } while (0)
-    while (!u->msg_done) {
+    while (!u->resp.msg_done) {
         struct evbuffer_iovec v;
-        llhttp_errno_t err;
         size_t used;
 
         if (evbuffer_get_length(out) > GW_HWM) {
@@ -387,14 +257,10 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
             PEND_FLUSH();
             return;
         }
-        err = llhttp_execute(&u->hp, v.iov_base, v.iov_len);
-        if (err == HPE_OK) {
-            used = v.iov_len;
-        } else if (err == HPE_PAUSED && u->msg_done) {
-            used = (size_t)(llhttp_get_error_pos(&u->hp) - (const char *)v.iov_base);
-        } else {
+        if (h1_resp_feed_body(&u->resp, v.iov_base, v.iov_len, &used, u->raw ? NULL : body_down_cb,
+                              c) < 0) {
             gw_log(GW_LOG_WARN, "upstream %s: invalid response body (%s); closing client %s:%u",
-                   up_server_address(u->pool, u->server), llhttp_errno_name(err), c->peer_ip,
+                   up_server_address(u->pool, u->server), h1_resp_error(&u->resp), c->peer_ip,
                    c->peer_port);
             PEND_FLUSH();
             gw_proxy_fail(c, 502);
@@ -417,9 +283,9 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
     }
     PEND_FLUSH();
 #undef PEND_FLUSH
-    if (!u->msg_done) {
+    if (!u->resp.msg_done) {
         /* the upstream closed and every byte it sent has gone on */
-        if (llhttp_message_needs_eof(&u->hp)) {
+        if (h1_resp_needs_eof(&u->resp)) {
             resp_done(c); /* a close-delimited body ends here */
             return;
         }
@@ -448,12 +314,12 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             return;
         if (rc < 0) {
             gw_log(GW_LOG_WARN, "upstream %s: invalid response head%s",
-                   up_server_address(u->pool, u->server), u->too_many ? " (too many fields)" : "");
+                   up_server_address(u->pool, u->server),
+                   u->resp.too_many ? " (too many fields)" : "");
             gw_proxy_fail(c, 502);
             return;
         }
-        u->status = llhttp_get_status_code(&u->hp);
-        if (u->status == 101) {
+        if (u->resp.status == 101) {
             if (!c->rp.req.upgrade) {
                 gw_proxy_fail(c, 502);
                 return;
@@ -464,10 +330,10 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             tunnel_start(c);
             return;
         }
-        if (u->status >= 100 && u->status < 200) {
+        if (u->resp.status >= 100 && u->resp.status < 200) {
             /* interim: 100 is ours to send (we answered Expect), others
              * (103 Early Hints) go to HTTP/1.1 clients */
-            if (u->status != 100 && !c->http10) {
+            if (u->resp.status != 100 && !c->http10) {
                 int keep = c->keep;
                 u->raw = 1;
                 c->keep = 1;
@@ -479,13 +345,13 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             continue;
         }
         gw_upconn_set_state(u, GW_UP_BODY);
-        u->keep = resp_keepalive(u);
+        u->keep = h1_resp_keep_alive(&u->resp);
         {
             double secs = gw_elapsed_ms(&c->t_up) / 1e3;
             gw_count(&c->w->ctr.up[gw_hist_bucket(secs)], 1);
             gw_count(&c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
         }
-        if (c->is_head || u->status == 204 || u->status == 304) {
+        if (c->is_head || u->resp.status == 204 || u->resp.status == 304) {
             write_resp_head(c, u, 0, NULL);
             evbuffer_drain(in, hl);
             if (evbuffer_get_length(in))
@@ -493,20 +359,16 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             resp_done(c);
             return;
         }
-        if (llhttp_message_needs_eof(&u->hp)) {
+        if (h1_resp_needs_eof(&u->resp)) {
             u->keep = 0;
             c->keep = 0; /* close-delimited: the client learns the end by the close */
         }
-        u->raw = !(c->http10 && (u->hp.flags & F_CHUNKED));
+        u->raw = !(c->http10 && h1_resp_chunked(&u->resp));
         if (!u->raw)
             c->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
         write_resp_head(c, u, 0, &pend);
         evbuffer_drain(in, hl);
-        llhttp_resume(&u->hp);
-        /* llhttp ends an empty body (Content-Length: 0) only when it next
-         * runs, and the next bytes may never come: run it on no input */
-        if ((u->hp.flags & F_CONTENT_LENGTH) && u->hp.content_length == 0)
-            llhttp_execute(&u->hp, "", 0);
+        h1_resp_begin_body(&u->resp);
     }
     pump_body_down(c, u, &pend);
 }
@@ -570,7 +432,7 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
         return;
     }
-    if ((what & GW_IO_EOF) && u->st == GW_UP_BODY && !u->msg_done) {
+    if ((what & GW_IO_EOF) && u->st == GW_UP_BODY && !u->resp.msg_done) {
         /* The body bytes still buffered go to the client first (it may be
          * slower than the upstream): then a close-delimited body ends, and
          * any other died mid-body (pump_body_down decides). */
@@ -642,7 +504,7 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
     gw_io_setcb(&u->io, up_read_cb, up_write_cb, up_event_cb, u);
     up_count_request(pool, c->w->id, server);
     u->c = c;
-    u->msg_done = 0;
+    u->resp.msg_done = 0;
     u->got_bytes = 0;
     u->raw = 1;
     c->up = u;

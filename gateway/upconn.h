@@ -7,10 +7,10 @@
 #ifndef SY_GATEWAY_UPCONN_H
 #define SY_GATEWAY_UPCONN_H
 
+#include "admin/http1/response.h"
 #include "gateway/conn.h"
 
-#define GW_UP_HEAD_MAX (64 * 1024)
-#define GW_UP_MAX_HEADERS 256
+#define GW_UP_HEAD_MAX (64 * 1024) /* an upstream response head is at most this long */
 
 enum gw_upconn_state {
     GW_UP_CONNECTING, /* connect (and handshake) under way; the request head waits */
@@ -27,17 +27,12 @@ struct gw_upconn {
     up_pool *pool;
     size_t server;
     enum gw_upconn_state st;
-    struct gw_conn *c; /* the client served; NULL while idle */
-    llhttp_t hp;
-    int reused, got_bytes, msg_done, raw, keep, read_paused;
+    struct gw_conn *c;   /* the client served; NULL while idle */
+    struct h1_resp resp; /* the response parser: status, fields, msg_done */
+    int reused, got_bytes, raw, keep, read_paused;
     int eof; /* the upstream closed: what is buffered is all that comes */
-    int status;
     struct gw_tmo tmo;
     long long idle_until; /* parked: CLOCK_MONOTONIC ms when it is closed */
-    struct h1_header hdr[GW_UP_MAX_HEADERS];
-    size_t nhdr;
-    int in_value, too_many;
-    struct h1_slice status_text;
 };
 
 void gw_upconn_set_state(struct gw_upconn *u, enum gw_upconn_state st);
