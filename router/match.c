@@ -82,8 +82,9 @@ struct walk {
     size_t cap, np;
     uint64_t allow;
     const struct rt_route *hit;
-    rt_ctx *ctx; /* for regexps: the caller's, or made for this lookup */
-    int own_ctx; /* ctx was made here: rt_lookup frees it */
+    unsigned infix_budget; /* infix catch-all values left to try in this walk */
+    rt_ctx *ctx;           /* for regexps: the caller's, or made for this lookup */
+    int own_ctx;           /* ctx was made here: rt_lookup frees it */
 };
 
 static inline void push(struct walk *w, const char *v, size_t len)
@@ -220,13 +221,18 @@ static int walk_path(struct walk *w, const struct rt_node *n, size_t off)
 }
 
 /* An infix catch-all at s[off..]: at least one byte, slashes included, up
- * to a '/' where the rest of its pattern matches; shortest first. */
+ * to a '/' where the rest of its pattern matches; shortest first. A walk
+ * tries at most RT_INFIX_BUDGET values in all: with k infix catch-alls in
+ * one pattern the choices grow as segments^k, and a client picks the path. */
 static int walk_infix(struct walk *w, const struct rt_node *c, size_t off)
 {
     const char *s = w->s, *end = s + w->len, *e = s + off + 1;
     const size_t mark = w->np;
 
     for (; e < end && (e = memchr(e, '/', (size_t)(end - e))) != NULL; e++) {
+        if (w->infix_budget == 0)
+            return 0;
+        w->infix_budget--;
         push(w, s + off, (size_t)(e - s) - off);
         if (walk_path(w, c, (size_t)(e - s)))
             return 1;
@@ -344,6 +350,7 @@ static int walk_all(const rt_table *t, struct walk *w, const char *host, size_t 
     w->np = 0;
     w->allow = 0;
     w->hit = NULL;
+    w->infix_budget = RT_INFIX_BUDGET;
     if (hlen && (t->hroot->nkids || t->hroot->param || t->hroot->catchall) &&
         walk_host(w, t->hroot, host, hlen, 0, path, plen))
         return 1;

@@ -45,7 +45,8 @@ struct rt_rx {
     struct rt_node *node;
 };
 
-#define RT_MAX_REGEXPS 255 /* regexp children of one node */
+#define RT_MAX_REGEXPS 255   /* regexp children of one node */
+#define RT_INFIX_BUDGET 4096 /* infix catch-all values one walk may try (match.c) */
 
 struct rt_node {
     uint32_t refs;

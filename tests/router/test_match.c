@@ -1147,6 +1147,33 @@ START_TEST(test_infix_priority)
 }
 END_TEST
 
+/* Three infix catch-alls and a path of 3000 segments: 4.5e9 ways to split
+ * it, but one walk tries at most 4096 infix values, so the lookup returns
+ * (Check's 4 s timeout fails the test otherwise); short paths still match. */
+START_TEST(test_infix_budget)
+{
+    const char *lines[] = {"GET /a/*{x}/*{y}/*{z}/b"};
+    rt_table *t = BUILD(lines);
+    struct rtest_res r;
+    size_t n = 3000, len = 0;
+    char *path = malloc(2 * n + 8);
+
+    ck_assert_ptr_nonnull(path);
+    len += (size_t)sprintf(path, "/a");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(path + len, "/c");
+    sprintf(path + len, "/d");
+    MISS(t, "GET", NULL, path);
+    HIT(t, "GET", NULL, "/a/1/2/3/b", 1);
+    PARAM(0, "x", "1");
+    PARAM(2, "z", "3");
+    HIT(t, "GET", NULL, "/a/1/2/3/4/b", 1);
+    PARAM(2, "z", "3/4");
+    free(path);
+    rt_table_free(t);
+}
+END_TEST
+
 START_TEST(test_host_catchall)
 {
     const char *lines[] = {
@@ -1234,6 +1261,7 @@ static Suite *match_suite(void)
         tcase_add_test(fox, test_infix_catchall);
         tcase_add_test(fox, test_infix_priority);
         tcase_add_test(fox, test_host_catchall);
+        tcase_add_test(fox, test_infix_budget);
         suite_add_tcase(s, fox);
     }
     return s;
