@@ -168,7 +168,7 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
         snprintf(now, sizeof(now), "%u", old->admin.heap_reserve_mb);
         needs_restart(errs, "/admin/heap_reserve_mb", now);
     }
-    /* listeners and the access log: opened at start (not yet live) */
+    /* listeners: bound at start (not yet live) */
     int lsame = old->nlisteners == c->nlisteners;
     for (size_t i = 0; lsame && i < c->nlisteners; i++) {
         const struct adm_listener *a = &old->listeners[i], *b = &c->listeners[i];
@@ -181,13 +181,5 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
                  old->nlisteners > 1 ? ", ..." : "");
         needs_restart(errs, "/listeners", now);
     }
-    if (old->access_log.target != c->access_log.target ||
-        (c->access_log.target == ADM_LOG_FILE &&
-         strcmp(old->access_log.path, c->access_log.path) != 0))
-        needs_restart(errs, "/access_log",
-                      old->access_log.target == ADM_LOG_FILE     ? old->access_log.path
-                      : old->access_log.target == ADM_LOG_STDOUT ? "stdout"
-                      : old->access_log.target == ADM_LOG_STDERR ? "stderr"
-                                                                 : "off");
     return errs->n - n0;
 }

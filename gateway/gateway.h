@@ -66,7 +66,8 @@ struct gw_process {
     unsigned nworkers;
     struct gw_worker *workers;
     const char *config_path; /* NULL: embedded default */
-    int access_fd;           /* -1: off */
+    int access_fd;           /* the access log; its target is replaced with dup2() */
+    _Atomic int access_on;   /* 0: access_log off, lines are not even formatted */
     _Atomic int draining;
     _Atomic unsigned running; /* workers still running */
     _Atomic unsigned conns;   /* open client connections, all workers */

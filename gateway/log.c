@@ -91,7 +91,7 @@ void gw_log_access(struct gw_conn *c)
     struct tm tm;
     char tbuf[32];
 
-    if (w->proc->access_fd < 0)
+    if (!atomic_load_explicit(&w->proc->access_on, memory_order_relaxed))
         return;
     if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
         gw_access_flush(w);

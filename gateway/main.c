@@ -285,6 +285,102 @@ static int persist_start(const struct start_plan *plan)
     return 0;
 }
 
+/* The access log's target as it is open now: each publish compares the
+ * new snapshot's with it. */
+static struct adm_access_log access_now;
+
+/* A new descriptor for the target of <a>: the file opened for appending, a
+ * copy of stdout or stderr, or /dev/null when off. -1 with errno. */
+static int access_open(const struct adm_access_log *a)
+{
+    switch (a->target) {
+    case ADM_LOG_STDOUT:
+        return fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    case ADM_LOG_STDERR:
+        return fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    case ADM_LOG_FILE:
+        return open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    default:
+        return open("/dev/null", O_WRONLY | O_CLOEXEC);
+    }
+}
+
+static const char *access_name(const struct adm_access_log *a)
+{
+    return a->target == ADM_LOG_FILE     ? a->path
+           : a->target == ADM_LOG_STDOUT ? "stdout"
+           : a->target == ADM_LOG_STDERR ? "stderr"
+                                         : "off";
+}
+
+/* Points the access log at <a>'s target (again: SIGUSR1 after a rotation).
+ * The workers write to proc.access_fd, which stays the same number: the
+ * new file is dup2()ed onto it, atomically, so no worker takes a lock or
+ * ever writes to a closed descriptor (a flush in progress lands in the old
+ * file or the new one). 0, or -1 after logging why (the old target kept). */
+static int access_reopen(const struct adm_access_log *a)
+{
+    int fd = access_open(a);
+    char *path = a->path ? strdup(a->path) : NULL;
+
+    if (fd < 0 || (a->path && !path) || dup2(fd, proc.access_fd) < 0) {
+        gw_log(GW_LOG_ERROR, "access log %s: %s; it stays %s", access_name(a),
+               fd < 0 || path || !a->path ? strerror(errno) : "out of memory",
+               access_name(&access_now));
+        if (fd >= 0)
+            close(fd);
+        free(path);
+        return -1;
+    }
+    close(fd);
+    free(access_now.path);
+    access_now.target = a->target;
+    access_now.path = path;
+    atomic_store_explicit(&proc.access_on, a->target != ADM_LOG_OFF, memory_order_relaxed);
+    return 0;
+}
+
+/* The access log's descriptor into proc.access_fd: always a descriptor of
+ * its own (never 1 or 2 themselves), so that a later target can replace it.
+ * -1 after logging why. */
+static int open_access_log(const struct adm_config *cfg)
+{
+    proc.access_fd = access_open(&cfg->access_log);
+    if (proc.access_fd < 0) {
+        gw_log(GW_LOG_ERROR, "access log %s: %s", access_name(&cfg->access_log), strerror(errno));
+        return -1;
+    }
+    access_now.target = cfg->access_log.target;
+    access_now.path = cfg->access_log.path ? strdup(cfg->access_log.path) : NULL;
+    atomic_store_explicit(&proc.access_on, cfg->access_log.target != ADM_LOG_OFF,
+                          memory_order_relaxed);
+    return 0;
+}
+
+static void close_access_log(void)
+{
+    if (proc.access_fd >= 0)
+        close(proc.access_fd);
+    proc.access_fd = -1;
+    free(access_now.path);
+    access_now.path = NULL;
+}
+
+/* Every publish (on the admin thread): the access log follows the config
+ * (the push was checked for a target that opens), then worker <w> hears of
+ * the swap. */
+static void publish_notify(void *arg, unsigned w)
+{
+    const struct adm_access_log *a = &atomic_load(&proc.swap.current)->cfg->access_log;
+
+    if (w == 0 && proc.access_fd >= 0 &&
+        (a->target != access_now.target ||
+         (a->target == ADM_LOG_FILE && strcmp(a->path, access_now.path) != 0)) &&
+        access_reopen(a) == 0)
+        gw_log(GW_LOG_INFO, "access log: %s", access_name(a));
+    gw_worker_notify(arg, w);
+}
+
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
@@ -359,6 +455,12 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)arg;
     if (sig == SIGHUP) {
         reload();
+        return;
+    }
+    if (sig == SIGUSR1) {
+        /* logrotate's postrotate: the same file name, a new file */
+        if (access_reopen(&atomic_load(&proc.swap.current)->cfg->access_log) == 0)
+            gw_log(GW_LOG_INFO, "SIGUSR1: access log %s reopened", access_name(&access_now));
         return;
     }
     if (atomic_exchange(&proc.draining, 1)) {
@@ -546,38 +648,6 @@ static int admin_prepare(const struct adm_config *cfg, char **token, struct adm_
     return 0;
 }
 
-/* The access log's descriptor into proc.access_fd (-1 when off). -1 after
- * logging why. */
-static int open_access_log(const struct adm_config *cfg)
-{
-    switch (cfg->access_log.target) {
-    case ADM_LOG_STDOUT:
-        proc.access_fd = STDOUT_FILENO;
-        return 0;
-    case ADM_LOG_STDERR:
-        proc.access_fd = STDERR_FILENO;
-        return 0;
-    case ADM_LOG_FILE:
-        proc.access_fd =
-            open(cfg->access_log.path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (proc.access_fd < 0) {
-            gw_log(GW_LOG_ERROR, "access log %s: %s", cfg->access_log.path, strerror(errno));
-            return -1;
-        }
-        return 0;
-    default:
-        proc.access_fd = -1;
-        return 0;
-    }
-}
-
-static void close_access_log(void)
-{
-    if (proc.access_fd > STDERR_FILENO)
-        close(proc.access_fd);
-    proc.access_fd = -1;
-}
-
 /* Frees the worker slots: their sockets, and what a started worker made
  * (after its thread was joined). */
 static void close_listeners(void)
@@ -651,7 +721,7 @@ static int publish_first(struct adm_config *cfg)
     struct adm_errors errs;
     struct adm_snapshot *snap;
 
-    if (adm_swap_init(&proc.swap, proc.nworkers, gw_worker_notify, &proc) < 0) {
+    if (adm_swap_init(&proc.swap, proc.nworkers, publish_notify, &proc) < 0) {
         gw_log(GW_LOG_ERROR, "snapshot swap: out of memory");
         adm_config_free(cfg);
         return -1;
@@ -692,6 +762,7 @@ static int start_workers(void)
     }
     sigemptyset(&block);
     sigaddset(&block, SIGHUP);
+    sigaddset(&block, SIGUSR1);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
     pthread_sigmask(SIG_BLOCK, &block, &old);
@@ -713,7 +784,7 @@ fail_started:
     return -1;
 }
 
-static struct event *sig_hup, *sig_term, *sig_int;
+static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1;
 
 static void stop_admin(void)
 {
@@ -731,7 +802,9 @@ static void stop_admin(void)
         event_free(sig_term);
     if (sig_hup)
         event_free(sig_hup);
-    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = NULL;
+    if (sig_usr1)
+        event_free(sig_usr1);
+    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = sig_usr1 = NULL;
 }
 
 /* The admin API's audit lines: one per accepted change, in the error log. */
@@ -753,9 +826,11 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     sig_hup = evsignal_new(proc.admin_base, SIGHUP, signal_cb, NULL);
     sig_term = evsignal_new(proc.admin_base, SIGTERM, signal_cb, NULL);
     sig_int = evsignal_new(proc.admin_base, SIGINT, signal_cb, NULL);
+    sig_usr1 = evsignal_new(proc.admin_base, SIGUSR1, signal_cb, NULL);
     reclaim_ev = event_new(proc.admin_base, -1, EV_PERSIST, reclaim_cb, NULL);
-    if (!sig_hup || !sig_term || !sig_int || !reclaim_ev || evsignal_add(sig_hup, NULL) < 0 ||
-        evsignal_add(sig_term, NULL) < 0 || evsignal_add(sig_int, NULL) < 0 ||
+    if (!sig_hup || !sig_term || !sig_int || !sig_usr1 || !reclaim_ev ||
+        evsignal_add(sig_hup, NULL) < 0 || evsignal_add(sig_term, NULL) < 0 ||
+        evsignal_add(sig_int, NULL) < 0 || evsignal_add(sig_usr1, NULL) < 0 ||
         event_add(reclaim_ev, &rt) < 0) {
         gw_log(GW_LOG_ERROR, "admin events: out of memory");
         goto fail_events;

@@ -2,7 +2,7 @@
 """test_admin_refusals.py - a config is accepted only if the next start
 would accept it too, and never accepted and then ignored:
 - a push (and a dry run, and a SIGHUP) that changes a restart-only key
-  (workers, admin.*, and, until they are live, listeners and access_log) is
+  (workers, admin.*, user, group, and, until they are live, listeners) is
   a 409 naming each path; nothing changes;
 - a push whose files a start would refuse (a token file that cannot be read,
   an access log that cannot be opened, a state directory that is a file) or
@@ -52,7 +52,9 @@ class RestartOnlyTest(RefusalCase):
         c = self.live()
         c["listeners"] = c["listeners"] + [{"address": "127.0.0.1:%d" % free_port()}]
         yield "/listeners", c
-        yield "/access_log", dict(self.live(), access_log="stderr")
+        c = self.live()
+        c["user"] = "nobody"
+        yield "/user", c
 
     def test_push_of_a_restart_only_key_is_409(self):
         gen = self.api.generation()
@@ -68,7 +70,6 @@ class RestartOnlyTest(RefusalCase):
         c = self.live()
         c["workers"] = 1
         c["admin"] = dict(c["admin"], heap_reserve_mb=48)
-        c["access_log"] = self.cfg.get("access_log", "stdout")
         c["routes"] = c["routes"] + [local_route("new", "/new")]
         self.assertWrite(self.api.put("/config", c), 200, gen)
         self.assertEqual(self.api.get("/routes/new").status, 200)

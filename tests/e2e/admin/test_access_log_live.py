@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""test_access_log_live.py - access_log is live: a push that sets it to a
+file makes the next requests' lines go there (within the per-worker buffer's
+one-second flush), from there to another file, to off (no more lines) and
+back; SIGUSR1 reopens it under the same name after a rotation (logrotate's
+postrotate): the renamed file gets no more lines, the new one does."""
+import json
+import os
+import signal
+
+from adminlib import (AdminCase, data_get, gateway_config, local_route, main, wait_for)
+
+
+def lines(path):
+    try:
+        with open(path) as f:
+            return [json.loads(l) for l in f]
+    except FileNotFoundError:
+        return []
+
+
+class AccessLogLiveTest(AdminCase):
+    def setUp(self):
+        super().setUp()
+        self.cfg = gateway_config(routes=[local_route("t", "/t/*{tag}")], workers=2)
+        self.gw = self.own_gateway(self.cfg)
+        self.api = self.admin_for(self.gw)
+
+    def push(self, target):
+        self.assertWrite(self.api.put("/config", dict(self.cfg, access_log=target)), 200)
+
+    def hit(self, tag, n=3):
+        for _ in range(n):
+            self.assertEqual(data_get(self.gw.port, "/t/" + tag).status, 200)
+
+    def tagged(self, path, tag):
+        return [l for l in lines(path) if l.get("path") == "/t/" + tag]
+
+    def wait_tagged(self, path, tag, n=3):
+        wait_for(lambda: len(self.tagged(path, tag)) >= n, what="%s lines in %s" % (tag, path))
+
+    def test_push_changes_the_access_log(self):
+        a, b = self.tmp.file("a.log"), self.tmp.file("b.log")
+        self.hit("off")
+        self.push(a)
+        self.hit("one")
+        self.wait_tagged(a, "one")
+        self.push(b)
+        self.hit("two")
+        self.wait_tagged(b, "two")
+        self.assertEqual(self.tagged(a, "two"), [])
+        self.push("off")
+        self.hit("three")
+        self.push(a)
+        self.hit("four")
+        self.wait_tagged(a, "four")
+        # nothing was logged while it was off, nor before it was on
+        self.assertEqual(self.tagged(a, "three") + self.tagged(b, "three"), [])
+        self.assertEqual(self.tagged(a, "off"), [])
+        self.assertRegex(self.gw.log(), r"access log: " + a)
+
+    def test_sigusr1_reopens_after_a_rotation(self):
+        path = self.tmp.file("rot.log")
+        self.push(path)
+        self.hit("before")
+        self.wait_tagged(path, "before")
+        os.rename(path, path + ".1")
+        since = self.gw.log_size()
+        self.gw.signal(signal.SIGUSR1)
+        self.gw.wait_log(r"SIGUSR1: access log \S+ reopened", since)
+        self.hit("after")
+        self.wait_tagged(path, "after")
+        self.assertEqual(self.tagged(path + ".1", "after"), [])
+        self.assertEqual(len(self.tagged(path + ".1", "before")), 3)
+        # the process is fine and drains as usual
+        self.assertEqual(data_get(self.gw.port, "/t/x").status, 200)
+
+
+if __name__ == "__main__":
+    main()
