@@ -208,8 +208,8 @@ void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st)
 }
 
 struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                            int salen, int parked, gw_io_cb on_read, gw_io_cb on_write,
-                            gw_io_event_cb on_event)
+                            int salen, int parked, const struct gw_io_ops *ops, void *xprt,
+                            gw_io_cb on_read, gw_io_cb on_write, gw_io_event_cb on_event)
 {
     struct gw_conn *c = calloc(1, sizeof(*c));
     const struct adm_config *cfg =
@@ -229,7 +229,7 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struc
         evutil_closesocket(fd);
         goto fail_parser;
     }
-    if (gw_io_init(&c->io, w->base, fd, 1, &gw_io_plain, NULL) < 0)
+    if (gw_io_init(&c->io, w->base, fd, 1, ops, xprt) < 0)
         goto fail_io; /* closes fd */
     LIST_INSERT_HEAD(&w->conns, c, link);
     w->nconns++;

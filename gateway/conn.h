@@ -204,12 +204,14 @@ int gw_peek_first(struct evbuffer *in, struct evbuffer_iovec *v);
 /* ---- the client connection ---- */
 
 /* A new connection on the accepted socket <fd> (owned from now on, closed
- * on failure) from <sa>, in state GW_CONN_PARKED when <parked>, else
- * GW_CONN_IDLE and reading; its io calls <on_read>, <on_write> and
- * <on_event> with it. NULL when out of memory (counted as dropped). */
+ * on failure) from <sa>, read and written through transport <ops> with its
+ * state <xprt> (the listener's: gw_io_plain and NULL, or TLS), in state
+ * GW_CONN_PARKED when <parked>, else GW_CONN_IDLE and reading; its io calls
+ * <on_read>, <on_write> and <on_event> with it. NULL when out of memory
+ * (counted as dropped). */
 struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                            int salen, int parked, gw_io_cb on_read, gw_io_cb on_write,
-                            gw_io_event_cb on_event);
+                            int salen, int parked, const struct gw_io_ops *ops, void *xprt,
+                            gw_io_cb on_read, gw_io_cb on_write, gw_io_event_cb on_event);
 /* Closes and frees <c>; its upstream connection must be detached first.
  * Then the worker's conn_freed callback runs (admission). */
 void gw_conn_free(struct gw_conn *c);

@@ -1,6 +1,7 @@
 /*
- * gateway.h - the gateway's private structures: the process, its workers,
- * client connections and upstream connections.
+ * gateway.h - the gateway's process and its workers, their counters, and
+ * what the data plane offers the worker (accept, sweeps, prune, drain).
+ * The connections themselves are conn.h's and upconn.h's.
  *
  * Each worker thread owns an event_base (EVENT_BASE_FLAG_NOLOCK), its own
  * SO_REUSEPORT listening sockets, its client and upstream connections, its
@@ -120,10 +121,12 @@ void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
 
 /* http1.c: a client connection on the accepted socket <fd> (owned from
- * now on), waiting unread for admission when <parked>; NULL when out of
- * memory (the socket is closed, the drop counted). */
+ * now on) through transport <ops> (gateway/io.h) with its state <xprt>,
+ * waiting unread for admission when <parked>; NULL when out of memory (the
+ * socket is closed, the drop counted). */
+struct gw_io_ops;
 struct gw_conn *gw_http1_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                                int salen, int parked);
+                                int salen, int parked, const struct gw_io_ops *ops, void *xprt);
 /* local.c: encodes the local answers once; every worker calls it before serving. */
 void gw_local_init(void);
 

@@ -239,7 +239,8 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
 }
 
 struct gw_conn *gw_http1_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                                int salen, int parked)
+                                int salen, int parked, const struct gw_io_ops *ops, void *xprt)
 {
-    return gw_conn_new(w, fd, sa, salen, parked, conn_read_cb, conn_write_cb, conn_event_cb);
+    return gw_conn_new(w, fd, sa, salen, parked, ops, xprt, conn_read_cb, conn_write_cb,
+                       conn_event_cb);
 }

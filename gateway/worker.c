@@ -32,7 +32,7 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
                  cfg->limits.max_connections;
 
     (void)lev;
-    if (!gw_http1_accept(w, fd, sa, salen, parked))
+    if (!gw_http1_accept(w, fd, sa, salen, parked, &gw_io_plain, NULL))
         atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
     gw_worker_listen_update(w);
 }
