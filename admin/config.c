@@ -59,9 +59,15 @@ static void check_cross(struct adm_cf *x)
     char path[64];
     struct adm_cf_qbuf q;
 
-    for (size_t i = 0; i < c->nupstreams; i++)
-        if (!c->upstreams[i].idle_timeout_ms)
-            c->upstreams[i].idle_timeout_ms = c->timeouts.upstream_idle_ms;
+    for (size_t i = 0; i < c->nupstreams; i++) {
+        struct adm_upstream *u = &c->upstreams[i];
+        if (!u->idle_timeout_ms)
+            u->idle_timeout_ms = c->timeouts.upstream_idle_ms;
+        if (!u->connect_timeout_ms)
+            u->connect_timeout_ms = c->timeouts.upstream_connect_ms;
+        if (!u->response_timeout_ms)
+            u->response_timeout_ms = c->timeouts.upstream_response_ms;
+    }
 
     for (size_t i = 0; i < c->nroutes; i++) {
         struct adm_route *r = &c->routes[i];
@@ -71,7 +77,16 @@ static void check_cross(struct adm_cf *x)
             continue;
         json_t *u = json_object_get(x->upstream_index, r->upstream);
         if (u) {
+            const struct adm_upstream *pool;
             r->upstream_index = (size_t)json_integer_value(u);
+            /* what the route does not say, its upstream does */
+            pool = &c->upstreams[r->upstream_index];
+            if (!x->route_timeout[i])
+                r->timeout_ms = pool->response_timeout_ms;
+            if (r->request_buffering < 0)
+                r->request_buffering = pool->request_buffering;
+            if (!r->max_buffered_body_bytes)
+                r->max_buffered_body_bytes = pool->max_buffered_body_bytes;
         } else {
             snprintf(path, sizeof(path), "/routes/%zu/upstream", i);
             adm_cf_err_at(x, path, "unknown upstream %s", adm_cf_quote(&q, r->upstream));

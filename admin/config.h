@@ -54,7 +54,48 @@ struct adm_listener {
 };
 
 enum adm_balance {
-    ADM_BALANCE_ROUND_ROBIN = 0, /* weighted round robin */
+    ADM_BALANCE_ROUND_ROBIN = 0, /* smooth weighted round robin, the default */
+    ADM_BALANCE_LEAST_CONN,      /* fewest requests in flight, weighted */
+    ADM_BALANCE_RANDOM_TWO,      /* the less loaded of two weighted random picks */
+    ADM_BALANCE_HASH,            /* Maglev on the request's hash_key */
+};
+
+/* What the hash balancer hashes (upstreams.NAME.hash_key). */
+enum adm_hash_on {
+    ADM_HASH_CLIENT_IP = 0, /* "client_ip", the default */
+    ADM_HASH_HEADER,        /* "header:NAME" */
+    ADM_HASH_COOKIE,        /* "cookie:NAME" */
+    ADM_HASH_PATH,          /* "path" */
+};
+
+/* A set of HTTP status codes 100..599: bit <code> of the words. */
+struct adm_statuses {
+    uint64_t bits[10];
+};
+
+static inline int adm_statuses_has(const struct adm_statuses *s, unsigned code)
+{
+    return code < 640 && (s->bits[code / 64] >> (code % 64) & 1) != 0;
+}
+
+/* upstreams.NAME.health_check: active checks of every server. */
+struct adm_health_check {
+    char *path;                   /* the request target, "/" */
+    char *host;                   /* the Host header; NULL: the server's address */
+    unsigned interval_ms;         /* 5000 */
+    unsigned timeout_ms;          /* 2000, at most interval_ms */
+    struct adm_statuses expect;   /* expect_status, 200-399 */
+    unsigned healthy_threshold;   /* passes in a row to come up, 2 */
+    unsigned unhealthy_threshold; /* failures in a row to go down, 3 */
+};
+
+/* upstreams.NAME.outlier: passive ejection (Envoy's defaults). */
+struct adm_outlier {
+    unsigned consecutive_failures; /* 5; 0 turns ejection off */
+    struct adm_statuses statuses;  /* responses that count as failures, 500-599 */
+    unsigned base_ejection_ms;     /* 30000 */
+    unsigned max_ejection_ms;      /* 300000, at least base_ejection_ms */
+    unsigned max_ejection_percent; /* 10 */
 };
 
 struct adm_server {
@@ -67,9 +108,32 @@ struct adm_upstream {
     struct adm_server *servers;
     size_t nservers; /* >= 1 */
     enum adm_balance balance;
-    unsigned keepalive;       /* idle connections per worker per server, 0..100000, default 32 */
-    unsigned idle_timeout_ms; /* default: timeouts.upstream_idle_ms (resolved) */
+    enum adm_hash_on hash_on;    /* ADM_BALANCE_HASH only */
+    char *hash_name;             /* the header or cookie name of hash_key, else NULL */
+    int fallback;                /* ADM_BALANCE_HASH: a down server's keys go to the next one */
+    unsigned keepalive;          /* idle connections per worker per server, 0..100000, default 32 */
+    unsigned idle_timeout_ms;    /* default: timeouts.upstream_idle_ms (resolved) */
+    unsigned connect_timeout_ms; /* default: timeouts.upstream_connect_ms (resolved) */
+    unsigned response_timeout_ms; /* default: timeouts.upstream_response_ms (resolved);
+                                     the default of its routes' timeout_ms */
     struct adm_tls_upstream *tls; /* NULL: plain HTTP */
+
+    struct adm_health_check *health_check; /* NULL: no active checks */
+    int initially_unhealthy;               /* a new server starts down until checked (0) */
+    struct adm_outlier outlier;
+    int panic;              /* every server down: spread over all of them (0: answer 503) */
+    unsigned slow_start_ms; /* a server back up ramps its weight over this (0: off) */
+
+    unsigned retries;                    /* extra tries of a failed request (0) */
+    struct adm_statuses retry_on_status; /* responses that are retried (none) */
+    unsigned retry_budget_percent;       /* of the requests in flight that may be retries (20) */
+    int request_buffering;               /* read a body whole before the upstream request (0) */
+    uint64_t max_buffered_body_bytes;    /* the largest body buffered so (8 MiB) */
+
+    unsigned max_connections;     /* open at once to one server (0: no limit) */
+    unsigned max_pending;         /* requests a worker queues at max_connections (1024) */
+    unsigned queue_timeout_ms;    /* the longest a request waits there (5000) */
+    unsigned resolve_interval_ms; /* host names are re-resolved this often (30000) */
 };
 
 enum adm_action {
@@ -93,11 +157,13 @@ struct adm_route {
     enum adm_action action;
 
     /* ADM_ACTION_UPSTREAM */
-    char *upstream;        /* its name */
-    size_t upstream_index; /* into adm_config.upstreams */
-    char *strip_prefix;    /* NULL if none */
-    char *rewrite;         /* path template with {param}s, NULL if none */
-    unsigned timeout_ms;   /* default: timeouts.upstream_response_ms (resolved) */
+    char *upstream;                   /* its name */
+    size_t upstream_index;            /* into adm_config.upstreams */
+    char *strip_prefix;               /* NULL if none */
+    char *rewrite;                    /* path template with {param}s, NULL if none */
+    unsigned timeout_ms;              /* default: the upstream's response_timeout_ms (resolved) */
+    int request_buffering;            /* default: the upstream's (resolved) */
+    uint64_t max_buffered_body_bytes; /* default: the upstream's (resolved) */
 
     /* ADM_ACTION_RESPONSE: headers in document order, never Content-Length,
      * Transfer-Encoding or hop-by-hop fields. */
@@ -226,7 +292,8 @@ unsigned adm_config_workers(const struct adm_config *c);
 /* What a start checks beyond the schema, so that a config accepted by a
  * push, a SIGHUP or --check also starts (config_lifecycle.c): the token
  * file readable and not empty, no open admin API off loopback, the state
- * directory and the access-log file usable. Binding is not tried. Appends
+ * directory and the access-log file usable, no key adm_config_unserved()
+ * refuses. Binding is not tried. Appends
  * one error per problem to <errs>; returns how many. Nothing is created. */
 size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs);
 /* The restart-only keys that differ between the running <old> and <c>:
@@ -238,6 +305,12 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
 /* Lookups by name / id; NULL when absent. Linear. */
 const struct adm_upstream *adm_config_upstream(const struct adm_config *c, const char *name);
 const struct adm_route *adm_config_route(const struct adm_config *c, const char *id);
+
+/* The keys of <c> that parse but that the gateway does not act on yet
+ * (issue 12's wiring): each is an error appended to <errs> at its JSON
+ * path, so that a push or a start refuses them instead of accepting and
+ * ignoring them. Returns how many (0: all served). config_upstreams.c. */
+size_t adm_config_unserved(const struct adm_config *c, struct adm_errors *errs);
 
 /* Builds a router table from <c>'s routes (options from c->router) in one
  * transaction. Each route's udata is make_udata(route, arg), or the route

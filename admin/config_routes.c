@@ -327,6 +327,14 @@ static const struct adm_cf_field route_fields[] = {
      .off = offsetof(struct adm_route, timeout_ms),
      .min = 1,
      .max = ADM_CF_MAX_MS},
+    {.key = "request_buffering",
+     .kind = FK_BOOL,
+     .off = offsetof(struct adm_route, request_buffering)},
+    {.key = "max_buffered_body_bytes",
+     .kind = FK_U64,
+     .off = offsetof(struct adm_route, max_buffered_body_bytes),
+     .min = 1,
+     .max = 1LL << 30},
 };
 
 enum {
@@ -340,6 +348,8 @@ enum {
     RF_STRIP,
     RF_REWRITE,
     RF_TIMEOUT,
+    RF_BUFFERING,
+    RF_MAXBUF,
 };
 #define RBIT(f) (UINT32_C(1) << (f))
 
@@ -447,7 +457,8 @@ static void route_check(struct adm_cf *x, struct adm_route *r, uint32_t seen, si
     if (!first)
         adm_cf_err(x, "needs an action: one of \"upstream\", \"response\", \"redirect\"");
     if (first && r->action != ADM_ACTION_UPSTREAM) {
-        static const int upstream_only[] = {RF_STRIP, RF_REWRITE, RF_TIMEOUT};
+        static const int upstream_only[] = {RF_STRIP, RF_REWRITE, RF_TIMEOUT, RF_BUFFERING,
+                                            RF_MAXBUF};
         for (size_t i = 0; i < NFIELDS(upstream_only); i++)
             if (seen & RBIT(upstream_only[i]))
                 adm_cf_err_key(x, route_fields[upstream_only[i]].key,
@@ -456,6 +467,8 @@ static void route_check(struct adm_cf *x, struct adm_route *r, uint32_t seen, si
     if ((seen & RBIT(RF_STRIP)) && (seen & RBIT(RF_REWRITE)))
         adm_cf_err_key(x, "rewrite", "not allowed together with \"strip_prefix\"");
     x->route_timeout[idx] = (seen & RBIT(RF_TIMEOUT)) != 0;
+    if (!(seen & RBIT(RF_BUFFERING)))
+        r->request_buffering = -1; /* the upstream's, resolved with the references */
 
     /* Without a valid path, host and methods there is nothing to check
      * against the router. */

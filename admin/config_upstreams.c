@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
+#include "admin/http1/token.h"
 #include "admin/tls.h"
 
 #include <errno.h>
@@ -80,11 +81,238 @@ static void upstream_servers(struct adm_cf *x, const json_t *v, void *target)
 
 static void upstream_balance(struct adm_cf *x, const json_t *v, void *target)
 {
-    static const char *const names[] = {"round_robin"};
+    static const char *const names[] = {"round_robin", "least_conn", "random_two", "hash"};
     struct adm_upstream *u = target;
     int i = adm_cf_enum(x, v, names, NFIELDS(names));
     if (i >= 0)
         u->balance = (enum adm_balance)i;
+}
+
+/* "client_ip", "path", "header:NAME" or "cookie:NAME" (NAME a token). */
+static void upstream_hash_key(struct adm_cf *x, const json_t *v, void *target)
+{
+    static const struct {
+        const char *prefix;
+        enum adm_hash_on on;
+        int named;
+    } keys[] = {{"client_ip", ADM_HASH_CLIENT_IP, 0},
+                {"path", ADM_HASH_PATH, 0},
+                {"header:", ADM_HASH_HEADER, 1},
+                {"cookie:", ADM_HASH_COOKIE, 1}};
+    struct adm_upstream *u = target;
+    const char *s = adm_cf_str(x, v, 1);
+    struct adm_cf_qbuf q;
+
+    if (!s)
+        return;
+    for (size_t i = 0; i < NFIELDS(keys); i++) {
+        size_t n = strlen(keys[i].prefix);
+        if (keys[i].named ? strncmp(s, keys[i].prefix, n) != 0 : strcmp(s, keys[i].prefix) != 0)
+            continue;
+        u->hash_on = keys[i].on;
+        if (!keys[i].named)
+            return;
+        if (!h1_is_token(s + n, strlen(s + n)) || strlen(s + n) > 256)
+            adm_cf_err(x, "invalid %s name %s (1..256 token characters)",
+                       keys[i].on == ADM_HASH_HEADER ? "header" : "cookie",
+                       adm_cf_quote(&q, s + n));
+        else
+            u->hash_name = adm_cf_strdup(x, s + n);
+        return;
+    }
+    adm_cf_err(x,
+               "invalid value %s (expected \"client_ip\", \"path\", \"header:NAME\" or "
+               "\"cookie:NAME\")",
+               adm_cf_quote(&q, s));
+}
+
+/* Adds the codes <lo>..<hi> to <set>. */
+static void statuses_range(struct adm_statuses *set, long long lo, long long hi)
+{
+    for (long long c = lo; c <= hi; c++)
+        set->bits[c / 64] |= UINT64_C(1) << (c % 64);
+}
+
+/* One element of a status set: a code, or a range "LO-HI". */
+static void statuses_add(struct adm_cf *x, const json_t *v, struct adm_statuses *set)
+{
+    long long lo, hi;
+    struct adm_cf_qbuf q;
+
+    if (json_is_integer(v)) {
+        if (adm_cf_int(x, v, 100, 599, &lo) < 0)
+            return;
+        hi = lo;
+    } else if (json_is_string(v)) {
+        const char *s = json_string_value(v);
+        char *end;
+        errno = 0;
+        lo = strtoll(s, &end, 10);
+        if (end == s || *end != '-' || !is_digit((unsigned char)end[1]) ||
+            (hi = strtoll(end + 1, &end, 10), *end) || errno || !is_digit((unsigned char)*s)) {
+            adm_cf_err(x, "invalid status range %s (expected \"LO-HI\", e.g. \"200-399\")",
+                       adm_cf_quote(&q, s));
+            return;
+        }
+        if (lo < 100 || hi > 599 || lo > hi) {
+            adm_cf_err(x, "invalid status range %s (100 <= LO <= HI <= 599)", adm_cf_quote(&q, s));
+            return;
+        }
+    } else {
+        adm_cf_err(x, "expected a status code or a range string, got %s", adm_cf_type_name(v));
+        return;
+    }
+    statuses_range(set, lo, hi);
+}
+
+/* A set of statuses: a code, a range "LO-HI", or an array of those (an
+ * empty array is the empty set). Replaces the default. */
+static void statuses(struct adm_cf *x, const json_t *v, struct adm_statuses *set)
+{
+    *set = (struct adm_statuses){{0}};
+    if (!json_is_array(v)) {
+        statuses_add(x, v, set);
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        size_t mark = adm_cf_push_index(x, i);
+        statuses_add(x, json_array_get(v, i), set);
+        adm_cf_pop(x, mark);
+    }
+}
+
+static void check_expect(struct adm_cf *x, const json_t *v, void *target)
+{
+    statuses(x, v, &((struct adm_health_check *)target)->expect);
+}
+
+static void check_path(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_health_check *h = target;
+    const char *s = adm_cf_str(x, v, 1);
+    if (!s)
+        return;
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f) {
+            adm_cf_err(x, "invalid character at offset %zu (percent-encode it)", (size_t)(p - s));
+            return;
+        }
+    if (*s != '/' || strlen(s) > 2048) {
+        adm_cf_err(x, "must start with '/' (at most 2048 bytes)");
+        return;
+    }
+    free(h->path);
+    h->path = adm_cf_strdup(x, s);
+}
+
+static void check_host(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_health_check *h = target;
+    const char *s = adm_cf_str(x, v, 1);
+    struct adm_cf_qbuf q;
+    if (!s)
+        return;
+    if (strlen(s) > 255 || !adm_cf_is_name(s, "-._:[]", 255)) {
+        adm_cf_err(x, "invalid host %s (a host name or address, with an optional :port)",
+                   adm_cf_quote(&q, s));
+        return;
+    }
+    h->host = adm_cf_strdup(x, s);
+}
+
+static const struct adm_cf_field check_fields[] = {
+    {.key = "path", .kind = FK_FN, .fn = check_path},
+    {.key = "host", .kind = FK_FN, .fn = check_host},
+    {.key = "interval_ms",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_health_check, interval_ms),
+     .min = 1,
+     .max = ADM_CF_MAX_MS},
+    {.key = "timeout_ms",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_health_check, timeout_ms),
+     .min = 1,
+     .max = ADM_CF_MAX_MS},
+    {.key = "expect_status", .kind = FK_FN, .fn = check_expect},
+    {.key = "healthy_threshold",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_health_check, healthy_threshold),
+     .min = 1,
+     .max = 1000},
+    {.key = "unhealthy_threshold",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_health_check, unhealthy_threshold),
+     .min = 1,
+     .max = 1000},
+};
+
+static void upstream_health_check(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_upstream *u = target;
+    struct adm_health_check *h;
+
+    if (!adm_cf_want_object(x, v) || !(h = adm_cf_calloc(x, 1, sizeof(*h))))
+        return;
+    u->health_check = h;
+    h->interval_ms = 5000;
+    h->timeout_ms = 2000;
+    h->healthy_threshold = 2;
+    h->unhealthy_threshold = 3;
+    statuses_range(&h->expect, 200, 399);
+    uint32_t seen = adm_cf_fields(x, v, check_fields, NFIELDS(check_fields), h);
+    if (!h->path && !(h->path = adm_cf_strdup(x, "/")))
+        return;
+    if (h->timeout_ms > h->interval_ms)
+        adm_cf_err_key(x, (seen & (1u << 3)) ? "timeout_ms" : "interval_ms",
+                       "timeout_ms (%u) must not exceed interval_ms (%u)", h->timeout_ms,
+                       h->interval_ms);
+}
+
+static void outlier_statuses(struct adm_cf *x, const json_t *v, void *target)
+{
+    statuses(x, v, &((struct adm_outlier *)target)->statuses);
+}
+
+static const struct adm_cf_field outlier_fields[] = {
+    {.key = "consecutive_failures",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_outlier, consecutive_failures),
+     .min = 0,
+     .max = 1000},
+    {.key = "statuses", .kind = FK_FN, .fn = outlier_statuses},
+    {.key = "base_ejection_ms",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_outlier, base_ejection_ms),
+     .min = 1,
+     .max = ADM_CF_MAX_MS},
+    {.key = "max_ejection_ms",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_outlier, max_ejection_ms),
+     .min = 1,
+     .max = ADM_CF_MAX_MS},
+    {.key = "max_ejection_percent",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_outlier, max_ejection_percent),
+     .min = 1,
+     .max = 100},
+};
+
+static void upstream_outlier(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_outlier *o = &((struct adm_upstream *)target)->outlier;
+
+    if (!adm_cf_want_object(x, v))
+        return;
+    uint32_t seen = adm_cf_fields(x, v, outlier_fields, NFIELDS(outlier_fields), o);
+    if (o->max_ejection_ms < o->base_ejection_ms)
+        adm_cf_err_key(x, (seen & (1u << 3)) ? "max_ejection_ms" : "base_ejection_ms",
+                       "max_ejection_ms (%u) must be at least base_ejection_ms (%u)",
+                       o->max_ejection_ms, o->base_ejection_ms);
+}
+
+static void upstream_retry_on(struct adm_cf *x, const json_t *v, void *target)
+{
+    statuses(x, v, &((struct adm_upstream *)target)->retry_on_status);
 }
 
 static void upstream_tls(struct adm_cf *x, const json_t *v, void *target)
@@ -93,21 +321,66 @@ static void upstream_tls(struct adm_cf *x, const json_t *v, void *target)
         x, adm_tls_upstream_parse(v, x->path, x->errs, &((struct adm_upstream *)target)->tls));
 }
 
+#define UINT_KEY(k, lo, hi)                                                                        \
+    {                                                                                              \
+        .key = #k, .kind = FK_UINT, .off = offsetof(struct adm_upstream, k), .min = (lo),          \
+        .max = (hi)                                                                                \
+    }
+#define BOOL_KEY(k)                                                                                \
+    {                                                                                              \
+        .key = #k, .kind = FK_BOOL, .off = offsetof(struct adm_upstream, k)                        \
+    }
+
+/* The pool keys; the UF_ enum below names the ones checked after parsing. */
 static const struct adm_cf_field upstream_fields[] = {
     {.key = "servers", .kind = FK_FN, .flags = F_REQUIRED, .fn = upstream_servers},
     {.key = "tls", .kind = FK_FN, .fn = upstream_tls},
     {.key = "balance", .kind = FK_FN, .fn = upstream_balance},
-    {.key = "keepalive",
-     .kind = FK_UINT,
-     .off = offsetof(struct adm_upstream, keepalive),
-     .min = 0,
-     .max = 100000},
-    {.key = "idle_timeout_ms",
-     .kind = FK_UINT,
-     .off = offsetof(struct adm_upstream, idle_timeout_ms),
+    {.key = "hash_key", .kind = FK_FN, .fn = upstream_hash_key},
+    BOOL_KEY(fallback),
+    UINT_KEY(keepalive, 0, 100000),
+    UINT_KEY(idle_timeout_ms, 1, ADM_CF_MAX_MS),
+    UINT_KEY(connect_timeout_ms, 1, ADM_CF_MAX_MS),
+    UINT_KEY(response_timeout_ms, 1, ADM_CF_MAX_MS),
+    {.key = "health_check", .kind = FK_FN, .fn = upstream_health_check},
+    BOOL_KEY(initially_unhealthy),
+    {.key = "outlier", .kind = FK_FN, .fn = upstream_outlier},
+    BOOL_KEY(panic),
+    UINT_KEY(slow_start_ms, 0, ADM_CF_MAX_MS),
+    UINT_KEY(retries, 0, 10),
+    {.key = "retry_on_status", .kind = FK_FN, .fn = upstream_retry_on},
+    UINT_KEY(retry_budget_percent, 0, 100),
+    BOOL_KEY(request_buffering),
+    {.key = "max_buffered_body_bytes",
+     .kind = FK_U64,
+     .off = offsetof(struct adm_upstream, max_buffered_body_bytes),
      .min = 1,
-     .max = ADM_CF_MAX_MS},
+     .max = 1LL << 30},
+    UINT_KEY(max_connections, 0, 1000000),
+    UINT_KEY(max_pending, 0, 1000000),
+    UINT_KEY(queue_timeout_ms, 1, ADM_CF_MAX_MS),
+    UINT_KEY(resolve_interval_ms, 1000, ADM_CF_MAX_MS),
 };
+
+enum { UF_BALANCE = 2, UF_HASH_KEY = 3, UF_FALLBACK = 4 };
+
+/* A pool's defaults, before its keys are read. */
+static void upstream_defaults(struct adm_upstream *u)
+{
+    u->keepalive = 32;
+    u->balance = ADM_BALANCE_ROUND_ROBIN;
+    u->hash_on = ADM_HASH_CLIENT_IP;
+    u->outlier = (struct adm_outlier){.consecutive_failures = 5,
+                                      .base_ejection_ms = 30000,
+                                      .max_ejection_ms = 300000,
+                                      .max_ejection_percent = 10};
+    statuses_range(&u->outlier.statuses, 500, 599);
+    u->retry_budget_percent = 20;
+    u->max_buffered_body_bytes = 8u << 20;
+    u->max_pending = 1024;
+    u->queue_timeout_ms = 5000;
+    u->resolve_interval_ms = 30000;
+}
 
 void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
 {
@@ -126,8 +399,7 @@ void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
     {
         size_t mark = adm_cf_push_key(x, name);
         struct adm_upstream *u = &c->upstreams[c->nupstreams++];
-        u->keepalive = 32;
-        u->balance = ADM_BALANCE_ROUND_ROBIN;
+        upstream_defaults(u);
         if (strlen(name) != nlen || !adm_cf_is_name(name, "_.-", ADM_CF_MAX_NAME))
             adm_cf_err(x, "invalid upstream name %s (use 1..%d letters, digits, '_', '.', '-')",
                        adm_cf_quote(&q, name), ADM_CF_MAX_NAME);
@@ -135,8 +407,14 @@ void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
                  json_object_set_new(x->upstream_index, name,
                                      json_integer((json_int_t)(c->nupstreams - 1))) < 0)
             x->nomem = 1;
-        if (adm_cf_want_object(x, uv))
-            adm_cf_fields(x, uv, upstream_fields, NFIELDS(upstream_fields), u);
+        if (adm_cf_want_object(x, uv)) {
+            uint32_t seen = adm_cf_fields(x, uv, upstream_fields, NFIELDS(upstream_fields), u);
+            if (u->balance != ADM_BALANCE_HASH)
+                for (unsigned k = UF_HASH_KEY; k <= UF_FALLBACK; k++)
+                    if (seen & (UINT32_C(1) << k))
+                        adm_cf_err_key(x, upstream_fields[k].key,
+                                       "only allowed with \"balance\": \"hash\"");
+        }
         adm_cf_pop(x, mark);
     }
 }
@@ -149,6 +427,12 @@ static void upstream_free(struct adm_upstream *u)
         adm_addr_free(&u->servers[k].addr);
     free(u->servers);
     free(u->name);
+    free(u->hash_name);
+    if (u->health_check) {
+        free(u->health_check->path);
+        free(u->health_check->host);
+        free(u->health_check);
+    }
     adm_tls_upstream_free(u->tls);
 }
 
@@ -157,4 +441,52 @@ void adm_cf_upstreams_free(struct adm_config *c)
     for (size_t i = 0; i < c->nupstreams; i++)
         upstream_free(&c->upstreams[i]);
     free(c->upstreams);
+}
+
+/* The pool keys the gateway acts on today; every other key is refused by
+ * adm_config_unserved() until its part of issue 12 is wired. */
+static const char *const served_keys[] = {
+    "servers", "tls", "balance", "keepalive", "idle_timeout_ms", "response_timeout_ms"};
+
+static int served(const char *key)
+{
+    for (size_t i = 0; i < NFIELDS(served_keys); i++)
+        if (!strcmp(key, served_keys[i]))
+            return 1;
+    return 0;
+}
+
+size_t adm_config_unserved(const struct adm_config *c, struct adm_errors *errs)
+{
+    static const char why[] = "not served yet: the gateway would ignore it";
+    const json_t *ups = json_object_get(c->json, "upstreams");
+    const json_t *routes = json_object_get(c->json, "routes");
+    char path[ADM_CF_MAX_NAME + 64];
+    size_t n = 0;
+    const char *name, *key;
+    json_t *u, *v;
+
+    json_object_foreach((json_t *)ups, name, u)
+    {
+        json_object_foreach(u, key, v)
+        {
+            const char *bal = json_string_value(v);
+            if (served(key) && (strcmp(key, "balance") || (bal && !strcmp(bal, "round_robin"))))
+                continue;
+            /* names and keys of a parsed config need no JSON pointer escapes */
+            snprintf(path, sizeof(path), "/upstreams/%s/%s", name, key);
+            adm_errors_add(errs, path, "%s", why);
+            n++;
+        }
+    }
+    for (size_t i = 0; i < json_array_size(routes); i++) {
+        static const char *const route_keys[] = {"request_buffering", "max_buffered_body_bytes"};
+        for (size_t k = 0; k < NFIELDS(route_keys); k++)
+            if (json_object_get(json_array_get(routes, i), route_keys[k])) {
+                snprintf(path, sizeof(path), "/routes/%zu/%s", i, route_keys[k]);
+                adm_errors_add(errs, path, "%s", why);
+                n++;
+            }
+    }
+    return n;
 }

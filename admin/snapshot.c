@@ -435,9 +435,13 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
                                         unsigned nworkers, struct adm_errors *errs)
 {
     double t0 = adm_now_ms();
-    struct adm_snapshot *s = calloc(1, sizeof(*s));
+    struct adm_snapshot *s;
 
-    if (!s)
+    if (adm_config_unserved(cfg, errs)) { /* refused, not accepted and ignored */
+        adm_config_free(cfg);
+        return NULL;
+    }
+    if (!(s = calloc(1, sizeof(*s))))
         goto fail_cfg;
     if (!(s->base = calloc(1, sizeof(*s->base)))) {
         free(s);

@@ -286,8 +286,8 @@ START_TEST(unknown_keys)
     expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80', 'port': 1}]}}"),
                  "/upstreams/u/servers/0/port", "unknown key");
     expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}], "
-                     "'health_check': {}}}"),
-                 "/upstreams/u/health_check", "unknown key");
+                     "'health_probe': {}}}"),
+                 "/upstreams/u/health_probe", "unknown key");
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'stauts': 200}}]"),
                  "/routes/0/response/stauts", "did you mean \"status\"");
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', "
@@ -360,9 +360,10 @@ START_TEST(out_of_range)
                      "'keepalive': -1}}"),
                  "/upstreams/u/keepalive", "between 0 and");
     expect_error(doc("'upstreams': {'u': {'servers': [{'address': '1.2.3.4:80'}], "
-                     "'balance': 'least_conn'}}"),
+                     "'balance': 'least_connections'}}"),
                  "/upstreams/u/balance",
-                 "invalid value \"least_conn\" (expected one of \"round_robin\")");
+                 "invalid value \"least_connections\" (expected one of \"round_robin\", "
+                 "\"least_conn\", \"random_two\", \"hash\")");
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'status': 199}}]"),
                  "/routes/0/response/status", "between 200 and 599");
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'status': 600}}]"),

@@ -44,6 +44,16 @@ class CheckTest(GatewayCase):
                             for l in lines), err)
         self.assertTrue(any(l.startswith("/routes/1/bogus:") for l in lines), err)
 
+    def test_check_refuses_unserved_keys(self):
+        cfg = gateway_config(
+            upstreams={"a": {"servers": [{"address": "127.0.0.1:1"}],
+                             "outlier": {"consecutive_failures": 3}}},
+            routes=[{"id": "r0", "path": "/x", "upstream": "a"}])
+        rc, out, err = self.check(json.dumps(cfg))
+        self.assertEqual(rc, 1)
+        self.assertNotIn("ok", out)
+        self.assertIn("/upstreams/a/outlier: not served yet", err)
+
     def test_check_syntax_error(self):
         rc, out, err = self.check("{\n \"listeners\": [\n")
         self.assertEqual(rc, 1)

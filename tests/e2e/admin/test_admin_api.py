@@ -483,6 +483,36 @@ class UpstreamsTest(ApiCase):
         self.assertWrite(r, 200)
         self.assertEqual(self.backend_of("/e/x"), "b1")
 
+    def test_unserved_upstream_keys_refused(self):
+        # parsed and checked, but refused until the gateway acts on them
+        api = self.start()
+        before = self.snapshot()
+        for body, key in (({"health_check": {"path": "/healthz"}}, "health_check"),
+                          ({"balance": "least_conn"}, "balance"),
+                          ({"retries": 2}, "retries")):
+            body["servers"] = [{"address": self.b2.addr}]
+            r = api.put("/upstreams/u", body)
+            self.assertStatus(r, 400)
+            self.assertTrue(any(e["path"].endswith("/" + key) and "not served yet" in e["message"]
+                                for e in r.json["errors"]), r.json)
+            self.assertUnchanged(before)
+        # a bad value is still its own error, at its path
+        r = api.put("/upstreams/u", {"servers": [{"address": self.b2.addr}], "retries": 11})
+        self.assertStatus(r, 400)
+        self.assertTrue(any(e["path"].endswith("/retries") and "between 0 and 10" in e["message"]
+                            for e in r.json["errors"]), r.json)
+        r = api.post("/routes", {"id": "buf", "path": "/buf", "upstream": "u",
+                                 "request_buffering": True})
+        self.assertStatus(r, 400)
+        self.assertEqual(r.json["errors"][0]["path"], "/request_buffering")
+        self.assertUnchanged(before)
+        self.assertEqual(self.backend_of("/e/x"), "b1")
+        # what is served still is
+        r = api.put("/upstreams/u", {"servers": [{"address": self.b2.addr}],
+                                     "balance": "round_robin", "response_timeout_ms": 5000})
+        self.assertWrite(r, 200)
+        self.assertEqual(self.backend_of("/e/x"), "b2")
+
     def test_delete_upstream(self):
         api = self.start()
         self.assertWrite(api.post("/routes", {"id": "echo2", "path": "/e2/{x}", "upstream": "u"}),

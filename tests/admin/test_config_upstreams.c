@@ -1,0 +1,305 @@
+/*
+ * test_config_upstreams.c - the "upstreams" section (admin/config_upstreams.c):
+ * every pool key with its default and its errors at their JSON pointers
+ * (balancers and hash keys, health_check, outlier, retries, buffering,
+ * limits, per-pool timeouts falling back to "timeouts"), a route's buffering
+ * keys falling back to its pool's, and adm_config_unserved() refusing what
+ * the gateway does not act on yet.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/config.h"
+#include "tests/admin/config_test.h"
+
+/* One pool "u" with one server and the extra pool keys <extra>. */
+static const char *pool(const char *extra)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf),
+             "'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}]%s%s}}",
+             *extra ? ", " : "", extra);
+    return doc(buf);
+}
+
+static int has_range(const struct adm_statuses *s, unsigned lo, unsigned hi)
+{
+    for (unsigned c = 100; c < 600; c++)
+        if (adm_statuses_has(s, c) != (c >= lo && c <= hi))
+            return 0;
+    return 1;
+}
+
+START_TEST(defaults)
+{
+    struct adm_config *c =
+        expect_ok(doc("'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}]}},"
+                      "'timeouts': {'upstream_connect_ms': 11, 'upstream_response_ms': 12,"
+                      "             'upstream_idle_ms': 13},"
+                      "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'}]"));
+    const struct adm_upstream *u = adm_config_upstream(c, "u");
+    ck_assert_int_eq(u->balance, ADM_BALANCE_ROUND_ROBIN);
+    ck_assert_int_eq(u->fallback, 0);
+    ck_assert_ptr_null(u->hash_name);
+    ck_assert_ptr_null(u->health_check);
+    ck_assert_int_eq(u->initially_unhealthy, 0);
+    ck_assert_uint_eq(u->outlier.consecutive_failures, 5);
+    ck_assert_uint_eq(u->outlier.base_ejection_ms, 30000);
+    ck_assert_uint_eq(u->outlier.max_ejection_ms, 300000);
+    ck_assert_uint_eq(u->outlier.max_ejection_percent, 10);
+    ck_assert(has_range(&u->outlier.statuses, 500, 599));
+    ck_assert_int_eq(u->panic, 0);
+    ck_assert_uint_eq(u->slow_start_ms, 0);
+    ck_assert_uint_eq(u->retries, 0);
+    ck_assert(has_range(&u->retry_on_status, 1, 0)); /* empty */
+    ck_assert_uint_eq(u->retry_budget_percent, 20);
+    ck_assert_int_eq(u->request_buffering, 0);
+    ck_assert_uint_eq(u->max_buffered_body_bytes, 8u << 20);
+    ck_assert_uint_eq(u->max_connections, 0);
+    ck_assert_uint_eq(u->max_pending, 1024);
+    ck_assert_uint_eq(u->queue_timeout_ms, 5000);
+    ck_assert_uint_eq(u->resolve_interval_ms, 30000);
+    ck_assert_uint_eq(u->connect_timeout_ms, 11);
+    ck_assert_uint_eq(u->response_timeout_ms, 12);
+    ck_assert_uint_eq(u->idle_timeout_ms, 13);
+    ck_assert_uint_eq(c->routes[0].timeout_ms, 12);
+    ck_assert_int_eq(c->routes[0].request_buffering, 0);
+    ck_assert_uint_eq(c->routes[0].max_buffered_body_bytes, 8u << 20);
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(every_key)
+{
+    struct adm_config *c = expect_ok(doc(
+        "'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}],"
+        " 'balance': 'hash', 'hash_key': 'header:X-User', 'fallback': true,"
+        " 'health_check': {'path': '/healthz?full=1', 'host': 'svc.internal:8080',"
+        "   'interval_ms': 1000, 'timeout_ms': 300, 'expect_status': [200, '204-206'],"
+        "   'healthy_threshold': 1, 'unhealthy_threshold': 4},"
+        " 'initially_unhealthy': true,"
+        " 'outlier': {'consecutive_failures': 3, 'statuses': '502-504', 'base_ejection_ms': 100,"
+        "   'max_ejection_ms': 1000, 'max_ejection_percent': 50},"
+        " 'panic': true, 'slow_start_ms': 2000, 'retries': 2, 'retry_on_status': [502, 503],"
+        " 'retry_budget_percent': 40, 'request_buffering': true,"
+        " 'max_buffered_body_bytes': 4096, 'max_connections': 10, 'max_pending': 20,"
+        " 'queue_timeout_ms': 30, 'connect_timeout_ms': 40, 'response_timeout_ms': 50,"
+        " 'resolve_interval_ms': 60000},"
+        " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'hash',"
+        "   'hash_key': 'cookie:sid'},"
+        " 'w': {'servers': [{'address': '127.0.0.1:9003'}], 'balance': 'hash', 'hash_key': 'path'},"
+        " 'x': {'servers': [{'address': '127.0.0.1:9004'}], 'balance': 'least_conn'},"
+        " 'y': {'servers': [{'address': '127.0.0.1:9005'}], 'balance': 'random_two'}},"
+        "'routes': [{'id': 'a', 'path': '/a', 'upstream': 'u'},"
+        "  {'id': 'b', 'path': '/b', 'upstream': 'u', 'request_buffering': false,"
+        "   'max_buffered_body_bytes': 99, 'timeout_ms': 7}]"));
+    const struct adm_upstream *u = adm_config_upstream(c, "u");
+    ck_assert_int_eq(u->balance, ADM_BALANCE_HASH);
+    ck_assert_int_eq(u->hash_on, ADM_HASH_HEADER);
+    ck_assert_str_eq(u->hash_name, "X-User");
+    ck_assert_int_eq(u->fallback, 1);
+    ck_assert_ptr_nonnull(u->health_check);
+    ck_assert_str_eq(u->health_check->path, "/healthz?full=1");
+    ck_assert_str_eq(u->health_check->host, "svc.internal:8080");
+    ck_assert_uint_eq(u->health_check->interval_ms, 1000);
+    ck_assert_uint_eq(u->health_check->timeout_ms, 300);
+    ck_assert(adm_statuses_has(&u->health_check->expect, 200));
+    ck_assert(!adm_statuses_has(&u->health_check->expect, 201));
+    ck_assert(adm_statuses_has(&u->health_check->expect, 205));
+    ck_assert(!adm_statuses_has(&u->health_check->expect, 207));
+    ck_assert_uint_eq(u->health_check->healthy_threshold, 1);
+    ck_assert_uint_eq(u->health_check->unhealthy_threshold, 4);
+    ck_assert_int_eq(u->initially_unhealthy, 1);
+    ck_assert_uint_eq(u->outlier.consecutive_failures, 3);
+    ck_assert(has_range(&u->outlier.statuses, 502, 504));
+    ck_assert_uint_eq(u->outlier.base_ejection_ms, 100);
+    ck_assert_uint_eq(u->outlier.max_ejection_ms, 1000);
+    ck_assert_uint_eq(u->outlier.max_ejection_percent, 50);
+    ck_assert_int_eq(u->panic, 1);
+    ck_assert_uint_eq(u->slow_start_ms, 2000);
+    ck_assert_uint_eq(u->retries, 2);
+    ck_assert(has_range(&u->retry_on_status, 502, 503));
+    ck_assert_uint_eq(u->retry_budget_percent, 40);
+    ck_assert_int_eq(u->request_buffering, 1);
+    ck_assert_uint_eq(u->max_buffered_body_bytes, 4096);
+    ck_assert_uint_eq(u->max_connections, 10);
+    ck_assert_uint_eq(u->max_pending, 20);
+    ck_assert_uint_eq(u->queue_timeout_ms, 30);
+    ck_assert_uint_eq(u->connect_timeout_ms, 40);
+    ck_assert_uint_eq(u->response_timeout_ms, 50);
+    ck_assert_uint_eq(u->resolve_interval_ms, 60000);
+    ck_assert_int_eq(adm_config_upstream(c, "v")->hash_on, ADM_HASH_COOKIE);
+    ck_assert_str_eq(adm_config_upstream(c, "v")->hash_name, "sid");
+    ck_assert_int_eq(adm_config_upstream(c, "w")->hash_on, ADM_HASH_PATH);
+    ck_assert_ptr_null(adm_config_upstream(c, "w")->hash_name);
+    ck_assert_int_eq(adm_config_upstream(c, "x")->balance, ADM_BALANCE_LEAST_CONN);
+    ck_assert_int_eq(adm_config_upstream(c, "y")->balance, ADM_BALANCE_RANDOM_TWO);
+    /* a route takes what it does not say from its pool */
+    ck_assert_uint_eq(c->routes[0].timeout_ms, 50);
+    ck_assert_int_eq(c->routes[0].request_buffering, 1);
+    ck_assert_uint_eq(c->routes[0].max_buffered_body_bytes, 4096);
+    ck_assert_uint_eq(c->routes[1].timeout_ms, 7);
+    ck_assert_int_eq(c->routes[1].request_buffering, 0);
+    ck_assert_uint_eq(c->routes[1].max_buffered_body_bytes, 99);
+    /* a health_check object without keys takes every default */
+    adm_config_free(c);
+    c = expect_ok(pool("'health_check': {}"));
+    const struct adm_health_check *h = adm_config_upstream(c, "u")->health_check;
+    ck_assert_str_eq(h->path, "/");
+    ck_assert_ptr_null(h->host);
+    ck_assert_uint_eq(h->interval_ms, 5000);
+    ck_assert_uint_eq(h->timeout_ms, 2000);
+    ck_assert(has_range(&h->expect, 200, 399));
+    ck_assert_uint_eq(h->healthy_threshold, 2);
+    ck_assert_uint_eq(h->unhealthy_threshold, 3);
+    adm_config_free(c);
+    /* an empty list is the empty set; one code is a set of one */
+    c = expect_ok(pool("'retry_on_status': [], 'outlier': {'statuses': 503}"));
+    ck_assert(has_range(&adm_config_upstream(c, "u")->retry_on_status, 1, 0));
+    ck_assert(has_range(&adm_config_upstream(c, "u")->outlier.statuses, 503, 503));
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(errors)
+{
+    expect_error(pool("'balance': 'least'"), "/upstreams/u/balance", "expected one of");
+    expect_error(pool("'hash_key': 'path'"), "/upstreams/u/hash_key",
+                 "only allowed with \"balance\": \"hash\"");
+    expect_error(pool("'fallback': true"), "/upstreams/u/fallback", "only allowed with");
+    expect_error(pool("'balance': 'hash', 'hash_key': 'ip'"), "/upstreams/u/hash_key",
+                 "expected \"client_ip\", \"path\", \"header:NAME\" or \"cookie:NAME\"");
+    expect_error(pool("'balance': 'hash', 'hash_key': 'header:'"), "/upstreams/u/hash_key",
+                 "invalid header name \"\"");
+    expect_error(pool("'balance': 'hash', 'hash_key': 'cookie:a b'"), "/upstreams/u/hash_key",
+                 "invalid cookie name \"a b\"");
+    expect_error(pool("'balance': 'hash', 'fallback': 1"), "/upstreams/u/fallback",
+                 "expected a boolean");
+    expect_error(pool("'health_check': []"), "/upstreams/u/health_check", "expected an object");
+    expect_error(pool("'health_check': {'path': 'healthz'}"), "/upstreams/u/health_check/path",
+                 "must start with '/'");
+    expect_error(pool("'health_check': {'path': '/a b'}"), "/upstreams/u/health_check/path",
+                 "invalid character at offset 2");
+    expect_error(pool("'health_check': {'host': 'a/b'}"), "/upstreams/u/health_check/host",
+                 "invalid host");
+    expect_error(pool("'health_check': {'interval_ms': 0}"),
+                 "/upstreams/u/health_check/interval_ms", "between 1 and");
+    expect_error(pool("'health_check': {'interval_ms': 100, 'timeout_ms': 200}"),
+                 "/upstreams/u/health_check/timeout_ms", "must not exceed interval_ms (100)");
+    expect_error(pool("'health_check': {'interval_ms': 100}"),
+                 "/upstreams/u/health_check/interval_ms", "timeout_ms (2000) must not exceed");
+    expect_error(pool("'health_check': {'expect_status': 99}"),
+                 "/upstreams/u/health_check/expect_status", "between 100 and 599");
+    expect_error(pool("'health_check': {'expect_status': [200, '300-200']}"),
+                 "/upstreams/u/health_check/expect_status/1", "100 <= LO <= HI <= 599");
+    expect_error(pool("'health_check': {'expect_status': '2xx'}"),
+                 "/upstreams/u/health_check/expect_status", "invalid status range \"2xx\"");
+    expect_error(pool("'health_check': {'expect_status': '200-'}"),
+                 "/upstreams/u/health_check/expect_status", "invalid status range");
+    expect_error(pool("'health_check': {'expect_status': [true]}"),
+                 "/upstreams/u/health_check/expect_status/0", "expected a status code");
+    expect_error(pool("'health_check': {'healthy_threshold': 0}"),
+                 "/upstreams/u/health_check/healthy_threshold", "between 1 and 1000");
+    expect_error(pool("'health_check': {'unhealthy_threshold': 1001}"),
+                 "/upstreams/u/health_check/unhealthy_threshold", "between 1 and 1000");
+    expect_error(pool("'health_check': {'interval': 1}"), "/upstreams/u/health_check/interval",
+                 "did you mean \"interval_ms\"");
+    expect_error(pool("'initially_unhealthy': 'yes'"), "/upstreams/u/initially_unhealthy",
+                 "expected a boolean");
+    expect_error(pool("'outlier': {'consecutive_failures': -1}"),
+                 "/upstreams/u/outlier/consecutive_failures", "between 0 and 1000");
+    expect_error(pool("'outlier': {'statuses': ['5xx']}"), "/upstreams/u/outlier/statuses/0",
+                 "invalid status range");
+    expect_error(pool("'outlier': {'base_ejection_ms': 0}"),
+                 "/upstreams/u/outlier/base_ejection_ms", "between 1 and");
+    expect_error(pool("'outlier': {'max_ejection_ms': 1000}"),
+                 "/upstreams/u/outlier/max_ejection_ms",
+                 "must be at least base_ejection_ms (30000)");
+    expect_error(pool("'outlier': {'base_ejection_ms': 400000}"),
+                 "/upstreams/u/outlier/base_ejection_ms", "max_ejection_ms (300000) must be");
+    expect_error(pool("'outlier': {'max_ejection_percent': 0}"),
+                 "/upstreams/u/outlier/max_ejection_percent", "between 1 and 100");
+    expect_error(pool("'outlier': {'ejection_ms': 1}"), "/upstreams/u/outlier/ejection_ms",
+                 "unknown key");
+    expect_error(pool("'panic': null"), "/upstreams/u/panic", "expected a boolean");
+    expect_error(pool("'slow_start_ms': -1"), "/upstreams/u/slow_start_ms", "between 0 and");
+    expect_error(pool("'retries': 11"), "/upstreams/u/retries", "between 0 and 10");
+    expect_error(pool("'retry_on_status': [600]"), "/upstreams/u/retry_on_status/0",
+                 "between 100 and 599");
+    expect_error(pool("'retry_budget_percent': 101"), "/upstreams/u/retry_budget_percent",
+                 "between 0 and 100");
+    expect_error(pool("'request_buffering': 1"), "/upstreams/u/request_buffering",
+                 "expected a boolean");
+    expect_error(pool("'max_buffered_body_bytes': 0"), "/upstreams/u/max_buffered_body_bytes",
+                 "between 1 and 1073741824");
+    expect_error(pool("'max_connections': -1"), "/upstreams/u/max_connections", "between 0 and");
+    expect_error(pool("'max_pending': 'x'"), "/upstreams/u/max_pending", "expected an integer");
+    expect_error(pool("'queue_timeout_ms': 0"), "/upstreams/u/queue_timeout_ms", "between 1 and");
+    expect_error(pool("'connect_timeout_ms': 0"), "/upstreams/u/connect_timeout_ms",
+                 "between 1 and");
+    expect_error(pool("'response_timeout_ms': 0"), "/upstreams/u/response_timeout_ms",
+                 "between 1 and");
+    expect_error(pool("'resolve_interval_ms': 999"), "/upstreams/u/resolve_interval_ms",
+                 "between 1000 and");
+    /* a route's buffering keys: typed, and only with an upstream */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {},"
+                     " 'request_buffering': true}]"),
+                 "/routes/0/request_buffering", "only allowed with \"upstream\"");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}]}},"
+                     "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u',"
+                     " 'max_buffered_body_bytes': 0}]"),
+                 "/routes/0/max_buffered_body_bytes", "between 1 and");
+}
+END_TEST
+
+START_TEST(unserved)
+{
+    struct adm_errors e;
+    struct adm_config *c =
+        expect_ok(doc("'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}],"
+                      "  'balance': 'round_robin', 'keepalive': 4, 'idle_timeout_ms': 5,"
+                      "  'response_timeout_ms': 6},"
+                      " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'least_conn',"
+                      "  'health_check': {}, 'retries': 1}},"
+                      "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'},"
+                      " {'id': 'b', 'path': '/b', 'upstream': 'u', 'request_buffering': true}]"));
+    adm_errors_init(&e);
+    ck_assert_uint_eq(adm_config_unserved(c, &e), 4);
+    ck_has_error(&e, "/upstreams/v/balance", "not served yet");
+    ck_has_error(&e, "/upstreams/v/health_check", "not served yet");
+    ck_has_error(&e, "/upstreams/v/retries", "not served yet");
+    ck_has_error(&e, "/routes/1/request_buffering", "not served yet");
+    ck_assert_int_lt(find_error(&e, "/upstreams/u/balance", ""), 0);
+    adm_errors_clear(&e);
+    adm_config_free(c);
+
+    c = expect_ok(doc("'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}]}}"));
+    ck_assert_uint_eq(adm_config_unserved(c, &e), 0);
+    ck_assert_uint_eq(e.n, 0);
+    adm_config_free(c);
+}
+END_TEST
+
+static Suite *config_upstreams_suite(void)
+{
+    Suite *s = suite_create("admin_config_upstreams");
+    TCase *tc = tcase_create("upstreams");
+    tcase_add_test(tc, defaults);
+    tcase_add_test(tc, every_key);
+    tcase_add_test(tc, errors);
+    tcase_add_test(tc, unserved);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_upstreams_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
