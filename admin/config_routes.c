@@ -417,12 +417,17 @@ static int route_check_pattern(struct adm_cf *x, struct adm_route *r)
     memset(&e, 0, sizeof(e));
     if (rt_pattern_check(r->pattern, &e) == 0)
         return 0;
+    /* the router's message starts with its own offset, in host + path:
+     * the one said here is relative to the field */
+    const char *why = e.msg, *colon = strstr(e.msg, ": ");
+    if (strncmp(why, "offset ", 7) == 0 && colon)
+        why = colon + 2;
     if (e.code == RT_ENOMEM) {
         x->nomem = 1;
     } else if (hl && e.offset < hl) {
-        adm_cf_err_key(x, "host", "invalid host pattern at offset %zu: %s", e.offset, e.msg);
+        adm_cf_err_key(x, "host", "invalid host pattern at offset %zu: %s", e.offset, why);
     } else {
-        adm_cf_err_key(x, "path", "invalid pattern at offset %zu: %s", e.offset - hl, e.msg);
+        adm_cf_err_key(x, "path", "invalid pattern at offset %zu: %s", e.offset - hl, why);
     }
     return -1;
 }
