@@ -75,6 +75,8 @@ struct gw_conn {
     size_t params_cap, nparams;
     struct gw_upconn *up;
     int body_done, resp_started, keep, is_head, http10, retried, read_paused;
+    unsigned tries;        /* retries on other servers so far (upstreams.NAME.retries) */
+    struct up_tried tried; /* the servers those failed on */
     int status;
     uint64_t bytes_in, bytes_out;
     struct timespec t0;

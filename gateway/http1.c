@@ -40,6 +40,8 @@ static void request_start(struct gw_conn *c)
     c->body_done = rq->body_kind == H1_BODY_NONE;
     c->resp_started = 0;
     c->retried = 0;
+    c->tries = 0;
+    c->tried.n = 0;
     c->read_paused = 0;
     c->keep = rq->keep_alive;
     c->http10 = rq->version_minor == 0;

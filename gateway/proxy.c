@@ -24,6 +24,13 @@
 #include "gateway/upconn.h"
 
 static int proxy_send(struct gw_conn *c, size_t fresh_to);
+
+/* The answer when proxy_send() returned <rc>: 503 when no server was left
+ * to pick and the pool is all down, else 502. */
+static int send_failure_status(const struct gw_conn *c, int rc)
+{
+    return rc == -2 && up_pool_all_down(c->snap->pools[c->sr->upstream]) ? 503 : 502;
+}
 static void tunnel_start(struct gw_conn *c);
 
 void gw_proxy_detach(struct gw_conn *c)
@@ -420,6 +427,29 @@ static void up_write_cb(struct gw_io *io, void *arg)
     }
 }
 
+/* A try that failed before any answer goes to another server while the
+ * pool's retries last (gw_upconn_retry_elsewhere says which may). 1 when
+ * the request went on (or was answered: no server was left). */
+static int retry_elsewhere(struct gw_conn *c, struct gw_upconn *u, short what)
+{
+    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
+    int rc;
+
+    if (c->tries >= def->retries || !gw_upconn_retry_elsewhere(u, what, &c->rp.req))
+        return 0;
+    gw_log(GW_LOG_WARN, "upstream %s: %s; retrying on another server",
+           up_server_address(u->pool, u->server),
+           (what & GW_IO_TIMEOUT) ? "connect timed out"
+           : (what & GW_IO_EOF)   ? "closed before responding"
+                                  : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
+    up_tried_add(&c->tried, u->server);
+    c->tries++;
+    gw_proxy_detach(c);
+    if ((rc = proxy_send(c, SIZE_MAX)) < 0)
+        gw_proxy_fail(c, send_failure_status(c, rc));
+    return 1;
+}
+
 static void up_event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
@@ -454,6 +484,8 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
             gw_proxy_fail(c, 502);
         return;
     }
+    if (retry_elsewhere(c, u, what))
+        return;
     if (what & GW_IO_TIMEOUT) {
         if (u->st == GW_UP_CONNECTING) {
             gw_log(GW_LOG_WARN, "upstream %s: connect timed out",
@@ -480,19 +512,24 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
 }
 
 /* Sends the request head on an idle or new connection to a balanced
- * server, or on a new connection to server <fresh_to> (SIZE_MAX: balance).
- * 0, or -1 when no connection could be started. */
+ * server (one not in c->tried), or on a new connection to server
+ * <fresh_to> (SIZE_MAX: balance). 0; -1 when no connection could be
+ * started; -2 when no server is left to pick. */
 static int proxy_send(struct gw_conn *c, size_t fresh_to)
 {
     struct adm_snapshot *s = c->snap;
     const struct h1_request *rq = &c->rp.req;
     up_pool *pool = s->pools[c->sr->upstream];
     const struct adm_config *cfg = s->cfg;
-    size_t server = fresh_to != SIZE_MAX ? fresh_to : up_pick(pool, c->w->id);
-    struct gw_upconn *u = fresh_to != SIZE_MAX ? NULL : gw_upconn_take(c->w, pool, server);
+    struct up_pick pick = {.tried = c->tried.n ? &c->tried : NULL};
+    size_t server = fresh_to != SIZE_MAX ? fresh_to : up_select(pool, c->w->id, &pick);
+    struct gw_upconn *u;
     struct gw_forward f;
     struct gw_obuf ob;
 
+    if (server == UP_NONE)
+        return -2;
+    u = fresh_to != SIZE_MAX ? NULL : gw_upconn_take(c->w, pool, server);
     if (!u) {
         u = gw_upconn_connect(c->w, pool, server);
         if (!u)
@@ -546,10 +583,13 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
 
 void gw_proxy_start(struct gw_conn *c)
 {
+    int rc;
+
     gw_conn_set_state(c, GW_CONN_PROXY);
-    if (proxy_send(c, SIZE_MAX) < 0) {
-        gw_log(GW_LOG_ERROR, "cannot open an upstream connection: %s", strerror(errno));
-        gw_proxy_fail(c, 502);
+    if ((rc = proxy_send(c, SIZE_MAX)) < 0) {
+        if (rc == -1)
+            gw_log(GW_LOG_ERROR, "cannot open an upstream connection: %s", strerror(errno));
+        gw_proxy_fail(c, send_failure_status(c, rc));
         return;
     }
     if (c->rp.req.expect_continue && c->rp.req.body_kind != H1_BODY_NONE) {

@@ -126,6 +126,19 @@ int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_r
            (what & (GW_IO_EOF | GW_IO_ERR)) && idempotent(rq) && rq->body_kind == H1_BODY_NONE;
 }
 
+int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq)
+{
+    int bodyless = rq->body_kind == H1_BODY_NONE ||
+                   (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0);
+
+    if (!bodyless)
+        return 0;
+    if (u->st == GW_UP_CONNECTING) /* nothing reached a server */
+        return (what & (GW_IO_EOF | GW_IO_ERR | GW_IO_TIMEOUT)) != 0;
+    return u->st == GW_UP_WAITING && !u->got_bytes && (what & (GW_IO_EOF | GW_IO_ERR)) &&
+           idempotent(rq);
+}
+
 void gw_upconn_prune(struct gw_worker *w)
 {
     struct adm_snapshot *s = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);

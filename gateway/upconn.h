@@ -53,5 +53,11 @@ void gw_upconn_free(struct gw_upconn *u);
  * idempotent and has no body, and it was not retried yet. */
 int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_request *rq,
                         int retried);
+/* Whether the request of <u>'s client, which <u> failed with <what>, may go
+ * to another server (upstreams.NAME.retries): no server answered it (a
+ * connect failure or timeout, or a reset or close before any response
+ * byte), it has no body to send again, and when its head may have reached
+ * the server, it is idempotent. */
+int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq);
 
 #endif

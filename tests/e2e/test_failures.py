@@ -13,8 +13,13 @@ class FailureTest(GatewayCase):
         super().setUpClass()
         cls.b = cls.shared_backend("b")
         dead = free_port()  # nothing listens there
-        ups = {"b": upstream_cfg(cls.b), "dead": upstream_cfg("127.0.0.1:%d" % dead)}
+        ups = {"b": upstream_cfg(cls.b), "dead": upstream_cfg("127.0.0.1:%d" % dead),
+               # one dead server and one live one, with and without retries
+               "half": upstream_cfg("127.0.0.1:%d" % dead, cls.b),
+               "retry": upstream_cfg("127.0.0.1:%d" % dead, cls.b, retries=1)}
         routes = [{"id": "dead", "path": "/dead/*{r}", "upstream": "dead"},
+                  {"id": "half", "path": "/half/*{r}", "upstream": "half"},
+                  {"id": "retry", "path": "/retry/*{r}", "upstream": "retry"},
                   {"id": "slow", "path": "/slow/*{r}", "upstream": "b", "timeout_ms": 500},
                   {"id": "all", "path": "/*{r}", "upstream": "b"}]
         cfg = gateway_config(upstreams=ups, routes=routes,
@@ -42,6 +47,31 @@ class FailureTest(GatewayCase):
         with self.client() as c:
             r = c.request("POST", "/dead/x", body=b"x" * 1000)
             self.assertEqual(r.status, 502)
+
+    def test_retries_go_to_another_server(self):
+        # without retries, round robin sends every other request to the dead one
+        with self.client() as c:
+            statuses = [c.request("GET", "/half/%d" % i).status for i in range(10)]
+        self.assertEqual(sorted(set(statuses)), [200, 502], statuses)
+        # with one retry, a refused connect goes on to the live server
+        with self.client() as c:
+            for i in range(10):
+                for method in ("GET", "POST"):  # a body-less POST reached no server either
+                    r = c.request(method, "/retry/%d" % i)
+                    self.assertEqual(r.status, 200, (method, i))
+                    self.assertEqual(r.json()["path"], "/retry/%d" % i)
+        self.assertIn("retrying on another server", self.gw.log())
+
+    def test_request_with_body_not_retried(self):
+        # its body went to the dead server's connection: never sent twice
+        statuses = []
+        with self.client() as c:
+            for i in range(6):
+                r = c.request("POST", "/retry/%d" % i, body=b"x" * 100)
+                statuses.append(r.status)
+                if r.status == 502:
+                    self.still_usable(c)
+        self.assertEqual(sorted(set(statuses)), [200, 502], statuses)
 
     def test_502_garbage(self):
         with self.client() as c:

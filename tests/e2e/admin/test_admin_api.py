@@ -489,7 +489,7 @@ class UpstreamsTest(ApiCase):
         before = self.snapshot()
         for body, key in (({"health_check": {"path": "/healthz"}}, "health_check"),
                           ({"balance": "least_conn"}, "balance"),
-                          ({"retries": 2}, "retries")):
+                          ({"retry_on_status": [503]}, "retry_on_status")):
             body["servers"] = [{"address": self.b2.addr}]
             r = api.put("/upstreams/u", body)
             self.assertStatus(r, 400)
