@@ -165,6 +165,8 @@ void gw_local_simple(struct gw_conn *c, int status, const char *extra, size_t ex
 {
     struct gw_obuf ob;
 
+    if (!c->reqid_len) /* a local answer has an id too: the client's and the log's */
+        gw_conn_make_reqid(c);
     simple_head(&ob, c, status);
     if (extra_len)
         gw_ob_add(&ob, extra, extra_len);
@@ -187,6 +189,8 @@ static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
     gw_ob_init_io(o, &c->io);
     gw_ob_add(o, sr->head, sr->head_len);
     gw_ob_add(o, c->w->date, c->w->date_len);
+    if (c->reqid_len)
+        gw_ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     gw_conn_ob_connection(o, c);
     gw_ob_add(o, sr->tail, sr->tail_len);
     if (!c->is_head && sr->body_len)
@@ -286,6 +290,8 @@ void gw_local_answer(struct gw_conn *c, enum gw_verdict v, const struct rt_match
 {
     const struct h1_request *rq = &c->rp.req;
 
+    if (!c->reqid_len)
+        gw_conn_make_reqid(c);
     switch (v) {
     case GW_V_CONNECT:
         c->keep = 0;

@@ -3,7 +3,9 @@
 file makes the next requests' lines go there (within the per-worker buffer's
 one-second flush), from there to another file, to off (no more lines) and
 back; SIGUSR1 reopens it under the same name after a rotation (logrotate's
-postrotate): the renamed file gets no more lines, the new one does."""
+postrotate): the renamed file gets no more lines, the new one does. Local
+answers (a 404, a configured response) carry a request id too, the same in
+X-Request-Id and in their access-log line."""
 import json
 import os
 import signal
@@ -74,6 +76,23 @@ class AccessLogLiveTest(AdminCase):
         self.assertEqual(len(self.tagged(path + ".1", "before")), 3)
         # the process is fine and drains as usual
         self.assertEqual(data_get(self.gw.port, "/t/x").status, 200)
+
+
+class LocalRequestIdTest(AdminCase):
+    def test_local_answers_have_request_ids(self):
+        log = self.tmp.file("ids.log")
+        cfg = gateway_config(routes=[local_route("t", "/t/*{tag}")], workers=1, access_log=log)
+        gw = self.own_gateway(cfg)
+        got = {}
+        for path, status in (("/t/a", 200), ("/nothing", 404), ("/t/b", 200)):
+            r = data_get(gw.port, path)
+            self.assertEqual(r.status, status)
+            rid = r.header("X-Request-Id")
+            self.assertRegex(rid or "", r"^[0-9a-f]{24}$", r)
+            got[path] = rid
+        self.assertEqual(len(set(got.values())), 3)
+        wait_for(lambda: len(lines(log)) >= 3, what="three access-log lines")
+        self.assertEqual({l["path"]: l["request_id"] for l in lines(log)}, got)
 
 
 if __name__ == "__main__":
