@@ -20,10 +20,15 @@ method), and no miss path may match any route. Standard library only.
 """
 import argparse
 import json
+import os
 import re
 import sys
 
 BODY_METHODS = {"POST", "PUT", "PATCH"}
+# ACCESS_LOG=1 (loadtest/compare): Switchyard writes its JSON access log and
+# nginx its combined one, each to a file in the run's directory, instead of
+# no log at all: the cost of a log line, measured the same way for both.
+ACCESS_LOG = os.environ.get("ACCESS_LOG") == "1"
 
 
 def read_table(path):
@@ -117,7 +122,8 @@ def nginx_conf(routes, listen_port, upstream_port, prefix):
         f"error_log {prefix}/error.log warn;",
         "events { worker_connections 4096; }",
         "http {",
-        "    access_log off;",
+        (f"    access_log {prefix}/access.log combined;" if ACCESS_LOG
+         else "    access_log off;"),
         "    keepalive_requests 100000000;",
         "    keepalive_timeout 75s;",
         f"    client_body_temp_path {prefix}/client_body;",
@@ -203,7 +209,7 @@ def haproxy_cfg(routes, listen_port, upstream_port):
     return "\n".join(lines) + "\n"
 
 
-def switchyard_json(routes, listen_port, upstream_port, admin_port):
+def switchyard_json(routes, listen_port, upstream_port, admin_port, log_dir):
     doc = {
         "workers": 1,
         "listeners": [{"address": f"127.0.0.1:{listen_port}"}],
@@ -213,7 +219,7 @@ def switchyard_json(routes, listen_port, upstream_port, admin_port):
             {"id": f"r{i}", "methods": [m], "path": p, "upstream": "bench"}
             for i, (m, p) in enumerate(routes)
         ],
-        "access_log": "off",
+        "access_log": f"{log_dir}/switchyard-access.log" if ACCESS_LOG else "off",
         "admin": {"address": f"127.0.0.1:{admin_port}"},
     }
     return json.dumps(doc, indent=1) + "\n"
@@ -271,7 +277,7 @@ def cmd_configs(a):
     write(f"{d}/haproxy.cfg", haproxy_cfg(routes, a.haproxy_port, a.upstream_port))
     write(
         f"{d}/switchyard.json",
-        switchyard_json(routes, a.switchyard_port, a.upstream_port, a.admin_port),
+        switchyard_json(routes, a.switchyard_port, a.upstream_port, a.admin_port, d),
     )
     write(f"{d}/hit.txt", "".join(f"{m} {p}\n" for m, p in requests))
     write(f"{d}/miss.txt", "".join(f"{m} {p}\n" for m, p in misses))
