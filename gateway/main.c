@@ -748,24 +748,18 @@ static void stop_workers(unsigned n, char how)
         pthread_join(proc.workers[i].thread, NULL);
 }
 
-/* The admin event_base, then every worker thread. The workers inherit a
- * mask without the signals: only the admin thread takes them. On failure
- * the workers already started are stopped again, after logging why. */
+/* The admin event_base, then every worker thread. The workers inherit the
+ * start-up mask, which blocks the signals (see main()): only the admin
+ * thread takes them. On failure the workers already started are stopped
+ * again, after logging why. */
 static int start_workers(void)
 {
-    sigset_t block, old;
     unsigned i;
 
     if (!(proc.admin_base = event_base_new())) {
         gw_log(GW_LOG_ERROR, "admin event base: out of memory");
         return -1;
     }
-    sigemptyset(&block);
-    sigaddset(&block, SIGHUP);
-    sigaddset(&block, SIGUSR1);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &block, &old);
     for (i = 0; i < proc.nworkers; i++) {
         if (gw_worker_start(&proc.workers[i]) < 0) {
             gw_log(GW_LOG_ERROR, "cannot start worker %u: no memory, descriptor or thread for it",
@@ -773,10 +767,8 @@ static int start_workers(void)
             goto fail_started;
         }
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 0;
 fail_started:
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
     /* a worker that failed never started its thread */
     stop_workers(i, 'X');
     event_base_free(proc.admin_base);
@@ -931,6 +923,7 @@ int main(int argc, char **argv)
     unsigned reserve_mb;
     int rc, reset = 0;
     struct start_plan plan = {0};
+    sigset_t sigs, old_mask;
 
     if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path, &reset)) >= 0)
         return rc;
@@ -938,6 +931,16 @@ int main(int argc, char **argv)
         return check_config(check_path);
     rc = 1;
     signal(SIGPIPE, SIG_IGN);
+    /* Blocked from here until the admin thread's handlers are in place: the
+     * listeners accept (and a supervisor may signal) before that, and a
+     * SIGHUP or SIGUSR1 then would kill the process with its default action.
+     * A signal sent meanwhile stays pending and is taken once unblocked. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGHUP);
+    sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, &old_mask);
     proc.config_path = cfg_path;
     if (!(cfg = load_config(cfg_path, reset, &plan)))
         goto out_fail_state;
@@ -957,6 +960,7 @@ int main(int argc, char **argv)
         goto out_fail_swap;
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     if (drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0 || persist_start(&plan) < 0)
         goto out_fail_admin;
 
