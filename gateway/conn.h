@@ -84,6 +84,7 @@ struct gw_conn {
     size_t reqid_len;
     const char *upstream_addr;
     struct timespec t_up; /* when the request went upstream */
+    double up_ms;         /* upstream time to the response head; -1: none */
     struct gw_tmo tmo;
 };
 

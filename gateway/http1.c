@@ -48,6 +48,7 @@ static void request_start(struct gw_conn *c)
     c->is_head = rq->method_id == HTTP_HEAD;
     c->status = 0;
     c->reqid_len = 0;
+    c->up_ms = -1;
     if (!c->body_done)
         gw_tmo_set(&c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
 

@@ -87,16 +87,23 @@ void gw_log_access(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
     const struct h1_request *rq = &c->rp.req;
+    const struct h1_header *ua = h1_request_header(rq, "user-agent");
+    size_t var = rq->path_len + rq->target.len + rq->host.len + (ua ? ua->value.len : 0);
     struct timespec ts;
     struct tm tm;
-    char tbuf[32];
+    char tbuf[32], up[32];
 
     if (!atomic_load_explicit(&w->proc->access_on, memory_order_relaxed))
         return;
-    if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
+    /* room for the fixed part and every variable field escaped (6 bytes each at most) */
+    if (w->log_cap - w->log_len < 8192 + var * 6)
         gw_access_flush(w);
-    if (w->log_cap - w->log_len < 8192 + rq->path_len * 6)
+    if (w->log_cap - w->log_len < 8192 + var * 6)
         return;
+    if (c->up_ms >= 0)
+        snprintf(up, sizeof(up), "%.3f", c->up_ms);
+    else
+        snprintf(up, sizeof(up), "null");
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
@@ -104,16 +111,29 @@ void gw_log_access(struct gw_conn *c)
                                    "{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"method\":\"",
                                    tbuf, ts.tv_nsec / 1000000, c->peer_ip, c->peer_port);
     json_esc(w, rq->method.ptr ? rq->method.ptr : "", rq->method.ptr ? rq->method.len : 0);
+    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"host\":\"");
+    json_esc(w, rq->host.ptr ? rq->host.ptr : "", rq->host.ptr ? rq->host.len : 0);
+    w->log_len +=
+        (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"target\":\"");
+    json_esc(w, rq->target.ptr ? rq->target.ptr : "", rq->target.ptr ? rq->target.len : 0);
     w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"path\":\"");
     json_esc(w, rq->path ? rq->path : "", rq->path ? rq->path_len : 0);
     w->log_len += (size_t)snprintf(
         w->log + w->log_len, w->log_cap - w->log_len,
         "\",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%.3f,"
-        "\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\"}\n",
+        "\"upstream_ms\":%s,\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\","
+        "\"user_agent\":%s",
         c->status, (unsigned long long)c->bytes_in, (unsigned long long)c->bytes_out,
-        gw_elapsed_ms(&c->t0), c->sr ? "\"" : "", c->sr ? c->sr->id : "null", c->sr ? "\"" : "",
+        gw_elapsed_ms(&c->t0), up, c->sr ? "\"" : "", c->sr ? c->sr->id : "null", c->sr ? "\"" : "",
         c->upstream_addr ? "\"" : "", c->upstream_addr ? c->upstream_addr : "null",
-        c->upstream_addr ? "\"" : "", (int)c->reqid_len, c->reqid);
+        c->upstream_addr ? "\"" : "", (int)c->reqid_len, c->reqid, ua ? "\"" : "null");
+    if (ua) {
+        json_esc(w, ua->value.ptr, ua->value.len);
+        w->log[w->log_len++] = '"';
+    }
+    /* the TLS fields, null until the listener is a TLS one */
+    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len,
+                                   ",\"tls_version\":null,\"sni\":null}\n");
     if (w->log_len > w->log_cap / 2)
         gw_access_flush(w);
 }

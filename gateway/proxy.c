@@ -355,6 +355,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         u->keep = h1_resp_keep_alive(&u->resp);
         {
             double secs = gw_elapsed_ms(&c->t_up) / 1e3;
+            c->up_ms = secs * 1e3; /* the access log's upstream time */
             gw_count(&c->w->ctr.up[gw_hist_bucket(secs)], 1);
             gw_count(&c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
         }

@@ -601,8 +601,11 @@ class AccessLogTest(GatewayCase):
         ls = wait_for(lines, what="3 access-log lines")
         self.assertEqual(len(ls), 3, ls)
         recs = [json.loads(l) for l in ls]
-        fields = {"time", "client", "method", "path", "status", "bytes_in", "bytes_out",
-                  "duration_ms", "route", "upstream", "request_id"}
+        # issue 13's fields: host, the target as received, upstream time, user
+        # agent, and the TLS ones (null on a plain listener)
+        fields = {"time", "client", "method", "host", "target", "path", "status", "bytes_in",
+                  "bytes_out", "duration_ms", "upstream_ms", "route", "upstream", "request_id",
+                  "user_agent", "tls_version", "sni"}
         for rec in recs:
             self.assertEqual(set(rec), fields, rec)
             self.assertEqual(rec["client"], "127.0.0.1:%d" % port)
@@ -611,8 +614,18 @@ class AccessLogTest(GatewayCase):
             self.assertGreaterEqual(rec["duration_ms"], 0)
             self.assertGreater(rec["bytes_in"], 0)
             self.assertGreater(rec["bytes_out"], 0)
+            self.assertEqual(rec["host"], "localhost")
+            self.assertIsNone(rec["tls_version"])
+            self.assertIsNone(rec["sni"])
+            self.assertRegex(rec["request_id"], r"^\S+$")  # local answers too
         a, b, c = recs
         self.assertEqual((a["method"], a["path"], a["status"]), ("POST", "/api/x", 200))
+        self.assertEqual((a["target"], b["target"]), ("/api/x?q=1", "/nope"))
+        self.assertIsInstance(a["upstream_ms"], (int, float))
+        self.assertGreaterEqual(a["upstream_ms"], 0)
+        self.assertLessEqual(a["upstream_ms"], a["duration_ms"])
+        self.assertIsNone(b["upstream_ms"])
+        self.assertEqual(b["request_id"], r2.header("X-Request-Id"))
         self.assertEqual(a["route"], "api")
         self.assertEqual(a["upstream"], self.b.addr)
         self.assertEqual(a["request_id"], r1.header("X-Request-Id"))

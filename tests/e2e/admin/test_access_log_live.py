@@ -10,7 +10,7 @@ import json
 import os
 import signal
 
-from adminlib import (AdminCase, data_get, gateway_config, local_route, main, wait_for)
+from adminlib import (AdminCase, data_get, gateway_config, get, local_route, main, wait_for)
 
 
 def lines(path):
@@ -93,6 +93,20 @@ class LocalRequestIdTest(AdminCase):
         self.assertEqual(len(set(got.values())), 3)
         wait_for(lambda: len(lines(log)) >= 3, what="three access-log lines")
         self.assertEqual({l["path"]: l["request_id"] for l in lines(log)}, got)
+
+    def test_target_as_received_and_user_agent(self):
+        log = self.tmp.file("ua.log")
+        cfg = gateway_config(routes=[local_route("t", "/t/*{tag}")], workers=1, access_log=log)
+        gw = self.own_gateway(cfg)
+        r = get(gw.port, "/t//a/../b%7e?x=1&y=%22", headers=[("User-Agent", 'sy "test"/1')],
+                host="Example.COM:8080")
+        self.assertEqual(r.status, 200)
+        wait_for(lambda: lines(log), what="an access-log line")
+        rec = lines(log)[0]
+        self.assertEqual(rec["target"], "/t//a/../b%7e?x=1&y=%22")
+        self.assertEqual(rec["path"], "/t/b~")
+        self.assertEqual(rec["host"], "Example.COM:8080")
+        self.assertEqual(rec["user_agent"], 'sy "test"/1')
 
 
 if __name__ == "__main__":
