@@ -445,8 +445,14 @@ void adm_cf_upstreams_free(struct adm_config *c)
 
 /* The pool keys the gateway acts on today; every other key is refused by
  * adm_config_unserved() until its part of issue 12 is wired. */
-static const char *const served_keys[] = {
-    "servers", "tls", "balance", "keepalive", "idle_timeout_ms", "response_timeout_ms", "retries"};
+static const char *const served_keys[] = {"servers",
+                                          "tls",
+                                          "balance",
+                                          "keepalive",
+                                          "idle_timeout_ms",
+                                          "response_timeout_ms",
+                                          "connect_timeout_ms",
+                                          "retries"};
 
 static int served(const char *key)
 {

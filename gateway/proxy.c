@@ -535,7 +535,8 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
         u = gw_upconn_connect(c->w, pool, server);
         if (!u)
             return -1;
-        gw_tmo_set(&u->tmo, c->sr->timeout_ms, cfg->timeouts.upstream_connect_ms);
+        /* the pool's, which falls back to timeouts.upstream_connect_ms */
+        gw_tmo_set(&u->tmo, c->sr->timeout_ms, cfg->upstreams[c->sr->upstream].connect_timeout_ms);
     } else {
         gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
     }

@@ -261,7 +261,7 @@ START_TEST(unserved)
     struct adm_config *c =
         expect_ok(doc("'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}],"
                       "  'balance': 'round_robin', 'keepalive': 4, 'idle_timeout_ms': 5,"
-                      "  'response_timeout_ms': 6, 'retries': 1},"
+                      "  'response_timeout_ms': 6, 'connect_timeout_ms': 7, 'retries': 1},"
                       " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'least_conn',"
                       "  'health_check': {}, 'retry_on_status': 503}},"
                       "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'},"

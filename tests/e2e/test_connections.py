@@ -228,6 +228,28 @@ class HalfCloseBeforeUpstreamTest(GatewayCase):
                 self.assertClosed(c)
 
 
+class PoolConnectTimeoutTest(GatewayCase):
+    def test_pool_connect_timeout_wins_over_the_global_one(self):
+        # a connect that hangs (the upstream's accept queue is full) ends at
+        # the pool's connect_timeout_ms, not at timeouts.upstream_connect_ms
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        filler = socket.create_connection(lsock.getsockname())
+        self.addCleanup(lsock.close)
+        self.addCleanup(filler.close)
+        ups = {"slow": upstream_cfg("127.0.0.1:%d" % lsock.getsockname()[1],
+                                    connect_timeout_ms=200)}
+        g = self.own_gateway(gateway_config(
+            upstreams=ups, routes=[{"id": "all", "path": "/*{r}", "upstream": "slow"}],
+            workers=1, timeouts={"upstream_connect_ms": 30000}))
+        with Client(g.port) as c:
+            t0 = time.monotonic()
+            self.assertEqual(c.request("GET", "/x").status, 504)
+            self.assertLess(time.monotonic() - t0, 5)
+        self.assertIn("connect timed out", g.log())
+
+
 class BalanceTest(GatewayCase):
     def test_weighted_round_robin(self):
         a, b = self.own_backend("A"), self.own_backend("B")
