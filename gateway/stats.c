@@ -33,5 +33,11 @@ void gw_stats(void *arg, struct adm_gw_stats *st)
         }
         st->dur_sum += (double)ld(&k->dur_sum_us) / 1e6;
         st->up_sum += (double)ld(&k->up_sum_us) / 1e6;
+        struct gw_tls_counters *t = &p->workers[i].tls_ctr;
+        for (int v = 0; v < ADM_TLS_NVERSIONS; v++)
+            for (int r = 0; r < 2; r++)
+                st->tls_handshakes[v][r] += ld(&t->hs[v][r]);
+        for (int f = 0; f < ADM_TLS_NFAIL; f++)
+            st->tls_failures[f] += ld(&t->fail[f]);
     }
 }
