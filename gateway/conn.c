@@ -207,9 +207,47 @@ void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st)
     c->st = st;
 }
 
-struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                            int salen, int parked, const struct gw_io_ops *ops, void *xprt,
-                            gw_io_cb on_read, gw_io_cb on_write, gw_io_event_cb on_event)
+size_t gw_conn_listener_index(const struct adm_config *cfg, const struct gw_listener *l)
+{
+    size_t i = l->index;
+
+    if (i < cfg->nlisteners && !strcmp(cfg->listeners[i].addr.text, l->addr))
+        return i;
+    for (i = 0; i < cfg->nlisteners && strcmp(cfg->listeners[i].addr.text, l->addr); i++)
+        ;
+    return i;
+}
+
+const struct adm_listener *gw_conn_listener(struct gw_conn *c)
+{
+    const struct adm_config *cfg = c->snap->cfg;
+    size_t i;
+
+    if (!c->l || c->al_gen == c->snap->gen)
+        return c->al;
+    i = gw_conn_listener_index(cfg, c->l);
+    c->al = i < cfg->nlisteners ? &cfg->listeners[i] : NULL;
+    c->al_gen = c->snap->gen;
+    return c->al;
+}
+
+/* Closes <fd> and frees <xprt> through <ops> when the connection cannot be
+ * made: the transport's close does both. */
+static void drop_transport(const struct gw_io_ops *ops, void *xprt, evutil_socket_t fd)
+{
+    struct gw_io io;
+
+    memset(&io, 0, sizeof(io));
+    io.ops = ops;
+    io.xprt = xprt;
+    io.fd = fd;
+    ops->close(&io);
+}
+
+struct gw_conn *gw_conn_new(struct gw_worker *w, const struct gw_listener *l, evutil_socket_t fd,
+                            const struct sockaddr *sa, int salen, int parked,
+                            const struct gw_io_ops *ops, void *xprt, gw_io_cb on_read,
+                            gw_io_cb on_write, gw_io_event_cb on_event)
 {
     struct gw_conn *c = calloc(1, sizeof(*c));
     const struct adm_config *cfg =
@@ -218,15 +256,16 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struc
     int one = 1;
 
     if (!c) {
-        evutil_closesocket(fd);
+        drop_transport(ops, xprt, fd);
         goto fail;
     }
     c->w = w;
+    c->l = l;
     set_peer(c, sa, (size_t)salen);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     gw_conn_limits(cfg, &lim);
     if (h1_req_parser_init(&c->rp, &lim) < 0) {
-        evutil_closesocket(fd);
+        drop_transport(ops, xprt, fd);
         goto fail_parser;
     }
     if (gw_io_init(&c->io, w->base, fd, 1, ops, xprt) < 0)

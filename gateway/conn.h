@@ -61,6 +61,9 @@ struct gw_conn {
     LIST_ENTRY(gw_conn) link; /* the worker's conns */
     struct gw_worker *w;
     struct gw_io io;
+    const struct gw_listener *l;   /* accepted on it */
+    const struct adm_listener *al; /* its definition in snapshot <al_gen>, NULL: none */
+    uint64_t al_gen;
     struct sockaddr_storage peer;
     char peer_ip[INET6_ADDRSTRLEN];
     unsigned peer_port;
@@ -207,14 +210,22 @@ int gw_peek_first(struct evbuffer *in, struct evbuffer_iovec *v);
 /* ---- the client connection ---- */
 
 /* A new connection on the accepted socket <fd> (owned from now on, closed
- * on failure) from <sa>, read and written through transport <ops> with its
- * state <xprt> (the listener's: gw_io_plain and NULL, or TLS), in state
- * GW_CONN_PARKED when <parked>, else GW_CONN_IDLE and reading; its io calls
- * <on_read>, <on_write> and <on_event> with it. NULL when out of memory
- * (counted as dropped). */
-struct gw_conn *gw_conn_new(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                            int salen, int parked, const struct gw_io_ops *ops, void *xprt,
-                            gw_io_cb on_read, gw_io_cb on_write, gw_io_event_cb on_event);
+ * on failure, with <xprt>) on listener <l> from <sa>, read and written
+ * through transport <ops> with its state <xprt> (the listener's:
+ * gw_io_plain and NULL, or TLS), in state GW_CONN_PARKED when <parked>, else
+ * GW_CONN_IDLE and reading; its io calls <on_read>, <on_write> and
+ * <on_event> with it. NULL when out of memory (counted as dropped). */
+struct gw_conn *gw_conn_new(struct gw_worker *w, const struct gw_listener *l, evutil_socket_t fd,
+                            const struct sockaddr *sa, int salen, int parked,
+                            const struct gw_io_ops *ops, void *xprt, gw_io_cb on_read,
+                            gw_io_cb on_write, gw_io_event_cb on_event);
+/* Where listener <l> is in <cfg>: its start-up index, else found by its
+ * address; cfg->nlisteners when the config lost it. */
+size_t gw_conn_listener_index(const struct adm_config *cfg, const struct gw_listener *l);
+/* The definition of <c>'s listener in its request's snapshot: the one with
+ * its address (listeners are restart-only: nearly always at its start-up
+ * index), looked up once per snapshot. NULL when the config lost it. */
+const struct adm_listener *gw_conn_listener(struct gw_conn *c);
 /* Closes and frees <c>; its upstream connection must be detached first.
  * Then the worker's conn_freed callback runs (admission). */
 void gw_conn_free(struct gw_conn *c);

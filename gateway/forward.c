@@ -93,6 +93,14 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
             if (h1_name_is(n, "forwarded") && !trusted)
                 continue;
             break;
+        case 20: /* ours alone to send: from the verified certificate */
+            if (h1_name_is(n, "x-client-cert-sha256"))
+                continue;
+            break;
+        case 21:
+            if (h1_name_is(n, "x-client-cert-subject"))
+                continue;
+            break;
         case 12:
             if (h1_name_is(n, "x-request-id")) {
                 if (h != f->client_id) /* the one the client and the upstream see */
@@ -155,8 +163,14 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
     }
     gw_ob_str(o, f->peer_ip);
     gw_ob_lit(o, "\r\n");
-    if (!have_proto)
+    if (!have_proto && f->tls)
+        gw_ob_lit(o, "X-Forwarded-Proto: https\r\n");
+    else if (!have_proto)
         gw_ob_lit(o, "X-Forwarded-Proto: http\r\n");
+    if (f->client_subject) {
+        gw_ob_field(o, "X-Client-Cert-Subject", 21, f->client_subject, strlen(f->client_subject));
+        gw_ob_field(o, "X-Client-Cert-Sha256", 20, f->client_sha256, strlen(f->client_sha256));
+    }
     if (!have_xfh && rq->host.ptr)
         gw_ob_field(o, "X-Forwarded-Host", 16, rq->host.ptr, rq->host.len);
     if (!f->client_id)

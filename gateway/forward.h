@@ -18,6 +18,9 @@ enum gw_verdict {
     GW_V_MF0,      /* OPTIONS or TRACE with Max-Forwards 0: answered here */
     GW_V_INVALID,  /* llhttp disagrees: rp->status */
     GW_V_UPSTREAM, /* to (*sr)'s upstream */
+    /* decided by the connection, before the route (http1.c) */
+    GW_V_HTTPS,       /* a redirect_https listener: 308 to the https URL */
+    GW_V_MISDIRECTED, /* Host names another certificate than SNI picked: 421 */
 };
 
 /* Routes the complete request head in <rp> through snapshot <s> (with the
@@ -52,6 +55,9 @@ struct gw_forward {
     const struct h1_header *client_id; /* gw_forward_client_id(rq), or NULL */
     const char *reqid;                 /* without client_id: the X-Request-Id sent */
     size_t reqid_len;
+    int tls;                    /* the request came over TLS: X-Forwarded-Proto: https */
+    const char *client_subject; /* the verified client certificate, NULL: none */
+    const char *client_sha256;  /* its SHA-256 in hex */
 };
 
 /* Appends the upstream request head of <f> to <o>, up to its blank line,

@@ -26,6 +26,7 @@
 #include "admin/api.h"
 #include "admin/snapshot.h"
 #include "admin/http1/request.h"
+#include "gateway/io_tls.h"
 #include "router/router.h"
 
 struct gw_worker;
@@ -77,10 +78,25 @@ struct gw_process {
 };
 
 /* A worker's listening socket. */
+/* Whether a listener speaks TLS is fixed at start, as its address is; its
+ * certificates and settings come from the snapshot. */
 struct gw_listener {
     struct evconnlistener *lev;
     struct gw_worker *w;
     evutil_socket_t fd; /* until the worker wraps it */
+    size_t index;       /* in the start-up config's listeners */
+    int tls;            /* a TLS listener */
+    char addr[64];      /* its address as configured */
+};
+
+/* The sessions of a worker's TLS upstream connections, for resuming the
+ * next connection to the same server: a small direct-mapped table keyed by
+ * (client context, pool, server), written and read by its worker only. */
+#define GW_UP_SESSIONS 64
+struct gw_up_session {
+    const void *ctx, *pool;
+    size_t server;
+    SSL_SESSION *s;
 };
 
 struct gw_worker {
@@ -111,7 +127,9 @@ struct gw_worker {
      * (conn.c counts it; admission is the worker's). */
     void (*conn_freed)(struct gw_worker *w);
     rt_ctx *rtctx; /* the router's scratch for regexp routes */
+    struct gw_up_session up_sessions[GW_UP_SESSIONS];
     struct gw_counters ctr __attribute__((aligned(64)));
+    struct gw_tls_counters tls_ctr;
 };
 
 /* worker.c */
@@ -121,12 +139,13 @@ void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
 
 /* http1.c: a client connection on the accepted socket <fd> (owned from
- * now on) through transport <ops> (gateway/io.h) with its state <xprt>,
- * waiting unread for admission when <parked>; NULL when out of memory (the
- * socket is closed, the drop counted). */
+ * now on) of listener <l>, through transport <ops> (gateway/io.h) with its
+ * state <xprt>, waiting unread for admission when <parked>; NULL when out of
+ * memory (the socket is closed, the drop counted). */
 struct gw_io_ops;
-struct gw_conn *gw_http1_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                                int salen, int parked, const struct gw_io_ops *ops, void *xprt);
+struct gw_conn *gw_http1_accept(struct gw_worker *w, const struct gw_listener *l,
+                                evutil_socket_t fd, const struct sockaddr *sa, int salen,
+                                int parked, const struct gw_io_ops *ops, void *xprt);
 /* local.c: encodes the local answers once; every worker calls it before serving. */
 void gw_local_init(void);
 

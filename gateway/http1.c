@@ -25,6 +25,25 @@ static void conn_close(struct gw_conn *c)
     gw_conn_free(c);
 }
 
+/* What the connection decides before the route does: a redirect_https
+ * listener sends every request to https; on a listener that verifies
+ * clients, a request must be for a name of the certificate its handshake
+ * picked, since another one would skip that name's client check (421, RFC
+ * 9110 15.5.20; nginx's CVE-2025-23419). GW_V_UPSTREAM: neither. */
+static enum gw_verdict tls_verdict(struct gw_conn *c)
+{
+    const struct h1_request *rq = &c->rp.req;
+    const struct adm_listener *al = gw_conn_listener(c);
+    const struct adm_tls_ctx *t = gw_tls_ctx(&c->io);
+
+    if (al && al->redirect_https && !gw_io_is_tls(&c->io))
+        return GW_V_HTTPS;
+    if (t && adm_tls_ctx_client_auth(t) && rq->host_name.ptr &&
+        adm_tls_ctx_group(t, rq->host_name.ptr, rq->host_name.len) != gw_tls_group(&c->io))
+        return GW_V_MISDIRECTED;
+    return GW_V_UPSTREAM;
+}
+
 static void request_start(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
@@ -60,8 +79,13 @@ static void request_start(struct gw_conn *c)
             c->params_cap = need;
         }
     }
-    v = gw_forward_decide(&c->rp, s, w->rtctx, c->params, c->params_cap, &m, &c->sr);
-    c->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM ? 0 : m.nparams;
+    v = tls_verdict(c);
+    if (v == GW_V_UPSTREAM) /* nothing to say about the connection itself */
+        v = gw_forward_decide(&c->rp, s, w->rtctx, c->params, c->params_cap, &m, &c->sr);
+    c->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM || v == GW_V_HTTPS ||
+                         v == GW_V_MISDIRECTED
+                     ? 0
+                     : m.nparams;
     if (v != GW_V_UPSTREAM && rq->expect_continue && !c->body_done)
         c->keep = 0; /* no 100 Continue from us: the body may come or not, so the
                       * answer says the connection closes (RFC 9110 10.1.1) */
@@ -185,6 +209,8 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
     struct gw_conn *c = arg;
 
     (void)io;
+    if ((what & GW_IO_TIMEOUT) && !gw_io_open(&c->io))
+        gw_tls_count_timeout(&c->io); /* in its handshake */
     if (what & GW_IO_TIMEOUT) {
         if ((what & GW_IO_READING) && c->st == GW_CONN_HEAD) {
             c->is_head = 0;
@@ -241,9 +267,10 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
     conn_close(c);
 }
 
-struct gw_conn *gw_http1_accept(struct gw_worker *w, evutil_socket_t fd, const struct sockaddr *sa,
-                                int salen, int parked, const struct gw_io_ops *ops, void *xprt)
+struct gw_conn *gw_http1_accept(struct gw_worker *w, const struct gw_listener *l,
+                                evutil_socket_t fd, const struct sockaddr *sa, int salen,
+                                int parked, const struct gw_io_ops *ops, void *xprt)
 {
-    return gw_conn_new(w, fd, sa, salen, parked, ops, xprt, conn_read_cb, conn_write_cb,
+    return gw_conn_new(w, l, fd, sa, salen, parked, ops, xprt, conn_read_cb, conn_write_cb,
                        conn_event_cb);
 }

@@ -286,6 +286,42 @@ static void answer_max_forwards_0(struct gw_conn *c)
     send_allow(c, 200, allow | RT_M_OPTIONS);
 }
 
+/* 308 to the same URL over https on <port>: the host in lower case (as
+ * nginx's $host), the port unless 443, the target as received; 400 without
+ * a host to send the client to. */
+static void send_to_https(struct gw_conn *c, unsigned port)
+{
+    const struct h1_request *rq = &c->rp.req;
+    struct gw_obuf ob;
+
+    if (!rq->host_name.ptr) {
+        gw_local_simple(c, 400, NULL, 0);
+        return;
+    }
+    simple_head(&ob, c, 308);
+    gw_ob_lit(&ob, "Location: https://");
+    for (size_t i = 0; i < rq->host_name.len; i++) {
+        char ch = rq->host_name.ptr[i];
+        ch = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+        gw_ob_add(&ob, &ch, 1);
+    }
+    if (port != 443) {
+        gw_ob_lit(&ob, ":");
+        gw_ob_u64(&ob, port);
+    }
+    if (rq->form == H1_TARGET_ORIGIN) {
+        gw_ob_slice(&ob, &rq->target);
+    } else {
+        gw_ob_add(&ob, rq->path, rq->path_len);
+        if (rq->query.ptr) {
+            gw_ob_lit(&ob, "?");
+            gw_ob_slice(&ob, &rq->query);
+        }
+    }
+    gw_ob_lit(&ob, "\r\n");
+    simple_tail(&ob, c, 308);
+}
+
 void gw_local_answer(struct gw_conn *c, enum gw_verdict v, const struct rt_match *m)
 {
     const struct h1_request *rq = &c->rp.req;
@@ -322,6 +358,14 @@ void gw_local_answer(struct gw_conn *c, enum gw_verdict v, const struct rt_match
         c->is_head = 0;
         c->http10 = 0;
         gw_local_error_close(c, c->rp.status);
+        return;
+    case GW_V_HTTPS:
+        send_to_https(c, c->al->redirect_https);
+        gw_local_finish(c);
+        return;
+    case GW_V_MISDIRECTED:
+        gw_local_simple(c, 421, NULL, 0);
+        gw_local_finish(c);
         return;
     case GW_V_UPSTREAM: /* not ours */
     case GW_V_ROUTER:

@@ -662,13 +662,6 @@ static void close_listeners(void)
  * failure everything made here is freed again, after logging why. */
 static int open_listeners(const struct adm_config *cfg)
 {
-    /* refused rather than served as plain HTTP until the TLS transport is in */
-    for (size_t l = 0; l < cfg->nlisteners; l++)
-        if (cfg->listeners[l].tls || cfg->listeners[l].redirect_https) {
-            gw_log(GW_LOG_ERROR, "listener %s: tls and redirect_https are not served yet",
-                   cfg->listeners[l].addr.text);
-            return -1;
-        }
     for (size_t l = 0; l < cfg->nlisteners; l++) {
         if (probe_bind(&cfg->listeners[l].addr) == 0)
             continue;
@@ -697,8 +690,13 @@ static int open_listeners(const struct adm_config *cfg)
             goto fail_workers;
         }
         w->nlisteners = cfg->nlisteners;
-        for (size_t l = 0; l < cfg->nlisteners; l++)
-            w->listeners[l].fd = -1;
+        for (size_t l = 0; l < cfg->nlisteners; l++) {
+            struct gw_listener *gl = &w->listeners[l];
+            gl->fd = -1;
+            gl->index = l;
+            gl->tls = cfg->listeners[l].tls != NULL;
+            snprintf(gl->addr, sizeof(gl->addr), "%s", cfg->listeners[l].addr.text);
+        }
         for (size_t l = 0; l < cfg->nlisteners; l++) {
             w->listeners[l].fd = listen_socket(&cfg->listeners[l].addr);
             if (w->listeners[l].fd < 0) {

@@ -455,10 +455,12 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
     struct gw_conn *c = u->c;
+    char why[256];
 
     (void)io;
     if (what & GW_IO_CONNECTED) {
         gw_upconn_set_state(u, GW_UP_WAITING);
+        gw_upconn_session_keep(u);
         /* from now on writes are held to the response timeout too */
         gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
         return;
@@ -504,6 +506,10 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
     if (u->st == GW_UP_BODY) {
         gw_log(GW_LOG_WARN, "upstream %s failed mid-response; closing client %s:%u",
                up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
+    } else if (gw_tls_error(&u->io, why, sizeof(why))) {
+        gw_log(GW_LOG_WARN, "upstream %s server %s: TLS handshake failed: %s",
+               up_pool_name(u->pool), up_server_address(u->pool, u->server), why);
+        gw_upconn_session_forget(u); /* never resume a failed server's old session */
     } else {
         int e = EVUTIL_SOCKET_ERROR();
         gw_log(GW_LOG_WARN, "upstream %s: %s", up_server_address(u->pool, u->server),
@@ -527,12 +533,13 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
     struct gw_upconn *u;
     struct gw_forward f;
     struct gw_obuf ob;
+    char subject[512], sha256[65];
 
     if (server == UP_NONE)
         return -2;
     u = fresh_to != SIZE_MAX ? NULL : gw_upconn_take(c->w, pool, server);
     if (!u) {
-        u = gw_upconn_connect(c->w, pool, server);
+        u = gw_upconn_connect(c->w, s, c->sr->upstream, server);
         if (!u)
             return -1;
         /* the pool's, which falls back to timeouts.upstream_connect_ms */
@@ -567,6 +574,12 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
     }
     f.reqid = c->reqid;
     f.reqid_len = c->reqid_len;
+    f.tls = gw_io_is_tls(&c->io);
+    f.client_subject = f.client_sha256 = NULL;
+    if (gw_tls_client_cert(&c->io, subject, sizeof(subject), sha256)) {
+        f.client_subject = subject;
+        f.client_sha256 = sha256;
+    }
     /* Sent at once only without a body (Content-Length: 0 is none): with
      * one, the head waits in the output until the body bytes already here
      * have passed the parser, so a request refused for its framing puts no

@@ -57,6 +57,7 @@ void gw_upconn_free(struct gw_upconn *u)
         return;
     if (u->st == GW_UP_IDLE)
         up_idle_remove(u->pool, u->w->id, u->server, u);
+    gw_upconn_session_keep(u);
     if (u->c && u->c->up == u)
         u->c->up = NULL;
     LIST_REMOVE(u, link);
@@ -65,9 +66,76 @@ void gw_upconn_free(struct gw_upconn *u)
     free(u);
 }
 
-struct gw_upconn *gw_upconn_connect(struct gw_worker *w, up_pool *pool, size_t server)
+/* ---- TLS sessions, one per worker and server ---- */
+
+static struct gw_up_session *session_slot(struct gw_worker *w, const SSL_CTX *ctx,
+                                          const up_pool *pool, size_t server)
+{
+    uintptr_t h = ((uintptr_t)ctx >> 4) * 31 + ((uintptr_t)pool >> 4) * 17 + server;
+    return &w->up_sessions[h % GW_UP_SESSIONS];
+}
+
+/* The session to resume for <server> of <pool> through <ctx>, borrowed. */
+static SSL_SESSION *session_get(struct gw_worker *w, const SSL_CTX *ctx, const up_pool *pool,
+                                size_t server)
+{
+    struct gw_up_session *e = session_slot(w, ctx, pool, server);
+    return e->s && e->ctx == ctx && e->pool == pool && e->server == server ? e->s : NULL;
+}
+
+/* Makes <s> (owned from now on; NULL: none) the session of <u>'s server. */
+static void session_set(struct gw_upconn *u, SSL_SESSION *s)
+{
+    struct gw_up_session *e = session_slot(u->w, u->tls, u->pool, u->server);
+    SSL_SESSION_free(e->s);
+    *e = (struct gw_up_session){u->tls, u->pool, u->server, s};
+}
+
+void gw_upconn_session_keep(struct gw_upconn *u)
+{
+    SSL_SESSION *s = u->tls && u->st != GW_UP_CONNECTING ? gw_tls_session(&u->io) : NULL;
+    if (s)
+        session_set(u, s);
+}
+
+void gw_upconn_session_forget(struct gw_upconn *u)
+{
+    if (u->tls)
+        session_set(u, NULL);
+}
+
+/* The transport of a new connection to <u>'s server of the snapshot's
+ * upstream <up> on <fd>: TLS when the upstream has it, with its SNI
+ * (server_name, else the server's host name; never an IP literal), the
+ * certificate verified for server_name or the host, and the worker's last
+ * session with that server. */
+static int up_transport(struct gw_upconn *u, const struct adm_snapshot *s, size_t up,
+                        evutil_socket_t fd, const struct gw_io_ops **ops, void **xprt)
+{
+    const struct adm_upstream *ud = &s->cfg->upstreams[up];
+    const struct adm_addr *a = &ud->servers[u->server].addr;
+    const char *name = ud->tls ? ud->tls->server_name : NULL;
+
+    *ops = &gw_io_plain;
+    *xprt = NULL;
+    if (!(u->tls = s->uptls[up]))
+        return 0;
+    *xprt = gw_tls_client_new(u->tls, fd,
+                              name         ? name
+                              : a->numeric ? NULL
+                                           : a->host,
+                              name ? name : a->host, session_get(u->w, u->tls, u->pool, u->server));
+    *ops = &gw_io_tls;
+    return *xprt ? 0 : -1;
+}
+
+struct gw_upconn *gw_upconn_connect(struct gw_worker *w, const struct adm_snapshot *s, size_t up,
+                                    size_t server)
 {
     struct gw_upconn *u = calloc(1, sizeof(*u));
+    up_pool *pool = s->pools[up];
+    const struct gw_io_ops *ops;
+    void *xprt;
     const struct sockaddr *sa;
     socklen_t salen;
     evutil_socket_t fd;
@@ -85,7 +153,11 @@ struct gw_upconn *gw_upconn_connect(struct gw_worker *w, up_pool *pool, size_t s
     if (fd < 0)
         goto fail;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (gw_io_init(&u->io, w->base, fd, 0, &gw_io_plain, NULL) < 0) {
+    if (up_transport(u, s, up, fd, &ops, &xprt) < 0) {
+        evutil_closesocket(fd);
+        goto fail;
+    }
+    if (gw_io_init(&u->io, w->base, fd, 0, ops, xprt) < 0) {
         gw_io_close(&u->io); /* closes fd */
         goto fail;
     }
@@ -189,6 +261,10 @@ void gw_upconn_free_all(struct gw_worker *w)
 {
     while (!LIST_EMPTY(&w->upconns))
         gw_upconn_free(LIST_FIRST(&w->upconns));
+    for (size_t i = 0; i < GW_UP_SESSIONS; i++) {
+        SSL_SESSION_free(w->up_sessions[i].s);
+        w->up_sessions[i].s = NULL;
+    }
 }
 
 struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t server)
@@ -209,6 +285,7 @@ void gw_upconn_release(struct gw_upconn *u, int reuse, unsigned idle_ms)
         /* parked as it is (reading on, timeouts unchanged, so parking
          * re-arms nothing); the worker's tick closes it after the idle
          * timeout */
+        gw_upconn_session_keep(u); /* by now a TLS 1.3 ticket is in */
         gw_upconn_set_state(u, GW_UP_IDLE);
         u->idle_until = gw_now_ms() + idle_ms;
         u->reused = 1;

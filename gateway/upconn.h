@@ -26,6 +26,7 @@ struct gw_upconn {
     struct gw_io io;
     up_pool *pool;
     size_t server;
+    SSL_CTX *tls; /* a TLS upstream's client context (its snapshot's), NULL: plain */
     enum gw_upconn_state st;
     struct gw_conn *c;   /* the client served; NULL while idle */
     struct h1_resp resp; /* the response parser: status, fields, msg_done */
@@ -39,7 +40,14 @@ void gw_upconn_set_state(struct gw_upconn *u, enum gw_upconn_state st);
 /* A new connection to <server> of <pool> (retained), connecting; NULL on
  * failure with errno set. The caller sets its callbacks before returning
  * to the loop. */
-struct gw_upconn *gw_upconn_connect(struct gw_worker *w, up_pool *pool, size_t server);
+struct gw_upconn *gw_upconn_connect(struct gw_worker *w, const struct adm_snapshot *s, size_t up,
+                                    size_t server);
+/* Keeps the session of <u>'s completed TLS handshake for the worker's next
+ * connection to the same server, once it can be resumed (TLS 1.3 tickets
+ * come after the handshake); gw_upconn_free() and parking call it too. */
+void gw_upconn_session_keep(struct gw_upconn *u);
+/* Forgets the session kept for <u>'s server (its handshake failed). */
+void gw_upconn_session_forget(struct gw_upconn *u);
 /* A parked connection to <server> of <pool>, now GW_UP_WAITING, or NULL. */
 struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t server);
 /* The response ended: when <reuse>, parks <u> for <idle_ms> (its client

@@ -19,6 +19,30 @@
 
 #include "gateway/conn.h"
 
+/* The transport of a connection accepted on <l>: plain, or TLS from the
+ * listener's context in the current snapshot (the accept runs between
+ * requests, when the worker cannot be holding an older one). A TLS listener
+ * whose TLS a later config lost never speaks plain HTTP: -1, refused. */
+static int listener_transport(const struct gw_listener *l, evutil_socket_t fd,
+                              const struct gw_io_ops **ops, void **xprt)
+{
+    struct gw_worker *w = l->w;
+    const struct adm_snapshot *s =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
+    size_t i;
+
+    *ops = &gw_io_plain;
+    *xprt = NULL;
+    if (!l->tls)
+        return 0;
+    i = gw_conn_listener_index(s->cfg, l);
+    if (i == s->cfg->nlisteners || !s->tls[i] ||
+        !(*xprt = gw_tls_server_new(adm_tls_ctx_ssl(s->tls[i]), fd, &w->tls_ctr)))
+        return -1;
+    *ops = &gw_io_tls;
+    return 0;
+}
+
 static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
@@ -30,10 +54,17 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
      * listener paused: then this connection waits, unread, for a place */
     int parked = atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed) >=
                  cfg->limits.max_connections;
+    const struct gw_io_ops *ops;
+    void *xprt;
 
     (void)lev;
-    if (!gw_http1_accept(w, fd, sa, salen, parked, &gw_io_plain, NULL))
+    if (listener_transport(l, fd, &ops, &xprt) < 0) {
+        evutil_closesocket(fd);
+        gw_count(&w->ctr.conns_dropped, 1);
         atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
+    } else if (!gw_http1_accept(w, l, fd, sa, salen, parked, ops, xprt)) {
+        atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
+    }
     gw_worker_listen_update(w);
 }
 

@@ -222,6 +222,9 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
         case GW_V_INVALID:
             ret = rp.status;
             break;
+        case GW_V_HTTPS: /* decided by the connection: never here */
+        case GW_V_MISDIRECTED:
+            abort();
         case GW_V_UPSTREAM: {
             struct gw_forward f = {
                 .rq = &rp.req,
