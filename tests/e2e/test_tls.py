@@ -1,0 +1,603 @@
+#!/usr/bin/env python3
+"""test_tls.py - TLS termination end to end, against the real binary with
+openssl s_client, curl and Python's ssl module; every certificate is made
+here with the openssl CLI.
+
+- SNI: per name, the one-label wildcard, the default for an unknown name and
+  for no SNI; RSA against ECDSA by the client's signature algorithms.
+- Versions: 1.1 refused (and counted), 1.2 and 1.3 accepted; ALPN.
+- Resumption by ticket across two workers for 1.2 and 1.3, after a
+  ticket-key rotation within the grace period and not after it; not across
+  a client-auth boundary; not with session_tickets off.
+- X-Forwarded-Proto: https, and redirect_https on a plain listener.
+- A certificate push during HTTPS load: new connections get the new
+  certificate, an open keep-alive connection keeps working.
+- Refused configurations, each with its JSON path (PUT /config and --check).
+- mTLS: required, refused, optional; the subject and fingerprint headers;
+  client-sent ones stripped; 421 for a Host of another certificate.
+- Upstream TLS: verification passing, failing (502 and a log line), SNI.
+- GET /certificates and the expiry metric.
+"""
+import hashlib
+import json
+import os
+import re
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+from harness import (SY_BIN, TIMEOUT, Client, Closed, GatewayCase, free_port, gateway_config,
+                     main, upstream_cfg, wait_for)
+
+CERTS = r"""
+set -e; cd "$1"; Q='-nodes -newkey ec -pkeyopt ec_paramgen_curve:P-256'
+ca() { openssl req -x509 $Q -keyout $1.key -out $1.pem -subj "/CN=$1" -days 30 \
+  -addext basicConstraints=critical,CA:TRUE -addext keyUsage=keyCertSign,cRLSign 2>/dev/null; }
+leaf() { n=$1; ca=$2; san=$3; shift 3
+  openssl req -new "$@" -keyout $n.key -out $n.csr -subj "/CN=$n" 2>/dev/null
+  printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\n' "$san" > $n.ext
+  openssl x509 -req -in $n.csr -CA $ca.pem -CAkey $ca.key -CAcreateserial -days 30 \
+    -extfile $n.ext -out $n.pem 2>/dev/null; }
+ca ca; ca otherca
+leaf ec ca DNS:api.example.com $Q
+leaf rsa ca DNS:api.example.com -nodes -newkey rsa:2048
+leaf wild ca 'DNS:*.w.example.com' $Q
+leaf dflt ca DNS:default.example.com $Q
+leaf ec2 ca DNS:api.example.com $Q
+leaf client ca email:client@example.com $Q
+leaf stranger otherca email:stranger@example.com $Q
+leaf backend ca 'DNS:backend.example.com,IP:127.0.0.1' $Q
+openssl req -new $Q -keyout expired.key -out expired.csr -subj /CN=old.example.com 2>/dev/null
+openssl x509 -req -in expired.csr -signkey expired.key -days -1 -out expired.pem 2>/dev/null
+"""
+
+# A TLS backend: Python's http.server behind ssl, echoing a few request
+# fields as JSON (a real process on 127.0.0.1, like sy_test_backend).
+TLS_BACKEND = r"""
+import http.server, json, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        b = json.dumps({"path": self.path, "headers": list(self.headers.items()),
+                        "sni": getattr(self.connection, "sni", None),
+                        "resumed": self.connection.session_reused}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[2], sys.argv[3])
+def sni(sock, name, c):
+    sock.sni = name
+ctx.sni_callback = sni
+srv = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+print("listening", flush=True)
+srv.serve_forever()
+"""
+
+
+class Conn:
+    def __init__(self, version, session, session_reused):
+        self.version, self.session, self.session_reused = version, session, session_reused
+
+    def close(self):
+        pass
+
+
+def fingerprint(pem_path):
+    with open(pem_path) as f:
+        return hashlib.sha256(ssl.PEM_cert_to_DER_cert(f.read())).hexdigest()
+
+
+def values(echo, name):
+    return [v for k, v in echo["headers"] if k.lower() == name.lower()]
+
+
+class TLSCase(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.d = cls.tmp.file("certs")
+        os.mkdir(cls.d)
+        script = os.path.join(cls.d, "gen.sh")
+        with open(script, "w") as f:
+            f.write(CERTS)
+        subprocess.run(["sh", script, cls.d], check=True, timeout=120)
+        cls.fp = {n: fingerprint(cls.c(n)) for n in
+                  ("ec", "rsa", "wild", "dflt", "ec2", "client")}
+        cls.b = cls.shared_backend("b")
+
+    @classmethod
+    def c(cls, name, ext="pem"):
+        return os.path.join(cls.d, "%s.%s" % (name, ext))
+
+    @classmethod
+    def cert(cls, name, hosts=None):
+        e = {"cert": cls.c(name), "key": cls.c(name, "key")}
+        if hosts:
+            e["hosts"] = hosts
+        return e
+
+    @classmethod
+    def std_tls(cls, **extra):
+        t = {"certificates": [cls.cert("dflt"), cls.cert("ec", ["api.example.com"]),
+                              cls.cert("rsa", ["api.example.com"]),
+                              cls.cert("wild", ["*.w.example.com"])]}
+        t.update(extra)
+        return t
+
+    @classmethod
+    def tls_config(cls, tls=None, workers=2, extra_listeners=(), **sections):
+        cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)},
+                             routes=[{"id": "all", "path": "/*{rest}", "upstream": "b"}],
+                             workers=workers, **sections)
+        cfg["listeners"][0]["tls"] = tls or cls.std_tls()
+        cfg["listeners"] += list(extra_listeners)
+        return cfg
+
+    # ---- clients
+
+    @classmethod
+    def ctx(cls, version=None, alpn=None, cert=None):
+        c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        c.check_hostname = False
+        c.verify_mode = ssl.CERT_NONE
+        if version:
+            c.minimum_version = c.maximum_version = version
+        if alpn:
+            c.set_alpn_protocols(alpn)
+        if cert:
+            c.load_cert_chain(cls.c(cert), cls.c(cert, "key"))
+        return c
+
+    @classmethod
+    def connect(cls, port, sni=None, ctx=None, session=None):
+        s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        try:
+            return (ctx or cls.ctx()).wrap_socket(s, server_hostname=sni, session=session)
+        except Exception:
+            s.close()
+            raise
+
+    def served(self, port, sni=None, **kw):
+        """The fingerprint of the certificate served for <sni>."""
+        with self.connect(port, sni, **kw) as s:
+            return hashlib.sha256(s.getpeercert(binary_form=True)).hexdigest()
+
+    def get(self, port, target="/e", sni="api.example.com", headers=None, ctx=None,
+            session=None):
+        """One request on a new TLS connection; the response, and what the
+        connection was (version, session, session_reused), after it closed."""
+        s = self.connect(port, sni, ctx=ctx, session=session)
+        with Client(port, sock=s) as c:
+            r = c.request("GET", target, headers=headers or [("Host", sni or "x")])
+            info = Conn(s.version(), s.session, s.session_reused)
+        return r, info
+
+    def s_client(self, port, *args):
+        p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port] +
+                           list(args), input=b"", capture_output=True, timeout=TIMEOUT)
+        return p.returncode, p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+
+    def metrics(self, gw):
+        self.admin(gw, "GET", "/healthz")
+        with urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
+                                    timeout=TIMEOUT) as r:
+            return r.read().decode()
+
+    def admin(self, gw, method, path, body=None):
+        """One admin API call: (status, JSON body). Waits for the API to be
+        up (it opens after the listeners)."""
+
+        def up():
+            try:
+                socket.create_connection(tuple(gw.cfg["admin"]["address"].split(":")[:1]) +
+                                         (int(gw.cfg["admin"]["address"].split(":")[1]),),
+                                         timeout=TIMEOUT).close()
+                return True
+            except OSError:
+                return False
+
+        wait_for(up, what="the admin API")
+        req = urllib.request.Request("http://%s%s" % (gw.cfg["admin"]["address"], path),
+                                     method=method,
+                                     data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+
+class ServingTest(TLSCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.gw = cls.shared_gateway(cls.tls_config(), name="tls")
+
+    def test_sni_picks_the_certificate(self):
+        p = self.gw.port
+        self.assertEqual(self.served(p, "api.example.com"), self.fp["ec"])
+        self.assertEqual(self.served(p, "API.Example.com"), self.fp["ec"])
+        self.assertEqual(self.served(p, "x.w.example.com"), self.fp["wild"])
+        self.assertEqual(self.served(p, "a.b.w.example.com"), self.fp["dflt"])  # one label
+        self.assertEqual(self.served(p, "unknown.example.org"), self.fp["dflt"])
+        self.assertEqual(self.served(p, None), self.fp["dflt"])
+
+    def test_rsa_or_ecdsa_by_signature_algorithms(self):
+        for version in ("-tls1_3", "-tls1_2"):
+            rc, out = self.s_client(self.gw.port, "-servername", "api.example.com", version,
+                                    "-sigalgs", "rsa_pss_rsae_sha256:rsa_pkcs1_sha256")
+            self.assertEqual(rc, 0, out)
+            self.assertRegex(out, r"subject=CN ?= ?rsa", out)
+            rc, out = self.s_client(self.gw.port, "-servername", "api.example.com", version,
+                                    "-sigalgs", "ecdsa_secp256r1_sha256:rsa_pss_rsae_sha256")
+            self.assertEqual(rc, 0, out)
+            self.assertRegex(out, r"subject=CN ?= ?ec\b", out)
+
+    def test_versions(self):
+        before = self.metrics(self.gw)
+        rc, out = self.s_client(self.gw.port, "-tls1_1", "-cipher", "DEFAULT:@SECLEVEL=0")
+        self.assertNotEqual(rc, 0, out)
+        m = re.search(r'reason="protocol_version"\} (\d+)', before)
+        wait_for(lambda: int(re.search(r'reason="protocol_version"\} (\d+)',
+                                       self.metrics(self.gw)).group(1)) > int(m.group(1)),
+                 what="a counted protocol_version failure")
+        for v, name in ((ssl.TLSVersion.TLSv1_2, "TLSv1.2"), (ssl.TLSVersion.TLSv1_3, "TLSv1.3")):
+            r, s = self.get(self.gw.port, ctx=self.ctx(v))
+            self.assertEqual(r.status, 200)
+            self.assertEqual(s.version, name)
+        self.assertRegex(self.metrics(self.gw),
+                         r'switchyard_tls_handshakes_total\{version="TLSv1.2",resumed="false"\} [1-9]')
+
+    def test_alpn(self):
+        with self.connect(self.gw.port, "api.example.com",
+                          ctx=self.ctx(alpn=["h2", "http/1.1"])) as s:
+            self.assertEqual(s.selected_alpn_protocol(), "http/1.1")
+        with self.assertRaises(ssl.SSLError):
+            self.connect(self.gw.port, "api.example.com", ctx=self.ctx(alpn=["h2"])).close()
+
+    def test_forwarded_proto_and_curl(self):
+        r, s = self.get(self.gw.port, headers=[("Host", "api.example.com"),
+                                               ("X-Forwarded-Proto", "http")])
+        s.close()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(values(r.json(), "X-Forwarded-Proto"), ["https"])
+        out = subprocess.run(["curl", "-sk", "--resolve", "api.example.com:%d:127.0.0.1" %
+                              self.gw.port, "https://api.example.com:%d/e?x=1" % self.gw.port],
+                             capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(json.loads(out.stdout)["query"], "x=1", out)
+
+    def test_client_cert_fields_stripped(self):
+        r, s = self.get(self.gw.port, headers=[("Host", "api.example.com"),
+                                               ("X-Client-Cert-Subject", "CN=forged"),
+                                               ("x-client-cert-sha256", "00")])
+        s.close()
+        e = r.json()
+        self.assertEqual(values(e, "X-Client-Cert-Subject"), [])
+        self.assertEqual(values(e, "X-Client-Cert-Sha256"), [])
+
+    def test_resumption_across_workers(self):
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = self.ctx(v)
+            r, s = self.get(self.gw.port, ctx=ctx)  # a request: 1.3 tickets come after it
+            sess = s.session
+            self.assertFalse(s.session_reused)
+            s.close()
+            # 20 connections spread by SO_REUSEPORT over both workers: with
+            # per-worker keys about half of them would not resume
+            for i in range(20):
+                r, s = self.get(self.gw.port, ctx=ctx, session=sess)
+                self.assertEqual(r.status, 200)
+                self.assertTrue(s.session_reused, "connection %d (%s) not resumed" % (i, v))
+                s.close()
+        self.assertRegex(self.metrics(self.gw),
+                         r'switchyard_tls_handshakes_total\{version="TLSv1.3",resumed="true"\} '
+                         r'(2\d|[3-9]\d|\d{3,})')
+
+    def test_certificates_and_expiry_metric(self):
+        st, body = self.admin(self.gw, "GET", "/certificates")
+        self.assertEqual(st, 200)
+        certs = body["certificates"]
+        self.assertEqual(len(certs), 4)
+        ec = certs[1]
+        self.assertEqual(ec["listener"], self.gw.cfg["listeners"][0]["address"])
+        self.assertEqual(ec["hosts"], ["api.example.com"])
+        self.assertEqual(ec["names"], ["api.example.com"])
+        self.assertEqual(ec["subject"], "CN=ec")
+        self.assertEqual(ec["issuer"], "CN=ca")
+        self.assertEqual(ec["key_type"], "ECDSA")
+        self.assertEqual(certs[2]["key_type"], "RSA")
+        self.assertEqual(ec["sha256"], self.fp["ec"])
+        self.assertTrue(certs[0]["default"])
+        m = re.search(r'switchyard_tls_certificate_expiry_timestamp_seconds\{listener="%s",'
+                      r'name="api.example.com"\} (\d+)' % re.escape(ec["listener"]),
+                      self.metrics(self.gw))
+        self.assertIsNotNone(m)
+        self.assertEqual(int(m.group(1)), min(certs[1]["not_after_unix"],
+                                              certs[2]["not_after_unix"]))
+
+
+class ResumptionTest(TLSCase):
+    def test_no_resumption_across_client_auth(self):
+        auth_port = free_port()
+        auth = {"address": "127.0.0.1:%d" % auth_port,
+                "tls": {"certificates": [self.cert("ec")],
+                        "client_auth": {"ca_file": self.c("ca"), "mode": "optional"}}}
+        gw = self.own_gateway(self.tls_config({"certificates": [self.cert("ec")]},
+                                              extra_listeners=[auth]))
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = self.ctx(v)
+            r, s = self.get(gw.port, ctx=ctx)
+            sess = s.session
+            s.close()
+            r, s = self.get(auth_port, ctx=ctx, session=sess)
+            self.assertEqual(r.status, 200)
+            self.assertFalse(s.session_reused, v)
+            s.close()
+            r, s = self.get(gw.port, ctx=ctx, session=sess)  # and still on its own
+            self.assertTrue(s.session_reused, v)
+            s.close()
+
+    def test_tickets_off(self):
+        gw = self.own_gateway(self.tls_config(self.std_tls(session_tickets=False)))
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = self.ctx(v)
+            r, s = self.get(gw.port, ctx=ctx)
+            sess = s.session
+            s.close()
+            r, s = self.get(gw.port, ctx=ctx, session=sess)
+            self.assertFalse(s.session_reused, v)
+            s.close()
+
+    def test_rotation_grace(self):
+        gw = self.own_gateway(self.tls_config(self.std_tls(ticket_rotation_s=1)))
+
+        def next_second():
+            t = int(time.time())
+            wait_for(lambda: int(time.time()) > t, interval=0.01, what="the next second")
+
+        for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
+            ctx = self.ctx(v)
+            next_second()
+            r, s = self.get(gw.port, ctx=ctx)
+            sess = s.session
+            s.close()
+            next_second()  # the key rotated: the previous one still opens it
+            r, s = self.get(gw.port, ctx=ctx, session=sess)
+            self.assertTrue(s.session_reused, v)
+            s.close()
+            next_second()
+            next_second()  # two rotations: gone
+            r, s = self.get(gw.port, ctx=ctx, session=sess)
+            self.assertEqual(r.status, 200)
+            self.assertFalse(s.session_reused, v)
+            s.close()
+
+
+class RedirectTest(TLSCase):
+    def test_redirect_https(self):
+        plain = free_port()
+        cfg = self.tls_config(extra_listeners=[{"address": "127.0.0.1:%d" % plain,
+                                                "redirect_https": 8443}])
+        gw = self.own_gateway(cfg)
+        with Client(plain) as c:
+            r = c.request("GET", "/a/b?x=1&y=2", headers=[("Host", "api.example.com:%d" % plain)])
+            self.assertEqual(r.status, 308)
+            self.assertEqual(r.header("Location"), "https://api.example.com:8443/a/b?x=1&y=2")
+            r = c.request("POST", "/p", headers=[("Host", "Example.com"),
+                                                 ("Content-Length", "0")])
+            self.assertEqual(r.status, 308)
+            self.assertEqual(r.header("Location"), "https://example.com:8443/p")
+        cfg["listeners"][1]["redirect_https"] = 443
+        gw2 = self.own_gateway(dict(cfg, listeners=[
+            dict(cfg["listeners"][0], address="127.0.0.1:%d" % free_port()),
+            {"address": "127.0.0.1:%d" % free_port(), "redirect_https": 443}],
+            admin={"address": "127.0.0.1:%d" % free_port()}))
+        port2 = int(gw2.cfg["listeners"][1]["address"].rsplit(":", 1)[1])
+        with Client(port2) as c:
+            r = c.request("GET", "/x", headers=[("Host", "api.example.com")])
+            self.assertEqual(r.header("Location"), "https://api.example.com/x")
+
+
+class PushTest(TLSCase):
+    def test_certificate_push_under_load(self):
+        cfg = self.tls_config({"certificates": [self.cert("ec")]}, workers=2)
+        gw = self.own_gateway(cfg)
+        self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec"])
+        stop = threading.Event()
+        errors, done = [], [0]
+
+        def load():
+            try:
+                s = self.connect(gw.port, "api.example.com")
+                with Client(gw.port, sock=s) as c:
+                    while not stop.is_set() and done[0] < 100000:
+                        r = c.request("GET", "/e", headers=[("Host", "api.example.com")])
+                        if r.status != 200:
+                            errors.append(r.status)
+                        done[0] += 1
+            except Exception as e:  # any failure of the open connection
+                errors.append(repr(e))
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            wait_for(lambda: done[0] > 20, what="requests on the keep-alive connection")
+            for i, name in enumerate(("ec2", "ec", "ec2")):
+                new = dict(cfg)
+                new["listeners"] = [dict(cfg["listeners"][0],
+                                         tls={"certificates": [self.cert(name)]})]
+                st, body = self.admin(gw, "PUT", "/config", new)
+                self.assertEqual(st, 200, body)
+                self.assertEqual(self.served(gw.port, "api.example.com"), self.fp[name])
+                n = done[0]
+                wait_for(lambda: done[0] > n + 10, what="requests after push %d" % i)
+        finally:
+            stop.set()
+            t.join(TIMEOUT)
+        self.assertEqual(errors, [])
+
+    def test_same_document_rereads_files(self):
+        cfg = self.tls_config({"certificates": [self.cert("ec")]})
+        gw = self.own_gateway(cfg)
+        st, body = self.admin(gw, "PUT", "/config", cfg)
+        self.assertEqual((st, body["changed"]), (200, False))
+        # the file rewritten in place: the same document is a change now
+        with open(self.c("ec2")) as f, open(self.tmp.file("live.pem"), "w") as o:
+            o.write(f.read())
+        with open(self.c("ec2", "key")) as f, open(self.tmp.file("live.key"), "w") as o:
+            o.write(f.read())
+        cfg2 = dict(cfg, listeners=[dict(cfg["listeners"][0], tls={"certificates": [
+            {"cert": self.tmp.file("live.pem"), "key": self.tmp.file("live.key")}]})])
+        st, body = self.admin(gw, "PUT", "/config", cfg2)
+        self.assertEqual((st, body["changed"]), (200, True))
+        self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec2"])
+        for n in ("pem", "key"):
+            with open(self.c("ec", n)) as f, open(self.tmp.file("live." + n), "w") as o:
+                o.write(f.read())
+        st, body = self.admin(gw, "PUT", "/config", cfg2)
+        self.assertEqual((st, body["changed"]), (200, True))
+        self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec"])
+
+    def test_refused_configs(self):
+        gw = self.own_gateway(self.tls_config())
+        base = self.tls_config()
+        cases = [
+            ({"certificates": [self.cert("dflt"), self.cert("ec", ["api.example.com"]),
+                               {"cert": self.c("rsa"), "key": self.c("ec", "key"),
+                                "hosts": ["api.example.com"]}]},
+             "/listeners/0/tls/certificates/2/key", "does not match"),
+            ({"certificates": [{"cert": self.c("nope"), "key": self.c("ec", "key")}]},
+             "/listeners/0/tls/certificates/0/cert", "cannot read"),
+            ({"certificates": [{"cert_pem": "garbage", "key": self.c("ec", "key")}]},
+             "/listeners/0/tls/certificates/0/cert_pem", "cannot parse"),
+            ({"certificates": [self.cert("expired")]},
+             "/listeners/0/tls/certificates/0/cert", "expired"),
+            ({"certificates": [self.cert("ec", ["api.example.com", "other.example.com"])]},
+             "/listeners/0/tls/certificates/0/hosts/1", "does not cover"),
+            ({"certificates": [self.cert("ec"), self.cert("dflt")]},
+             "/listeners/0/tls/certificates/1", "second default"),
+            (dict(self.std_tls(), min_version="1.1"), "/listeners/0/tls/min_version",
+             "not supported"),
+        ]
+        for tls, path, msg in cases:
+            doc = dict(base, listeners=[dict(gw.cfg["listeners"][0], tls=tls)])
+            st, body = self.admin(gw, "PUT", "/config", doc)
+            self.assertEqual(st, 400, body)
+            self.assertIn(path, [e["path"] for e in body["errors"]], body)
+            self.assertTrue(any(msg in e["message"] for e in body["errors"] if e["path"] == path),
+                            body)
+            f = self.tmp.file("check.json")
+            with open(f, "w") as o:
+                json.dump(doc, o)
+            p = subprocess.run([SY_BIN, "--check", f], capture_output=True, timeout=TIMEOUT)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(path + ": ", (p.stdout + p.stderr).decode())
+        # the live config kept serving
+        self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec"])
+
+
+class ClientAuthTest(TLSCase):
+    def auth_gw(self, mode):
+        tls = {"certificates": [self.cert("dflt"), self.cert("ec", ["api.example.com"])],
+               "client_auth": {"ca_file": self.c("ca"), "mode": mode}}
+        return self.own_gateway(self.tls_config(tls))
+
+    def test_required(self):
+        gw = self.auth_gw("require")
+        with self.assertRaises((ssl.SSLError, ConnectionError, Closed)):
+            r, s = self.get(gw.port)  # 1.3: the alert comes with the first read
+            s.close()
+        with self.assertRaises((ssl.SSLError, ConnectionError, Closed)):
+            r, s = self.get(gw.port, ctx=self.ctx(cert="stranger"))
+            s.close()
+        r, s = self.get(gw.port, ctx=self.ctx(cert="client"),
+                        headers=[("Host", "api.example.com"),
+                                 ("X-Client-Cert-Subject", "CN=forged")])
+        s.close()
+        self.assertEqual(r.status, 200)
+        e = r.json()
+        self.assertEqual(values(e, "X-Client-Cert-Subject"), ["CN=client"])
+        self.assertEqual(values(e, "X-Client-Cert-Sha256"), [self.fp["client"]])
+        m = self.metrics(gw)
+        self.assertRegex(m, r'reason="no_client_certificate"\} [1-9]')
+        self.assertRegex(m, r'reason="bad_client_certificate"\} [1-9]')
+
+    def test_optional_and_misdirected(self):
+        gw = self.auth_gw("optional")
+        r, s = self.get(gw.port, headers=[("Host", "api.example.com"),
+                                          ("X-Client-Cert-Sha256", "ab")])
+        s.close()
+        self.assertEqual(r.status, 200)
+        self.assertEqual(values(r.json(), "X-Client-Cert-Sha256"), [])
+        r, s = self.get(gw.port, ctx=self.ctx(cert="client"))
+        s.close()
+        self.assertEqual(values(r.json(), "X-Client-Cert-Subject"), ["CN=client"])
+        # SNI picked api.example.com's certificate, Host names the default's
+        r, s = self.get(gw.port, sni="api.example.com",
+                        headers=[("Host", "default.example.com")])
+        s.close()
+        self.assertEqual(r.status, 421)
+        r, s = self.get(gw.port, sni="api.example.com",
+                        headers=[("Host", "API.example.com:%d" % gw.port)])
+        s.close()
+        self.assertEqual(r.status, 200)
+
+
+class UpstreamTLSTest(TLSCase):
+    def backend(self):
+        port = free_port()
+        p = subprocess.Popen([sys.executable, "-c", TLS_BACKEND, str(port), self.c("backend"),
+                              self.c("backend", "key")], stdout=subprocess.PIPE,
+                             start_new_session=True)
+        self.addCleanup(lambda: (p.kill(), p.wait(TIMEOUT), p.stdout.close()))
+        self.assertEqual(p.stdout.readline().strip(), b"listening")
+        return port
+
+    def test_upstream_tls(self):
+        port = self.backend()
+        addr = "127.0.0.1:%d" % port
+        ups = {"good": {"servers": [{"address": addr}],
+                        "tls": {"ca_file": self.c("ca"), "server_name": "backend.example.com"}},
+               "nosni": {"servers": [{"address": addr}], "tls": {"ca_file": self.c("ca")}},
+               "wrongca": {"servers": [{"address": addr}], "tls": {"ca_file": self.c("otherca")}},
+               "system": {"servers": [{"address": addr}], "tls": {}},
+               "noverify": {"servers": [{"address": addr}], "tls": {"verify": False}},
+               "nopool": {"servers": [{"address": addr}], "keepalive": 0,
+                          "tls": {"ca_file": self.c("ca"), "server_name": "backend.example.com"}}}
+        routes = [{"id": n, "path": "/%s/*{rest}" % n, "upstream": n} for n in ups]
+        cfg = gateway_config(upstreams=ups, routes=routes, workers=1)
+        gw = self.own_gateway(cfg)
+        with Client(gw.port) as c:
+            for i in range(3):  # pooled: one connection, kept alive
+                r = c.request("GET", "/good/x", headers=[("Host", "a")])
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["sni"], "backend.example.com")
+            r = c.request("GET", "/nosni/x", headers=[("Host", "a")])
+            self.assertEqual(r.status, 200, r)  # verified against the IP SAN
+            self.assertIsNone(r.json()["sni"])  # no SNI for an IP literal
+            r = c.request("GET", "/noverify/x", headers=[("Host", "a")])
+            self.assertEqual(r.status, 200, r)
+            # a new connection each time: resumed with the worker's session
+            r = c.request("GET", "/nopool/x", headers=[("Host", "a")])
+            self.assertEqual(r.status, 200, r)
+            for i in range(3):
+                r = c.request("GET", "/nopool/x", headers=[("Host", "a")])
+                self.assertEqual(r.status, 200, r)
+                self.assertTrue(r.json()["resumed"], r.json())
+            for bad in ("wrongca", "system"):
+                r = c.request("GET", "/%s/x" % bad, headers=[("Host", "a")])
+                self.assertEqual(r.status, 502, r)
+        gw.wait_log(r"upstream wrongca.*127\.0\.0\.1:%d.*certificate verify failed" % port)
+
+
+if __name__ == "__main__":
+    main()
