@@ -5,6 +5,9 @@
       N requests over C keep-alive HTTPS connections (handshakes done first)
   client.py full --port P --requests FILE -n N
       N new connections, each a full handshake and one request
+  client.py idle --port P --requests FILE -n N --pid PID
+      N connections with one request each, left idle: PID's RSS growth per
+      connection
   client.py resumed --port P --requests FILE -n N
       one connection to get a session, then N new connections resuming it,
       each with one request; exits 1 when one of them was not resumed
@@ -33,6 +36,14 @@ def load(path):
                 head += "Content-Length: 0\r\n"
             out.append((head + "\r\n").encode("ascii"))
     return out
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
 
 
 def context():
@@ -72,7 +83,8 @@ def exchange(s, req, buf):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=("keepalive", "full", "resumed"))
+    ap.add_argument("mode", choices=("keepalive", "full", "resumed", "idle"))
+    ap.add_argument("--pid", type=int, help="idle: the server whose RSS to read")
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--requests", required=True)
     ap.add_argument("-n", type=int, required=True)
@@ -83,6 +95,24 @@ def main():
     ctx = context()
     deadline = time.monotonic() + a.timeout
     bad = not_resumed = 0
+    if a.mode == "idle":
+        # N connections, one request each, then left idle: the server's RSS
+        # growth per idle keep-alive TLS connection (from a warm server: the
+        # rows before have run)
+        before = rss_kib(a.pid)
+        conns = []
+        for i in range(a.n):
+            s = connect(ctx, a.port)
+            st, _ = exchange(s, reqs[i % len(reqs)], b"")
+            bad += st != 200
+            conns.append(s)
+        time.sleep(1)
+        after = rss_kib(a.pid)
+        print(f"client.py: idle n={a.n} rss_before_kib={before} rss_after_kib={after} "
+              f"per_conn_kib={(after - before) / a.n:.2f}")
+        for s in conns:
+            s.close()
+        sys.exit(1 if bad else 0)
     if a.mode == "keepalive":
         conns = [[connect(ctx, a.port), b""] for _ in range(min(a.c, a.n))]
         for i in range(a.n):
