@@ -3,7 +3,8 @@
  * directly: where a request goes (gw_forward_decide) and the exact head it
  * goes upstream with (gw_forward_head) for a strip_prefix route, a rewrite,
  * hop-by-hop and Connection-named fields, the client's X-Request-Id, a
- * trusted proxy's X-Forwarded-For, Max-Forwards and bodies.
+ * trusted proxy's X-Forwarded-For, Max-Forwards and bodies, and what a
+ * request over TLS adds (X-Forwarded-Proto, the client certificate fields).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/forward.h"
@@ -54,6 +55,10 @@ struct fwd {
     char head[4096];
 };
 
+/* What the connection adds for a request over TLS (forward()'s gw_forward). */
+static int fwd_tls;
+static const char *fwd_subject, *fwd_sha256;
+
 static void forward(struct fwd *t, const char *req, const char *ip)
 {
     struct sockaddr_in peer;
@@ -82,6 +87,9 @@ static void forward(struct fwd *t, const char *req, const char *ip)
             .client_id = gw_forward_client_id(&t->rp.req, 64),
             .reqid = "ours",
             .reqid_len = 4,
+            .tls = fwd_tls,
+            .client_subject = fwd_subject,
+            .client_sha256 = fwd_sha256,
         };
         struct gw_obuf ob;
         size_t n;
@@ -98,6 +106,35 @@ static void forward(struct fwd *t, const char *req, const char *ip)
     }
     h1_req_parser_free(&t->rp);
 }
+
+/* Over TLS: X-Forwarded-Proto https, and the client certificate fields
+ * only from the verified certificate; the client's own ones never pass. */
+START_TEST(tls_fields)
+{
+    struct fwd t;
+    const char *req =
+        "GET /api/x HTTP/1.1\r\nHost: a.example\r\nX-Client-Cert-Subject: CN=forged\r\n"
+        "x-client-cert-sha256: 00\r\n\r\n";
+
+    fwd_tls = 1;
+    fwd_subject = "CN=client";
+    fwd_sha256 = "ab12";
+    forward(&t, req, "192.0.2.9");
+    fwd_tls = 0;
+    fwd_subject = fwd_sha256 = NULL;
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nX-Forwarded-Proto: https\r\n"));
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nX-Client-Cert-Subject: CN=client\r\n"));
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nX-Client-Cert-Sha256: ab12\r\n"));
+    ck_assert_ptr_null(strstr(t.head, "forged"));
+    ck_assert_ptr_null(strstr(t.head, ": 00\r\n"));
+
+    forward(&t, req, "192.0.2.9"); /* plain, no certificate: stripped all the same */
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nX-Forwarded-Proto: http\r\n"));
+    ck_assert_ptr_null(strstr(t.head, "Client-Cert"));
+    ck_assert_ptr_null(strstr(t.head, "client-cert"));
+}
+END_TEST
 
 START_TEST(strip_prefix_head)
 {
@@ -234,6 +271,7 @@ int main(void)
 
     tcase_add_unchecked_fixture(tc, setup, NULL);
     tcase_add_test(tc, strip_prefix_head);
+    tcase_add_test(tc, tls_fields);
     tcase_add_test(tc, rewrite_head);
     tcase_add_test(tc, hop_fields_and_client_id);
     tcase_add_test(tc, trusted_proxy);
