@@ -182,10 +182,17 @@ struct adm_route {
     } redirect;
 };
 
+/* What request target goes upstream for a route that does not rewrite it. */
+enum adm_forward_path {
+    ADM_FWD_AS_RECEIVED, /* byte for byte as the client sent it (RFC 9110 7.7) */
+    ADM_FWD_NORMALIZED,  /* the normalized path the router saw, then the query */
+};
+
 struct adm_router {
     enum rt_trailing_slash trailing_slash; /* default RT_TS_STRICT */
     int auto_options;                      /* default 0 */
     int merge_slashes;                     /* default 1 */
+    enum adm_forward_path forward_path;    /* default ADM_FWD_AS_RECEIVED */
 };
 
 struct adm_limits {

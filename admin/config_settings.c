@@ -1,6 +1,6 @@
 /*
  * config_settings.c - the smaller top-level keys: "router" (trailing slash,
- * automatic OPTIONS, merged slashes), "trusted_proxies" (CIDRs), "limits",
+ * automatic OPTIONS, merged slashes, the path forwarded), "trusted_proxies" (CIDRs), "limits",
  * "timeouts" and "access_log". Each object's keys are a table.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -42,8 +42,18 @@ static void router_trailing_slash(struct adm_cf *x, const json_t *v, void *targe
         r->trailing_slash = (enum rt_trailing_slash)i; /* same order as the enum */
 }
 
+static void router_forward_path(struct adm_cf *x, const json_t *v, void *target)
+{
+    static const char *const names[] = {"as_received", "normalized"};
+    struct adm_router *r = target;
+    int i = adm_cf_enum(x, v, names, NFIELDS(names));
+    if (i >= 0)
+        r->forward_path = (enum adm_forward_path)i; /* same order as the enum */
+}
+
 static const struct adm_cf_field router_fields[] = {
     {.key = "trailing_slash", .kind = FK_FN, .fn = router_trailing_slash},
+    {.key = "forward_path", .kind = FK_FN, .fn = router_forward_path},
     {.key = "auto_options", .kind = FK_BOOL, .off = offsetof(struct adm_router, auto_options)},
     {.key = "merge_slashes", .kind = FK_BOOL, .off = offsetof(struct adm_router, merge_slashes)},
 };

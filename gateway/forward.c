@@ -2,7 +2,8 @@
  * forward.c - where a request goes (gw_forward_decide: routed through the
  * pinned snapshot, and the checks before a byte goes upstream) and the
  * request head it goes upstream with (gw_forward_head): the target as
- * received, or the route's strip_prefix or rewrite of it; no hop-by-hop
+ * received (or normalized, by router.forward_path), or the route's
+ * strip_prefix or rewrite of the normalized path; no hop-by-hop
  * field; X-Forwarded-For/-Proto/-Host as trusted_proxies allow; one
  * X-Request-Id; Via; Max-Forwards one less; the body re-framed. Pure: both
  * are functions of their arguments, writing only into the caller's buffer.
@@ -26,7 +27,9 @@ int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, si
     return 0;
 }
 
-static void add_path(const struct gw_forward *f, struct gw_obuf *o)
+/* Appends the route's rewrite or strip_prefix of the normalized path to <o>;
+ * returns 0, writing nothing, when the route changes no path. */
+static int add_rewritten_path(const struct gw_forward *f, struct gw_obuf *o)
 {
     const struct h1_request *rq = f->rq;
     const struct adm_sroute *sr = f->sr;
@@ -41,7 +44,7 @@ static void add_path(const struct gw_forward *f, struct gw_obuf *o)
             else if ((size_t)part->param < f->nparams)
                 gw_ob_add(o, f->params[part->param].value, f->params[part->param].len);
         }
-        return;
+        return 1;
     }
     if (sr->strip_len && n >= sr->strip_len && memcmp(p, sr->strip_prefix, sr->strip_len) == 0 &&
         (n == sr->strip_len || p[sr->strip_len] == '/' ||
@@ -51,8 +54,28 @@ static void add_path(const struct gw_forward *f, struct gw_obuf *o)
         if (n == 0 || p[0] != '/') {
             gw_ob_add(o, "/", 1);
         }
+        gw_ob_add(o, p, n);
+        return 1;
     }
-    gw_ob_add(o, p, n);
+    return 0;
+}
+
+/* Appends the target as the client sent it, in origin-form: an
+ * absolute-form target loses its scheme and authority (RFC 9112 3.2.1),
+ * and an empty path becomes "/" (RFC 9112 3.2.2). */
+static void add_raw_target(const struct h1_request *rq, struct gw_obuf *o)
+{
+    const char *t = rq->target.ptr;
+    size_t n = rq->target.len;
+
+    if (rq->form == H1_TARGET_ABSOLUTE) { /* the path starts where the authority ends */
+        const char *e = t + n, *a = rq->host.ptr + rq->host.len;
+        if (a == e || *a == '?')
+            gw_ob_add(o, "/", 1);
+        n = (size_t)(e - a);
+        t = a;
+    }
+    gw_ob_add(o, t, n);
 }
 
 void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
@@ -61,16 +84,22 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
     const struct adm_config *cfg = f->snap->cfg;
     int trusted = cfg->ntrusted_proxies &&
                   adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies, f->peer);
-    int have_xff = 0, have_proto = 0, have_xfh = 0;
+    int have_xff = 0, have_proto = 0, have_xfh = 0, query = 0;
     int64_t mf = h1_max_forwards(rq);
 
     gw_ob_add(o, rq->method.ptr, rq->method.len);
     gw_ob_add(o, " ", 1);
-    if (rq->form == H1_TARGET_ASTERISK)
+    if (rq->form == H1_TARGET_ASTERISK) {
         gw_ob_add(o, "*", 1);
-    else
-        add_path(f, o);
-    if (rq->query.ptr) {
+    } else if (add_rewritten_path(f, o)) {
+        query = 1;
+    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED) {
+        add_raw_target(rq, o); /* RFC 9110 7.7: the query with it */
+    } else {
+        gw_ob_add(o, rq->path, rq->path_len);
+        query = 1;
+    }
+    if (query && rq->query.ptr) {
         gw_ob_add(o, "?", 1);
         gw_ob_add(o, rq->query.ptr, rq->query.len);
     }

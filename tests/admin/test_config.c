@@ -171,6 +171,7 @@ START_TEST(full_config_values)
     ck_assert_int_eq(c->router.trailing_slash, RT_TS_REDIRECT);
     ck_assert_int_eq(c->router.auto_options, 1);
     ck_assert_int_eq(c->router.merge_slashes, 0);
+    ck_assert_int_eq(c->router.forward_path, ADM_FWD_NORMALIZED);
 
     ck_assert_uint_eq(c->ntrusted_proxies, 4);
     ck_assert_int_eq(c->trusted_proxies[0].family, AF_INET);
@@ -230,6 +231,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_int_eq(c->router.trailing_slash, RT_TS_STRICT);
     ck_assert_int_eq(c->router.auto_options, 0);
     ck_assert_int_eq(c->router.merge_slashes, 1);
+    ck_assert_int_eq(c->router.forward_path, ADM_FWD_AS_RECEIVED);
     ck_assert_uint_eq(c->limits.max_request_line, 8192);
     ck_assert_uint_eq(c->limits.max_header_bytes, 32768);
     ck_assert_uint_eq(c->limits.max_headers, 100);
@@ -387,6 +389,8 @@ START_TEST(out_of_range)
                  "between 1 and 86400000");
     expect_error(doc("'router': {'trailing_slash': 'loose'}"), "/router/trailing_slash",
                  "expected one of \"strict\", \"redirect\", \"relaxed\"");
+    expect_error(doc("'router': {'forward_path': 'raw'}"), "/router/forward_path",
+                 "expected one of \"as_received\", \"normalized\"");
     expect_error(doc("'access_log': ''"), "/access_log", "must not be empty");
 }
 END_TEST

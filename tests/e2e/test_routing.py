@@ -3,7 +3,8 @@
 automatic OPTIONS, trailing-slash redirects, OPTIONS *, host routes, regexp
 parameters, infix catch-alls and the catch-all host label, direct
 responses, redirects, strip_prefix, rewrite, the query passed through, and
-the normalized path that reaches the backend."""
+the normalized path that reaches the backend (router.forward_path
+"normalized": test_forwarding.py covers the default, the target as received)."""
 from harness import Client, GatewayCase, gateway_config, get, main, upstream_cfg
 
 
@@ -54,7 +55,8 @@ class RoutingTest(GatewayCase):
              "rewrite": "/w/{any}", "upstream": "b"},
         ]
         cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
-                             router={"trailing_slash": "redirect", "auto_options": True})
+                             router={"trailing_slash": "redirect", "auto_options": True,
+                                     "forward_path": "normalized"})
         cls.gw = cls.shared_gateway(cfg)
         cls.port = cls.gw.port
 

@@ -2,6 +2,7 @@
  * tests/gateway/test_forward.c - unit tests of gateway/forward.c, called
  * directly: where a request goes (gw_forward_decide) and the exact head it
  * goes upstream with (gw_forward_head) for a strip_prefix route, a rewrite,
+ * the target as received or normalized (router.forward_path),
  * hop-by-hop and Connection-named fields, the client's X-Request-Id, a
  * trusted proxy's X-Forwarded-For, Max-Forwards and bodies, and what a
  * request over TLS adds (X-Forwarded-Proto, the client certificate fields).
@@ -11,6 +12,7 @@
 
 #include <check.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,23 +25,42 @@ static const char config[] =
     "  {\"id\": \"rw\", \"path\": \"/users/{id}/posts/{post}\","
     "   \"rewrite\": \"/v2/{post}/by/{id}\", \"upstream\": \"u\"},"
     "  {\"id\": \"plain\", \"path\": \"/p\", \"upstream\": \"u\"},"
+    "  {\"id\": \"raw\", \"path\": \"/raw/*{rest}\", \"upstream\": \"u\"},"
     "  {\"id\": \"local\", \"path\": \"/local\", \"response\": {\"body\": \"x\"}}],"
     " \"trusted_proxies\": [\"10.0.0.0/8\"], \"access_log\": \"off\"}";
 
-static struct adm_snapshot *snap;
+/* the same routes with router.forward_path "normalized" */
+static const char config_normalized[] =
+    "{\"workers\": 1, \"listeners\": [{\"address\": \"127.0.0.1:1\"}],"
+    " \"upstreams\": {\"u\": {\"servers\": [{\"address\": \"127.0.0.1:1\"}]}},"
+    " \"routes\": ["
+    "  {\"id\": \"strip\", \"path\": \"/api/*{rest}\", \"strip_prefix\": \"/api\","
+    "   \"upstream\": \"u\"},"
+    "  {\"id\": \"raw\", \"path\": \"/raw/*{rest}\", \"upstream\": \"u\"}],"
+    " \"router\": {\"forward_path\": \"normalized\"}, \"access_log\": \"off\"}";
+
+static struct adm_snapshot *snap, *snap_as_received, *snap_normalized;
 static rt_ctx *ctx;
 
-static void setup(void)
+static struct adm_snapshot *build(const char *json, size_t len)
 {
     struct adm_errors errs;
     struct adm_config *cfg;
+    struct adm_snapshot *s;
 
     adm_errors_init(&errs);
-    cfg = adm_config_parse(config, sizeof(config) - 1, &errs);
+    cfg = adm_config_parse(json, len, &errs);
     ck_assert_ptr_nonnull(cfg);
-    snap = adm_snapshot_build(cfg, NULL, 1, &errs);
-    ck_assert_ptr_nonnull(snap);
+    s = adm_snapshot_build(cfg, NULL, 1, &errs);
+    ck_assert_ptr_nonnull(s);
     adm_errors_clear(&errs);
+    return s;
+}
+
+static void setup(void)
+{
+    snap = snap_as_received = build(config, sizeof(config) - 1);
+    snap_normalized = build(config_normalized, sizeof(config_normalized) - 1);
     ctx = rt_ctx_new();
     ck_assert_ptr_nonnull(ctx);
 }
@@ -152,6 +173,48 @@ START_TEST(strip_prefix_head)
                              "X-Request-Id: ours\r\n"
                              "Via: 1.1 switchyard\r\n"
                              "\r\n");
+}
+END_TEST
+
+/* RFC 9110 7.7: the target goes up byte for byte as received (routed on
+ * its normalized path); absolute-form loses only its scheme and authority. */
+START_TEST(target_as_received)
+{
+    static const char *const targets[] = {
+        "/raw/a%2Fb?q=%7E&x=1", "/raw/%7Euser",    "/raw//a///b",  "/raw/a;v=1/b;p",
+        "/raw/a/./b/../c",      "/raw/x/%2e%2e/y", "/x/../raw/z?",
+    };
+    struct fwd t;
+    char req[256], want[256];
+
+    for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++) {
+        snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", targets[i]);
+        forward(&t, req, "192.0.2.9");
+        ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+        ck_assert_str_eq(t.sr->id, "raw");
+        snprintf(want, sizeof(want), "GET %s HTTP/1.1\r\n", targets[i]);
+        ck_assert_msg(strncmp(t.head, want, strlen(want)) == 0, "%s: %s", targets[i], t.head);
+    }
+    forward(&t, "GET http://h:80/raw//%7e?a=b HTTP/1.1\r\nHost: x\r\n\r\n", "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_ptr_nonnull(strstr(t.head, "GET /raw//%7e?a=b HTTP/1.1\r\nHost: h:80\r\n"));
+    /* strip_prefix works on the normalized path, and that goes up */
+    forward(&t, "GET /api//x/./y%7E?q=%2F HTTP/1.1\r\nHost: h\r\n\r\n", "192.0.2.9");
+    ck_assert_str_eq(t.sr->id, "strip");
+    ck_assert_ptr_nonnull(strstr(t.head, "GET /x/y~?q=%2F HTTP/1.1\r\n"));
+}
+END_TEST
+
+/* router.forward_path "normalized": what the router saw, then the query. */
+START_TEST(target_normalized)
+{
+    struct fwd t;
+
+    snap = snap_normalized;
+    forward(&t, "GET /raw//a/./b/../%7Ec;p?q=%7E HTTP/1.1\r\nHost: h\r\n\r\n", "192.0.2.9");
+    snap = snap_as_received;
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_ptr_nonnull(strstr(t.head, "GET /raw/a/~c;p?q=%7E HTTP/1.1\r\n"));
 }
 END_TEST
 
@@ -273,6 +336,8 @@ int main(void)
     tcase_add_test(tc, strip_prefix_head);
     tcase_add_test(tc, tls_fields);
     tcase_add_test(tc, rewrite_head);
+    tcase_add_test(tc, target_as_received);
+    tcase_add_test(tc, target_normalized);
     tcase_add_test(tc, hop_fields_and_client_id);
     tcase_add_test(tc, trusted_proxy);
     tcase_add_test(tc, max_forwards);
