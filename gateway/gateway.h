@@ -27,6 +27,7 @@
 #include "admin/snapshot.h"
 #include "admin/http1/request.h"
 #include "gateway/io_tls.h"
+#include "gateway/log.h"
 #include "router/router.h"
 
 struct gw_worker;
@@ -115,6 +116,7 @@ struct gw_worker {
     size_t date_len;
     char *log; /* access-log buffer */
     size_t log_len, log_cap;
+    struct gw_log_clock log_clock; /* the access log's current second */
     unsigned nconns;  /* open client connections of this worker */
     unsigned nparked; /* of which waiting for a place (worker.c admits them) */
     int accept_error; /* accept failed (EMFILE...): paused until the next sweep */

@@ -5,10 +5,13 @@
  * second.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "gateway/log.h"
 #include "gateway/conn.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -68,19 +71,194 @@ void gw_date_update(struct gw_worker *w)
     w->date_len = strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }
 
-static void json_esc(struct gw_worker *w, const char *s, size_t n)
+/* The JSON escape of each byte: 0 copies it, 1 is a backslash before it,
+ * 2 is \u00XX. Runs of bytes that copy go out with one memcpy. */
+static const unsigned char json_class[256] = {
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+};
+static const char hex_lower[] = "0123456789abcdef";
+
+static char *put_esc(char *p, const char *s, size_t n)
 {
-    for (size_t i = 0; i < n && w->log_len + 8 < w->log_cap; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            w->log[w->log_len++] = '\\';
-            w->log[w->log_len++] = (char)ch;
-        } else if (ch < 0x20 || ch >= 0x7f) {
-            w->log_len += (size_t)snprintf(w->log + w->log_len, 7, "\\u%04x", ch);
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < n) {
+        size_t run = i;
+        /* four bytes a step while all four copy, then one at a time */
+        while (run + 4 <= n && !(json_class[u[run]] | json_class[u[run + 1]] |
+                                 json_class[u[run + 2]] | json_class[u[run + 3]]))
+            run += 4;
+        while (run < n && !json_class[u[run]])
+            run++;
+        memcpy(p, s + i, run - i);
+        p += run - i;
+        if (run == n)
+            break;
+        if (json_class[u[run]] == 1) {
+            *p++ = '\\';
+            *p++ = (char)u[run];
         } else {
-            w->log[w->log_len++] = (char)ch;
+            memcpy(p, "\\u00", 4);
+            p[4] = hex_lower[u[run] >> 4];
+            p[5] = hex_lower[u[run] & 15];
+            p += 6;
+        }
+        i = run + 1;
+    }
+    return p;
+}
+
+#define PUT_LIT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
+
+static const char digits2[] = "00010203040506070809101112131415161718192021222324"
+                              "25262728293031323334353637383940414243444546474849"
+                              "50515253545556575859606162636465666768697071727374"
+                              "75767778798081828384858687888990919293949596979899";
+
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = sizeof(tmp);
+
+    /* two digits a division, from the right */
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100);
+        v /= 100;
+        n -= 2;
+        memcpy(tmp + n, digits2 + 2 * d, 2);
+    }
+    if (v >= 10) {
+        n -= 2;
+        memcpy(tmp + n, digits2 + 2 * v, 2);
+    } else {
+        tmp[--n] = (char)('0' + v);
+    }
+    memcpy(p, tmp + n, sizeof(tmp) - n);
+    return p + sizeof(tmp) - n;
+}
+
+static char *put_int(char *p, int v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return put_u64(p, (uint64_t)0 - (uint64_t)(int64_t)v);
+    }
+    return put_u64(p, (uint64_t)v);
+}
+
+/* printf's "%.3f" of <x>: by integers when the rounding is sure (x * 1000
+ * is then within 1e-7 of the exact value, far from a tie), else printf. */
+static char *put_ms(char *p, double x)
+{
+    if (x >= 0 && x < 1e6 && !signbit(x)) {
+        double v = x * 1000.0;
+        uint64_t r = (uint64_t)v;
+        double f = v - (double)r;
+        if (f < 0.499999 || f > 0.500001) {
+            r += f > 0.5;
+            p = put_u64(p, r / 1000);
+            *p++ = '.';
+            *p++ = (char)('0' + r / 100 % 10);
+            *p++ = (char)('0' + r / 10 % 10);
+            *p++ = (char)('0' + r % 10);
+            return p;
         }
     }
+    return p + sprintf(p, "%.3f", x);
+}
+
+/* A quoted string, or null for NULL. */
+static char *put_str_or_null(char *p, const char *s, size_t n)
+{
+    if (!s)
+        return PUT_LIT(p, "null");
+    *p++ = '"';
+    memcpy(p, s, n);
+    p += n;
+    *p++ = '"';
+    return p;
+}
+
+size_t gw_log_json_max(const struct gw_log_rec *r)
+{
+    size_t var = r->method_len + r->host_len + r->target_len + r->path_len + r->ua_len;
+
+    /* the fixed part, two doubles as long as printf makes them, and the
+     * escaped fields at 6 bytes a byte at most */
+    return 1024 + var * 6 + r->client_ip_len + r->route_len + r->upstream_len + r->reqid_len;
+}
+
+size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r)
+{
+    char *p = out;
+    long ms = r->now.tv_nsec / 1000000;
+
+    if (!clk->valid || clk->sec != r->now.tv_sec) {
+        struct tm tm;
+        gmtime_r(&r->now.tv_sec, &tm);
+        clk->len = strftime(clk->text, sizeof(clk->text), "%Y-%m-%dT%H:%M:%S", &tm);
+        clk->sec = r->now.tv_sec;
+        clk->valid = 1;
+    }
+    p = PUT_LIT(p, "{\"time\":\"");
+    memcpy(p, clk->text, clk->len);
+    p += clk->len;
+    *p++ = '.';
+    *p++ = (char)('0' + ms / 100);
+    *p++ = (char)('0' + ms / 10 % 10);
+    *p++ = (char)('0' + ms % 10);
+    p = PUT_LIT(p, "Z\",\"client\":\"");
+    memcpy(p, r->client_ip, r->client_ip_len);
+    p += r->client_ip_len;
+    *p++ = ':';
+    p = put_u64(p, r->client_port);
+    p = PUT_LIT(p, "\",\"method\":\"");
+    p = put_esc(p, r->method, r->method ? r->method_len : 0);
+    p = PUT_LIT(p, "\",\"host\":\"");
+    p = put_esc(p, r->host, r->host ? r->host_len : 0);
+    p = PUT_LIT(p, "\",\"target\":\"");
+    p = put_esc(p, r->target, r->target ? r->target_len : 0);
+    p = PUT_LIT(p, "\",\"path\":\"");
+    p = put_esc(p, r->path, r->path ? r->path_len : 0);
+    p = PUT_LIT(p, "\",\"status\":");
+    p = put_int(p, r->status);
+    p = PUT_LIT(p, ",\"bytes_in\":");
+    p = put_u64(p, r->bytes_in);
+    p = PUT_LIT(p, ",\"bytes_out\":");
+    p = put_u64(p, r->bytes_out);
+    p = PUT_LIT(p, ",\"duration_ms\":");
+    p = put_ms(p, r->duration_ms);
+    p = PUT_LIT(p, ",\"upstream_ms\":");
+    if (r->upstream_ms >= 0)
+        p = put_ms(p, r->upstream_ms);
+    else
+        p = PUT_LIT(p, "null");
+    p = PUT_LIT(p, ",\"route\":");
+    p = put_str_or_null(p, r->route, r->route_len);
+    p = PUT_LIT(p, ",\"upstream\":");
+    p = put_str_or_null(p, r->upstream, r->upstream_len);
+    p = PUT_LIT(p, ",\"request_id\":\"");
+    memcpy(p, r->reqid, r->reqid_len);
+    p += strnlen(p, r->reqid_len); /* as "%.*s" did: up to a NUL */
+    p = PUT_LIT(p, "\",\"user_agent\":");
+    if (r->ua) {
+        *p++ = '"';
+        p = put_esc(p, r->ua, r->ua_len);
+        *p++ = '"';
+    } else {
+        p = PUT_LIT(p, "null");
+    }
+    /* the TLS fields, null until the listener is a TLS one */
+    p = PUT_LIT(p, ",\"tls_version\":null,\"sni\":null}\n");
+    return (size_t)(p - out);
 }
 
 void gw_log_access(struct gw_conn *c)
@@ -88,52 +266,43 @@ void gw_log_access(struct gw_conn *c)
     struct gw_worker *w = c->w;
     const struct h1_request *rq = &c->rp.req;
     const struct h1_header *ua = h1_request_header(rq, "user-agent");
-    size_t var = rq->path_len + rq->target.len + rq->host.len + (ua ? ua->value.len : 0);
-    struct timespec ts;
-    struct tm tm;
-    char tbuf[32], up[32];
+    struct gw_log_rec r = {
+        .client_ip = c->peer_ip,
+        .client_ip_len = strlen(c->peer_ip),
+        .client_port = c->peer_port,
+        .method = rq->method.ptr,
+        .method_len = rq->method.len,
+        .host = rq->host.ptr,
+        .host_len = rq->host.len,
+        .target = rq->target.ptr,
+        .target_len = rq->target.len,
+        .path = rq->path,
+        .path_len = rq->path_len,
+        .ua = ua ? ua->value.ptr : NULL,
+        .ua_len = ua ? ua->value.len : 0,
+        .status = c->status,
+        .bytes_in = c->bytes_in,
+        .bytes_out = c->bytes_out,
+        .duration_ms = gw_elapsed_ms(&c->t0),
+        .upstream_ms = c->up_ms,
+        .route = c->sr ? c->sr->id : NULL,
+        .route_len = c->sr ? strlen(c->sr->id) : 0,
+        .upstream = c->upstream_addr,
+        .upstream_len = c->upstream_addr ? strlen(c->upstream_addr) : 0,
+        .reqid = c->reqid,
+        .reqid_len = c->reqid_len,
+    };
+    size_t need;
 
     if (!atomic_load_explicit(&w->proc->access_on, memory_order_relaxed))
         return;
-    /* room for the fixed part and every variable field escaped (6 bytes each at most) */
-    if (w->log_cap - w->log_len < 8192 + var * 6)
+    need = gw_log_json_max(&r);
+    if (w->log_cap - w->log_len < need)
         gw_access_flush(w);
-    if (w->log_cap - w->log_len < 8192 + var * 6)
+    if (w->log_cap - w->log_len < need)
         return;
-    if (c->up_ms >= 0)
-        snprintf(up, sizeof(up), "%.3f", c->up_ms);
-    else
-        snprintf(up, sizeof(up), "null");
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
-    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len,
-                                   "{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"method\":\"",
-                                   tbuf, ts.tv_nsec / 1000000, c->peer_ip, c->peer_port);
-    json_esc(w, rq->method.ptr ? rq->method.ptr : "", rq->method.ptr ? rq->method.len : 0);
-    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"host\":\"");
-    json_esc(w, rq->host.ptr ? rq->host.ptr : "", rq->host.ptr ? rq->host.len : 0);
-    w->log_len +=
-        (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"target\":\"");
-    json_esc(w, rq->target.ptr ? rq->target.ptr : "", rq->target.ptr ? rq->target.len : 0);
-    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len, "\",\"path\":\"");
-    json_esc(w, rq->path ? rq->path : "", rq->path ? rq->path_len : 0);
-    w->log_len += (size_t)snprintf(
-        w->log + w->log_len, w->log_cap - w->log_len,
-        "\",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%.3f,"
-        "\"upstream_ms\":%s,\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\","
-        "\"user_agent\":%s",
-        c->status, (unsigned long long)c->bytes_in, (unsigned long long)c->bytes_out,
-        gw_elapsed_ms(&c->t0), up, c->sr ? "\"" : "", c->sr ? c->sr->id : "null", c->sr ? "\"" : "",
-        c->upstream_addr ? "\"" : "", c->upstream_addr ? c->upstream_addr : "null",
-        c->upstream_addr ? "\"" : "", (int)c->reqid_len, c->reqid, ua ? "\"" : "null");
-    if (ua) {
-        json_esc(w, ua->value.ptr, ua->value.len);
-        w->log[w->log_len++] = '"';
-    }
-    /* the TLS fields, null until the listener is a TLS one */
-    w->log_len += (size_t)snprintf(w->log + w->log_len, w->log_cap - w->log_len,
-                                   ",\"tls_version\":null,\"sni\":null}\n");
+    clock_gettime(CLOCK_REALTIME, &r.now);
+    w->log_len += gw_log_json(&w->log_clock, w->log + w->log_len, &r);
     if (w->log_len > w->log_cap / 2)
         gw_access_flush(w);
 }

@@ -1,0 +1,48 @@
+/*
+ * log.h - the access log's line formatter, apart from the connection so that
+ * the tests can feed it any field values: one record in, one JSON line out.
+ */
+#ifndef SY_GW_LOG_H
+#define SY_GW_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* A worker's cache of the current second, formatted: the time prefix is
+ * built once a second, and each line appends its milliseconds. */
+struct gw_log_clock {
+    int valid;
+    time_t sec;
+    char text[24]; /* "YYYY-MM-DDTHH:MM:SS" */
+    size_t len;
+};
+
+/* One access-log record. Strings are borrowed; a NULL string with length 0
+ * is logged as empty, and a NULL <route>, <upstream> or <ua> as null.
+ * <client_ip>, <route> and <upstream> are also NUL-terminated. */
+struct gw_log_rec {
+    struct timespec now; /* CLOCK_REALTIME */
+    const char *client_ip;
+    size_t client_ip_len;
+    unsigned client_port;
+    const char *method, *host, *target, *path, *ua;
+    size_t method_len, host_len, target_len, path_len, ua_len;
+    int status;
+    uint64_t bytes_in, bytes_out;
+    double duration_ms, upstream_ms; /* upstream_ms < 0: null */
+    const char *route, *upstream;
+    size_t route_len, upstream_len;
+    const char *reqid;
+    size_t reqid_len;
+};
+
+/* The most bytes gw_log_json() writes for <r>. */
+size_t gw_log_json_max(const struct gw_log_rec *r);
+
+/* Writes <r> as one JSON line ending in '\n' at <out>, which has room for
+ * gw_log_json_max(r) bytes, and returns its length. <clk> is the caller's
+ * cache of the formatted second. */
+size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r);
+
+#endif

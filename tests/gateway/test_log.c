@@ -1,0 +1,254 @@
+/*
+ * test_log.c - gateway/log.c: the access log's fast JSON formatter writes
+ * the very bytes of the plain snprintf formatter it replaced (kept here as
+ * the oracle), over many random records.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/log.h"
+
+/* The oracle: the access-log line as log.c formatted it with snprintf,
+ * strftime and gmtime_r, into <out> of <cap> bytes. */
+static size_t plain_esc(char *out, size_t len, size_t cap, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n && len + 8 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            out[len++] = '\\';
+            out[len++] = (char)ch;
+        } else if (ch < 0x20 || ch >= 0x7f) {
+            len += (size_t)snprintf(out + len, 7, "\\u%04x", ch);
+        } else {
+            out[len++] = (char)ch;
+        }
+    }
+    return len;
+}
+
+static size_t plain_json(char *out, size_t cap, const struct gw_log_rec *r)
+{
+    struct tm tm;
+    char tbuf[32], up[32];
+    size_t n = 0;
+
+    if (r->upstream_ms >= 0)
+        snprintf(up, sizeof(up), "%.3f", r->upstream_ms);
+    else
+        snprintf(up, sizeof(up), "null");
+    gmtime_r(&r->now.tv_sec, &tm);
+    strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
+    n += (size_t)snprintf(out + n, cap - n,
+                          "{\"time\":\"%s.%03ldZ\",\"client\":\"%s:%u\",\"method\":\"", tbuf,
+                          r->now.tv_nsec / 1000000, r->client_ip, r->client_port);
+    n = plain_esc(out, n, cap, r->method ? r->method : "", r->method ? r->method_len : 0);
+    n += (size_t)snprintf(out + n, cap - n, "\",\"host\":\"");
+    n = plain_esc(out, n, cap, r->host ? r->host : "", r->host ? r->host_len : 0);
+    n += (size_t)snprintf(out + n, cap - n, "\",\"target\":\"");
+    n = plain_esc(out, n, cap, r->target ? r->target : "", r->target ? r->target_len : 0);
+    n += (size_t)snprintf(out + n, cap - n, "\",\"path\":\"");
+    n = plain_esc(out, n, cap, r->path ? r->path : "", r->path ? r->path_len : 0);
+    n += (size_t)snprintf(
+        out + n, cap - n,
+        "\",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%.3f,"
+        "\"upstream_ms\":%s,\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\","
+        "\"user_agent\":%s",
+        r->status, (unsigned long long)r->bytes_in, (unsigned long long)r->bytes_out,
+        r->duration_ms, up, r->route ? "\"" : "", r->route ? r->route : "null",
+        r->route ? "\"" : "", r->upstream ? "\"" : "", r->upstream ? r->upstream : "null",
+        r->upstream ? "\"" : "", (int)r->reqid_len, r->reqid, r->ua ? "\"" : "null");
+    if (r->ua) {
+        n = plain_esc(out, n, cap, r->ua, r->ua_len);
+        out[n++] = '"';
+    }
+    n += (size_t)snprintf(out + n, cap - n, ",\"tls_version\":null,\"sni\":null}\n");
+    return n;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void)
+{
+    /* xorshift64*: reproducible across runs */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dull;
+}
+
+/* <n> random bytes into <buf>: any byte 0..255, or mostly printable ones. */
+static size_t rnd_bytes(char *buf, size_t max, int any)
+{
+    size_t n = rnd() % (max + 1);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = any ? (char)(rnd() & 0xff) : (char)(0x21 + rnd() % 94);
+    return n;
+}
+
+static double rnd_ms(void)
+{
+    switch (rnd() % 8) {
+    case 0:
+        return 0;
+    case 1: /* exact ties and their neighbours at the third decimal */
+        return (double)(rnd() % 100000) / 1000.0 + 0.0005;
+    case 2:
+        return (double)(rnd() % 1000000) / 1000.0;
+    case 3:
+        return (double)rnd() / 1e6; /* beyond the integer path: printf */
+    case 4:
+        return (double)(rnd() % 10000000) / 1e6;
+    case 5:
+        return (double)(rnd() >> 11) * 0x1p-53 * 1e6;
+    case 6:
+        return (double)(rnd() >> 11) * 0x1p-53 * 5.0;
+    default:
+        return (double)(rnd() % 2000000) * 0.0005;
+    }
+}
+
+static void check_one(struct gw_log_clock *clk, const struct gw_log_rec *r)
+{
+    static char want[65536], got[65536];
+    size_t max = gw_log_json_max(r);
+    size_t wn = plain_json(want, sizeof(want), r);
+    size_t gn;
+
+    memset(got, 0x5a, max + 1);
+    gn = gw_log_json(clk, got, r);
+    ck_assert_uint_le(gn, max);
+    ck_assert_msg(gn == wn && memcmp(got, want, wn) == 0, "want %.*s\ngot  %.*s", (int)wn, want,
+                  (int)gn, got);
+    ck_assert_int_eq(got[gn], 0x5a);
+}
+
+START_TEST(json_matches_plain)
+{
+    static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+    static const char *const ips[] = {"127.0.0.1", "10.1.2.3", "::1",
+                                      "2001:db8:ffff:ffff:ffff:ffff:255.255.255.255"};
+    static const char *const routes[] = {"r1", "repos-get", "a_route.with-dots"};
+    static const char *const ups[] = {"127.0.0.1:8080", "[::1]:9000"};
+    /* midnight of 2026-12-01, and of 2038-01-19 and 1999-12-31 */
+    static const time_t days[] = {1796083200, 2147472000, 946598400};
+    struct gw_log_clock clk = {0};
+    char meth[32], host[256], target[1024], path[1024], ua[512], reqid[64];
+    time_t sec = days[0] - 3;
+
+    for (int i = 0; i < 200000; i++) {
+        struct gw_log_rec r = {0};
+        int any = (int)(rnd() % 2);
+
+        /* mostly consecutive times, so that the cached second is used and
+         * then left, with jumps across other days */
+        if (rnd() % 1000 == 0)
+            sec = days[rnd() % 3] - (time_t)(rnd() % 4);
+        else if (rnd() % 3 == 0)
+            sec++;
+        r.now.tv_sec = sec;
+        r.now.tv_nsec = (long)(rnd() % 1000000000);
+        r.client_ip = ips[rnd() % 4];
+        r.client_ip_len = strlen(r.client_ip);
+        r.client_port = (unsigned)(rnd() % 65536);
+        if (rnd() % 4) {
+            r.method = methods[rnd() % 6];
+            r.method_len = strlen(r.method);
+        } else if (rnd() % 2) {
+            r.method_len = rnd_bytes(meth, sizeof(meth), 1);
+            r.method = meth;
+        }
+        if (rnd() % 8) {
+            r.host_len = rnd_bytes(host, sizeof(host), any);
+            r.host = host;
+        }
+        if (rnd() % 8) {
+            r.target_len = rnd_bytes(target, sizeof(target), any);
+            r.target = target;
+            r.path_len = rnd_bytes(path, sizeof(path), any);
+            r.path = path;
+        }
+        if (rnd() % 3) {
+            r.ua_len = rnd_bytes(ua, sizeof(ua), any);
+            r.ua = ua;
+        }
+        switch (rnd() % 3) {
+        case 0:
+            r.status = (int)(100 + rnd() % 500);
+            break;
+        case 1:
+            r.status = (int)(int32_t)(uint32_t)rnd();
+            break;
+        default:
+            r.status = 0;
+        }
+        r.bytes_in = rnd() % 2 ? rnd() >> (rnd() % 64) : 0;
+        r.bytes_out = rnd() >> (1 + rnd() % 63); /* 0 .. 2^63 */
+        if (rnd() % 100 == 0)
+            r.bytes_out = (uint64_t)1 << 63;
+        r.duration_ms = rnd_ms();
+        r.upstream_ms = rnd() % 3 ? rnd_ms() : -1;
+        r.route = rnd() % 4 ? routes[rnd() % 3] : NULL;
+        r.route_len = r.route ? strlen(r.route) : 0;
+        r.upstream = rnd() % 4 ? ups[rnd() % 2] : NULL;
+        r.upstream_len = r.upstream ? strlen(r.upstream) : 0;
+        r.reqid_len = (size_t)snprintf(reqid, sizeof(reqid), "%08llx-%u-%llu",
+                                       (unsigned long long)(rnd() & 0xffffffff),
+                                       (unsigned)(rnd() % 16), (unsigned long long)(rnd() % 99999));
+        r.reqid = reqid;
+        if (rnd() % 20 == 0)
+            r.reqid_len = 0;
+        check_one(&clk, &r);
+    }
+}
+END_TEST
+
+START_TEST(json_every_byte)
+{
+    struct gw_log_clock clk = {0};
+    char all[256];
+    struct gw_log_rec r = {0};
+
+    for (int i = 0; i < 256; i++)
+        all[i] = (char)i;
+    r.now.tv_sec = 1796083199;
+    r.now.tv_nsec = 999999999;
+    r.client_ip = "127.0.0.1";
+    r.client_ip_len = 9;
+    r.method = r.host = r.target = r.path = r.ua = all;
+    r.method_len = r.host_len = r.target_len = r.path_len = r.ua_len = 256;
+    r.status = 200;
+    r.bytes_out = UINT64_MAX;
+    r.duration_ms = 1e300;
+    r.upstream_ms = 0.0005;
+    r.reqid = "";
+    check_one(&clk, &r);
+    r.now.tv_sec++;
+    r.now.tv_nsec = 0;
+    r.duration_ms = -0.0;
+    r.upstream_ms = 999999.9995;
+    check_one(&clk, &r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("gateway_log");
+    TCase *tc = tcase_create("json");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, json_matches_plain);
+    tcase_add_test(tc, json_every_byte);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
