@@ -161,6 +161,8 @@ struct adm_route {
     size_t upstream_index;            /* into adm_config.upstreams */
     char *strip_prefix;               /* NULL if none */
     char *rewrite;                    /* path template with {param}s, NULL if none */
+    char **upgrades;                  /* Upgrade protocols tunnelled (never h2c), NULL: websocket */
+    size_t nupgrades;                 /* (an empty list tunnels nothing) */
     unsigned timeout_ms;              /* default: the upstream's response_timeout_ms (resolved) */
     int request_buffering;            /* default: the upstream's (resolved) */
     uint64_t max_buffered_body_bytes; /* default: the upstream's (resolved) */

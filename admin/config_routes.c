@@ -1,6 +1,7 @@
 /*
  * config_routes.c - the "routes" section: each route's id, host, methods,
- * path and one action (upstream with strip_prefix or rewrite, a direct
+ * path and one action (upstream with strip_prefix or rewrite and the
+ * Upgrade protocols it tunnels, a direct
  * response, a redirect), checked against each other; and the router table
  * built from the routes, whose conflicts are reported with both routes.
  */
@@ -57,16 +58,16 @@ static void route_path(struct adm_cf *x, const json_t *v, void *target)
 static const char *const known_methods[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
                                             "CONNECT", "OPTIONS", "TRACE", "PATCH"};
 
-static void route_methods(struct adm_cf *x, const json_t *v, void *target)
+/* Checks string <s>, element <i> of a list whose path is x->path up to
+ * <mark>, and stores it (or not) in <m>[i]; returns 0 when it is invalid. */
+typedef int (*route_list_elem)(struct adm_cf *x, const char *s, char **m, size_t i, size_t mark);
+
+/* Reads the array of strings <v> through <elem> into *<out> and *<n>, or
+ * nothing when an element is invalid (after reporting it). */
+static void route_list(struct adm_cf *x, const json_t *v, route_list_elem elem, char ***out,
+                       size_t *nout)
 {
-    struct adm_route *r = target;
-    if (!adm_cf_want_array(x, v))
-        return;
     size_t n = json_array_size(v);
-    if (n == 0) {
-        adm_cf_err(x, "must not be empty (leave \"methods\" out for every method)");
-        return;
-    }
     char **m = adm_cf_calloc(x, n, sizeof(*m));
     if (!m)
         return;
@@ -74,33 +75,8 @@ static void route_methods(struct adm_cf *x, const json_t *v, void *target)
     for (size_t i = 0; i < n; i++) {
         size_t mark = adm_cf_push_index(x, i);
         const char *s = adm_cf_str(x, json_array_get(v, i), 1);
-        struct adm_cf_qbuf q;
-        if (!s) {
+        if (!s || !elem(x, s, m, i, mark))
             ok = 0;
-        } else if (!strcmp(s, "*")) {
-            adm_cf_err(x, "\"*\" is not a method (leave \"methods\" out for every method)");
-            ok = 0;
-        } else if (!h1_is_token(s, strlen(s)) || strlen(s) > 32) {
-            adm_cf_err(x, "invalid method %s (an HTTP token of at most 32 characters)",
-                       adm_cf_quote(&q, s));
-            ok = 0;
-        } else {
-            for (size_t k = 0; k < NFIELDS(known_methods); k++) {
-                if (strcmp(s, known_methods[k]) && !strcasecmp(s, known_methods[k])) {
-                    adm_cf_err(x, "methods are case-sensitive: did you mean \"%s\"?",
-                               known_methods[k]);
-                    ok = 0;
-                }
-            }
-            for (size_t k = 0; k < i; k++) {
-                if (m[k] && !strcmp(m[k], s)) {
-                    adm_cf_err(x, "duplicate method %s (also %.*s/%zu)", adm_cf_quote(&q, s),
-                               (int)mark, x->path, k);
-                    ok = 0;
-                }
-            }
-            m[i] = adm_cf_strdup(x, s);
-        }
         adm_cf_pop(x, mark);
     }
     if (!ok || x->nomem) {
@@ -109,8 +85,51 @@ static void route_methods(struct adm_cf *x, const json_t *v, void *target)
         free(m);
         return;
     }
-    r->methods = m;
-    r->nmethods = n;
+    *out = m;
+    *nout = n;
+}
+
+static int method_elem(struct adm_cf *x, const char *s, char **m, size_t i, size_t mark)
+{
+    struct adm_cf_qbuf q;
+    int ok = 1;
+
+    if (!strcmp(s, "*")) {
+        adm_cf_err(x, "\"*\" is not a method (leave \"methods\" out for every method)");
+        return 0;
+    }
+    if (!h1_is_token(s, strlen(s)) || strlen(s) > 32) {
+        adm_cf_err(x, "invalid method %s (an HTTP token of at most 32 characters)",
+                   adm_cf_quote(&q, s));
+        return 0;
+    }
+    for (size_t k = 0; k < NFIELDS(known_methods); k++) {
+        if (strcmp(s, known_methods[k]) && !strcasecmp(s, known_methods[k])) {
+            adm_cf_err(x, "methods are case-sensitive: did you mean \"%s\"?", known_methods[k]);
+            ok = 0;
+        }
+    }
+    for (size_t k = 0; k < i; k++) {
+        if (m[k] && !strcmp(m[k], s)) {
+            adm_cf_err(x, "duplicate method %s (also %.*s/%zu)", adm_cf_quote(&q, s), (int)mark,
+                       x->path, k);
+            ok = 0;
+        }
+    }
+    m[i] = adm_cf_strdup(x, s);
+    return ok;
+}
+
+static void route_methods(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_route *r = target;
+    if (!adm_cf_want_array(x, v))
+        return;
+    if (json_array_size(v) == 0) {
+        adm_cf_err(x, "must not be empty (leave \"methods\" out for every method)");
+        return;
+    }
+    route_list(x, v, method_elem, &r->methods, &r->nmethods);
 }
 
 static void route_upstream(struct adm_cf *x, const json_t *v, void *target)
@@ -312,6 +331,34 @@ static void route_rewrite(struct adm_cf *x, const json_t *v, void *target)
     r->rewrite = adm_cf_strdup(x, s);
 }
 
+/* The Upgrade protocols a route tunnels: tokens, never "h2c" (a raw HTTP/2
+ * channel to the backend past every route: h2c smuggling). */
+static int upgrade_elem(struct adm_cf *x, const char *s, char **m, size_t i, size_t mark)
+{
+    struct adm_cf_qbuf q;
+
+    (void)mark;
+    if (!h1_is_token(s, strlen(s))) {
+        adm_cf_err(x, "invalid protocol %s (an HTTP token, without a version)",
+                   adm_cf_quote(&q, s));
+        return 0;
+    }
+    if (!strcasecmp(s, "h2c")) {
+        adm_cf_err(x, "\"h2c\" is never tunnelled (it would give clients a raw HTTP/2 channel "
+                      "to the backend past every route)");
+        return 0;
+    }
+    m[i] = adm_cf_strdup(x, s);
+    return 1;
+}
+
+static void route_upgrades(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_route *r = target;
+    if (adm_cf_want_array(x, v))
+        route_list(x, v, upgrade_elem, &r->upgrades, &r->nupgrades);
+}
+
 static const struct adm_cf_field route_fields[] = {
     {.key = "id", .kind = FK_FN, .flags = F_REQUIRED, .fn = route_id},
     {.key = "host", .kind = FK_FN, .fn = route_host},
@@ -335,6 +382,7 @@ static const struct adm_cf_field route_fields[] = {
      .off = offsetof(struct adm_route, max_buffered_body_bytes),
      .min = 1,
      .max = 1LL << 30},
+    {.key = "upgrades", .kind = FK_FN, .fn = route_upgrades},
 };
 
 enum {
@@ -350,6 +398,7 @@ enum {
     RF_TIMEOUT,
     RF_BUFFERING,
     RF_MAXBUF,
+    RF_UPGRADES,
 };
 #define RBIT(f) (UINT32_C(1) << (f))
 
@@ -462,8 +511,8 @@ static void route_check(struct adm_cf *x, struct adm_route *r, uint32_t seen, si
     if (!first)
         adm_cf_err(x, "needs an action: one of \"upstream\", \"response\", \"redirect\"");
     if (first && r->action != ADM_ACTION_UPSTREAM) {
-        static const int upstream_only[] = {RF_STRIP, RF_REWRITE, RF_TIMEOUT, RF_BUFFERING,
-                                            RF_MAXBUF};
+        static const int upstream_only[] = {RF_STRIP,     RF_REWRITE, RF_TIMEOUT,
+                                            RF_BUFFERING, RF_MAXBUF,  RF_UPGRADES};
         for (size_t i = 0; i < NFIELDS(upstream_only); i++)
             if (seen & RBIT(upstream_only[i]))
                 adm_cf_err_key(x, route_fields[upstream_only[i]].key,
@@ -550,6 +599,9 @@ static void route_free(struct adm_route *r)
     free(r->upstream);
     free(r->strip_prefix);
     free(r->rewrite);
+    for (size_t i = 0; i < r->nupgrades; i++)
+        free(r->upgrades[i]);
+    free(r->upgrades);
     for (size_t i = 0; i < r->response.nheaders; i++) {
         free(r->response.headers[i].name);
         free(r->response.headers[i].value);

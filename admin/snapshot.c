@@ -25,6 +25,9 @@ void adm_sroute_free(void *udata)
     free(r->strip_prefix);
     free(r->rewrite_src);
     free(r->rewrite);
+    for (size_t i = 0; i < r->nupgrades; i++)
+        free(r->upgrades[i]);
+    free(r->upgrades);
     free(r->head);
     free(r->tail);
     free(r->body);
@@ -159,6 +162,17 @@ static struct adm_rctrs *rctrs_for(const struct adm_sroute *prev, unsigned nwork
     return k;
 }
 
+/* Copies the route's upgrades into <r>; freed with <r> on failure. */
+static int copy_upgrades(struct adm_sroute *r, const struct adm_route *c)
+{
+    if (!(r->upgrades = calloc(c->nupgrades ? c->nupgrades : 1, sizeof(*r->upgrades))))
+        return -1;
+    for (; r->nupgrades < c->nupgrades; r->nupgrades++)
+        if (!(r->upgrades[r->nupgrades] = dups(c->upgrades[r->nupgrades])))
+            return -1;
+    return 0;
+}
+
 static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworkers, size_t upstream,
                                       const struct adm_sroute *prev)
 {
@@ -187,6 +201,8 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
                 r->strip_len--;
         }
         if (c->rewrite && (!(r->rewrite_src = dups(c->rewrite)) || build_rewrite(r) < 0))
+            goto fail;
+        if (c->upgrades && copy_upgrades(r, c) < 0)
             goto fail;
     } else if (encode_local(r, c) < 0) {
         goto fail;

@@ -65,6 +65,8 @@ struct adm_sroute {
     char *rewrite_src;           /* the template the parts point into */
     struct adm_rw_part *rewrite; /* NULL if none */
     size_t nrewrite;
+    char **upgrades; /* the route's; NULL: only "websocket" (gw_forward_upgrade) */
+    size_t nupgrades;
     unsigned timeout_ms;
     /* direct responses and redirects, encoded once: head (status line and
      * fixed fields), then Date and maybe "Connection: close" are added by

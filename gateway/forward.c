@@ -27,6 +27,45 @@ int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, si
     return 0;
 }
 
+/* Whether route <sr> tunnels protocol <p> (its name, without "/version"). */
+static int upgrade_allowed(const struct adm_sroute *sr, const struct h1_slice *p)
+{
+    if (h1_ci_eq(p->ptr, p->len, "h2c"))
+        return 0;
+    if (!sr->upgrades)
+        return h1_ci_eq(p->ptr, p->len, "websocket");
+    for (size_t i = 0; i < sr->nupgrades; i++)
+        if (strlen(sr->upgrades[i]) == p->len && !strncasecmp(p->ptr, sr->upgrades[i], p->len))
+            return 1;
+    return 0;
+}
+
+int gw_forward_upgrade(const struct h1_request *rq, const struct adm_sroute *sr)
+{
+    int any = 0;
+
+    if (!rq->upgrade)
+        return 0;
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        struct h1_slice e;
+        size_t pos = 0;
+        if (!h1_name_is(&h->name, "upgrade"))
+            continue;
+        while (h1_list_next(h->value, &pos, &e)) {
+            const char *slash = memchr(e.ptr, '/', e.len);
+            if (slash)
+                e.len = (size_t)(slash - e.ptr);
+            if (e.len == 0)
+                continue;
+            if (!upgrade_allowed(sr, &e))
+                return 0;
+            any = 1;
+        }
+    }
+    return any;
+}
+
 /* Appends the route's rewrite or strip_prefix of the normalized path to <o>;
  * returns 0, writing nothing, when the route changes no path. */
 static int add_rewritten_path(const struct gw_forward *f, struct gw_obuf *o)
@@ -214,11 +253,18 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
     } else if (rq->body_kind == H1_BODY_CHUNKED) {
         gw_ob_lit(o, "Transfer-Encoding: chunked\r\n");
     }
-    if (rq->upgrade) {
-        const struct h1_header *up = h1_request_header(rq, "upgrade");
-        gw_ob_lit(o, "Connection: upgrade\r\n");
-        if (up)
-            gw_ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
+    if (gw_forward_upgrade(rq, f->sr)) {
+        const char *sep = "Connection: upgrade\r\nUpgrade: ";
+        /* every Upgrade field, as one list (RFC 9110 5.3) */
+        for (size_t i = 0; i < rq->nheaders; i++) {
+            const struct h1_header *h = &rq->headers[i];
+            if (h1_name_is(&h->name, "upgrade") && h->value.len) {
+                gw_ob_str(o, sep);
+                gw_ob_add(o, h->value.ptr, h->value.len);
+                sep = ", ";
+            }
+        }
+        gw_ob_lit(o, "\r\n");
     }
     gw_ob_lit(o, "\r\n");
 }

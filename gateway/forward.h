@@ -42,6 +42,13 @@ int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, si
  * there is none (then ours goes up). */
 const struct h1_header *gw_forward_client_id(const struct h1_request *rq, size_t max);
 
+/* Whether the Upgrade of <rq> goes upstream under route <sr> (so a 101 may
+ * become a tunnel): every protocol its Upgrade fields name is one the route
+ * tunnels (its "upgrades", by default only "websocket"), and none is "h2c".
+ * Otherwise Upgrade and its Connection token are dropped and the request
+ * goes up as a plain one (as nginx). */
+int gw_forward_upgrade(const struct h1_request *rq, const struct adm_sroute *sr);
+
 /* Everything the upstream head is a function of; every pointer borrowed. */
 struct gw_forward {
     const struct h1_request *rq;     /* complete, confirmed */

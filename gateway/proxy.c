@@ -327,7 +327,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             return;
         }
         if (u->resp.status == 101) {
-            if (!c->rp.req.upgrade) {
+            if (!gw_forward_upgrade(&c->rp.req, c->sr)) { /* we sent no Upgrade */
                 gw_proxy_fail(c, 502);
                 return;
             }

@@ -68,6 +68,19 @@ START_TEST(route_errors)
     expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'rewrite': '/y', "
                      "'redirect': {'location': '/'}}]"),
                  "/routes/0/rewrite", "only allowed with \"upstream\"");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'upgrades': ['websocket'], "
+                     "'response': {}}]"),
+                 "/routes/0/upgrades", "only allowed with \"upstream\"");
+    /* upgrades: tokens, and never h2c (the smuggling vector) */
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
+                         "'upgrades': ['websocket', 'H2C']}]"),
+                 "/routes/0/upgrades/1", "\"h2c\" is never tunnelled");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
+                         "'upgrades': ['foo/1']}]"),
+                 "/routes/0/upgrades/0", "invalid protocol \"foo/1\"");
+    expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x', 'upstream': 'users', "
+                         "'upgrades': 'websocket'}]"),
+                 "/routes/0/upgrades", "");
     expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/x/*{r}', 'upstream': 'users', "
                          "'strip_prefix': '/x', 'rewrite': '/{r}'}]"),
                  "/routes/0/rewrite", "not allowed together with \"strip_prefix\"");

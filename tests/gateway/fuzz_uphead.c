@@ -5,7 +5,8 @@
  * rebuilt as the head Switchyard sends upstream (gateway/forward.c:
  * gw_forward_decide() and gw_forward_head(), called directly). That head must be one our own strict
  * parser accepts whole, and must say what the client's said: the same method, body framing and
- * query; the normalized path, or the route's strip_prefix or rewrite of it; the client's Host; no
+ * query; the target as received (so the same normalized path), or the route's strip_prefix or
+ * rewrite of it; at most one Upgrade, never h2c; the client's Host; no
  * hop-by-hop field; one X-Forwarded-For, ending with the client's address (only it, for an
  * untrusted client); one X-Request-Id; our Via last; Max-Forwards one less.
  *
@@ -319,6 +320,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h = only(urq, "connection");
     CHECK(h == NULL || (rq->upgrade && slice_is(h->value, "upgrade")));
     CHECK(only(urq, "upgrade") == NULL || rq->upgrade);
+    /* never h2c, whatever the client's Upgrade list looks like */
+    h = only(urq, "upgrade");
+    for (size_t i = 0; h && i + 3 <= h->value.len; i++)
+        CHECK(strncasecmp(h->value.ptr + i, "h2c", 3) != 0);
     /* what the client's Connection names is gone, but for what the
      * gateway writes itself */
     for (size_t i = 0; i < rq->nconnection; i++) {

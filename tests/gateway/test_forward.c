@@ -2,7 +2,8 @@
  * tests/gateway/test_forward.c - unit tests of gateway/forward.c, called
  * directly: where a request goes (gw_forward_decide) and the exact head it
  * goes upstream with (gw_forward_head) for a strip_prefix route, a rewrite,
- * the target as received or normalized (router.forward_path),
+ * the target as received or normalized (router.forward_path), which
+ * Upgrade protocols go up (a route's upgrades, never h2c),
  * hop-by-hop and Connection-named fields, the client's X-Request-Id, a
  * trusted proxy's X-Forwarded-For, Max-Forwards and bodies, and what a
  * request over TLS adds (X-Forwarded-Proto, the client certificate fields).
@@ -26,6 +27,9 @@ static const char config[] =
     "   \"rewrite\": \"/v2/{post}/by/{id}\", \"upstream\": \"u\"},"
     "  {\"id\": \"plain\", \"path\": \"/p\", \"upstream\": \"u\"},"
     "  {\"id\": \"raw\", \"path\": \"/raw/*{rest}\", \"upstream\": \"u\"},"
+    "  {\"id\": \"ups\", \"path\": \"/ups\", \"upgrades\": [\"FOO\", \"websocket\"],"
+    "   \"upstream\": \"u\"},"
+    "  {\"id\": \"none\", \"path\": \"/none\", \"upgrades\": [], \"upstream\": \"u\"},"
     "  {\"id\": \"local\", \"path\": \"/local\", \"response\": {\"body\": \"x\"}}],"
     " \"trusted_proxies\": [\"10.0.0.0/8\"], \"access_log\": \"off\"}";
 
@@ -73,6 +77,7 @@ struct fwd {
     struct rt_match m;
     const struct adm_sroute *sr;
     enum gw_verdict v;
+    int upgrade; /* gw_forward_upgrade() */
     char head[4096];
 };
 
@@ -93,6 +98,7 @@ static void forward(struct fwd *t, const char *req, const char *ip)
     rc = h1_req_feed_head(&t->rp, req, strlen(req), &used);
     ck_assert(rc == H1_REQ_HEAD || rc == H1_REQ_DONE);
     t->head[0] = 0;
+    t->upgrade = -1;
     t->v = gw_forward_decide(&t->rp, snap, ctx, t->params, 8, &t->m, &t->sr);
     if (t->v == GW_V_UPSTREAM) {
         struct evbuffer *out = evbuffer_new();
@@ -116,6 +122,7 @@ static void forward(struct fwd *t, const char *req, const char *ip)
         size_t n;
 
         ck_assert_ptr_nonnull(out);
+        t->upgrade = gw_forward_upgrade(&t->rp.req, t->sr);
         gw_ob_init(&ob, out);
         gw_forward_head(&f, &ob);
         gw_ob_flush(&ob);
@@ -215,6 +222,49 @@ START_TEST(target_normalized)
     snap = snap_as_received;
     ck_assert_int_eq(t.v, GW_V_UPSTREAM);
     ck_assert_ptr_nonnull(strstr(t.head, "GET /raw/a/~c;p?q=%7E HTTP/1.1\r\n"));
+}
+END_TEST
+
+/* Only the protocols a route tunnels keep their Upgrade (by default
+ * websocket alone; h2c never): the others go up as plain requests. */
+START_TEST(upgrades)
+{
+    static const struct {
+        const char *target, *upgrade;
+        int forwarded;
+    } cases[] = {
+        {"/p", "websocket", 1},        {"/p", "WebSocket", 1}, {"/p", "h2c", 0},
+        {"/p", "h2c, websocket", 0},   {"/p", "foo", 0},       {"/ups", "foo/2", 1},
+        {"/ups", "websocket, foo", 1}, {"/ups", "h2c", 0},     {"/none", "websocket", 0},
+    };
+    struct fwd t;
+    char req[256], want[128];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(req, sizeof(req),
+                 "GET %s HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                 "Upgrade: %s\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+                 cases[i].target, cases[i].upgrade);
+        forward(&t, req, "192.0.2.9");
+        ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+        snprintf(want, sizeof(want), "\r\nUpgrade: %s\r\n", cases[i].upgrade);
+        ck_assert_msg(!strstr(t.head, want) == !cases[i].forwarded, "%zu: %s", i, t.head);
+        ck_assert_msg(!strstr(t.head, "\r\nConnection: upgrade\r\n") == !cases[i].forwarded,
+                      "%zu: %s", i, t.head);
+        ck_assert_ptr_null(strstr(t.head, "HTTP2-Settings"));
+        ck_assert_int_eq(t.upgrade, cases[i].forwarded);
+    }
+    /* two Upgrade fields: both must be allowed, and both go up as one list */
+    forward(&t,
+            "GET /ups HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: foo\r\n"
+            "Upgrade: websocket\r\n\r\n",
+            "192.0.2.9");
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nUpgrade: foo, websocket\r\n"));
+    forward(&t,
+            "GET /ups HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: foo\r\n"
+            "Upgrade: h2c\r\n\r\n",
+            "192.0.2.9");
+    ck_assert_ptr_null(strstr(t.head, "pgrade"));
 }
 END_TEST
 
@@ -338,6 +388,7 @@ int main(void)
     tcase_add_test(tc, rewrite_head);
     tcase_add_test(tc, target_as_received);
     tcase_add_test(tc, target_normalized);
+    tcase_add_test(tc, upgrades);
     tcase_add_test(tc, hop_fields_and_client_id);
     tcase_add_test(tc, trusted_proxy);
     tcase_add_test(tc, max_forwards);
