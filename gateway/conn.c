@@ -145,6 +145,59 @@ void gw_conn_close_when_flushed(struct gw_conn *c)
         gw_io_kick_write(&c->io);
 }
 
+/* ---- request-parser memory ----
+ * A connection holds its parser's block (some 50 KB with the default
+ * limits, of which a request touches three pages) only while a request is
+ * under way, from its first byte to gw_conn_request_done(): an idle
+ * keep-alive connection holds none. The worker keeps the blocks given back,
+ * newest first, so that the next request takes a warm one and the memory
+ * grows with the requests in flight, not with the connections open. */
+#define PMEM_KEEP 64 /* blocks a worker keeps; more are freed */
+
+static void pmem_put(struct gw_worker *w, void *mem, size_t size)
+{
+    if (!mem)
+        return;
+    if (size != w->pmem_size) { /* the limits changed: the old size is done */
+        gw_conn_pmem_free(w);
+        w->pmem_size = size;
+    }
+    if (w->pmem_n >= PMEM_KEEP) {
+        free(mem);
+        return;
+    }
+    *(void **)mem = w->pmem;
+    w->pmem = mem;
+    w->pmem_n++;
+}
+
+void gw_conn_pmem_free(struct gw_worker *w)
+{
+    while (w->pmem) {
+        void *next = *(void **)w->pmem;
+        free(w->pmem);
+        w->pmem = next;
+    }
+    w->pmem_n = 0;
+}
+
+int gw_conn_parser_mem(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+    size_t size = h1_req_mem_size(&c->rp);
+    void *mem;
+
+    if (w->pmem && w->pmem_size == size) {
+        mem = w->pmem;
+        w->pmem = *(void **)mem;
+        w->pmem_n--;
+    } else if (!(mem = malloc(size))) {
+        return -1;
+    }
+    h1_req_give_mem(&c->rp, mem);
+    return 0;
+}
+
 /* A client that half-closed still gets answers to the requests it sent
  * before (pipelined, already buffered). */
 void gw_conn_request_done(struct gw_conn *c)
@@ -163,6 +216,7 @@ void gw_conn_request_done(struct gw_conn *c)
     }
     gw_conn_set_state(c, GW_CONN_IDLE);
     h1_req_reset(&c->rp);
+    pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     cfg = gw_conn_cfg(c);
     gw_tmo_set(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
     if (!c->eof)
@@ -285,6 +339,8 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, const struct gw_listener *l, ev
         drop_transport(ops, xprt, fd);
         goto fail_parser;
     }
+    /* idle until its first byte: the block waits in the worker's pool */
+    pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     if (gw_io_init(&c->io, w->base, fd, 1, ops, xprt) < 0)
         goto fail_io; /* closes fd */
     LIST_INSERT_HEAD(&w->conns, c, link);
@@ -333,6 +389,7 @@ void gw_conn_free(struct gw_conn *c)
     gw_conn_unpin(c);
     LIST_REMOVE(c, link);
     gw_io_close(&c->io);
+    pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     h1_req_parser_free(&c->rp);
     free(c->params);
     free(c);

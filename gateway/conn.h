@@ -250,6 +250,12 @@ void gw_conn_close_when_flushed(struct gw_conn *c);
  * wait for the next request (GW_CONN_IDLE, reading on, buffered bytes
  * kicked to the read callback) or close once the output is flushed. */
 void gw_conn_request_done(struct gw_conn *c);
+
+/* Gives the connection's request parser a block of memory before its first
+ * feed of a request (an idle connection has none: conn.c); -1: out of
+ * memory. gw_conn_pmem_free() frees the blocks a worker keeps. */
+int gw_conn_parser_mem(struct gw_conn *c);
+void gw_conn_pmem_free(struct gw_worker *w);
 /* The request parser's limits of a connection accepted under <cfg>. */
 void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim);
 

@@ -132,6 +132,11 @@ struct gw_worker {
      * (conn.c counts it; admission is the worker's). */
     void (*conn_freed)(struct gw_worker *w);
     rt_ctx *rtctx; /* the router's scratch for regexp routes */
+    /* Request-parser blocks given back by connections between requests
+     * (conn.c), newest first, linked through their first word. */
+    void *pmem;
+    size_t pmem_size;
+    unsigned pmem_n;
     struct gw_up_session up_sessions[GW_UP_SESSIONS];
     struct gw_counters ctr __attribute__((aligned(64)));
     struct gw_tls_counters tls_ctr;

@@ -118,6 +118,10 @@ static void conn_process(struct gw_conn *c)
             return;
         }
         if (c->st == GW_CONN_IDLE) {
+            if (!c->rp.mem && gw_conn_parser_mem(c) < 0) {
+                gw_conn_close_when_flushed(c);
+                return;
+            }
             /* the header deadline is armed only if the head is partial */
             gw_conn_set_state(c, GW_CONN_HEAD);
             c->bytes_in = 0;

@@ -250,6 +250,7 @@ void gw_worker_destroy(struct gw_worker *w)
         close(w->notify_fd[1]);
     }
     free(w->log);
+    gw_conn_pmem_free(w);
     rt_ctx_free(w->rtctx);
 }
 

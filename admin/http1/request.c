@@ -192,16 +192,42 @@ int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim)
     hdrs_size = p->lim.max_headers * sizeof(struct h1_header);
     conn_size = H1_REQ_MAX_CONN_TOKENS * sizeof(struct h1_slice);
 
-    mem = malloc(hdrs_size + conn_size + p->head_cap + p->path_cap);
+    p->mem_size = hdrs_size + conn_size + p->head_cap + p->path_cap;
+    mem = malloc(p->mem_size);
     if (mem == NULL)
         return -1;
-    p->mem = mem;
-    p->hdrs = (struct h1_header *)(void *)mem;
-    p->conn = (struct h1_slice *)(void *)(mem + hdrs_size);
-    p->head = mem + hdrs_size + conn_size;
-    p->path = p->head + p->head_cap;
+    h1_req_give_mem(p, mem);
     h1_req_reset(p);
     return 0;
+}
+
+void *h1_req_take_mem(struct h1_req_parser *p)
+{
+    void *mem = p->mem;
+
+    p->mem = NULL;
+    p->hdrs = NULL;
+    p->conn = NULL;
+    p->head = NULL;
+    p->path = NULL;
+    p->req.headers = NULL;
+    p->req.connection = NULL;
+    return mem;
+}
+
+void h1_req_give_mem(struct h1_req_parser *p, void *mem)
+{
+    char *m = mem;
+    size_t hdrs_size = p->lim.max_headers * sizeof(struct h1_header);
+    size_t conn_size = H1_REQ_MAX_CONN_TOKENS * sizeof(struct h1_slice);
+
+    p->mem = m;
+    p->hdrs = (struct h1_header *)(void *)m;
+    p->conn = (struct h1_slice *)(void *)(m + hdrs_size);
+    p->head = m + hdrs_size + conn_size;
+    p->path = p->head + p->head_cap;
+    p->req.headers = p->hdrs;
+    p->req.connection = p->conn;
 }
 
 void h1_req_reset(struct h1_req_parser *p)

@@ -210,6 +210,7 @@ struct h1_req_parser {
     struct h1_req_limits lim;
     llhttp_t http;
     void *mem; /* the one allocation everything below points into */
+    size_t mem_size;
     char *head;
     size_t head_cap, head_len;
     char *path;
@@ -250,6 +251,20 @@ void h1_req_reset(struct h1_req_parser *p);
 
 /* Releases <p>'s buffers. NULL and a parser whose init failed are fine. */
 void h1_req_parser_free(struct h1_req_parser *p);
+
+/*
+ * The parser's one block of memory (h1_req_mem_size() bytes, from malloc),
+ * taken away between requests (after h1_req_reset(), before any feed) so that
+ * an idle connection holds none of it, and given back, or another block of
+ * the same size, before the next feed. A parser without its block must not
+ * be fed; h1_req_parser_free() on it frees nothing.
+ */
+void *h1_req_take_mem(struct h1_req_parser *p);
+void h1_req_give_mem(struct h1_req_parser *p, void *mem);
+static inline size_t h1_req_mem_size(const struct h1_req_parser *p)
+{
+    return p->mem_size;
+}
 
 /*
  * Head phase. Takes up to <len> bytes of <data>; sets *consumed to how many

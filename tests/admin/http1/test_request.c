@@ -1492,6 +1492,41 @@ START_TEST(lim_init)
 }
 END_TEST
 
+/* The block taken away between requests (an idle gateway connection holds
+ * none) and another of the same size given back: the next request parses
+ * into it, and the old block is no longer written. */
+START_TEST(lim_take_give_mem)
+{
+    static const char r1[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char r2[] = "GET /b/../c HTTP/1.1\r\nHost: y\r\nUser-Agent: t/2\r\n\r\n";
+    struct h1_req_parser p;
+    struct run r;
+    void *old, *fresh;
+
+    accept_req(&p, r1, sizeof(r1) - 1, &r);
+    ck_assert_str_eq(p.req.path, "/a");
+    h1_req_reset(&p);
+    old = h1_req_take_mem(&p);
+    ck_assert_ptr_nonnull(old);
+    ck_assert_ptr_null(p.mem);
+    ck_assert_ptr_null(p.req.headers);
+    memset(old, 0x5a, h1_req_mem_size(&p));
+    fresh = malloc(h1_req_mem_size(&p));
+    ck_assert_ptr_nonnull(fresh);
+    h1_req_give_mem(&p, fresh);
+    run_one(&p, r2, sizeof(r2) - 1, 0, &r);
+    ck_assert_int_eq(r.rc, H1_REQ_DONE);
+    ck_assert_str_eq(p.req.path, "/c");
+    ck_assert_uint_eq(p.req.nheaders, 2);
+    ck_assert_slice(p.req.headers[1].value, "t/2");
+    ck_assert_ptr_eq(p.req.headers, fresh);
+    for (size_t i = 0; i < h1_req_mem_size(&p); i++)
+        ck_assert_int_eq(((unsigned char *)old)[i], 0x5a);
+    free(old);
+    h1_req_parser_free(&p); /* frees <fresh> */
+}
+END_TEST
+
 /* ---- path normalization in the parser (path.c has its own tests) ---- */
 
 START_TEST(norm_in_parser)
@@ -1768,6 +1803,7 @@ static Suite *request_suite(void)
     ADD(lim, lim_trailers);
     ADD(lim, lim_chunk_line);
     ADD(lim, lim_init);
+    ADD(lim, lim_take_give_mem);
 
     ADD(norm, norm_in_parser);
     ADD(acc, acc_max_forwards);
