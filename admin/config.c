@@ -46,6 +46,7 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "limits", .kind = FK_FN, .fn = adm_cf_limits},
     {.key = "timeouts", .kind = FK_FN, .fn = adm_cf_timeouts},
     {.key = "access_log", .kind = FK_FN, .fn = adm_cf_access_log},
+    {.key = "access_log_format", .kind = FK_FN, .fn = adm_cf_access_log_format},
     {.key = "admin", .kind = FK_FN, .fn = adm_cf_admin},
     {.key = "user", .kind = FK_FN, .fn = adm_cf_user},
     {.key = "group", .kind = FK_FN, .fn = adm_cf_group},

@@ -222,6 +222,11 @@ enum adm_log_target {
     ADM_LOG_FILE,       /* any other string: a file path */
 };
 
+enum adm_log_format {
+    ADM_LOG_JSON = 0,  /* "json", the default: one JSON record a line */
+    ADM_LOG_COMBINED,  /* "combined": nginx's combined format */
+};
+
 struct adm_access_log {
     enum adm_log_target target;
     char *path; /* ADM_LOG_FILE only */
@@ -248,6 +253,7 @@ struct adm_config {
     struct adm_limits limits;
     struct adm_timeouts timeouts;
     struct adm_access_log access_log;
+    enum adm_log_format access_log_format;
     struct adm_admin admin;
     char *user, *group; /* drop to them after binding (NULL: stay as started) */
     json_t *json;       /* the document as given (one owned reference); do not modify */

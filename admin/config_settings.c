@@ -119,6 +119,17 @@ void adm_cf_access_log(struct adm_cf *x, const json_t *v, void *target)
         c->access_log.target = ADM_LOG_FILE;
 }
 
+/* "json" or "combined"; live, like access_log: each line reads it from its
+ * request's snapshot. */
+void adm_cf_access_log_format(struct adm_cf *x, const json_t *v, void *target)
+{
+    static const char *const names[] = {"json", "combined"};
+    struct adm_config *c = target;
+    int i = adm_cf_enum(x, v, names, NFIELDS(names));
+    if (i >= 0)
+        c->access_log_format = (enum adm_log_format)i;
+}
+
 void adm_cf_settings_free(struct adm_config *c)
 {
     free(c->trusted_proxies);

@@ -116,9 +116,10 @@ struct gw_worker {
     size_t date_len;
     char *log; /* access-log buffer */
     size_t log_len, log_cap;
-    struct gw_log_clock log_clock; /* the access log's current second */
-    unsigned nconns;  /* open client connections of this worker */
-    unsigned nparked; /* of which waiting for a place (worker.c admits them) */
+    struct gw_log_clock log_clock;       /* the access log's current second, UTC */
+    struct gw_log_clock log_clock_local; /* and local, for the combined format */
+    unsigned nconns;                     /* open client connections of this worker */
+    unsigned nparked;                    /* of which waiting for a place (worker.c admits them) */
     int accept_error; /* accept failed (EMFILE...): paused until the next sweep */
     int draining;
     uint32_t reqid_prefix; /* set before the worker starts */

@@ -85,19 +85,25 @@ static const unsigned char json_class[256] = {
 };
 static const char hex_lower[] = "0123456789abcdef";
 
+/* The end of the run of bytes from <i> that both escapes copy as they are
+ * (json_class 0): four bytes a step while all four copy, then one at a time. */
+static size_t plain_run(const unsigned char *u, size_t i, size_t n)
+{
+    while (i + 4 <= n &&
+           !(json_class[u[i]] | json_class[u[i + 1]] | json_class[u[i + 2]] | json_class[u[i + 3]]))
+        i += 4;
+    while (i < n && !json_class[u[i]])
+        i++;
+    return i;
+}
+
 static char *put_esc(char *p, const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
 
     while (i < n) {
-        size_t run = i;
-        /* four bytes a step while all four copy, then one at a time */
-        while (run + 4 <= n && !(json_class[u[run]] | json_class[u[run + 1]] |
-                                 json_class[u[run + 2]] | json_class[u[run + 3]]))
-            run += 4;
-        while (run < n && !json_class[u[run]])
-            run++;
+        size_t run = plain_run(u, i, n);
         memcpy(p, s + i, run - i);
         p += run - i;
         if (run == n)
@@ -189,7 +195,8 @@ static char *put_str_or_null(char *p, const char *s, size_t n)
 
 size_t gw_log_json_max(const struct gw_log_rec *r)
 {
-    size_t var = r->method_len + r->host_len + r->target_len + r->path_len + r->ua_len;
+    size_t var =
+        r->method_len + r->host_len + r->target_len + r->path_len + r->ua_len + r->referer_len;
 
     /* the fixed part, two doubles as long as printf makes them, and the
      * escaped fields at 6 bytes a byte at most */
@@ -261,11 +268,83 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
     return (size_t)(p - out);
 }
 
+/* nginx's log escape (ngx_http_log_escape): '"', '\\', controls and bytes
+ * from 0x7f up as \xHH; runs of the other bytes go out with one memcpy. */
+static char *put_esc_combined(char *p, const char *s, size_t n)
+{
+    static const char hex_upper[] = "0123456789ABCDEF";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < n) {
+        size_t run = plain_run(u, i, n);
+        memcpy(p, s + i, run - i);
+        p += run - i;
+        if (run == n)
+            break;
+        p[0] = '\\';
+        p[1] = 'x';
+        p[2] = hex_upper[u[run] >> 4];
+        p[3] = hex_upper[u[run] & 15];
+        p += 4;
+        i = run + 1;
+    }
+    return p;
+}
+
+/* A header's value in quotes, escaped, or "-" when it is absent. */
+static char *put_header_combined(char *p, const char *s, size_t n)
+{
+    *p++ = '"';
+    if (s)
+        p = put_esc_combined(p, s, n);
+    else
+        *p++ = '-';
+    *p++ = '"';
+    return p;
+}
+
+size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r)
+{
+    char *p = out;
+
+    if (!clk->valid || clk->sec != r->now.tv_sec) {
+        struct tm tm;
+        localtime_r(&r->now.tv_sec, &tm);
+        clk->len = strftime(clk->text, sizeof(clk->text), "%d/%b/%Y:%H:%M:%S %z", &tm);
+        clk->sec = r->now.tv_sec;
+        clk->valid = 1;
+    }
+    memcpy(p, r->client_ip, r->client_ip_len);
+    p += r->client_ip_len;
+    p = PUT_LIT(p, " - - [");
+    memcpy(p, clk->text, clk->len);
+    p += clk->len;
+    p = PUT_LIT(p, "] \"");
+    p = put_esc_combined(p, r->method, r->method ? r->method_len : 0);
+    *p++ = ' ';
+    p = put_esc_combined(p, r->target, r->target ? r->target_len : 0);
+    p = PUT_LIT(p, " HTTP/1.");
+    p = put_u64(p, r->version_minor);
+    p = PUT_LIT(p, "\" ");
+    p = put_int(p, r->status);
+    *p++ = ' ';
+    p = put_u64(p, r->bytes_out);
+    *p++ = ' ';
+    p = put_header_combined(p, r->referer, r->referer_len);
+    *p++ = ' ';
+    p = put_header_combined(p, r->ua, r->ua_len);
+    *p++ = '\n';
+    return (size_t)(p - out);
+}
+
 void gw_log_access(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
     const struct h1_request *rq = &c->rp.req;
     const struct h1_header *ua = h1_request_header(rq, "user-agent");
+    int combined = c->snap && c->snap->cfg->access_log_format == ADM_LOG_COMBINED;
+    const struct h1_header *ref = combined ? h1_request_header(rq, "referer") : NULL;
     struct gw_log_rec r = {
         .client_ip = c->peer_ip,
         .client_ip_len = strlen(c->peer_ip),
@@ -291,6 +370,9 @@ void gw_log_access(struct gw_conn *c)
         .upstream_len = c->upstream_addr ? strlen(c->upstream_addr) : 0,
         .reqid = c->reqid,
         .reqid_len = c->reqid_len,
+        .version_minor = rq->version_minor,
+        .referer = ref ? ref->value.ptr : NULL,
+        .referer_len = ref ? ref->value.len : 0,
     };
     size_t need;
 
@@ -302,7 +384,10 @@ void gw_log_access(struct gw_conn *c)
     if (w->log_cap - w->log_len < need)
         return;
     clock_gettime(CLOCK_REALTIME, &r.now);
-    w->log_len += gw_log_json(&w->log_clock, w->log + w->log_len, &r);
+    if (combined)
+        w->log_len += gw_log_combined(&w->log_clock_local, w->log + w->log_len, &r);
+    else
+        w->log_len += gw_log_json(&w->log_clock, w->log + w->log_len, &r);
     if (w->log_len > w->log_cap / 2)
         gw_access_flush(w);
 }

@@ -14,7 +14,7 @@
 struct gw_log_clock {
     int valid;
     time_t sec;
-    char text[24]; /* "YYYY-MM-DDTHH:MM:SS" */
+    char text[40]; /* "YYYY-MM-DDTHH:MM:SS", or combined's "01/Dec/2026:10:17:36 +0000" */
     size_t len;
 };
 
@@ -35,6 +35,9 @@ struct gw_log_rec {
     size_t route_len, upstream_len;
     const char *reqid;
     size_t reqid_len;
+    unsigned version_minor; /* HTTP/1.x, for combined's request line */
+    const char *referer;    /* NULL: no Referer */
+    size_t referer_len;
 };
 
 /* The most bytes gw_log_json() writes for <r>. */
@@ -44,5 +47,12 @@ size_t gw_log_json_max(const struct gw_log_rec *r);
  * gw_log_json_max(r) bytes, and returns its length. <clk> is the caller's
  * cache of the formatted second. */
 size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r);
+
+/* The same record as nginx's combined format writes it, byte for byte:
+ * $remote_addr - $remote_user [$time_local] "$request" $status
+ * $body_bytes_sent "$http_referer" "$http_user_agent", unsafe bytes as \xHH,
+ * an absent header as "-". <clk> caches the local time's second, and is not
+ * the one gw_log_json() takes. Room: gw_log_json_max(r). */
+size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r);
 
 #endif

@@ -638,5 +638,42 @@ class AccessLogTest(GatewayCase):
         self.assertIsNone(c["upstream"])
 
 
+class AccessLogCombinedTest(GatewayCase):
+    """access_log_format: combined writes nginx's combined line, escapes included."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        cls.log = cls.tmp.file("combined.log")
+        cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)},
+                             routes=[{"id": "api", "path": "/api/*{rest}", "upstream": "b"}],
+                             access_log=cls.log, access_log_format="combined")
+        cls.gw = cls.shared_gateway(cfg)
+
+    def test_combined_lines(self):
+        with Client(self.gw.port) as c:
+            r1 = c.request("GET", "/api/x?q=1",
+                           headers=[("Referer", "http://a/\"q\""), ("User-Agent", "ua/1 \xe9")])
+            r2 = c.request("GET", "/nope", version="1.0")
+        self.assertEqual((r1.status, r2.status), (200, 404))
+
+        def lines():
+            try:
+                with open(self.log, "rb") as f:
+                    ls = f.read().splitlines()
+            except OSError:
+                return None
+            return ls if len(ls) >= 2 else None
+
+        ls = wait_for(lines, what="2 access-log lines")
+        self.assertEqual(len(ls), 2, ls)
+        t = rb"\[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]"
+        self.assertRegex(ls[0], rb"^127\.0\.0\.1 - - " + t +
+                         rb' "GET /api/x\?q=1 HTTP/1\.1" 200 \d+ "http://a/\\x22q\\x22"'
+                         rb' "ua/1 \\xE9"$')
+        self.assertRegex(ls[1], rb"^127\.0\.0\.1 - - " + t + rb' "GET /nope HTTP/1\.0" 404 \d+ "-" "-"$')
+
+
 if __name__ == "__main__":
     main()

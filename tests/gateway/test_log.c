@@ -1,7 +1,8 @@
 /*
  * test_log.c - gateway/log.c: the access log's fast JSON formatter writes
  * the very bytes of the plain snprintf formatter it replaced (kept here as
- * the oracle), over many random records.
+ * the oracle), over many random records; and so does the combined one
+ * against a plain formatter of nginx's format.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <check.h>
@@ -70,6 +71,46 @@ static size_t plain_json(char *out, size_t cap, const struct gw_log_rec *r)
     return n;
 }
 
+/* The oracle of the combined format: nginx's escape as snprintf writes it. */
+static size_t plain_esc_combined(char *out, size_t len, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\' || ch < 0x20 || ch >= 0x7f)
+            len += (size_t)sprintf(out + len, "\\x%02X", ch);
+        else
+            out[len++] = (char)ch;
+    }
+    return len;
+}
+
+static size_t plain_combined(char *out, size_t cap, const struct gw_log_rec *r)
+{
+    struct tm tm;
+    char tbuf[64];
+    size_t n;
+
+    localtime_r(&r->now.tv_sec, &tm);
+    strftime(tbuf, sizeof(tbuf), "%d/%b/%Y:%H:%M:%S %z", &tm);
+    n = (size_t)snprintf(out, cap, "%s - - [%s] \"", r->client_ip, tbuf);
+    n = plain_esc_combined(out, n, r->method ? r->method : "", r->method ? r->method_len : 0);
+    out[n++] = ' ';
+    n = plain_esc_combined(out, n, r->target ? r->target : "", r->target ? r->target_len : 0);
+    n += (size_t)snprintf(out + n, cap - n, " HTTP/1.%u\" %d %llu \"", r->version_minor, r->status,
+                          (unsigned long long)r->bytes_out);
+    if (r->referer)
+        n = plain_esc_combined(out, n, r->referer, r->referer_len);
+    else
+        out[n++] = '-';
+    n += (size_t)snprintf(out + n, cap - n, "\" \"");
+    if (r->ua)
+        n = plain_esc_combined(out, n, r->ua, r->ua_len);
+    else
+        out[n++] = '-';
+    n += (size_t)snprintf(out + n, cap - n, "\"\n");
+    return n;
+}
+
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
 static uint64_t rnd(void)
@@ -112,22 +153,24 @@ static double rnd_ms(void)
     }
 }
 
-static void check_one(struct gw_log_clock *clk, const struct gw_log_rec *r)
+static void check_one(struct gw_log_clock *clk, const struct gw_log_rec *r, int combined)
 {
     static char want[65536], got[65536];
     size_t max = gw_log_json_max(r);
-    size_t wn = plain_json(want, sizeof(want), r);
+    size_t wn =
+        combined ? plain_combined(want, sizeof(want), r) : plain_json(want, sizeof(want), r);
     size_t gn;
 
     memset(got, 0x5a, max + 1);
-    gn = gw_log_json(clk, got, r);
+    gn = combined ? gw_log_combined(clk, got, r) : gw_log_json(clk, got, r);
     ck_assert_uint_le(gn, max);
     ck_assert_msg(gn == wn && memcmp(got, want, wn) == 0, "want %.*s\ngot  %.*s", (int)wn, want,
                   (int)gn, got);
     ck_assert_int_eq(got[gn], 0x5a);
 }
 
-START_TEST(json_matches_plain)
+/* <combined>: nginx's format in a zone 3:30 west of UTC, else JSON. */
+static void random_records(int combined)
 {
     static const char *const methods[] = {"GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
     static const char *const ips[] = {"127.0.0.1", "10.1.2.3", "::1",
@@ -137,7 +180,7 @@ START_TEST(json_matches_plain)
     /* midnight of 2026-12-01, and of 2038-01-19 and 1999-12-31 */
     static const time_t days[] = {1796083200, 2147472000, 946598400};
     struct gw_log_clock clk = {0};
-    char meth[32], host[256], target[1024], path[1024], ua[512], reqid[64];
+    char meth[32], host[256], target[1024], path[1024], ua[512], ref[512], reqid[64];
     time_t sec = days[0] - 3;
 
     for (int i = 0; i < 200000; i++) {
@@ -202,8 +245,26 @@ START_TEST(json_matches_plain)
         r.reqid = reqid;
         if (rnd() % 20 == 0)
             r.reqid_len = 0;
-        check_one(&clk, &r);
+        r.version_minor = (unsigned)(rnd() % 2);
+        if (rnd() % 2) {
+            r.referer_len = rnd_bytes(ref, sizeof(ref), any);
+            r.referer = ref;
+        }
+        check_one(&clk, &r, combined);
     }
+}
+
+START_TEST(json_matches_plain)
+{
+    random_records(0);
+}
+END_TEST
+
+START_TEST(combined_matches_plain)
+{
+    setenv("TZ", "XST+3:30", 1);
+    tzset();
+    random_records(1);
 }
 END_TEST
 
@@ -226,12 +287,16 @@ START_TEST(json_every_byte)
     r.duration_ms = 1e300;
     r.upstream_ms = 0.0005;
     r.reqid = "";
-    check_one(&clk, &r);
+    check_one(&clk, &r, 0);
     r.now.tv_sec++;
     r.now.tv_nsec = 0;
     r.duration_ms = -0.0;
     r.upstream_ms = 999999.9995;
-    check_one(&clk, &r);
+    check_one(&clk, &r, 0);
+    clk.valid = 0;
+    r.referer = all;
+    r.referer_len = 256;
+    check_one(&clk, &r, 1);
 }
 END_TEST
 
@@ -245,6 +310,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, json_matches_plain);
     tcase_add_test(tc, json_every_byte);
+    tcase_add_test(tc, combined_matches_plain);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
