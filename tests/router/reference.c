@@ -64,13 +64,18 @@ static char lower(char c)
     return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
 }
 
-/* The index of the '}' closing the '{' at s[i]: braces inside a regexp nest,
- * a backslash escapes the next byte. */
+/* The index of the '}' closing the '{' at s[i]. A name ends at the first
+ * '}' or ':' (a backslash is an ordinary byte of a name); inside a regexp,
+ * after the ':', braces nest and a backslash escapes the next byte. */
 static size_t close_brace(const char *s, size_t len, size_t i)
 {
-    size_t depth = 0;
+    size_t depth = 0, j = i + 1;
 
-    for (size_t j = i + 1; j < len; j++) {
+    while (j < len && s[j] != '}' && s[j] != ':')
+        j++;
+    if (j < len && s[j] == '}')
+        return j;
+    for (j++; j < len; j++) {
         if (s[j] == '\\')
             j++;
         else if (s[j] == '{')
