@@ -338,7 +338,8 @@ size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_
     return (size_t)(p - out);
 }
 
-void gw_log_access(struct gw_conn *c)
+/* <c>'s line, in the format its snapshot names, into the worker's buffer. */
+static void log_line(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
     const struct h1_request *rq = &c->rp.req;
@@ -376,8 +377,6 @@ void gw_log_access(struct gw_conn *c)
     };
     size_t need;
 
-    if (!atomic_load_explicit(&w->proc->access_on, memory_order_relaxed))
-        return;
     need = gw_log_json_max(&r);
     if (w->log_cap - w->log_len < need)
         gw_access_flush(w);
@@ -390,4 +389,11 @@ void gw_log_access(struct gw_conn *c)
         w->log_len += gw_log_json(&w->log_clock, w->log + w->log_len, &r);
     if (w->log_len > w->log_cap / 2)
         gw_access_flush(w);
+}
+
+void gw_log_access(struct gw_conn *c)
+{
+    if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
+        return; /* before any field is gathered: a log that is off costs nothing */
+    log_line(c);
 }
