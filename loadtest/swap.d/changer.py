@@ -20,6 +20,11 @@ Modes:
   admin-postdelete   --admin-port P
       alternately POST /routes a route "swap2" (GET /__swap2, a direct
       response) and DELETE /routes/swap2, same connection. ok = 201/200.
+  admin-cert  --admin-port P --cert-a PEM --key-a KEY --cert-b PEM --key-b KEY
+      PUT /config over ONE keep-alive connection: the live config (GET
+      /config once, at the start) with the certificates of its TLS listener
+      replaced by certificate b, then a, alternately, inline (cert_pem and
+      key_pem, as a push that carries the certificate itself). ok = 2xx.
   signal      --pid PID --live LINK --a FILE --b FILE [--signal HUP]
       point the symlink LINK at the other of FILE a / FILE b (a new symlink
       renamed over LINK: atomic), then kill(PID, SIGHUP). For switchyard
@@ -94,7 +99,7 @@ def swap_link(live, target):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mode", choices=["idle", "admin-put", "admin-postdelete", "signal", "command",
+    ap.add_argument("mode", choices=["idle", "admin-put", "admin-postdelete", "admin-cert", "signal", "command",
                                      "haproxy-cli"])
     ap.add_argument("--duration", type=float, required=True)
     ap.add_argument("--rate", type=float, default=10)
@@ -107,6 +112,8 @@ def main():
     ap.add_argument("--a")
     ap.add_argument("--b")
     ap.add_argument("--out")
+    for k in ("cert-a", "key-a", "cert-b", "key-b"):
+        ap.add_argument("--" + k)
     argv = sys.argv[1:]
     command = []
     if "--" in argv:
@@ -137,6 +144,18 @@ def main():
     elif a.mode == "admin-postdelete":
         st, _ = admin.call("GET", "/routes/swap2")
         flip = 1 if st == 200 else 0  # 1: it exists, delete first
+    elif a.mode == "admin-cert":
+        st, body = admin.call("GET", "/config")
+        if st != 200:
+            sys.exit(f"changer.py: GET /config answered {st}: {body[:200]!r}")
+        doc = json.loads(body)
+        doc = doc.get("config", doc)
+        tls = [lst["tls"] for lst in doc.get("listeners", []) if "tls" in lst]
+        if len(tls) != 1:
+            sys.exit("changer.py: admin-cert needs exactly one TLS listener in the live config")
+        pems = [[{"cert_pem": open(c).read(), "key_pem": open(k).read()}]
+                for c, k in ((a.cert_a, a.key_a), (a.cert_b, a.key_b))]
+        flip = 1  # the listener starts with certificate a
 
     def change():
         nonlocal flip
@@ -159,6 +178,12 @@ def main():
                 st, text = admin.call("POST", "/routes", {
                     "id": "swap2", "methods": ["GET"], "path": "/__swap2",
                     "response": {"status": 200, "body": "swap2\n"}})
+            lat.append((time.monotonic() - t) * 1000)
+            ok = 200 <= st < 300
+        elif a.mode == "admin-cert":
+            tls[0]["certificates"] = pems[flip]
+            t = time.monotonic()
+            st, text = admin.call("PUT", "/config", doc)
             lat.append((time.monotonic() - t) * 1000)
             ok = 200 <= st < 300
         elif a.mode == "signal":

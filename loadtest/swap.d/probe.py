@@ -11,7 +11,11 @@ the requests are `GET --swap-path`, whose body tells which config variant is
 live (a or b, see variants.py).
 
   probe.py --port P --requests FILE --duration S [-c 20] [--interval-ms 50]
-           [--swap-path /__swap] [--timeout 5] [--out FILE]
+           [--swap-path /__swap] [--timeout 5] [--tls] [--out FILE]
+
+--tls: HTTPS (SNI bench.example.com, no certificate verification); each
+connection's handshake runs blocking (bounded by --timeout) once its connect
+completes, and a failed one counts as a connect error.
 
 Counted:
   requests    requests sent
@@ -37,6 +41,7 @@ import json
 import random
 import selectors
 import socket
+import ssl
 import sys
 import time
 
@@ -124,6 +129,7 @@ def main():
     ap.add_argument("--interval-ms", type=float, default=50)
     ap.add_argument("--swap-path", default="/__swap")
     ap.add_argument("--timeout", type=float, default=5)
+    ap.add_argument("--tls", action="store_true")
     ap.add_argument("--out")
     a = ap.parse_args()
 
@@ -139,6 +145,11 @@ def main():
     conns = [Conn(i) for i in range(a.c)]
     ri = 0
     rng = random.Random(1)
+    tls = None
+    if a.tls:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        tls.check_hostname = False
+        tls.verify_mode = ssl.CERT_NONE
 
     def event(kind, c, detail=""):
         cnt[kind] += 1
@@ -256,12 +267,31 @@ def main():
                     drop(c)
                     c.next_send = now + interval
                     continue
+                if tls is not None:
+                    sel.unregister(c.sock)
+                    try:
+                        c.sock.settimeout(a.timeout)
+                        c.sock = tls.wrap_socket(c.sock, server_hostname="bench.example.com")
+                        c.sock.setblocking(False)
+                    except (OSError, ssl.SSLError) as e:
+                        c.sock.close()
+                        c.sock = None
+                        event("connect_errors", c, f"handshake: {e}")
+                        drop(c)
+                        c.next_send = now + interval
+                        continue
+                    sel.register(c.sock, selectors.EVENT_READ, c)
+                else:
+                    sel.modify(c.sock, selectors.EVENT_READ, c)
                 c.state = "idle"
-                sel.modify(c.sock, selectors.EVENT_READ, c)
                 c.next_send = max(c.next_send, now)
                 continue
             try:
                 data = c.sock.recv(65536)
+                while tls is not None and data and c.sock.pending():
+                    data += c.sock.recv(65536)
+            except ssl.SSLWantReadError:
+                continue
             except ConnectionResetError:
                 server_closed(c, "reset")
                 c.next_send = now + interval

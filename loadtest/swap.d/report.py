@@ -14,14 +14,18 @@ import csv
 import statistics
 
 SERVERS = ["switchyard", "nginx", "haproxy"]
-SCENARIOS = ["baseline", "control", "api", "sighup", "reload"]
+SCENARIOS = ["baseline", "control", "api", "sighup", "reload", "https", "cert"]
 LABEL = {
     "baseline": "baseline (no changes)",
     "control": "control (no changes, again)",
     "api": "10 admin API changes/s",
     "sighup": "10 SIGHUP reloads/s",
     "reload": "10 reloads/s",
+    "https": "HTTPS baseline (no changes)",
+    "cert": "HTTPS, 10 certificate pushes/s",
 }
+# The baseline each scenario is compared with (the HTTPS rows with theirs).
+BASE_OF = {"cert": "https"}
 
 
 def order(v, known):
@@ -91,7 +95,9 @@ def main_table(res):
     ]
     for key in sorted(res, key=lambda k: (order(k[0], SERVERS), order(k[1], SCENARIOS))):
         m = res[key]
-        base = res.get((key[0], "baseline"))
+        base = res.get((key[0], BASE_OF.get(key[1], "baseline")))
+        if key[1] == "https":
+            base = None
         changes = "–" if not m["attempted"] else f"{m['applied']} / {m['attempted']}"
         if m["chg_failed"]:
             changes += f" ({m['chg_failed']} failed)"
@@ -128,9 +134,11 @@ def verdict(res):
         "| within the control gap? |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
-    for sc in ("api", "sighup"):
+    plain = base
+    for sc in ("api", "sighup", "cert"):
         m = res.get(("switchyard", sc))
-        if not m:
+        base = res.get(("switchyard", BASE_OF[sc])) if sc in BASE_OF else plain
+        if not m or not base or not base["rps"] or not base["p99"]:
             continue
         d_rps = 100.0 * (m["rps"] - base["rps"]) / base["rps"]
         d_p99 = 100.0 * (m["p99"] - base["p99"]) / base["p99"]
@@ -153,7 +161,8 @@ def per_round(runs):
     """Each run against the same server's baseline of the same round: the
     rounds are interleaved, so a round shares its noise more than the
     medians do."""
-    base = {(r["server"], r["round"]): r for r in runs if r["scenario"] == "baseline"}
+    base = {(r["server"], r["round"], r["scenario"]): r for r in runs
+            if r["scenario"] in ("baseline", "https")}
     lines = [
         "| server | scenario | round | req/s vs baseline | p99 vs baseline | other CPU % "
         "(run / baseline) |",
@@ -161,8 +170,8 @@ def per_round(runs):
     ]
     for r in sorted(runs, key=lambda r: (order(r["server"], SERVERS),
                                          order(r["scenario"], SCENARIOS), int(r["round"]))):
-        b = base.get((r["server"], r["round"]))
-        if r["scenario"] == "baseline" or not b:
+        b = base.get((r["server"], r["round"], BASE_OF.get(r["scenario"], "baseline")))
+        if r["scenario"] in ("baseline", "https") or not b:
             continue
         lines.append(
             f"| {r['server']} | {r['scenario']} | {r['round']} | "
