@@ -829,8 +829,8 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
 
 /* ---- upstreams ---- */
 
-/* POST /upstreams (<name> NULL: it comes in the body) and
- * PUT /upstreams/{name}. */
+/* POST /upstreams (<name> NULL: it comes in the body) creates, 409 when the
+ * name exists; PUT /upstreams/{name} replaces, 404 when it does not. */
 static void upstream_put(struct adm_api *api, struct adm_req *req, const char *name)
 {
     json_t *body, *doc, *ups, *n;
@@ -857,6 +857,11 @@ static void upstream_put(struct adm_api *api, struct adm_req *req, const char *n
             json_decref(body);
             return;
         }
+    } else if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
+        /* PUT replaces, like PUT /routes/{id}: POST /upstreams creates */
+        reply_error(api, req, 404, "no such upstream", NULL);
+        json_decref(body);
+        return;
     } else if ((n = json_object_get(body, "name")) &&
                (!json_is_string(n) || strcmp(json_string_value(n), name) != 0)) {
         /* PUT /upstreams/{name}: a name in the body must be the URL's */

@@ -464,9 +464,17 @@ class UpstreamsTest(ApiCase):
         et = self.assertWrite(r, 200, prev_gen=g0)
         self.assertEqual(api.config()[1], et)
         self.assertEqual(self.backend_of("/e/x"), "b2")
-        # PUT creates a missing one
+        # PUT replaces and never creates (like PUT /routes/{id}): an unknown name is a 404
+        # that changes nothing, valid body or not; POST /upstreams creates
+        before = self.snapshot()
         r = api.put("/upstreams/fresh", {"servers": [{"address": self.b1.addr}]})
-        self.assertWrite(r, 200)
+        self.assertStatus(r, 404)
+        self.assertEqual(r.json["error"], "no such upstream")
+        self.assertStatus(api.put("/upstreams/fresh", {"servers": []}), 404)
+        self.assertUnchanged(before)
+        self.assertStatus(api.get("/upstreams/fresh"), 404)
+        r = api.post("/upstreams", {"name": "fresh", "servers": [{"address": self.b1.addr}]})
+        self.assertWrite(r, 201)
         self.assertStatus(api.get("/upstreams/fresh"), 200)
         # an invalid one changes nothing
         before = self.snapshot()
@@ -524,8 +532,9 @@ class UpstreamsTest(ApiCase):
         self.assertUnchanged(before)
         self.assertEqual(self.backend_of("/e/x"), "b1")
         # unused: deleted
-        self.assertWrite(api.put("/upstreams/spare", {"servers": [{"address": self.b2.addr}]}),
-                         200)
+        self.assertWrite(api.post("/upstreams", {"name": "spare",
+                                                 "servers": [{"address": self.b2.addr}]}),
+                         201)
         g0 = api.generation()
         r = api.delete("/upstreams/spare")
         et = self.assertWrite(r, 200, prev_gen=g0)

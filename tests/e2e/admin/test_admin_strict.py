@@ -98,8 +98,8 @@ class StrictTest(AdminCase):
         self.assertWrite(self.api.post("/routes", local_route("a", "/a")), 201)
         self.assertWrite(self.api.put("/routes/a", local_route("a", "/a2")), 200)
         self.assertWrite(self.api.delete("/routes/a"), 200)
-        w = {"servers": [{"address": "127.0.0.1:9"}]}
-        self.assertWrite(self.api.put("/upstreams/w", w), 200)
+        w = {"name": "w", "servers": [{"address": "127.0.0.1:9"}]}
+        self.assertWrite(self.api.post("/upstreams", w), 201)
         self.assertWrite(self.api.delete("/upstreams/w"), 200)
         self.assertWrite(self.api.put("/config", self.changed_cfg()), 200)
         # refused and read-only calls are not audited
@@ -110,7 +110,7 @@ class StrictTest(AdminCase):
         want = [("POST", "/routes", g0, g0 + 1, "a"),
                 ("PUT", "/routes/a", g0 + 1, g0 + 2, "a"),
                 ("DELETE", "/routes/a", g0 + 2, g0 + 3, "a"),
-                ("PUT", "/upstreams/w", g0 + 3, g0 + 4, None),
+                ("POST", "/upstreams", g0 + 3, g0 + 4, None),
                 ("DELETE", "/upstreams/w", g0 + 4, g0 + 5, None),
                 ("PUT", "/config", g0 + 5, g0 + 6, None)]
         self.gw.wait_log(r"audit: \S+ PUT /config generation %d" % (g0 + 5), since)
