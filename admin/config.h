@@ -223,8 +223,17 @@ enum adm_log_target {
 };
 
 enum adm_log_format {
-    ADM_LOG_JSON = 0,  /* "json", the default: one JSON record a line */
-    ADM_LOG_COMBINED,  /* "combined": nginx's combined format */
+    ADM_LOG_JSON = 0, /* "json", the default: one JSON record a line */
+    ADM_LOG_COMBINED, /* "combined": nginx's combined format */
+};
+
+/* "log_level": the error log's threshold; live (the gateway keeps it in an
+ * atomic that every thread's gw_log reads). Same order as the names. */
+enum adm_log_level {
+    ADM_LEVEL_ERROR = 0, /* "error" */
+    ADM_LEVEL_WARN,      /* "warn", the default */
+    ADM_LEVEL_INFO,      /* "info" */
+    ADM_LEVEL_DEBUG,     /* "debug" */
 };
 
 struct adm_access_log {
@@ -254,6 +263,7 @@ struct adm_config {
     struct adm_timeouts timeouts;
     struct adm_access_log access_log;
     enum adm_log_format access_log_format;
+    enum adm_log_level log_level;
     struct adm_admin admin;
     char *user, *group; /* drop to them after binding (NULL: stay as started) */
     json_t *json;       /* the document as given (one owned reference); do not modify */

@@ -1,7 +1,8 @@
 /*
  * config_settings.c - the smaller top-level keys: "router" (trailing slash,
- * automatic OPTIONS, merged slashes, the path forwarded), "trusted_proxies" (CIDRs), "limits",
- * "timeouts" and "access_log". Each object's keys are a table.
+ * automatic OPTIONS, merged slashes, the path forwarded), "trusted_proxies"
+ * (CIDRs), "limits", "timeouts", "access_log", "access_log_format" and
+ * "log_level". Each object's keys are a table.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -128,6 +129,17 @@ void adm_cf_access_log_format(struct adm_cf *x, const json_t *v, void *target)
     int i = adm_cf_enum(x, v, names, NFIELDS(names));
     if (i >= 0)
         c->access_log_format = (enum adm_log_format)i;
+}
+
+/* "error", "warn", "info" or "debug"; live: the gateway applies it as the
+ * snapshot is published. */
+void adm_cf_log_level(struct adm_cf *x, const json_t *v, void *target)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    struct adm_config *c = target;
+    int i = adm_cf_enum(x, v, names, NFIELDS(names));
+    if (i >= 0)
+        c->log_level = (enum adm_log_level)i; /* same order as the enum */
 }
 
 void adm_cf_settings_free(struct adm_config *c)

@@ -177,8 +177,19 @@ void gw_upconn_sweep_idle(struct gw_worker *w);
 void gw_upconn_free_all(struct gw_worker *w);
 
 /* log.c */
+/* The error log's levels, most severe first. log_level "warn" (the default)
+ * writes error, warn and notice lines: a notice is what an operator wants
+ * to see without asking (the start, a reload, a drain, an audit line of an
+ * accepted change) but is no warning, as nginx logs reloads at notice;
+ * "error" writes only errors, "info" adds info and "debug" everything. */
+enum { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_NOTICE, GW_LOG_INFO, GW_LOG_DEBUG };
+/* One line on stderr, "TIME [LEVEL] text", when <level> passes log_level;
+ * any thread. */
 void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-enum { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_INFO };
+/* Whether gw_log(<level>, ...) writes now: one relaxed atomic load. */
+int gw_log_enabled(int level);
+/* log_level <l> from now on, for every thread at once (lock-free). */
+void gw_log_set_level(enum adm_log_level l);
 void gw_access_flush(struct gw_worker *w);
 void gw_date_update(struct gw_worker *w);
 

@@ -1,5 +1,6 @@
 /*
- * log.c - the error log (stderr, one line each with time and level) and the
+ * log.c - the error log (stderr, one line each with time and level, below
+ * log_level's threshold: an atomic, so a push changes it at once) and the
  * whole access log: one JSON record per request, formatted into the
  * per-worker buffer, flushed with one write(2) when it fills or once a
  * second.
@@ -10,6 +11,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,20 +19,43 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The most verbose level written: log_level's threshold, stored by the
+ * admin thread as each snapshot is published and read by every thread. */
+static _Atomic int log_max = GW_LOG_NOTICE;
+
+void gw_log_set_level(enum adm_log_level l)
+{
+    static const int max[] = {
+        [ADM_LEVEL_ERROR] = GW_LOG_ERROR,
+        [ADM_LEVEL_WARN] = GW_LOG_NOTICE,
+        [ADM_LEVEL_INFO] = GW_LOG_INFO,
+        [ADM_LEVEL_DEBUG] = GW_LOG_DEBUG,
+    };
+    atomic_store_explicit(&log_max, max[l <= ADM_LEVEL_DEBUG ? l : ADM_LEVEL_WARN],
+                          memory_order_relaxed);
+}
+
+int gw_log_enabled(int level)
+{
+    return level <= atomic_load_explicit(&log_max, memory_order_relaxed);
+}
+
 void gw_log(int level, const char *fmt, ...)
 {
-    static const char *const names[] = {"error", "warn", "info"};
+    static const char *const names[] = {"error", "warn", "notice", "info", "debug"};
     char line[2048];
     struct timespec ts;
     struct tm tm;
     size_t n;
     va_list ap;
 
+    if (!gw_log_enabled(level))
+        return;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
     n += (size_t)snprintf(line + n, sizeof(line) - n, ".%03ldZ [%s] ", ts.tv_nsec / 1000000,
-                          names[level < 0 || level > 2 ? 0 : level]);
+                          names[level < 0 || level > GW_LOG_DEBUG ? 0 : level]);
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - n, fmt, ap);
     va_end(ap);

@@ -144,12 +144,12 @@ static void reload(void)
         gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: %s", msg);
     } else if (rc == 1) {
         record_source();
-        gw_log(GW_LOG_INFO, "config reloaded: unchanged, generation %llu stays",
+        gw_log(GW_LOG_NOTICE, "config reloaded: unchanged, generation %llu stays",
                (unsigned long long)atomic_load(&proc.swap.current)->gen);
     } else {
         struct adm_snapshot *s = atomic_load(&proc.swap.current);
         record_source();
-        gw_log(GW_LOG_INFO, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
+        gw_log(GW_LOG_NOTICE, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
                (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
     }
     adm_errors_clear(&errs);
@@ -240,7 +240,7 @@ static struct adm_config *choose_config(struct adm_config *cfg, int reset, struc
         plan->why = "the persisted config is invalid";
         return cfg;
     }
-    gw_log(GW_LOG_INFO, "state: the persisted config in %s wins over %s", cfg->admin.state_dir,
+    gw_log(GW_LOG_NOTICE, "state: the persisted config in %s wins over %s", cfg->admin.state_dir,
            plan->from);
     plan->set_aside = 0;
     plan->from_state = 1;
@@ -366,18 +366,21 @@ static void close_access_log(void)
     access_now.path = NULL;
 }
 
-/* Every publish (on the admin thread): the access log follows the config
- * (the push was checked for a target that opens), then worker <w> hears of
- * the swap. */
+/* Every publish (on the admin thread): log_level and the access log follow
+ * the config (the push was checked for a target that opens), then worker
+ * <w> hears of the swap. */
 static void publish_notify(void *arg, unsigned w)
 {
-    const struct adm_access_log *a = &atomic_load(&proc.swap.current)->cfg->access_log;
+    const struct adm_config *cfg = atomic_load(&proc.swap.current)->cfg;
+    const struct adm_access_log *a = &cfg->access_log;
 
+    if (w == 0)
+        gw_log_set_level(cfg->log_level);
     if (w == 0 && proc.access_fd >= 0 &&
         (a->target != access_now.target ||
          (a->target == ADM_LOG_FILE && strcmp(a->path, access_now.path) != 0)) &&
         access_reopen(a) == 0)
-        gw_log(GW_LOG_INFO, "access log: %s", access_name(a));
+        gw_log(GW_LOG_NOTICE, "access log: %s", access_name(a));
     gw_worker_notify(arg, w);
 }
 
@@ -460,7 +463,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     if (sig == SIGUSR1) {
         /* logrotate's postrotate: the same file name, a new file */
         if (access_reopen(&atomic_load(&proc.swap.current)->cfg->access_log) == 0)
-            gw_log(GW_LOG_INFO, "SIGUSR1: access log %s reopened", access_name(&access_now));
+            gw_log(GW_LOG_NOTICE, "SIGUSR1: access log %s reopened", access_name(&access_now));
         return;
     }
     if (atomic_exchange(&proc.draining, 1)) {
@@ -469,7 +472,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
         return;
     }
     cfg = atomic_load(&proc.swap.current)->cfg;
-    gw_log(GW_LOG_INFO, "draining: no new connections, in-flight requests get %u ms",
+    gw_log(GW_LOG_NOTICE, "draining: no new connections, in-flight requests get %u ms",
            cfg->timeouts.drain_ms);
     notify_all('D');
     {
@@ -797,11 +800,12 @@ static void stop_admin(void)
     drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = sig_usr1 = NULL;
 }
 
-/* The admin API's audit lines: one per accepted change, in the error log. */
+/* The admin API's audit lines: one per accepted change, in the error log,
+ * as notices: written at the default log_level. */
 static void audit_log(void *arg, const char *line)
 {
     (void)arg;
-    gw_log(GW_LOG_INFO, "%s", line);
+    gw_log(GW_LOG_NOTICE, "%s", line);
 }
 
 /* The admin thread's events (signals, snapshot reclamation), the warm heap,
@@ -905,7 +909,7 @@ static void run(const char *cfg_path)
 {
     struct adm_snapshot *snap = atomic_load(&proc.swap.current);
 
-    gw_log(GW_LOG_INFO, "switchyard %s: %u workers, %zu listeners (%s%s), %zu routes, config %s",
+    gw_log(GW_LOG_NOTICE, "switchyard %s: %u workers, %zu listeners (%s%s), %zu routes, config %s",
            SY_VERSION, proc.nworkers, snap->cfg->nlisteners, snap->cfg->listeners[0].addr.text,
            snap->cfg->nlisteners > 1 ? ", ..." : "", rt_table_count(snap->rt),
            cfg_path ? cfg_path : "(embedded default)");
@@ -942,6 +946,7 @@ int main(int argc, char **argv)
     proc.config_path = cfg_path;
     if (!(cfg = load_config(cfg_path, reset, &plan)))
         goto out_fail_state;
+    gw_log_set_level(cfg->log_level);
     if (admin_prepare(cfg, &token, &admin_addr) < 0)
         goto out_fail_cfg;
     if (open_access_log(cfg) < 0)
@@ -971,7 +976,7 @@ out_fail_workers:
     /* after a drain the workers have stopped on their own */
     stop_workers(proc.nworkers, rc ? 'X' : 0);
     if (rc == 0)
-        gw_log(GW_LOG_INFO, "drained, exiting");
+        gw_log(GW_LOG_NOTICE, "drained, exiting");
     event_base_free(proc.admin_base);
     proc.admin_base = NULL;
 out_fail_swap:

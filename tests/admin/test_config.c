@@ -246,6 +246,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_uint_eq(c->timeouts.drain_ms, 10000);
     ck_assert_int_eq(c->access_log.target, ADM_LOG_STDOUT);
     ck_assert_ptr_null(c->access_log.path);
+    ck_assert_int_eq(c->log_level, ADM_LEVEL_WARN);
     ck_assert_str_eq(c->admin.addr.text, "127.0.0.1:9901");
     ck_assert_ptr_null(c->admin.token_file);
     ck_assert_ptr_null(c->admin.state_dir);
@@ -264,6 +265,15 @@ START_TEST(minimal_config_defaults)
     c = expect_ok(doc("'access_log': 'stderr'"));
     ck_assert_int_eq(c->access_log.target, ADM_LOG_STDERR);
     adm_config_free(c);
+
+    static const char *const levels[] = {"error", "warn", "info", "debug"};
+    for (int i = 0; i < 4; i++) {
+        char d[64];
+        snprintf(d, sizeof(d), "'log_level': '%s'", levels[i]);
+        c = expect_ok(doc(d));
+        ck_assert_int_eq(c->log_level, i);
+        adm_config_free(c);
+    }
 }
 END_TEST
 
@@ -322,6 +332,7 @@ START_TEST(wrong_types)
     expect_error(doc("'trusted_proxies': '10.0.0.0/8'"), "/trusted_proxies",
                  "expected an array, got a string");
     expect_error(doc("'access_log': false"), "/access_log", "expected a string, got a boolean");
+    expect_error(doc("'log_level': 2"), "/log_level", "expected a string, got an integer");
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {'headers': "
                      "{'X-A': 1}}}]"),
                  "/routes/0/response/headers/X-A", "expected a string, got an integer");
@@ -392,6 +403,9 @@ START_TEST(out_of_range)
     expect_error(doc("'router': {'forward_path': 'raw'}"), "/router/forward_path",
                  "expected one of \"as_received\", \"normalized\"");
     expect_error(doc("'access_log': ''"), "/access_log", "must not be empty");
+    expect_error(doc("'log_level': 'notice'"), "/log_level",
+                 "invalid value \"notice\" (expected one of \"error\", \"warn\", \"info\", "
+                 "\"debug\")");
 }
 END_TEST
 

@@ -236,7 +236,8 @@ def upstream_cfg(*backends_or_addrs, **extra):
 
 def gateway_config(upstreams=None, routes=None, workers=2, **sections):
     """A config dict for one 127.0.0.1 listener on a free port; the admin
-    address gets a free port too, access_log defaults to "off"."""
+    address gets a free port too, access_log defaults to "off" and log_level
+    to "info" (tests wait for info lines; the default level is warn)."""
     cfg = {
         "workers": workers,
         "listeners": [{"address": "127.0.0.1:%d" % free_port()}],
@@ -244,6 +245,7 @@ def gateway_config(upstreams=None, routes=None, workers=2, **sections):
         "routes": routes or [],
         "admin": {"address": "127.0.0.1:%d" % free_port()},
         "access_log": "off",
+        "log_level": "info",
     }
     cfg.update(sections)
     return cfg

@@ -20,7 +20,7 @@ BAD_DRY_RUN = [("dryrun=1", "dryrun"), ("dry-run=1", "dry-run"), ("dry_run=yes",
                ("dry_run=TRUE", "dry_run"), ("Dry_run=1", "Dry_run"),
                ("dry_run=1&dry_run=1", "dry_run"), ("dry_run=1&x=1", "x"),
                ("dry_run=%ff", "dry_run"), ("%ff=1", "?")]
-AUDIT_RE = re.compile(r"\[info\] audit: 127\.0\.0\.1:\d+ (\S+) (\S+) generation (\d+) -> (\d+)"
+AUDIT_RE = re.compile(r"\[notice\] audit: 127\.0\.0\.1:\d+ (\S+) (\S+) generation (\d+) -> (\d+)"
                       r"(?: route (\S+))?$", re.M)
 
 
