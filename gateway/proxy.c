@@ -14,6 +14,7 @@
 #include "gateway/proxy.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -32,6 +33,28 @@ static int send_failure_status(const struct gw_conn *c, int rc)
     return rc == -2 && up_pool_all_down(c->snap->pools[c->sr->upstream]) ? 503 : 502;
 }
 static void tunnel_start(struct gw_conn *c);
+
+/* One error-log line about <c>'s upstream request, in the one form every
+ * upstream warning takes: "upstream POOL server ADDR route ID request
+ * REQID: " and the reason (<fmt>). <u> NULL: no server picked yet ("-"). */
+static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u, const char *fmt,
+                   ...) __attribute__((format(printf, 4, 5)));
+static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u, const char *fmt,
+                   ...)
+{
+    const up_pool *pool = u ? u->pool : c->snap->pools[c->sr->upstream];
+    char why[512];
+    va_list ap;
+
+    if (!gw_log_enabled(level))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    gw_log(level, "upstream %s server %s route %s request %.*s: %s", up_pool_name(pool),
+           u ? up_server_address(pool, u->server) : "-", c->sr->id, (int)c->reqid_len, c->reqid,
+           why);
+}
 
 void gw_proxy_detach(struct gw_conn *c)
 {
@@ -266,9 +289,8 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
         }
         if (h1_resp_feed_body(&u->resp, v.iov_base, v.iov_len, &used, u->raw ? NULL : body_down_cb,
                               c) < 0) {
-            gw_log(GW_LOG_WARN, "upstream %s: invalid response body (%s); closing client %s:%u",
-                   up_server_address(u->pool, u->server), h1_resp_error(&u->resp), c->peer_ip,
-                   c->peer_port);
+            up_log(GW_LOG_WARN, c, u, "invalid response body (%s); closing client %s:%u",
+                   h1_resp_error(&u->resp), c->peer_ip, c->peer_port);
             PEND_FLUSH();
             gw_proxy_fail(c, 502);
             return;
@@ -296,8 +318,8 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
             resp_done(c); /* a close-delimited body ends here */
             return;
         }
-        gw_log(GW_LOG_WARN, "upstream %s closed mid-body; closing client %s:%u",
-               up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
+        up_log(GW_LOG_WARN, c, u, "closed mid-body; closing client %s:%u", c->peer_ip,
+               c->peer_port);
         gw_proxy_fail(c, 502);
         return;
     }
@@ -320,8 +342,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         if (rc == 0)
             return;
         if (rc < 0) {
-            gw_log(GW_LOG_WARN, "upstream %s: invalid response head%s",
-                   up_server_address(u->pool, u->server),
+            up_log(GW_LOG_WARN, c, u, "invalid response head%s",
                    u->resp.too_many ? " (too many fields)" : "");
             gw_proxy_fail(c, 502);
             return;
@@ -438,8 +459,7 @@ static int retry_elsewhere(struct gw_conn *c, struct gw_upconn *u, short what)
 
     if (c->tries >= def->retries || !gw_upconn_retry_elsewhere(u, what, &c->rp.req))
         return 0;
-    gw_log(GW_LOG_WARN, "upstream %s: %s; retrying on another server",
-           up_server_address(u->pool, u->server),
+    up_log(GW_LOG_WARN, c, u, "%s; retrying on another server",
            (what & GW_IO_TIMEOUT) ? "connect timed out"
            : (what & GW_IO_EOF)   ? "closed before responding"
                                   : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
@@ -491,12 +511,10 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         return;
     if (what & GW_IO_TIMEOUT) {
         if (u->st == GW_UP_CONNECTING) {
-            gw_log(GW_LOG_WARN, "upstream %s: connect timed out",
-                   up_server_address(u->pool, u->server));
+            up_log(GW_LOG_WARN, c, u, "connect timed out");
             gw_proxy_fail(c, 504);
         } else if (u->st == GW_UP_WAITING) {
-            gw_log(GW_LOG_WARN, "upstream %s: no response within %u ms",
-                   up_server_address(u->pool, u->server), c->sr->timeout_ms);
+            up_log(GW_LOG_WARN, c, u, "no response within %u ms", c->sr->timeout_ms);
             gw_proxy_fail(c, 504);
         } else {
             gw_proxy_fail(c, 504);
@@ -504,15 +522,14 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         return;
     }
     if (u->st == GW_UP_BODY) {
-        gw_log(GW_LOG_WARN, "upstream %s failed mid-response; closing client %s:%u",
-               up_server_address(u->pool, u->server), c->peer_ip, c->peer_port);
+        up_log(GW_LOG_WARN, c, u, "failed mid-response; closing client %s:%u", c->peer_ip,
+               c->peer_port);
     } else if (gw_tls_error(&u->io, why, sizeof(why))) {
-        gw_log(GW_LOG_WARN, "upstream %s server %s: TLS handshake failed: %s",
-               up_pool_name(u->pool), up_server_address(u->pool, u->server), why);
+        up_log(GW_LOG_WARN, c, u, "TLS handshake failed: %s", why);
         gw_upconn_session_forget(u); /* never resume a failed server's old session */
     } else {
         int e = EVUTIL_SOCKET_ERROR();
-        gw_log(GW_LOG_WARN, "upstream %s: %s", up_server_address(u->pool, u->server),
+        up_log(GW_LOG_WARN, c, u, "%s",
                (what & GW_IO_EOF) ? "closed before responding" : evutil_socket_error_to_string(e));
     }
     gw_proxy_fail(c, 502);
@@ -603,7 +620,7 @@ void gw_proxy_start(struct gw_conn *c)
     gw_conn_set_state(c, GW_CONN_PROXY);
     if ((rc = proxy_send(c, SIZE_MAX)) < 0) {
         if (rc == -1)
-            gw_log(GW_LOG_ERROR, "cannot open an upstream connection: %s", strerror(errno));
+            up_log(GW_LOG_ERROR, c, NULL, "cannot open a connection: %s", strerror(errno));
         gw_proxy_fail(c, send_failure_status(c, rc));
         return;
     }

@@ -41,7 +41,9 @@ class FailureTest(GatewayCase):
             self.assertEqual(r.status, 502)
             self.assertEqual(int(r.header("Content-Length")), len(r.body))
             self.still_usable(c)
-        self.assertRegex(self.gw.log(), r"upstream 127\.0\.0\.1:\d+: ")
+        # the warning names the pool, the server, the route and the request
+        self.assertRegex(self.gw.log(),
+                         r"upstream dead server 127\.0\.0\.1:\d+ route \S+ request [0-9a-f]{24}: ")
 
     def test_502_connection_refused_with_body(self):
         with self.client() as c:
