@@ -999,6 +999,33 @@ static void histogram(struct evbuffer *b, const char *name, const char *help, co
                         (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
 }
 
+/* The lines of the pools' retries and queues (summed over pools). */
+static void limits_metrics(struct evbuffer *b, const struct adm_gw_stats *gs)
+{
+    evbuffer_add_printf(
+        b,
+        "# HELP switchyard_upstream_retries_total Tries sent again to another server.\n"
+        "# TYPE switchyard_upstream_retries_total counter\nswitchyard_upstream_retries_total %llu\n"
+        "# HELP switchyard_upstream_retry_budget_exhausted_total Retries the retry budget "
+        "refused.\n"
+        "# TYPE switchyard_upstream_retry_budget_exhausted_total counter\n"
+        "switchyard_upstream_retry_budget_exhausted_total %llu\n"
+        "# HELP switchyard_upstream_queue_length Requests waiting for an upstream connection "
+        "slot.\n"
+        "# TYPE switchyard_upstream_queue_length gauge\nswitchyard_upstream_queue_length %llu\n"
+        "# HELP switchyard_upstream_queue_overflows_total Requests answered 503: the queue was "
+        "full.\n"
+        "# TYPE switchyard_upstream_queue_overflows_total counter\n"
+        "switchyard_upstream_queue_overflows_total %llu\n"
+        "# HELP switchyard_upstream_queue_timeouts_total Requests answered 503 after "
+        "queue_timeout_ms.\n"
+        "# TYPE switchyard_upstream_queue_timeouts_total counter\n"
+        "switchyard_upstream_queue_timeouts_total %llu\n",
+        (unsigned long long)gs->retries, (unsigned long long)gs->budget_exhausted,
+        (unsigned long long)gs->queued, (unsigned long long)gs->queue_overflows,
+        (unsigned long long)gs->queue_timeouts);
+}
+
 static void handle_metrics(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
@@ -1064,6 +1091,7 @@ static void handle_metrics(struct adm_api *api, struct adm_req *req, const char 
                 b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
                 up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
                 (unsigned long long)up_requests(s->pools[i], k));
+    limits_metrics(b, &gs);
     adm_tls_metrics(b, s->cfg, &gs);
     evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
     adm_req_reply(req, 200, "OK", b);

@@ -452,7 +452,14 @@ static const char *const served_keys[] = {"servers",
                                           "idle_timeout_ms",
                                           "response_timeout_ms",
                                           "connect_timeout_ms",
-                                          "retries"};
+                                          "retries",
+                                          "retry_on_status",
+                                          "retry_budget_percent",
+                                          "request_buffering",
+                                          "max_buffered_body_bytes",
+                                          "max_connections",
+                                          "max_pending",
+                                          "queue_timeout_ms"};
 
 static int served(const char *key)
 {
@@ -466,7 +473,6 @@ size_t adm_config_unserved(const struct adm_config *c, struct adm_errors *errs)
 {
     static const char why[] = "not served yet: the gateway would ignore it";
     const json_t *ups = json_object_get(c->json, "upstreams");
-    const json_t *routes = json_object_get(c->json, "routes");
     char path[ADM_CF_MAX_NAME + 64];
     size_t n = 0;
     const char *name, *key;
@@ -484,15 +490,6 @@ size_t adm_config_unserved(const struct adm_config *c, struct adm_errors *errs)
             adm_errors_add(errs, path, "%s", why);
             n++;
         }
-    }
-    for (size_t i = 0; i < json_array_size(routes); i++) {
-        static const char *const route_keys[] = {"request_buffering", "max_buffered_body_bytes"};
-        for (size_t k = 0; k < NFIELDS(route_keys); k++)
-            if (json_object_get(json_array_get(routes, i), route_keys[k])) {
-                snprintf(path, sizeof(path), "/routes/%zu/%s", i, route_keys[k]);
-                adm_errors_add(errs, path, "%s", why);
-                n++;
-            }
     }
     return n;
 }

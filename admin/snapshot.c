@@ -190,6 +190,8 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
     if (c->action == ADM_ACTION_UPSTREAM) {
         r->upstream = upstream;
         r->timeout_ms = c->timeout_ms;
+        r->request_buffering = c->request_buffering > 0;
+        r->max_buffered_body_bytes = c->max_buffered_body_bytes;
         if (!(r->upstream_name = dups(c->upstream)))
             goto fail;
         if (c->strip_prefix) {

@@ -68,6 +68,8 @@ struct adm_sroute {
     char **upgrades; /* the route's; NULL: only "websocket" (gw_forward_upgrade) */
     size_t nupgrades;
     unsigned timeout_ms;
+    int request_buffering;            /* read the body whole before going upstream */
+    uint64_t max_buffered_body_bytes; /* the largest body so read; more answers 413 */
     /* direct responses and redirects, encoded once: head (status line and
      * fixed fields), then Date and maybe "Connection: close" are added by
      * the worker, then tail (Content-Length and the blank line), then body */

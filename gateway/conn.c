@@ -391,6 +391,8 @@ void gw_conn_free(struct gw_conn *c)
     gw_io_close(&c->io);
     pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     h1_req_parser_free(&c->rp);
+    if (c->body) /* a buffered body at shutdown; proxy.c frees it otherwise */
+        evbuffer_free(c->body);
     free(c->params);
     free(c);
     w->nconns--;

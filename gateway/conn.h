@@ -80,6 +80,13 @@ struct gw_conn {
     int body_done, resp_started, keep, is_head, http10, retried, read_paused;
     unsigned tries;        /* retries on other servers so far (upstreams.NAME.retries) */
     struct up_tried tried; /* the servers those failed on */
+    /* the pool's limits (limits.h), NULL: it has none. All zero between
+     * requests: proxy.c clears them when a proxied request ends. */
+    struct gw_plim *plim;
+    size_t slot;          /* 1 + the server whose slot this try holds; 0: none */
+    unsigned char budget; /* this try counts in the retry budget: 1 a first try, 2 a retry */
+    unsigned char next_retry, queued; /* the next try is an admitted retry; waiting for a slot */
+    struct evbuffer *body;            /* request_buffering: the whole body, NULL: it streams */
     int status;
     uint64_t bytes_in, bytes_out;
     struct timespec t0;

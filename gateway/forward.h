@@ -65,6 +65,8 @@ struct gw_forward {
     int tls;                    /* the request came over TLS: X-Forwarded-Proto: https */
     const char *client_subject; /* the verified client certificate, NULL: none */
     const char *client_sha256;  /* its SHA-256 in hex */
+    int buffered;               /* the body was read whole (request_buffering): */
+    uint64_t buffered_len;      /* it goes with this Content-Length, never chunked */
 };
 
 /* Appends the upstream request head of <f> to <o>, up to its blank line,

@@ -32,6 +32,7 @@
 
 struct gw_worker;
 struct gw_conn;
+struct gw_plim;
 
 /* Per-worker counters: written by their worker only (relaxed single-writer
  * stores), summed by readers. */
@@ -47,6 +48,12 @@ struct gw_counters {
     _Atomic uint64_t dur_sum_us;
     _Atomic uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
     _Atomic uint64_t up_sum_us;
+    /* upstream pools' limits (limits.c, proxy.c) */
+    _Atomic uint64_t retries;          /* tries sent again to another server */
+    _Atomic uint64_t budget_exhausted; /* retries the retry budget refused */
+    _Atomic uint64_t queued;           /* requests waiting for a connection slot (gauge) */
+    _Atomic uint64_t queue_overflows;  /* answered 503: the queue was full, or none */
+    _Atomic uint64_t queue_timeouts;   /* answered 503: queue_timeout_ms passed */
 };
 
 /* The bucket of <seconds> in adm_hist_bounds. */
@@ -139,6 +146,8 @@ struct gw_worker {
     size_t pmem_size;
     unsigned pmem_n;
     struct gw_up_session up_sessions[GW_UP_SESSIONS];
+    struct gw_plim *plims; /* limits on upstream pools (limits.c) */
+    struct event *plim_ev; /* a slot freed while requests wait (proxy.c dispatches) */
     struct gw_counters ctr __attribute__((aligned(64)));
     struct gw_tls_counters tls_ctr;
 };
@@ -175,6 +184,11 @@ void gw_upconn_sweep(struct gw_worker *w);
 /* Once a second: closes parked upstream connections past their idle timeout. */
 void gw_upconn_sweep_idle(struct gw_worker *w);
 void gw_upconn_free_all(struct gw_worker *w);
+
+/* proxy.c */
+/* Every GW_SWEEP_MS: answers requests past their queue timeout, prunes the
+ * limits of pools that left the config. */
+void gw_proxy_sweep(struct gw_worker *w);
 
 /* log.c */
 /* The error log's levels, most severe first. log_level "warn" (the default)

@@ -8,7 +8,15 @@
  * connection once the response started), and tunnels after 101.
  *
  * Bodies stream with backpressure (GW_HWM, GW_LWM in conn.h): nothing is
- * buffered whole.
+ * buffered whole, unless the route says request_buffering: then the body
+ * is read whole first and goes up with a Content-Length (and can be sent
+ * again).
+ *
+ * Upstream limits (limits.h): a try holds a slot on its server while the
+ * pool has max_connections; a request that finds every slot taken waits in
+ * the worker's queue (or is answered 503 with Retry-After), and goes on when
+ * a slot frees. Retries to other servers (connect failures, resets before a
+ * response, retry_on_status) count in the pool's retry budget.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/proxy.h"
@@ -21,18 +29,16 @@
 #include <time.h>
 
 #include "gateway/forward.h"
+#include "gateway/limits.h"
 #include "gateway/local.h"
 #include "gateway/upconn.h"
 
-static int proxy_send(struct gw_conn *c, size_t fresh_to);
+/* pick(): every usable server is at its max_connections */
+#define PICK_FULL ((size_t)-2)
 
-/* The answer when proxy_send() returned <rc>: 503 when no server was left
- * to pick and the pool is all down, else 502. */
-static int send_failure_status(const struct gw_conn *c, int rc)
-{
-    return rc == -2 && up_pool_all_down(c->snap->pools[c->sr->upstream]) ? 503 : 502;
-}
+static int send_to(struct gw_conn *c, size_t server, int fresh);
 static void tunnel_start(struct gw_conn *c);
+static void fail_with(struct gw_conn *c, int status, const char *extra, size_t extra_len);
 
 /* One error-log line about <c>'s upstream request, in the one form every
  * upstream warning takes: "upstream POOL server ADDR route ID request
@@ -56,15 +62,80 @@ static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u
            why);
 }
 
-void gw_proxy_detach(struct gw_conn *c)
+/* The answer when no server was left to pick: 503 when the pool is all
+ * down, else 502. */
+static int none_left_status(const struct gw_conn *c)
+{
+    return up_pool_all_down(c->snap->pools[c->sr->upstream]) ? 503 : 502;
+}
+
+/* An overflow or a timeout of the queue: 503 at once, come back soon. */
+static void fail_busy(struct gw_conn *c)
+{
+    static const char ra[] = "Retry-After: 1\r\n";
+    fail_with(c, 503, ra, sizeof(ra) - 1);
+}
+
+/* The try on <c>'s current server is over: its slot and its place in the
+ * retry budget are given back. */
+static void try_end(struct gw_conn *c)
+{
+    struct gw_plim *l = c->plim;
+
+    if (!l)
+        return;
+    if (c->slot) {
+        gw_plim_release(c->w, l, c->slot - 1);
+        c->slot = 0;
+    }
+    if (c->budget) {
+        up_budget_end(&l->budget, c->budget == 2);
+        c->budget = 0;
+    }
+}
+
+/* The try is over and its upstream connection freed (a retry follows). */
+static void detach_try(struct gw_conn *c)
 {
     struct gw_upconn *u = c->up;
 
+    try_end(c);
     if (u) {
         c->up = NULL;
         u->c = NULL;
         gw_upconn_free(u);
     }
+}
+
+/* The proxied request is over: out of the queue, its try ended, its
+ * buffered body freed; every per-request field of the limits back to 0. */
+static void req_end(struct gw_conn *c)
+{
+    struct gw_plim *l = c->plim;
+
+    if (c->body) {
+        evbuffer_free(c->body);
+        c->body = NULL;
+    }
+    if (!l)
+        return;
+    if (c->queued) {
+        up_queue_remove(l->queue, c);
+        c->queued = 0;
+        gw_count(&c->w->ctr.queued, (uint64_t)-1);
+    }
+    try_end(c);
+    if (c->next_retry) { /* admitted, but never sent */
+        up_budget_end(&l->budget, 1);
+        c->next_retry = 0;
+    }
+    c->plim = NULL;
+}
+
+void gw_proxy_detach(struct gw_conn *c)
+{
+    detach_try(c);
+    req_end(c);
 }
 
 /* Decoded response body bytes (chunked to an HTTP/1.0 client) go on to
@@ -97,15 +168,60 @@ static int body_up_cb(void *ctx, const char *data, size_t len)
     return 0;
 }
 
+/* What feed_body() did. */
+enum { FEED_FAILED = -1, FEED_WAIT, FEED_MORE, FEED_DONE };
+
+/* Passes the first run of the client's buffered bytes through the body
+ * parser, its decoded bytes to <cb>. FEED_DONE: the body is whole; FEED_MORE:
+ * bytes were taken, go on; FEED_WAIT: none are here (reading is armed, with
+ * the body timeout); FEED_FAILED: the request was answered (400 for a
+ * client that half-closed before the end), <c> may be gone. */
+static int feed_body(struct gw_conn *c, h1_req_body_cb cb)
+{
+    struct evbuffer *in = c->io.in;
+    struct evbuffer_iovec v;
+    size_t used = 0;
+    int rc;
+
+    if (!gw_peek_first(in, &v)) {
+        v.iov_base = (void *)"";
+        v.iov_len = 0;
+    }
+    rc = h1_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, cb, c);
+    evbuffer_drain(in, used);
+    c->bytes_in += used;
+    if (rc == H1_REQ_ERROR) {
+        gw_proxy_fail(c, c->rp.status);
+        return FEED_FAILED;
+    }
+    if (rc == H1_REQ_DONE) {
+        c->body_done = 1;
+        return FEED_DONE;
+    }
+    if (v.iov_len)
+        return FEED_MORE;
+    if (c->eof) { /* half-closed before the end of its body */
+        gw_proxy_fail(c, 400);
+        return FEED_FAILED;
+    }
+    /* need more bytes from the client */
+    gw_tmo_set(&c->tmo, gw_conn_cfg(c)->timeouts.client_body_ms,
+               gw_conn_cfg(c)->timeouts.client_idle_ms);
+    gw_io_read(&c->io, 1);
+    return FEED_WAIT;
+}
+
+static void buffer_body(struct gw_conn *c);
+
 /* Moves request body bytes from the client to the upstream, as far as the
  * upstream's output buffer allows. */
 void gw_proxy_body_up(struct gw_conn *c)
 {
-    struct evbuffer *in = c->io.in;
-
+    if (c->body && !c->body_done) {
+        buffer_body(c);
+        return;
+    }
     while (!c->body_done && c->up) {
-        struct evbuffer_iovec v;
-        size_t used = 0;
         int rc;
 
         if (evbuffer_get_length(c->up->io.out) > GW_HWM) {
@@ -113,34 +229,10 @@ void gw_proxy_body_up(struct gw_conn *c)
             c->read_paused = 1;
             return;
         }
-        if (!gw_peek_first(in, &v)) {
-            v.iov_base = (void *)"";
-            v.iov_len = 0;
-        }
-        rc = h1_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, body_up_cb, c);
-        evbuffer_drain(in, used);
-        c->bytes_in += used;
-        if (rc == H1_REQ_ERROR) {
-            gw_proxy_fail(c, c->rp.status);
+        if ((rc = feed_body(c, body_up_cb)) < FEED_MORE)
             return;
-        }
-        if (rc == H1_REQ_DONE) {
-            c->body_done = 1;
-            if (c->rp.req.body_kind == H1_BODY_CHUNKED)
-                evbuffer_add(c->up->io.out, "0\r\n\r\n", 5);
-            break;
-        }
-        if (v.iov_len == 0) {
-            if (c->eof) { /* half-closed before the end of its body */
-                gw_proxy_fail(c, 400);
-                return;
-            }
-            /* need more bytes from the client */
-            gw_tmo_set(&c->tmo, gw_conn_cfg(c)->timeouts.client_body_ms,
-                       gw_conn_cfg(c)->timeouts.client_idle_ms);
-            gw_io_read(&c->io, 1);
-            return;
-        }
+        if (rc == FEED_DONE && c->rp.req.body_kind == H1_BODY_CHUNKED)
+            evbuffer_add(c->up->io.out, "0\r\n\r\n", 5);
     }
     /* After the body, reading goes on: a pipelined next request waits in
      * the input buffer (bounded by the read watermark) and a client that
@@ -252,6 +344,7 @@ static void resp_done(struct gw_conn *c)
                     evbuffer_get_length(u->io.out) == 0 && !c->w->draining;
         gw_upconn_release(u, reuse, c->snap->cfg->upstreams[c->sr->upstream].idle_timeout_ms);
     }
+    req_end(c);
     if (!c->body_done) /* the upstream answered before taking the whole body */
         c->keep = 0;
     gw_conn_request_done(c);
@@ -328,6 +421,35 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
     resp_done(c);
 }
 
+static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int answered);
+
+/* Whether <c>'s request can be sent again whole: it has no body, or its
+ * body was buffered. */
+static int resendable(const struct gw_conn *c)
+{
+    const struct h1_request *rq = &c->rp.req;
+
+    return c->body || rq->body_kind == H1_BODY_NONE ||
+           (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0);
+}
+
+/* retry_on_status: the final response of <u> has a status the pool
+ * retries, no byte of it went to the client yet (not even a 103), and the
+ * request, which reached the server, may go again (idempotent, sent
+ * whole). 1 when it went on to another server; the response is dropped
+ * with its connection. */
+static int status_retry(struct gw_conn *c, struct gw_upconn *u)
+{
+    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
+    char why[32];
+
+    if (c->tries >= def->retries || !adm_statuses_has(&def->retry_on_status, u->resp.status) ||
+        c->bytes_out || !c->body_done || !resendable(c) || !gw_upconn_idempotent(&c->rp.req))
+        return 0;
+    snprintf(why, sizeof(why), "answered %d", u->resp.status);
+    return retry(c, u, why, 1);
+}
+
 /* Handles what the upstream sent; returns after the client may be gone. */
 static void up_handle(struct gw_conn *c, struct gw_upconn *u)
 {
@@ -372,6 +494,8 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             evbuffer_drain(in, hl);
             continue;
         }
+        if (status_retry(c, u))
+            return;
         gw_upconn_set_state(u, GW_UP_BODY);
         u->keep = h1_resp_keep_alive(&u->resp);
         {
@@ -402,9 +526,8 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
     pump_body_down(c, u, &pend);
 }
 
-/* Fails the proxied request: an error answer when nothing was sent yet,
- * else the client connection is closed (it cannot be told otherwise). */
-void gw_proxy_fail(struct gw_conn *c, int status)
+/* gw_proxy_fail, the answer with <extra> fields (gw_local_simple's). */
+static void fail_with(struct gw_conn *c, int status, const char *extra, size_t extra_len)
 {
     gw_proxy_detach(c);
     if (status >= 500)
@@ -418,12 +541,19 @@ void gw_proxy_fail(struct gw_conn *c, int status)
     }
     if (!c->body_done || status < 500)
         c->keep = 0;
-    gw_local_simple(c, status, NULL, 0);
+    gw_local_simple(c, status, extra, extra_len);
     if (!c->keep) {
         gw_conn_request_done(c);
         return;
     }
     gw_local_finish(c);
+}
+
+/* Fails the proxied request: an error answer when nothing was sent yet,
+ * else the client connection is closed (it cannot be told otherwise). */
+void gw_proxy_fail(struct gw_conn *c, int status)
+{
+    fail_with(c, status, NULL, 0);
 }
 
 static void up_read_cb(struct gw_io *io, void *arg)
@@ -449,26 +579,60 @@ static void up_write_cb(struct gw_io *io, void *arg)
     }
 }
 
+static size_t pick(struct gw_conn *c, up_pool *pool);
+static void wait_for_slot(struct gw_conn *c);
+
+/* The try of <c> on <u> failed (<why>; <answered>: with a response that
+ * can still be dropped): the request goes to a server not tried yet, when
+ * one is left and the pool's retry budget admits one more retry. 1 when
+ * it went on (or waits for a slot, or was answered); 0 when the caller
+ * answers as without retries. */
+static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int answered)
+{
+    struct gw_plim *l = c->plim;
+    size_t s;
+
+    up_tried_add(&c->tried, u->server);
+    s = pick(c, c->snap->pools[c->sr->upstream]);
+    if (s == UP_NONE) {
+        if (answered) /* the answer we have is the best one */
+            return 0;
+        detach_try(c);
+        gw_proxy_fail(c, none_left_status(c));
+        return 1;
+    }
+    if (l && l->budget_on) {
+        if (up_budget_retry(&l->budget) < 0) {
+            gw_count(&c->w->ctr.budget_exhausted, 1);
+            return 0;
+        }
+        c->next_retry = 1;
+    }
+    up_log(GW_LOG_WARN, c, u, "%s; retrying on another server", why);
+    gw_count(&c->w->ctr.retries, 1);
+    c->tries++;
+    detach_try(c);
+    if (s == PICK_FULL)
+        wait_for_slot(c);
+    else if (send_to(c, s, 0) < 0)
+        gw_proxy_fail(c, 502);
+    return 1;
+}
+
 /* A try that failed before any answer goes to another server while the
  * pool's retries last (gw_upconn_retry_elsewhere says which may). 1 when
  * the request went on (or was answered: no server was left). */
 static int retry_elsewhere(struct gw_conn *c, struct gw_upconn *u, short what)
 {
     const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
-    int rc;
 
-    if (c->tries >= def->retries || !gw_upconn_retry_elsewhere(u, what, &c->rp.req))
+    if (c->tries >= def->retries || !gw_upconn_retry_elsewhere(u, what, &c->rp.req, resendable(c)))
         return 0;
-    up_log(GW_LOG_WARN, c, u, "%s; retrying on another server",
-           (what & GW_IO_TIMEOUT) ? "connect timed out"
-           : (what & GW_IO_EOF)   ? "closed before responding"
-                                  : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-    up_tried_add(&c->tried, u->server);
-    c->tries++;
-    gw_proxy_detach(c);
-    if ((rc = proxy_send(c, SIZE_MAX)) < 0)
-        gw_proxy_fail(c, send_failure_status(c, rc));
-    return 1;
+    return retry(c, u,
+                 (what & GW_IO_TIMEOUT) ? "connect timed out"
+                 : (what & GW_IO_EOF)   ? "closed before responding"
+                                        : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()),
+                 0);
 }
 
 static void up_event_cb(struct gw_io *io, short what, void *arg)
@@ -502,8 +666,8 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
          * balancing */
         size_t server = u->server;
         c->retried = 1;
-        gw_proxy_detach(c);
-        if (proxy_send(c, server) < 0)
+        detach_try(c);
+        if (send_to(c, server, 1) < 0)
             gw_proxy_fail(c, 502);
         return;
     }
@@ -535,26 +699,58 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
     gw_proxy_fail(c, 502);
 }
 
-/* Sends the request head on an idle or new connection to a balanced
- * server (one not in c->tried), or on a new connection to server
- * <fresh_to> (SIZE_MAX: balance). 0; -1 when no connection could be
- * started; -2 when no server is left to pick. */
-static int proxy_send(struct gw_conn *c, size_t fresh_to)
+/* A server for <c>'s next try, not in c->tried: the balancer's pick, or
+ * when that one has no slot free on this worker, another one that has.
+ * UP_NONE when no server is usable, PICK_FULL when every usable one is at
+ * its max_connections (the request waits). */
+static size_t pick(struct gw_conn *c, up_pool *pool)
+{
+    struct up_pick pk = {.tried = c->tried.n ? &c->tried : NULL};
+    size_t s = up_select(pool, c->w->id, &pk);
+    struct gw_plim *l = c->plim;
+
+    if (s == UP_NONE || !l || !l->share || gw_plim_free(l, s))
+        return s;
+    s = gw_plim_other(l, s, pk.tried);
+    return s == UP_NONE ? PICK_FULL : s;
+}
+
+/* The try starts on <server>: it takes a slot there, and counts in the
+ * retry budget (as the retry admitted for it, or as a first try). */
+static void try_start(struct gw_conn *c, size_t server)
+{
+    struct gw_plim *l = c->plim;
+
+    if (!l)
+        return;
+    if (l->share) {
+        gw_plim_take(l, server);
+        c->slot = server + 1;
+    }
+    if (l->budget_on) {
+        if (!c->next_retry)
+            up_budget_start(&l->budget);
+        c->budget = c->next_retry ? 2 : 1;
+    }
+    c->next_retry = 0;
+}
+
+/* Sends the request head (and a buffered body) to <server>, on one of the
+ * worker's idle connections to it, or on a new one (always when <fresh>).
+ * 0; -1 when no connection could be started. */
+static int send_to(struct gw_conn *c, size_t server, int fresh)
 {
     struct adm_snapshot *s = c->snap;
     const struct h1_request *rq = &c->rp.req;
     up_pool *pool = s->pools[c->sr->upstream];
     const struct adm_config *cfg = s->cfg;
-    struct up_pick pick = {.tried = c->tried.n ? &c->tried : NULL};
-    size_t server = fresh_to != SIZE_MAX ? fresh_to : up_select(pool, c->w->id, &pick);
     struct gw_upconn *u;
     struct gw_forward f;
     struct gw_obuf ob;
     char subject[512], sha256[65];
 
-    if (server == UP_NONE)
-        return -2;
-    u = fresh_to != SIZE_MAX ? NULL : gw_upconn_take(c->w, pool, server);
+    try_start(c, server);
+    u = fresh ? NULL : gw_upconn_take(c->w, pool, server);
     if (!u) {
         u = gw_upconn_connect(c->w, s, c->sr->upstream, server);
         if (!u)
@@ -592,6 +788,8 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
     f.reqid = c->reqid;
     f.reqid_len = c->reqid_len;
     f.tls = gw_io_is_tls(&c->io);
+    f.buffered = c->body != NULL;
+    f.buffered_len = c->body ? evbuffer_get_length(c->body) : 0;
     f.client_subject = f.client_sha256 = NULL;
     if (gw_tls_client_cert(&c->io, subject, sizeof(subject), sha256)) {
         f.client_subject = subject;
@@ -608,26 +806,150 @@ static int proxy_send(struct gw_conn *c, size_t fresh_to)
         gw_ob_init(&ob, u->io.out);
     gw_forward_head(&f, &ob);
     gw_ob_flush(&ob);
+    if (c->body) /* shared, not copied: a retry sends it again */
+        evbuffer_add_buffer_reference(u->io.out, c->body);
     if (!u->reused)            /* a parked connection reads already */
         gw_io_read(&u->io, 1); /* from the moment it is connected */
     return 0;
 }
 
-void gw_proxy_start(struct gw_conn *c)
+/* The request's first try goes to a server; then its body follows (after
+ * a 100 Continue when the client waits for one and its body streams).
+ * Without a server usable it is answered, without a slot it waits. */
+static void go_upstream(struct gw_conn *c)
 {
-    int rc;
+    size_t s = pick(c, c->snap->pools[c->sr->upstream]);
 
-    gw_conn_set_state(c, GW_CONN_PROXY);
-    if ((rc = proxy_send(c, SIZE_MAX)) < 0) {
-        if (rc == -1)
-            up_log(GW_LOG_ERROR, c, NULL, "cannot open a connection: %s", strerror(errno));
-        gw_proxy_fail(c, send_failure_status(c, rc));
+    if (s == PICK_FULL) {
+        wait_for_slot(c);
         return;
     }
-    if (c->rp.req.expect_continue && c->rp.req.body_kind != H1_BODY_NONE) {
+    if (s == UP_NONE) {
+        gw_proxy_fail(c, none_left_status(c));
+        return;
+    }
+    if (send_to(c, s, 0) < 0) {
+        up_log(GW_LOG_ERROR, c, NULL, "cannot open a connection: %s", strerror(errno));
+        gw_proxy_fail(c, 502);
+        return;
+    }
+    if (!c->body && !c->tries && c->rp.req.expect_continue && c->rp.req.body_kind != H1_BODY_NONE) {
         evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
     gw_proxy_body_up(c);
+}
+
+/* Every usable server is at its max_connections: <c> waits in the worker's
+ * queue for the pool, or is answered 503 at once when that is full. */
+static void wait_for_slot(struct gw_conn *c)
+{
+    struct gw_plim *l = c->plim;
+
+    if (!l->queue || up_queue_push(l->queue, c, (uint64_t)gw_now_ms() + l->queue_timeout_ms) < 0) {
+        gw_count(&c->w->ctr.queue_overflows, 1);
+        fail_busy(c);
+        return;
+    }
+    c->queued = 1;
+    gw_count(&c->w->ctr.queued, 1);
+}
+
+/* The worker's wake event: slots freed while requests wait. Each pool's
+ * queue goes on, oldest first, while a usable server has a slot free. */
+static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
+{
+    struct gw_worker *w = arg;
+
+    (void)fd;
+    (void)what;
+    for (struct gw_plim *l = w->plims; l; l = l->next) {
+        while (l->queue && up_queue_len(l->queue) && gw_plim_any(l)) {
+            struct gw_conn *c = up_queue_pop(l->queue);
+            c->queued = 0;
+            gw_count(&w->ctr.queued, (uint64_t)-1);
+            go_upstream(c);
+        }
+    }
+}
+
+void gw_proxy_sweep(struct gw_worker *w)
+{
+    uint64_t now = (uint64_t)gw_now_ms();
+
+    for (struct gw_plim *l = w->plims; l; l = l->next) {
+        struct gw_conn *c;
+        while (l->queue && (c = up_queue_expired(l->queue, now))) {
+            c->queued = 0;
+            gw_count(&w->ctr.queued, (uint64_t)-1);
+            gw_count(&w->ctr.queue_timeouts, 1);
+            fail_busy(c);
+        }
+    }
+    gw_plim_prune(w);
+}
+
+/* request_buffering: decoded body bytes are kept whole. */
+static int buffer_cb(void *ctx, const char *data, size_t len)
+{
+    struct gw_conn *c = ctx;
+
+    return evbuffer_add(c->body, data, len);
+}
+
+/* Reads the body into c->body until it is whole (then it goes upstream),
+ * answering 413 past max_buffered_body_bytes. */
+static void buffer_body(struct gw_conn *c)
+{
+    int rc;
+
+    do {
+        if ((rc = feed_body(c, buffer_cb)) == FEED_FAILED)
+            return;
+        if (evbuffer_get_length(c->body) > c->sr->max_buffered_body_bytes) {
+            gw_proxy_fail(c, 413);
+            return;
+        }
+    } while (rc == FEED_MORE);
+    if (rc == FEED_DONE)
+        go_upstream(c);
+}
+
+/* request_buffering on the route and a body: it is read whole first (413
+ * at once when its Content-Length is over the limit). */
+static int buffer_start(struct gw_conn *c)
+{
+    const struct h1_request *rq = &c->rp.req;
+
+    if (!c->sr->request_buffering || c->body_done ||
+        (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0))
+        return 0;
+    if (rq->body_kind == H1_BODY_LENGTH && rq->content_length > c->sr->max_buffered_body_bytes) {
+        gw_proxy_fail(c, 413);
+        return 1;
+    }
+    if (!(c->body = evbuffer_new())) {
+        gw_proxy_fail(c, 503);
+        return 1;
+    }
+    if (rq->expect_continue)
+        evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    buffer_body(c);
+    return 1;
+}
+
+void gw_proxy_start(struct gw_conn *c)
+{
+    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
+
+    gw_conn_set_state(c, GW_CONN_PROXY);
+    if ((def->retries || def->max_connections) &&
+        !(c->plim = gw_plim_get(c->w, c->snap->pools[c->sr->upstream], def, dispatch_cb))) {
+        gw_proxy_fail(c, 503); /* out of memory */
+        return;
+    }
+    if (buffer_start(c))
+        return;
+    go_upstream(c);
 }
 
 static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)

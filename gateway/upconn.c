@@ -176,7 +176,7 @@ fail:
     return NULL;
 }
 
-static int idempotent(const struct h1_request *rq)
+int gw_upconn_idempotent(const struct h1_request *rq)
 {
     switch (rq->method_id) {
     case HTTP_GET:
@@ -195,20 +195,19 @@ int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_r
                         int retried)
 {
     return u->st == GW_UP_WAITING && !u->got_bytes && u->reused && !retried &&
-           (what & (GW_IO_EOF | GW_IO_ERR)) && idempotent(rq) && rq->body_kind == H1_BODY_NONE;
+           (what & (GW_IO_EOF | GW_IO_ERR)) && gw_upconn_idempotent(rq) &&
+           rq->body_kind == H1_BODY_NONE;
 }
 
-int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq)
+int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq,
+                              int resendable)
 {
-    int bodyless = rq->body_kind == H1_BODY_NONE ||
-                   (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0);
-
-    if (!bodyless)
+    if (!resendable)
         return 0;
     if (u->st == GW_UP_CONNECTING) /* nothing reached a server */
         return (what & (GW_IO_EOF | GW_IO_ERR | GW_IO_TIMEOUT)) != 0;
     return u->st == GW_UP_WAITING && !u->got_bytes && (what & (GW_IO_EOF | GW_IO_ERR)) &&
-           idempotent(rq);
+           gw_upconn_idempotent(rq);
 }
 
 void gw_upconn_prune(struct gw_worker *w)

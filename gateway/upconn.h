@@ -64,8 +64,12 @@ int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_r
 /* Whether the request of <u>'s client, which <u> failed with <what>, may go
  * to another server (upstreams.NAME.retries): no server answered it (a
  * connect failure or timeout, or a reset or close before any response
- * byte), it has no body to send again, and when its head may have reached
- * the server, it is idempotent. */
-int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq);
+ * byte), it can be sent again whole (<resendable>: it has no body, or its
+ * body was buffered), and when its head may have reached the server, it is
+ * idempotent. */
+int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq,
+                              int resendable);
+/* Whether <rq>'s method is idempotent (RFC 9110 9.2.2): safe to send twice. */
+int gw_upconn_idempotent(const struct h1_request *rq);
 
 #endif

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gateway/conn.h"
+#include "gateway/limits.h"
 
 /* The transport of a connection accepted on <l>: plain, or TLS from the
  * listener's context in the current snapshot (the accept runs between
@@ -185,6 +186,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     gw_conn_sweep(w);
     gw_upconn_sweep(w);
+    gw_proxy_sweep(w);
     w->accept_error = 0;
     /* other workers' connections may have closed, or the limit grown */
     admit_parked(w);
@@ -243,6 +245,7 @@ void gw_worker_destroy(struct gw_worker *w)
         event_free(w->tick_ev);
     if (w->sweep_ev)
         event_free(w->sweep_ev);
+    gw_plim_free_all(w);
     if (w->base)
         event_base_free(w->base);
     if (w->notify_fd[0] > 0) {

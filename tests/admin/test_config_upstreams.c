@@ -261,18 +261,22 @@ START_TEST(unserved)
     struct adm_config *c =
         expect_ok(doc("'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}],"
                       "  'balance': 'round_robin', 'keepalive': 4, 'idle_timeout_ms': 5,"
-                      "  'response_timeout_ms': 6, 'connect_timeout_ms': 7, 'retries': 1},"
+                      "  'response_timeout_ms': 6, 'connect_timeout_ms': 7, 'retries': 1,"
+                      "  'retry_budget_percent': 30, 'request_buffering': true,"
+                      "  'max_buffered_body_bytes': 9, 'max_connections': 2, 'max_pending': 3,"
+                      "  'queue_timeout_ms': 4},"
                       " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'least_conn',"
                       "  'health_check': {}, 'retry_on_status': 503}},"
                       "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'},"
                       " {'id': 'b', 'path': '/b', 'upstream': 'u', 'request_buffering': true}]"));
     adm_errors_init(&e);
-    ck_assert_uint_eq(adm_config_unserved(c, &e), 4);
+    ck_assert_uint_eq(adm_config_unserved(c, &e), 2);
     ck_has_error(&e, "/upstreams/v/balance", "not served yet");
     ck_has_error(&e, "/upstreams/v/health_check", "not served yet");
-    ck_has_error(&e, "/upstreams/v/retry_on_status", "not served yet");
-    ck_has_error(&e, "/routes/1/request_buffering", "not served yet");
     ck_assert_int_lt(find_error(&e, "/upstreams/u/balance", ""), 0);
+    /* served since the retries, buffering and limits of issue 12 */
+    ck_assert_int_lt(find_error(&e, "/upstreams/v/retry_on_status", ""), 0);
+    ck_assert_int_lt(find_error(&e, "/routes/1/request_buffering", ""), 0);
     adm_errors_clear(&e);
     adm_config_free(c);
 

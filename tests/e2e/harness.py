@@ -119,6 +119,21 @@ def wait_for(cond, timeout=TIMEOUT, interval=0.01, what="condition"):
         time.sleep(interval)
 
 
+def wait_port_file(proc, pf, what, stderr=lambda: ""):
+    """The port a starting server <proc> writes to <pf> (atomically, as
+    "PORT\\n"), waited for; fails when <proc> exits first."""
+    def ready():
+        if proc.poll() is not None:
+            raise AssertionError("%s exited with %s: %s" % (what, proc.returncode, stderr()))
+        try:
+            with open(pf) as f:
+                return int(f.read().strip() or 0)
+        except (OSError, ValueError):
+            return 0
+
+    return wait_for(ready, what="%s port file" % what)
+
+
 def rss_kib(pid):
     """VmRSS of <pid> in KiB (from /proc/PID/status)."""
     with open("/proc/%d/status" % pid) as f:
@@ -164,17 +179,7 @@ class Backend:
         err.close()
         _live.append(self.proc)
 
-        def ready():
-            if self.proc.poll() is not None:
-                raise AssertionError("backend %s exited with %s: %s" % (
-                    self.name, self.proc.returncode, self.stderr()))
-            try:
-                with open(pf) as f:
-                    return int(f.read().strip() or 0)
-            except (OSError, ValueError):
-                return 0
-
-        self.port = wait_for(ready, what="backend %s port file" % self.name)
+        self.port = wait_port_file(self.proc, pf, "backend %s" % self.name, self.stderr)
         return self
 
     def stderr(self):

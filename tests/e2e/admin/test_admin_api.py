@@ -496,8 +496,7 @@ class UpstreamsTest(ApiCase):
         api = self.start()
         before = self.snapshot()
         for body, key in (({"health_check": {"path": "/healthz"}}, "health_check"),
-                          ({"balance": "least_conn"}, "balance"),
-                          ({"retry_on_status": [503]}, "retry_on_status")):
+                          ({"balance": "least_conn"}, "balance")):
             body["servers"] = [{"address": self.b2.addr}]
             r = api.put("/upstreams/u", body)
             self.assertStatus(r, 400)
@@ -509,15 +508,11 @@ class UpstreamsTest(ApiCase):
         self.assertStatus(r, 400)
         self.assertTrue(any(e["path"].endswith("/retries") and "between 0 and 10" in e["message"]
                             for e in r.json["errors"]), r.json)
-        r = api.post("/routes", {"id": "buf", "path": "/buf", "upstream": "u",
-                                 "request_buffering": True})
-        self.assertStatus(r, 400)
-        self.assertEqual(r.json["errors"][0]["path"], "/request_buffering")
-        self.assertUnchanged(before)
         self.assertEqual(self.backend_of("/e/x"), "b1")
-        # what is served still is
+        # what is served still is (retries, buffering and limits since issue 12)
         r = api.put("/upstreams/u", {"servers": [{"address": self.b2.addr}],
-                                     "balance": "round_robin", "response_timeout_ms": 5000})
+                                     "balance": "round_robin", "response_timeout_ms": 5000,
+                                     "retry_on_status": [503], "max_connections": 10})
         self.assertWrite(r, 200)
         self.assertEqual(self.backend_of("/e/x"), "b2")
 

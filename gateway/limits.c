@@ -1,0 +1,151 @@
+/*
+ * limits.c - a worker's limits on its upstream pools (limits.h): made on
+ * a pool's first request that needs them, kept on the worker's list while
+ * the pool is in use, pruned after it left the config and nothing holds
+ * them. Each limit holds a reference on its pool, so a pool's address never
+ * names another pool's limits.
+ */
+#include "gateway/limits.h"
+
+#include <stdlib.h>
+
+/* Worker <w>'s share of <max> slots per server: max / workers, the
+ * remainder going to the first workers, never 0. */
+static unsigned share_of(const struct gw_worker *w, unsigned max)
+{
+    unsigned n = w->proc->nworkers ? w->proc->nworkers : 1;
+    unsigned s = max / n + (w->id < max % n);
+
+    return s ? s : 1;
+}
+
+static void plim_free(struct gw_plim *l)
+{
+    up_queue_free(l->queue);
+    free(l->busy);
+    up_pool_release(l->pool);
+    free(l);
+}
+
+static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def)
+{
+    struct gw_plim *l = calloc(1, sizeof(*l));
+
+    if (!l)
+        return NULL;
+    l->pool = pool;
+    up_pool_retain(pool);
+    l->nservers = up_pool_nservers(pool);
+    if (def->max_connections) {
+        l->share = share_of(w, def->max_connections);
+        l->queue_timeout_ms = def->queue_timeout_ms;
+        if (!(l->busy = calloc(l->nservers, sizeof(*l->busy))))
+            goto fail;
+        if (def->max_pending && !(l->queue = up_queue_new(def->max_pending)))
+            goto fail;
+    }
+    l->budget_on = def->retries > 0;
+    up_budget_init(&l->budget, def->retry_budget_percent, 3);
+    return l;
+fail:
+    plim_free(l);
+    return NULL;
+}
+
+struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
+                            event_callback_fn wake)
+{
+    struct gw_plim *l;
+
+    for (l = w->plims; l; l = l->next)
+        if (l->pool == pool)
+            return l;
+    if (!w->plim_ev && !(w->plim_ev = event_new(w->base, -1, 0, wake, w)))
+        return NULL;
+    if (!(l = plim_new(w, pool, def)))
+        return NULL;
+    l->next = w->plims;
+    w->plims = l;
+    return l;
+}
+
+void gw_plim_take(struct gw_plim *l, size_t s)
+{
+    l->busy[s]++;
+    l->nbusy++;
+}
+
+void gw_plim_release(struct gw_worker *w, struct gw_plim *l, size_t s)
+{
+    l->busy[s]--;
+    l->nbusy--;
+    if (l->queue && up_queue_len(l->queue))
+        event_active(w->plim_ev, EV_TIMEOUT, 0);
+}
+
+int gw_plim_free(const struct gw_plim *l, size_t s)
+{
+    return l->busy[s] < l->share;
+}
+
+/* Whether server <k> can take a try now: a slot free, up (or the pool all
+ * down: it panics, or nothing is picked anyway), not tried. */
+static int usable(const struct gw_plim *l, size_t k, const struct up_tried *tried)
+{
+    return gw_plim_free(l, k) && (!up_health_flags(l->pool, k) || up_pool_all_down(l->pool)) &&
+           !(tried && up_tried_has(tried, k));
+}
+
+size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *tried)
+{
+    for (size_t i = 1; i < l->nservers; i++)
+        if (usable(l, (s + i) % l->nservers, tried))
+            return (s + i) % l->nservers;
+    return UP_NONE;
+}
+
+int gw_plim_any(const struct gw_plim *l)
+{
+    for (size_t k = 0; k < l->nservers; k++)
+        if (usable(l, k, NULL))
+            return 1;
+    return 0;
+}
+
+/* Whether snapshot <s> still uses <pool>. */
+static int in_use(const struct adm_snapshot *s, const up_pool *pool)
+{
+    for (size_t i = 0; i < s->npools; i++)
+        if (s->pools[i] == pool)
+            return 1;
+    return 0;
+}
+
+void gw_plim_prune(struct gw_worker *w)
+{
+    const struct adm_snapshot *s =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
+    struct gw_plim **pp = &w->plims, *l;
+
+    while ((l = *pp)) {
+        if (!l->nbusy && !(l->queue && up_queue_len(l->queue)) && !l->budget.active &&
+            !in_use(s, l->pool)) {
+            *pp = l->next;
+            plim_free(l);
+        } else {
+            pp = &l->next;
+        }
+    }
+}
+
+void gw_plim_free_all(struct gw_worker *w)
+{
+    while (w->plims) {
+        struct gw_plim *l = w->plims;
+        w->plims = l->next;
+        plim_free(l);
+    }
+    if (w->plim_ev)
+        event_free(w->plim_ev);
+    w->plim_ev = NULL;
+}

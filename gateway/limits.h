@@ -1,0 +1,61 @@
+/*
+ * limits.h - a worker's limits on one upstream pool (limits.c): this
+ * worker's share of upstreams.NAME.max_connections per server, the bounded
+ * queue of requests waiting for a slot (max_pending, queue_timeout_ms), and
+ * the retry budget (retry_budget_percent). Bookkeeping only: proxy.c takes
+ * and gives back the slots, queues and dispatches the requests.
+ *
+ * max_connections is divided over the workers (each gets its share, the
+ * remainder going to the first ones, at least 1), not kept in one atomic
+ * per server: the request path writes no shared cache line, and a slot that
+ * frees wakes a request queued on the same worker, with no cross-thread
+ * wake-up. The cost: a worker at its share queues while another worker may
+ * have slots free (SO_REUSEPORT spreads the clients, so the shares fill
+ * evenly under load), and with fewer max_connections than workers the
+ * limit is one per worker.
+ */
+#ifndef SY_GATEWAY_LIMITS_H
+#define SY_GATEWAY_LIMITS_H
+
+#include "gateway/gateway.h"
+#include "upstream/upstream.h"
+
+/* One worker's limits on one pool; its worker alone touches it. */
+struct gw_plim {
+    struct gw_plim *next; /* the worker's list */
+    up_pool *pool;        /* retained */
+    size_t nservers;
+    unsigned share;  /* slots per server on this worker; 0: no limit */
+    unsigned *busy;  /* per server: slots taken (requests holding a connection) */
+    unsigned nbusy;  /* their sum */
+    up_queue *queue; /* requests waiting for a slot; NULL: none may wait */
+    unsigned queue_timeout_ms;
+    int budget_on; /* the pool retries: its requests count in the budget */
+    struct up_budget budget;
+};
+
+/* Worker <w>'s limits on <pool> (defined by <def>), made at the first call;
+ * NULL when out of memory. The first one made also makes the worker's wake
+ * event, which runs <wake> (proxy.c dispatches queued requests there). */
+struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
+                            event_callback_fn wake);
+/* Takes a slot on server <s> (the caller checked there is one). */
+void gw_plim_take(struct gw_plim *l, size_t s);
+/* Gives back the slot on server <s>; wakes the worker when requests wait. */
+void gw_plim_release(struct gw_worker *w, struct gw_plim *l, size_t s);
+/* Whether server <s> has a slot free on this worker. */
+int gw_plim_free(const struct gw_plim *l, size_t s);
+/* A server other than <s> with a slot free, up (or the pool all down and
+ * panicking: the balancer picked <s> anyway) and not in <tried>; UP_NONE
+ * when there is none: the request waits. */
+size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *tried);
+/* Whether some server (up, or the pool all down) has a slot free: a queued
+ * request can go on. */
+int gw_plim_any(const struct gw_plim *l);
+/* Frees the limits of pools no longer in the current snapshot that nothing
+ * holds (no slot taken, no request queued or counted in the budget). */
+void gw_plim_prune(struct gw_worker *w);
+/* Frees every limit of <w> (the worker is done; its connections are gone). */
+void gw_plim_free_all(struct gw_worker *w);
+
+#endif

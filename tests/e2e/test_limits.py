@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""test_limits.py - an upstream pool's retries, retry budget, connection
+limits and request buffering (issue 12), end to end: the real gateway in
+front of sy_test_backend and Python http.server processes (py_backend.py).
+
+- retry_on_status: a GET answered 503 goes on to the other server; a POST
+  is never sent twice; the retry budget caps the extra load (backend hits
+  counted) and counts what it refused.
+- max_connections / max_pending / queue_timeout_ms: a full queue answers
+  503 with Retry-After at once, a queued request is served when the slot
+  frees, a request that waits too long is answered 503.
+- request_buffering: a chunked upload reaches a Content-Length-only
+  backend whole; over max_buffered_body_bytes answers 413; a buffered POST
+  goes on after a connect failure but never after its body reached a
+  server.
+Every loop is bounded; nothing asserts a duration, only orders of events.
+"""
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+
+import harness
+from harness import (Client, GatewayCase, build_request, chunked, free_port, gateway_config,
+                     main, upstream_cfg, wait_for)
+
+PY_BACKEND = os.path.join(harness.HERE, "py_backend.py")
+
+
+class PyBackend:
+    """One py_backend.py process (Python's http.server)."""
+
+    def __init__(self, tmp, name, status=200, delay_ms=0):
+        self.tmp, self.name, self.status, self.delay_ms = tmp, name, status, delay_ms
+        self.proc, self.port = None, 0
+
+    def start(self):
+        pf = self.tmp.file("py-%s.port" % self.name)
+        self.proc = subprocess.Popen(
+            [sys.executable, PY_BACKEND, "--port-file", pf, "--status", str(self.status),
+             "--delay-ms", str(self.delay_ms)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        harness._live.append(self.proc)
+        self.port = harness.wait_port_file(self.proc, pf, "py backend %s" % self.name)
+        return self
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+    def hits(self):
+        with Client(self.port) as c:
+            return json.loads(c.request("GET", "/__hits").body)["hits"]
+
+    def stop(self):
+        harness._killpg(self.proc, 15)
+        self.proc.wait(harness.TIMEOUT)
+        if self.proc in harness._live:
+            harness._live.remove(self.proc)
+
+
+def metrics(gw):
+    """The switchyard_upstream_* lines without labels of /metrics (the admin
+    API may still be starting: waited for)."""
+    def fetch():
+        try:
+            with urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
+                                        timeout=harness.TIMEOUT) as r:
+                return r.read().decode()
+        except urllib.error.URLError:
+            return None
+
+    text = wait_for(fetch, what="/metrics")
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("switchyard_upstream_") and " " in line and "{" not in line:
+            k, v = line.split(" ", 1)
+            out[k] = float(v)
+    return out
+
+
+class LimitsCase(GatewayCase):
+    def py_backend(self, name, **kw):
+        b = PyBackend(self.tmp, name, **kw)
+        self.addCleanup(b.stop)
+        return b.start()
+
+
+class RetryOnStatusTest(LimitsCase):
+    def test_503_goes_to_the_other_server(self):
+        bad = self.py_backend("bad", status=503)
+        good = self.own_backend("good")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(bad.addr, good, retries=1, retry_on_status=[503])},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        with Client(gw.port) as c:
+            for i in range(6):
+                r = c.request("GET", "/g/%d" % i)
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["backend"], "good")
+        # each one the bad server answered went on once
+        hits = bad.hits()
+        self.assertGreaterEqual(hits, 3)
+        self.assertEqual(metrics(gw)["switchyard_upstream_retries_total"], hits)
+        self.assertIn("answered 503; retrying on another server", gw.log())
+        # a POST reached the bad server: its 503 is the answer, never a second send
+        with Client(gw.port) as c:
+            statuses = [c.request("POST", "/p/%d" % i, body=b"x" * 10).status for i in range(4)]
+        self.assertEqual(sorted(set(statuses)), [200, 503], statuses)
+        self.assertEqual(bad.hits(), hits + statuses.count(503))
+        self.assertEqual(metrics(gw)["switchyard_upstream_retries_total"], hits)
+
+    def test_budget_caps_the_extra_load(self):
+        # two slow servers that always answer 503: without a budget each of
+        # N requests in flight at once would be sent twice
+        a = self.py_backend("a", status=503, delay_ms=800)
+        b = self.py_backend("b", status=503, delay_ms=800)
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(a.addr, b.addr, retries=1, retry_on_status=[503],
+                                         retry_budget_percent=10)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        n = 30
+        statuses = []
+        lock = threading.Lock()
+        go = threading.Barrier(n)
+
+        def one(i):
+            with Client(gw.port) as c:
+                go.wait(harness.TIMEOUT)
+                r = c.request("GET", "/b/%d" % i)
+                with lock:
+                    statuses.append(r.status)
+
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(harness.TIMEOUT * 2)
+        self.assertEqual(statuses, [503] * n)
+        hits = a.hits() + b.hits()
+        m = metrics(gw)
+        # retries in flight at most max(3, 10 % of those in flight): far
+        # below one per request
+        self.assertLess(hits, n + n // 2, (hits, m))
+        self.assertEqual(hits, n + m["switchyard_upstream_retries_total"], m)
+        self.assertGreater(m["switchyard_upstream_retry_budget_exhausted_total"], 0, m)
+
+
+class QueueTest(LimitsCase):
+    def setUp(self):
+        self.b = self.own_backend("b")
+
+    def gateway(self, **limits):
+        return self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(self.b, max_connections=1, **limits)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+
+    @staticmethod
+    def pending(c):
+        """Whether nothing has arrived on client <c> yet."""
+        return not select.select([c.sock], [], [], 0)[0]
+
+    def test_overflow_is_503_at_once_and_the_queued_one_is_served(self):
+        gw = self.gateway(max_pending=1, queue_timeout_ms=60000)
+        slow, queued, over = Client(gw.port), Client(gw.port), Client(gw.port)
+        try:
+            slow.send(build_request("GET", "/slow?delay_ms=3000"))
+            wait_for(lambda: self.b.stats()["requests"] == 1, what="the slow request upstream")
+            queued.send(build_request("GET", "/queued"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
+                     what="the second request queued")
+            r = over.request("GET", "/over")
+            self.assertEqual(r.status, 503)
+            self.assertEqual(r.header("Retry-After"), "1")
+            # answered while the slot is still taken and the queued one waits
+            self.assertTrue(self.pending(slow))
+            self.assertTrue(self.pending(queued))
+            self.assertEqual(self.b.stats()["requests"], 1)
+            self.assertEqual(slow.read_response().status, 200)
+            r = queued.read_response()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.json()["path"], "/queued")
+        finally:
+            for c in (slow, queued, over):
+                c.close()
+        m = metrics(gw)
+        self.assertEqual(m["switchyard_upstream_queue_overflows_total"], 1, m)
+        self.assertEqual(m["switchyard_upstream_queue_length"], 0, m)
+
+    def test_queue_timeout_is_503(self):
+        gw = self.gateway(max_pending=4, queue_timeout_ms=200)
+        with Client(gw.port) as slow, Client(gw.port) as waiting:
+            slow.send(build_request("GET", "/slow?delay_ms=4000"))
+            wait_for(lambda: self.b.stats()["requests"] == 1, what="the slow request upstream")
+            r = waiting.request("GET", "/waits")
+            self.assertEqual(r.status, 503)
+            self.assertEqual(r.header("Retry-After"), "1")
+            self.assertTrue(self.pending(slow))  # timed out before the slot freed
+            self.assertEqual(slow.read_response().status, 200)
+        m = metrics(gw)
+        self.assertEqual(m["switchyard_upstream_queue_timeouts_total"], 1, m)
+        self.assertEqual(self.b.stats()["requests"], 1)
+
+    def test_no_queue_is_503_at_once(self):
+        gw = self.gateway(max_pending=0)
+        with Client(gw.port) as slow, Client(gw.port) as other:
+            slow.send(build_request("GET", "/slow?delay_ms=3000"))
+            wait_for(lambda: self.b.stats()["requests"] == 1, what="the slow request upstream")
+            r = other.request("GET", "/other")
+            self.assertEqual(r.status, 503)
+            self.assertTrue(self.pending(slow))
+            self.assertEqual(slow.read_response().status, 200)
+            # the slot is free again: served
+            self.assertEqual(other.request("GET", "/other").status, 200)
+
+
+class BufferingTest(LimitsCase):
+    def test_chunked_upload_reaches_a_content_length_only_backend(self):
+        py = self.py_backend("py")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(py.addr)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u", "request_buffering": True}],
+            workers=1))
+        data = bytes(range(256)) * (3 * 4096)  # 3 MiB
+        parts = [data[i:i + 100000] for i in range(0, len(data), 100000)]
+        with Client(gw.port) as c:
+            r = c.request("POST", "/upload", headers=[("Transfer-Encoding", "chunked")],
+                          body=chunked(parts))
+            self.assertEqual(r.status, 200, r)
+            j = r.json()
+            self.assertEqual(j["body_bytes"], len(data))
+            self.assertEqual(j["content_length"], str(len(data)))
+            self.assertIsNone(j["transfer_encoding"])
+            import hashlib
+            self.assertEqual(j["body_sha256"], hashlib.sha256(data).hexdigest())
+            # Expect: 100-continue is answered by the gateway, which reads the body
+            c2 = Client(gw.port)
+            try:
+                c2.send(build_request("PUT", "/e", headers=[("Expect", "100-continue"),
+                                                            ("Content-Length", "5")]))
+                c2.send(b"hello")
+                r = c2.read_response()
+                self.assertEqual(r.status, 200)
+                self.assertEqual([i.status for i in r.interim], [100])
+                self.assertEqual(r.json()["body_bytes"], 5)
+            finally:
+                c2.close()
+
+    def test_over_the_limit_is_413(self):
+        b = self.own_backend("b")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(b, request_buffering=True,
+                                         max_buffered_body_bytes=1000)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"},
+                    {"id": "big", "path": "/big/*{p}", "upstream": "u",
+                     "max_buffered_body_bytes": 5000}],
+            workers=1))
+        b.reset()
+        with Client(gw.port) as c:
+            r = c.request("POST", "/x", body=b"y" * 1001)
+            self.assertEqual(r.status, 413)
+        with Client(gw.port) as c:
+            r = c.request("POST", "/x", headers=[("Transfer-Encoding", "chunked")],
+                          body=chunked([b"z" * 600, b"z" * 600]))
+            self.assertEqual(r.status, 413)
+        self.assertEqual(b.stats()["bytes_in"], 0)  # nothing went upstream
+        with Client(gw.port) as c:
+            r = c.request("POST", "/x", body=b"y" * 1000)  # at the limit: fine
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.json()["body_framing"], "length")
+            r = c.request("POST", "/big/x", headers=[("Transfer-Encoding", "chunked")],
+                          body=chunked([b"z" * 2000, b"z" * 2000]))
+            self.assertEqual(r.status, 200)  # the route's own limit
+            self.assertEqual(r.json()["body_bytes"], 4000)
+            self.assertEqual(r.json()["body_framing"], "length")
+
+    def test_post_never_retried_once_its_body_was_sent(self):
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        dead = "127.0.0.1:%d" % free_port()
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(b1, b2, retries=2, request_buffering=True),
+                       "d": upstream_cfg(dead, b1, retries=1, request_buffering=True)},
+            routes=[{"id": "d", "path": "/d/*{p}", "upstream": "d"},
+                    {"id": "r", "path": "/*{p}", "upstream": "u"}],
+            workers=1))
+        b1.reset()
+        b2.reset()
+        # the server reads the whole body, then resets: the POST is not sent again
+        for i in range(4):
+            with Client(gw.port) as c:
+                r = c.request("POST", "/p%d?mode=reset" % i, body=b"x" * 5000)
+                self.assertEqual(r.status, 502)
+        self.assertEqual(b1.stats()["requests"] + b2.stats()["requests"], 4)
+        # an idempotent PUT with the same buffered body is
+        with Client(gw.port) as c:
+            r = c.request("PUT", "/put?mode=reset", body=b"x" * 5000)
+            self.assertEqual(r.status, 502)
+        self.assertEqual(b1.stats()["requests"] + b2.stats()["requests"], 6)
+        # a connect failure sent nothing: the buffered POST goes on
+        with Client(gw.port) as c:
+            for i in range(4):
+                r = c.request("POST", "/d/%d" % i, body=b"q" * 3000)
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["body_bytes"], 3000)
+
+
+if __name__ == "__main__":
+    main()
