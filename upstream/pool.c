@@ -20,6 +20,7 @@ static void pool_free(up_pool *p)
     free(p->slab);
     free(p->ws);
     up_servers_free(p->servers, p->n);
+    free(p->tags);
     free(p->weight);
     free(p->name);
     free(p->key);

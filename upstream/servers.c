@@ -58,3 +58,16 @@ const struct sockaddr *up_server_sockaddr(const up_pool *p, size_t i, socklen_t 
     *len = p->servers[i].salen;
     return (const struct sockaddr *)&p->servers[i].ss;
 }
+
+int up_pool_set_tags(up_pool *p, const size_t *tags)
+{
+    if (!p->tags && !(p->tags = calloc(p->n, sizeof(*p->tags))))
+        return -1;
+    memcpy(p->tags, tags, p->n * sizeof(*p->tags));
+    return 0;
+}
+
+size_t up_server_tag(const up_pool *p, size_t i)
+{
+    return p->tags ? p->tags[i] : 0;
+}

@@ -78,6 +78,7 @@ struct up_pool {
     unsigned nworkers, keepalive;
     long long total_weight;
     struct up_server *servers; /* n of them */
+    size_t *tags;              /* n of them, or NULL: all 0 */
     uint32_t *weight;          /* n of them, >= 1: packed, as balancers scan them */
     struct up_worker *ws;      /* nworkers of them */
     void *slab;                /* the per-worker blocks, ws[w] points into them */

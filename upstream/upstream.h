@@ -86,6 +86,12 @@ const char *up_pool_key(const up_pool *p);
 size_t up_pool_nservers(const up_pool *p);
 const char *up_server_address(const up_pool *p, size_t i);
 const struct sockaddr *up_server_sockaddr(const up_pool *p, size_t i, socklen_t *len);
+/* Tags: the caller's own index for each server (its config entry; several
+ * servers may share one: a host name with several addresses). 0 unless set.
+ * up_pool_set_tags copies <n> of them and may be called only before the
+ * pool is shared with another thread; -1 on out of memory. */
+int up_pool_set_tags(up_pool *p, const size_t *tags);
+size_t up_server_tag(const up_pool *p, size_t i);
 
 /* The servers a request already tried (a retry goes elsewhere when it can).
  * A value the caller keeps with the request; zero-initialize it. */
