@@ -48,6 +48,7 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "access_log", .kind = FK_FN, .fn = adm_cf_access_log},
     {.key = "access_log_format", .kind = FK_FN, .fn = adm_cf_access_log_format},
     {.key = "log_level", .kind = FK_FN, .fn = adm_cf_log_level},
+    {.key = "resolver", .kind = FK_FN, .fn = adm_cf_resolver},
     {.key = "admin", .kind = FK_FN, .fn = adm_cf_admin},
     {.key = "user", .kind = FK_FN, .fn = adm_cf_user},
     {.key = "group", .kind = FK_FN, .fn = adm_cf_group},
@@ -146,6 +147,8 @@ static void config_defaults(struct adm_config *c)
                                         .drain_ms = 10000};
     c->access_log.target = ADM_LOG_STDOUT;
     c->log_level = ADM_LEVEL_WARN;
+    c->resolver.timeout_ms = 5000;
+    c->resolver.attempts = 2;
     c->admin.heap_reserve_mb = 48;
 }
 

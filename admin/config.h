@@ -241,6 +241,15 @@ struct adm_access_log {
     char *path; /* ADM_LOG_FILE only */
 };
 
+/* "resolver": how server host names are resolved (nginx's resolver). */
+struct adm_resolver_cfg {
+    char **nameservers; /* "IP:PORT" each (":53" added when absent); none: resolv.conf's */
+    size_t nnameservers;
+    char *hosts_file;    /* NULL: /etc/hosts */
+    unsigned timeout_ms; /* one attempt at one nameserver (5000) */
+    unsigned attempts;   /* tries of a query before it fails (2) */
+};
+
 struct adm_admin {
     struct adm_addr addr;     /* numeric; default 127.0.0.1:9901 */
     char *token_file;         /* NULL if none (the gateway decides whether one is needed) */
@@ -264,6 +273,7 @@ struct adm_config {
     struct adm_access_log access_log;
     enum adm_log_format access_log_format;
     enum adm_log_level log_level;
+    struct adm_resolver_cfg resolver;
     struct adm_admin admin;
     char *user, *group; /* drop to them after binding (NULL: stay as started) */
     json_t *json;       /* the document as given (one owned reference); do not modify */

@@ -143,6 +143,7 @@ void adm_cf_timeouts(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_access_log(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_access_log_format(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_log_level(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_resolver(struct adm_cf *x, const json_t *v, void *target);
 
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);

@@ -127,6 +127,9 @@ size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
         else if (geteuid() != 0 && pw->pw_uid != geteuid())
             adm_errors_add(errs, "/user", "switching to user %s needs a start as root", c->user);
     }
+    if (c->resolver.hosts_file && access(c->resolver.hosts_file, R_OK) < 0)
+        adm_errors_add(errs, "/resolver/hosts_file", "cannot read %s: %s", c->resolver.hosts_file,
+                       strerror(errno));
     if (c->group && !getgrnam(c->group))
         adm_errors_add(errs, "/group", "no group %s on this host", c->group);
     adm_config_unserved(c, errs);

@@ -1,8 +1,8 @@
 /*
  * config_settings.c - the smaller top-level keys: "router" (trailing slash,
  * automatic OPTIONS, merged slashes, the path forwarded), "trusted_proxies"
- * (CIDRs), "limits", "timeouts", "access_log", "access_log_format" and
- * "log_level". Each object's keys are a table.
+ * (CIDRs), "limits", "timeouts", "access_log", "access_log_format",
+ * "log_level" and "resolver". Each object's keys are a table.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -142,8 +142,63 @@ void adm_cf_log_level(struct adm_cf *x, const json_t *v, void *target)
         c->log_level = (enum adm_log_level)i; /* same order as the enum */
 }
 
+/* resolver.nameservers: numeric addresses, the port 53 unless given. */
+static void resolver_nameservers(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_resolver_cfg *r = target;
+    size_t n;
+
+    if (!adm_cf_want_array(x, v))
+        return;
+    n = json_array_size(v);
+    if (!n || !(r->nameservers = adm_cf_calloc(x, n, sizeof(*r->nameservers)))) {
+        if (!n)
+            adm_cf_err(x, "must list at least one nameserver (leave it out for resolv.conf's)");
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t mark = adm_cf_push_index(x, i);
+        const char *s = adm_cf_str(x, json_array_get(v, i), 1);
+        struct adm_addr a = {0};
+        char why[128], with_port[80];
+        struct adm_cf_qbuf q;
+        if (s) {
+            size_t len = strlen(s);
+            /* no port: "10.0.0.2" or "[::1]" */
+            int bare = len < 64 && (!strchr(s, ':') || (s[0] == '[' && s[len - 1] == ']'));
+            snprintf(with_port, sizeof(with_port), "%s:53", s);
+            if (adm_addr_parse(&a, bare ? with_port : s, 0, why, sizeof(why)) < 0)
+                adm_cf_err(x, "invalid nameserver %s: %s", adm_cf_quote(&q, s), why);
+            else if ((r->nameservers[r->nnameservers] = adm_cf_strdup(x, a.text)))
+                r->nnameservers++;
+            adm_addr_free(&a);
+        }
+        adm_cf_pop(x, mark);
+    }
+}
+
+static const struct adm_cf_field resolver_fields[] = {
+    {.key = "nameservers", .kind = FK_FN, .fn = resolver_nameservers},
+    {.key = "hosts_file", .kind = FK_PATH, .off = offsetof(struct adm_resolver_cfg, hosts_file)},
+    {.key = "timeout_ms",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_resolver_cfg, timeout_ms),
+     .min = 1,
+     .max = 60000},
+    {.key = "attempts",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_resolver_cfg, attempts),
+     .min = 1,
+     .max = 10},
+};
+SECTION(resolver, resolver_fields)
+
 void adm_cf_settings_free(struct adm_config *c)
 {
     free(c->trusted_proxies);
     free(c->access_log.path);
+    for (size_t i = 0; i < c->resolver.nnameservers; i++)
+        free(c->resolver.nameservers[i]);
+    free(c->resolver.nameservers);
+    free(c->resolver.hosts_file);
 }

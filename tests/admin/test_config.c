@@ -277,6 +277,40 @@ START_TEST(minimal_config_defaults)
 }
 END_TEST
 
+/* "resolver": nameservers (port 53 unless given), hosts file, timeouts. */
+START_TEST(resolver_section)
+{
+    struct adm_config *c = expect_ok(doc(NULL));
+    ck_assert_uint_eq(c->resolver.nnameservers, 0);
+    ck_assert_ptr_null(c->resolver.hosts_file);
+    ck_assert_uint_eq(c->resolver.timeout_ms, 5000);
+    ck_assert_uint_eq(c->resolver.attempts, 2);
+    adm_config_free(c);
+
+    c = expect_ok(doc("'resolver': {'nameservers': ['127.0.0.1:5353', '10.0.0.2', '[::1]'],"
+                      " 'hosts_file': '/etc/hosts', 'timeout_ms': 250, 'attempts': 3}"));
+    ck_assert_uint_eq(c->resolver.nnameservers, 3);
+    ck_assert_str_eq(c->resolver.nameservers[0], "127.0.0.1:5353");
+    ck_assert_str_eq(c->resolver.nameservers[1], "10.0.0.2:53");
+    ck_assert_str_eq(c->resolver.nameservers[2], "[::1]:53");
+    ck_assert_str_eq(c->resolver.hosts_file, "/etc/hosts");
+    ck_assert_uint_eq(c->resolver.timeout_ms, 250);
+    ck_assert_uint_eq(c->resolver.attempts, 3);
+    adm_config_free(c);
+
+    expect_error(doc("'resolver': {'nameservers': ['dns.example:53']}"), "/resolver/nameservers/0",
+                 "numeric IP address");
+    expect_error(doc("'resolver': {'nameservers': ['127.0.0.1', '1.2.3.4:99999']}"),
+                 "/resolver/nameservers/1", "invalid nameserver");
+    expect_error(doc("'resolver': {'nameservers': []}"), "/resolver/nameservers", "at least one");
+    expect_error(doc("'resolver': {'nameservers': '127.0.0.1'}"), "/resolver/nameservers", "array");
+    expect_error(doc("'resolver': {'timeout_ms': 0}"), "/resolver/timeout_ms", "");
+    expect_error(doc("'resolver': {'attempts': 11}"), "/resolver/attempts", "");
+    expect_error(doc("'resolver': {'hosts_file': ''}"), "/resolver/hosts_file", "");
+    expect_error(doc("'resolver': {'nameserver': ['127.0.0.1']}"), "/resolver/nameserver", "");
+}
+END_TEST
+
 /* ---- error classes ---- */
 
 START_TEST(unknown_keys)
@@ -744,6 +778,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, default_config_file_matches);
     tcase_add_test(tc, full_config_values);
     tcase_add_test(tc, minimal_config_defaults);
+    tcase_add_test(tc, resolver_section);
     tcase_add_test(tc, unknown_keys);
     tcase_add_test(tc, wrong_types);
     tcase_add_test(tc, missing_required);
