@@ -161,15 +161,16 @@ class TempDir:
 class Backend:
     """One sy_test_backend process (see backend/README.md)."""
 
-    def __init__(self, tmp, name, port=0, threads=1):
+    def __init__(self, tmp, name, port=0, threads=1, host="127.0.0.1"):
         self.tmp, self.name, self.port, self.threads = tmp, name, port, threads
+        self.host = host  # any 127.0.0.0/8 address
         self.proc = None
 
     def start(self):
         pf = self.tmp.file("backend-%s.port" % self.name)
         if os.path.exists(pf):
             os.unlink(pf)
-        args = [SY_BACKEND, "--listen", "127.0.0.1:%d" % self.port, "--name", self.name,
+        args = [SY_BACKEND, "--listen", "%s:%d" % (self.host, self.port), "--name", self.name,
                 "--port-file", pf]
         if self.threads > 1:
             args += ["--threads", str(self.threads)]
@@ -191,7 +192,7 @@ class Backend:
 
     @property
     def addr(self):
-        return "127.0.0.1:%d" % self.port
+        return "%s:%d" % (self.host, self.port)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -215,7 +216,7 @@ class Backend:
         return self.start()
 
     def _control(self, path):
-        c = Client(self.port)
+        c = Client(self.port, host=self.host)
         try:
             r = c.request("GET", path, headers=[("Connection", "close")])
         finally:

@@ -1,13 +1,13 @@
 /*
- * backend.c - main() of sy_test_backend: command line, the 127.0.0.1
+ * backend.c - main() of sy_test_backend: command line, the loopback
  * listening sockets, worker threads and clean shutdown on SIGTERM/SIGINT.
  *
- *   sy_test_backend --listen 127.0.0.1:PORT [--name NAME] [--port-file FILE]
+ *   sy_test_backend --listen 127.X.Y.Z:PORT [--name NAME] [--port-file FILE]
  *                   [--threads N]
  *
  * PORT 0 picks a free port. Once every socket listens, the port is written to
  * FILE (through a temporary file and rename(), so a reader never sees a
- * partial file) and "listening 127.0.0.1:<port>" is printed on stdout.
+ * partial file) and "listening ADDRESS:<port>" is printed on stdout.
  * With N > 1 threads, each has its own SO_REUSEPORT socket on that port.
  */
 #include "backend_int.h"
@@ -41,7 +41,7 @@ struct tb_opts {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: sy_test_backend --listen 127.0.0.1:PORT [--name NAME] "
+    fprintf(f, "usage: sy_test_backend --listen 127.X.Y.Z:PORT [--name NAME] "
                "[--port-file FILE] [--threads N]\n");
 }
 
@@ -86,17 +86,23 @@ static int parse_args(int argc, char **argv, struct tb_opts *o)
     return 0;
 }
 
-/* "127.0.0.1:PORT" -> port. Any other address is refused: tests must never
- * expose a listener beyond loopback. */
-static int parse_listen(const char *s, unsigned *port)
+/* "127.X.Y.Z:PORT" -> address and port. Any address outside 127.0.0.0/8 is
+ * refused: tests must never expose a listener beyond loopback (several
+ * loopback addresses let a test put backends behind one host name). */
+static int parse_listen(const char *s, struct in_addr *addr, unsigned *port)
 {
-    static const char prefix[] = "127.0.0.1:";
+    const char *colon = strrchr(s, ':');
+    char host[16];
     char *end;
     unsigned long p;
 
-    if (strncmp(s, prefix, sizeof(prefix) - 1) != 0)
+    if (!colon || colon - s >= (long)sizeof(host))
         return -1;
-    s += sizeof(prefix) - 1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    if (inet_pton(AF_INET, host, addr) != 1 || (ntohl(addr->s_addr) >> 24) != 127)
+        return -1;
+    s = colon + 1;
     if (*s < '0' || *s > '9')
         return -1;
     p = strtoul(s, &end, 10);
@@ -106,8 +112,8 @@ static int parse_listen(const char *s, unsigned *port)
     return 0;
 }
 
-/* A non-blocking socket listening on 127.0.0.1:<port>, or -1 (errno set). */
-static int listen_on(unsigned port, bool reuseport)
+/* A non-blocking socket listening on <addr>:<port>, or -1 (errno set). */
+static int listen_on(struct in_addr addr, unsigned port, bool reuseport)
 {
     struct sockaddr_in sa;
     int one = 1;
@@ -118,7 +124,7 @@ static int listen_on(unsigned port, bool reuseport)
     memset(&sa, 0, sizeof(sa));
     sa.sin_family = AF_INET;
     sa.sin_port = htons((uint16_t)port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_addr = addr;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
         (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) ||
         bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 1024) < 0) {
@@ -276,12 +282,13 @@ int main(int argc, char **argv)
     struct event *sigterm = NULL, *sigint = NULL;
     struct rlimit rl;
     unsigned port;
+    struct in_addr addr;
     int nthreads = 0, rc = 1;
 
     if (parse_args(argc, argv, &o) < 0)
         return 2;
-    if (parse_listen(o.listen, &port) < 0) {
-        fprintf(stderr, "sy_test_backend: --listen wants 127.0.0.1:PORT, got %s\n", o.listen);
+    if (parse_listen(o.listen, &addr, &port) < 0) {
+        fprintf(stderr, "sy_test_backend: --listen wants 127.X.Y.Z:PORT, got %s\n", o.listen);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -304,10 +311,10 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.threads; i++)
         workers[i].fd = -1;
     for (int i = 0; i < o.threads; i++) {
-        int fd = listen_on(port, o.threads > 1);
+        int fd = listen_on(addr, port, o.threads > 1);
 
         if (fd < 0) {
-            fprintf(stderr, "sy_test_backend: listen 127.0.0.1:%u: %s\n", port, strerror(errno));
+            fprintf(stderr, "sy_test_backend: listen %s: %s\n", o.listen, strerror(errno));
             goto out;
         }
         workers[i].fd = fd;
@@ -321,7 +328,7 @@ int main(int argc, char **argv)
     if (o.name)
         snprintf(srv.name, sizeof(srv.name), "%s", o.name);
     else
-        snprintf(srv.name, sizeof(srv.name), "127.0.0.1:%u", port);
+        snprintf(srv.name, sizeof(srv.name), "%s:%u", inet_ntoa(addr), port);
 
     stop.workers = workers;
     stop.n = o.threads;
@@ -335,7 +342,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sy_test_backend: cannot write %s: %s\n", o.port_file, strerror(errno));
         goto out;
     }
-    printf("listening 127.0.0.1:%u\n", port);
+    printf("listening %s:%u\n", inet_ntoa(addr), port);
     fflush(stdout);
 
     for (nthreads = 1; nthreads < o.threads; nthreads++) {
