@@ -360,7 +360,7 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
         adm_config_free(cfg);
         return 1;
     }
-    s = adm_snapshot_build(cfg, current(api), api->sw->nworkers, errs);
+    s = adm_snapshot_build_res(cfg, current(api), api->sw->nworkers, api->hooks.resolver, errs);
     if (!s) {
         snprintf(msg, cap, "invalid config");
         return -1;
@@ -383,6 +383,8 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     json_decref(copy);
     json_decref(old);
     adm_swap_publish(api->sw, s);
+    if (api->hooks.resolver) /* the build looked up every name the config uses */
+        adm_resolver_sweep(api->hooks.resolver);
     return 0;
 }
 
@@ -919,6 +921,18 @@ static void upstream_delete(struct adm_api *api, struct adm_req *req, const char
     json_decref(doc);
 }
 
+/* Why a server is down (null: it is not). */
+static json_t *health_reason(unsigned flags)
+{
+    if (flags & UP_H_RESOLVING)
+        return json_string("resolving");
+    if (flags & UP_H_EJECTED)
+        return json_string("ejected");
+    if (flags & UP_H_CHECK)
+        return json_string("active_check");
+    return json_null();
+}
+
 static void upstream_health(struct adm_api *api, struct adm_req *req, const char *name)
 {
     struct adm_snapshot *s = current(api);
@@ -930,10 +944,12 @@ static void upstream_health(struct adm_api *api, struct adm_req *req, const char
             continue;
         servers = json_array();
         for (size_t k = 0; k < up_pool_nservers(p); k++)
-            json_array_append_new(servers,
-                                  json_pack("{s:s,s:I,s:I}", "address", up_server_address(p, k),
-                                            "requests", (json_int_t)up_requests(p, k), "connects",
-                                            (json_int_t)up_connects(p, k)));
+            json_array_append_new(servers, json_pack("{s:s,s:b,s:o,s:I,s:I}", "address",
+                                                     up_server_address(p, k), "healthy",
+                                                     up_health_flags(p, k) == 0, "reason",
+                                                     health_reason(up_health_flags(p, k)),
+                                                     "requests", (json_int_t)up_requests(p, k),
+                                                     "connects", (json_int_t)up_connects(p, k)));
         reply(api, req, 200, json_pack("{s:s,s:o}", "upstream", name, "servers", servers));
         return;
     }

@@ -46,6 +46,9 @@ struct adm_api_hooks {
     /* <line>: one accepted change, to log (NULL: not logged) */
     void (*audit)(void *arg, const char *line);
     void *arg;
+    /* server host names for the snapshots the API builds (NULL: none are
+     * resolved); borrowed, outlives the API */
+    struct adm_resolver *resolver;
 };
 
 struct adm_api;

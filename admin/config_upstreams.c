@@ -459,7 +459,8 @@ static const char *const served_keys[] = {"servers",
                                           "max_buffered_body_bytes",
                                           "max_connections",
                                           "max_pending",
-                                          "queue_timeout_ms"};
+                                          "queue_timeout_ms",
+                                          "resolve_interval_ms"};
 
 static int served(const char *key)
 {

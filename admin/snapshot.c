@@ -1,12 +1,16 @@
 /*
- * snapshot.c - building, publishing and reclaiming routing snapshots.
+ * snapshot.c - building, publishing and reclaiming routing snapshots; the
+ * pools' servers from their config entries, a host name giving one server
+ * per address it resolves to now (admin/resolve.h), and the re-derived
+ * snapshot that follows a changed answer under the same generation.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/snapshot.h"
 #include "admin/state.h"
 #include "admin/http1/status.h"
 
-#include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,10 +302,162 @@ struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_sn
     return sroute_make(r, s->nworkers, up, prev);
 }
 
+/* The servers of an upstream as its pool gets them: one per numeric
+ * address, one per address its host name resolves to now (in the
+ * resolver's order), and one that stays down for a name without any yet. */
+struct srv_list {
+    struct up_server_def *defs;
+    struct sockaddr_storage *ss;
+    char **names;         /* the defs' addresses when made here, else NULL */
+    size_t *tags;         /* the config server of each */
+    unsigned char *unres; /* 1: a name not resolved yet */
+    size_t n, cap;
+    char *resolved; /* "|addr,addr" per host name, for the pool's key */
+    size_t rlen, rcap;
+};
+
+static void srv_list_clear(struct srv_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->defs);
+    free(l->ss);
+    free(l->names);
+    free(l->tags);
+    free(l->unres);
+    free(l->resolved);
+    memset(l, 0, sizeof(*l));
+}
+
+static int srv_grow(struct srv_list *l)
+{
+    size_t cap = l->cap ? 2 * l->cap : 8;
+    void *a, *b, *c, *d, *e;
+
+    if (l->n < l->cap)
+        return 0;
+    a = realloc(l->defs, cap * sizeof(*l->defs));
+    if (a)
+        l->defs = a;
+    b = realloc(l->ss, cap * sizeof(*l->ss));
+    if (b)
+        l->ss = b;
+    c = realloc(l->names, cap * sizeof(*l->names));
+    if (c)
+        l->names = c;
+    d = realloc(l->tags, cap * sizeof(*l->tags));
+    if (d)
+        l->tags = d;
+    e = realloc(l->unres, cap);
+    if (e)
+        l->unres = e;
+    if (!a || !b || !c || !d || !e)
+        return -1;
+    l->cap = cap;
+    return 0;
+}
+
+/* Appends to the key's record of what names resolve to. */
+static int srv_note(struct srv_list *l, const char *text)
+{
+    size_t n = strlen(text);
+
+    if (l->rlen + n + 1 > l->rcap) {
+        size_t cap = (l->rlen + n + 1) * 2;
+        char *r = realloc(l->resolved, cap);
+        if (!r)
+            return -1;
+        l->resolved = r;
+        l->rcap = cap;
+    }
+    memcpy(l->resolved + l->rlen, text, n + 1);
+    l->rlen += n;
+    return 0;
+}
+
+/* One server: <sa> (copied; NULL: the down placeholder of a name) of config
+ * server <tag> named <name> (copied; NULL: its address as written). */
+static int srv_add(struct srv_list *l, const struct adm_server *sv, size_t tag,
+                   const struct sockaddr_storage *sa, socklen_t salen, const char *name)
+{
+    struct up_server_def *d;
+
+    if (srv_grow(l) < 0)
+        return -1;
+    d = &l->defs[l->n];
+    l->names[l->n] = name ? dups(name) : NULL;
+    if (name && !l->names[l->n])
+        return -1;
+    memset(&l->ss[l->n], 0, sizeof(l->ss[l->n]));
+    if (sa)
+        memcpy(&l->ss[l->n], sa, salen);
+    else
+        salen = sizeof(struct sockaddr); /* AF_UNSPEC: a connect fails at once */
+    *d = (struct up_server_def){name ? l->names[l->n] : sv->addr.text,
+                                (const struct sockaddr *)&l->ss[l->n], salen, sv->weight};
+    l->tags[l->n] = tag;
+    l->unres[l->n] = !sa;
+    l->n++;
+    return 0;
+}
+
+/* The servers of config server <sv> named by host: one per address. */
+static int srv_add_host(struct srv_list *l, const struct adm_upstream *u, size_t tag,
+                        struct adm_resolver *res)
+{
+    const struct adm_server *sv = &u->servers[tag];
+    const struct sockaddr_storage *addrs = NULL;
+    int n = res ? adm_resolver_lookup(res, sv->addr.host, u->resolve_interval_ms, &addrs) : -1;
+    char ip[INET6_ADDRSTRLEN], name[600];
+
+    if (n <= 0)
+        return srv_note(l, "|?") < 0 ? -1 : srv_add(l, sv, tag, NULL, 0, NULL);
+    if (srv_note(l, "|") < 0)
+        return -1;
+    for (int k = 0; k < n; k++) {
+        struct sockaddr_storage ss = addrs[k];
+        socklen_t len;
+        if (ss.ss_family == AF_INET6) {
+            struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+            s6->sin6_port = htons(sv->addr.port);
+            inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof(ip));
+            len = sizeof(*s6);
+        } else {
+            struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+            s4->sin_port = htons(sv->addr.port);
+            inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof(ip));
+            len = sizeof(*s4);
+        }
+        /* logs name it "host:port (address)" */
+        snprintf(name, sizeof(name), "%s (%s)", sv->addr.text, ip);
+        if (srv_note(l, ip) < 0 || srv_note(l, ",") < 0 || srv_add(l, sv, tag, &ss, len, name) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int srv_list_make(struct srv_list *l, const struct adm_upstream *u, struct adm_resolver *res)
+{
+    memset(l, 0, sizeof(*l));
+    if (srv_note(l, "") < 0)
+        goto fail;
+    for (size_t i = 0; i < u->nservers; i++) {
+        const struct adm_addr *a = &u->servers[i].addr;
+        if (a->numeric ? srv_add(l, &u->servers[i], i, &a->ss, a->sslen, NULL) < 0
+                       : srv_add_host(l, u, i, res) < 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    srv_list_clear(l);
+    return -1;
+}
+
 /* The definition key of an upstream: its JSON with sorted keys plus the
- * resolved defaults that shape a pool. */
+ * resolved defaults that shape a pool, and what its host names resolve
+ * to (<l>). */
 static char *upstream_key(const struct adm_config *cfg, const struct adm_upstream *u,
-                          unsigned nworkers)
+                          unsigned nworkers, const struct srv_list *l)
 {
     json_t *ups = json_object_get(cfg->json, "upstreams");
     json_t *def = ups ? json_object_get(ups, u->name) : NULL;
@@ -310,10 +466,11 @@ static char *upstream_key(const struct adm_config *cfg, const struct adm_upstrea
 
     if (!js)
         return NULL;
-    n = strlen(js) + 64;
+    n = strlen(js) + l->rlen + 64;
     key = malloc(n);
     if (key)
-        snprintf(key, n, "%s|%u|%u|%u", js, u->keepalive, u->idle_timeout_ms, nworkers);
+        snprintf(key, n, "%s|%u|%u|%u%s", js, u->keepalive, u->idle_timeout_ms, nworkers,
+                 l->resolved);
     free(js);
     return key;
 }
@@ -396,48 +553,22 @@ static void cfgref_free(struct adm_cfgref *b)
 }
 
 static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigned nworkers,
-                          struct adm_errors *errs, size_t index)
+                          const struct srv_list *l, struct adm_errors *errs, size_t index)
 {
-    struct up_server_def *defs = calloc(u->nservers, sizeof(*defs));
-    struct addrinfo **res = calloc(u->nservers, sizeof(*res));
-    up_pool *p = NULL;
-    size_t i;
+    up_pool *p = up_pool_new(u->name, key, l->defs, l->n, nworkers, u->keepalive);
+    uint64_t now = (uint64_t)adm_now_ms();
 
-    if (!defs || !res)
-        goto out;
-    for (i = 0; i < u->nservers; i++) {
-        const struct adm_addr *a = &u->servers[i].addr;
-        defs[i].address = a->text;
-        defs[i].weight = u->servers[i].weight;
-        if (a->numeric) {
-            defs[i].sa = (const struct sockaddr *)&a->ss;
-            defs[i].salen = a->sslen;
-        } else {
-            struct addrinfo hints = {0};
-            char port[8];
-            int rc;
-            hints.ai_socktype = SOCK_STREAM;
-            snprintf(port, sizeof(port), "%u", a->port);
-            rc = getaddrinfo(a->host, port, &hints, &res[i]);
-            if (rc != 0) {
-                char path[128];
-                snprintf(path, sizeof(path), "/upstreams/%s/servers/%zu/address", u->name, i);
-                adm_errors_add(errs, path, "cannot resolve \"%s\": %s", a->host, gai_strerror(rc));
-                goto out;
-            }
-            defs[i].sa = res[i]->ai_addr;
-            defs[i].salen = res[i]->ai_addrlen;
-        }
+    if (p && up_pool_set_tags(p, l->tags) < 0) {
+        up_pool_release(p);
+        p = NULL;
     }
-    p = up_pool_new(u->name, key, defs, u->nservers, nworkers, u->keepalive);
-    if (!p)
+    if (!p) {
         adm_errors_add(errs, "", "out of memory building upstream %zu", index);
-out:
-    for (i = 0; res && i < u->nservers; i++)
-        if (res[i])
-            freeaddrinfo(res[i]);
-    free(res);
-    free(defs);
+        return NULL;
+    }
+    for (size_t i = 0; i < l->n; i++)
+        if (l->unres[i])
+            up_health_set(p, i, UP_H_RESOLVING, 1, now);
     return p;
 }
 
@@ -452,10 +583,55 @@ double adm_now_ms(void)
 struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
                                         unsigned nworkers, struct adm_errors *errs)
 {
+    return adm_snapshot_build_res(cfg, prev, nworkers, NULL, errs);
+}
+
+/* The pool of upstream <i> of <cfg>: <prev>'s when its key is the same,
+ * else a new one. NULL after adding an error to <errs>. */
+static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct adm_snapshot *prev,
+                         unsigned nworkers, struct adm_resolver *res, struct adm_errors *errs)
+{
+    const struct adm_upstream *u = &cfg->upstreams[i];
+    struct srv_list l;
+    up_pool *p = NULL;
+    char *key;
+
+    if (srv_list_make(&l, u, res) < 0) {
+        adm_errors_add(errs, "", "out of memory");
+        return NULL;
+    }
+    if (!(key = upstream_key(cfg, u, nworkers, &l))) {
+        adm_errors_add(errs, "", "out of memory");
+        srv_list_clear(&l);
+        return NULL;
+    }
+    for (size_t j = 0; prev && j < prev->npools; j++) {
+        up_pool *old = prev->pools[j];
+        if (strcmp(up_pool_name(old), u->name) == 0 && strcmp(up_pool_key(old), key) == 0) {
+            up_pool_retain(old);
+            p = old;
+            break;
+        }
+    }
+    if (!p)
+        p = make_pool(u, key, nworkers, &l, errs, i);
+    free(key);
+    srv_list_clear(&l);
+    return p;
+}
+
+struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct adm_snapshot *prev,
+                                            unsigned nworkers, struct adm_resolver *res,
+                                            struct adm_errors *errs)
+{
     double t0 = adm_now_ms();
     struct adm_snapshot *s;
 
     if (adm_config_unserved(cfg, errs)) { /* refused, not accepted and ignored */
+        adm_config_free(cfg);
+        return NULL;
+    }
+    if (res && adm_resolver_configure(res, cfg, errs) < 0) {
         adm_config_free(cfg);
         return NULL;
     }
@@ -476,27 +652,9 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
     s->npools = cfg->nupstreams;
     if (s->npools && !(s->pools = calloc(s->npools, sizeof(*s->pools))))
         goto fail;
-    for (size_t i = 0; i < cfg->nupstreams; i++) {
-        const struct adm_upstream *u = &cfg->upstreams[i];
-        char *key = upstream_key(cfg, u, nworkers);
-        if (!key) {
-            adm_errors_add(errs, "", "out of memory");
+    for (size_t i = 0; i < cfg->nupstreams; i++)
+        if (!(s->pools[i] = pool_for(cfg, i, prev, nworkers, res, errs)))
             goto fail;
-        }
-        for (size_t j = 0; prev && j < prev->npools; j++) {
-            up_pool *old = prev->pools[j];
-            if (strcmp(up_pool_name(old), u->name) == 0 && strcmp(up_pool_key(old), key) == 0) {
-                up_pool_retain(old);
-                s->pools[i] = old;
-                break;
-            }
-        }
-        if (!s->pools[i])
-            s->pools[i] = make_pool(u, key, nworkers, errs, i);
-        free(key);
-        if (!s->pools[i])
-            goto fail;
-    }
     if (build_tls(s->base, prev, errs) < 0)
         goto fail;
     s->tls = s->base->tls;
@@ -576,6 +734,86 @@ fail:
     return NULL;
 }
 
+static int has_names(const struct adm_upstream *u)
+{
+    for (size_t i = 0; i < u->nservers; i++)
+        if (!u->servers[i].addr.numeric)
+            return 1;
+    return 0;
+}
+
+/* The health of <old>'s servers that <p> keeps (same socket address). */
+static void carry_health(up_pool *p, const up_pool *old)
+{
+    uint64_t now = (uint64_t)adm_now_ms();
+
+    for (size_t i = 0; i < up_pool_nservers(p); i++) {
+        socklen_t len, olen;
+        const struct sockaddr *sa = up_server_sockaddr(p, i, &len);
+        for (size_t k = 0; k < up_pool_nservers(old); k++) {
+            const struct sockaddr *osa = up_server_sockaddr(old, k, &olen);
+            unsigned f = up_health_flags(old, k) & ~(unsigned)UP_H_RESOLVING;
+            if (len != olen || memcmp(sa, osa, len) != 0)
+                continue;
+            for (unsigned bit = 1; bit && bit <= f; bit <<= 1)
+                if (f & bit)
+                    up_health_set(p, i, bit, 1, now);
+            break;
+        }
+    }
+}
+
+int adm_snapshot_reresolve(const struct adm_snapshot *cur, struct adm_resolver *res,
+                           struct adm_snapshot **out)
+{
+    up_pool **pools = calloc(cur->npools ? cur->npools : 1, sizeof(*pools));
+    struct adm_errors errs;
+    size_t changed = 0;
+    int rc = -1;
+    rt_txn *tx;
+    rt_table *rt;
+    struct adm_snapshot *s = NULL;
+
+    *out = NULL;
+    adm_errors_init(&errs);
+    if (!pools)
+        return -1;
+    for (size_t i = 0; i < cur->npools; i++) {
+        if (!has_names(&cur->cfg->upstreams[i])) {
+            pools[i] = cur->pools[i];
+            up_pool_retain(pools[i]);
+            continue;
+        }
+        if (!(pools[i] = pool_for(cur->cfg, i, cur, cur->nworkers, res, &errs)))
+            goto done;
+        if (pools[i] != cur->pools[i]) {
+            carry_health(pools[i], cur->pools[i]);
+            changed++;
+        }
+    }
+    rc = 0;
+    if (!changed)
+        goto done;
+    rc = -1;
+    /* the same routes in a table of its own: tables are not shared */
+    if (!(tx = rt_txn_begin(cur->rt)) || !(rt = rt_txn_commit(tx)) ||
+        !(s = adm_snapshot_derive(cur, rt)))
+        goto done;
+    for (size_t i = 0; i < cur->npools; i++) {
+        up_pool_release(s->pools[i]);
+        s->pools[i] = pools[i];
+        pools[i] = NULL;
+    }
+    *out = s;
+    rc = 0;
+done:
+    for (size_t i = 0; i < cur->npools; i++)
+        up_pool_release(pools[i]);
+    free(pools);
+    adm_errors_clear(&errs);
+    return rc;
+}
+
 int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *arg, unsigned w),
                   void *arg)
 {
@@ -588,7 +826,7 @@ int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *a
     if (!sw->acks)
         return -1;
     for (unsigned w = 0; w < nworkers; w++)
-        atomic_init(&sw->acks[w].gen, 0);
+        atomic_init(&sw->acks[w].seq, 0);
     return 0;
 }
 
@@ -605,14 +843,15 @@ void adm_swap_destroy(struct adm_swap *sw)
     memset(sw, 0, sizeof(*sw));
 }
 
-void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
+static void publish(struct adm_swap *sw, struct adm_snapshot *s, uint64_t gen)
 {
     struct adm_snapshot *old = atomic_load_explicit(&sw->current, memory_order_relaxed);
 
-    s->gen = ++sw->gen;
+    s->gen = gen;
+    s->seq = ++sw->seq;
     atomic_store_explicit(&sw->current, s, memory_order_seq_cst);
     if (old) {
-        old->replaced_by = s->gen;
+        old->replaced_by = s->seq;
         old->next_retired = sw->retired;
         sw->retired = old;
         sw->nretired++;
@@ -622,10 +861,20 @@ void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
         sw->notify(sw->notify_arg, w);
 }
 
+void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
+{
+    publish(sw, s, ++sw->gen);
+}
+
+void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s)
+{
+    publish(sw, s, sw->gen);
+}
+
 static int can_free(const struct adm_swap *sw, const struct adm_snapshot *s)
 {
     for (unsigned w = 0; w < sw->nworkers; w++)
-        if (atomic_load_explicit(&sw->acks[w].gen, memory_order_acquire) < s->replaced_by)
+        if (atomic_load_explicit(&sw->acks[w].seq, memory_order_acquire) < s->replaced_by)
             return 0;
     for (unsigned w = 0; w < s->nworkers; w++)
         if (atomic_load_explicit(&s->pins[w].n, memory_order_acquire) != 0)

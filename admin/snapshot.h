@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "admin/config.h"
+#include "admin/resolve.h"
 #include "admin/tls.h"
 #include "router/router.h"
 #include "upstream/upstream.h"
@@ -98,7 +99,8 @@ struct adm_pin {
 };
 
 struct adm_snapshot {
-    uint64_t gen;
+    uint64_t gen;           /* the config generation: a re-resolved snapshot keeps it */
+    uint64_t seq;           /* the publication's number, for the grace period */
     struct adm_config *cfg; /* = base->cfg */
     struct adm_cfgref *base;
     rt_table *rt;    /* owned; udata are struct adm_sroute */
@@ -110,19 +112,35 @@ struct adm_snapshot {
     struct adm_pin *pins; /* one per worker */
     /* admin side */
     struct adm_snapshot *next_retired;
-    uint64_t replaced_by; /* gen of the snapshot that replaced it */
+    uint64_t replaced_by; /* seq of the snapshot that replaced it */
     double build_ms;
 };
 
 /* Builds a snapshot from <cfg>, taking ownership of it (freed on failure
  * too). Pools are reused from <prev> (may be NULL) when their definition is
  * unchanged, and so are TLS contexts whose identity (admin/tls.h) is: their
- * ticket keys survive the push. Server host names are resolved here (blocking: admin thread
- * only). NULL with errors appended to <errs> on failure. When cfg->table is
- * set it becomes the snapshot's router table as it is: it must come from
- * adm_config_from_json_bound() with adm_snapshot_binder() for nworkers. */
+ * ticket keys survive the push. NULL with errors appended to <errs> on
+ * failure. When cfg->table is set it becomes the snapshot's router table as
+ * it is: it must come from adm_config_from_json_bound() with
+ * adm_snapshot_binder() for nworkers. Server host names are taken from
+ * <res> (admin/resolve.h), which is never waited for: each address a name
+ * has is one server, and a name without any yet is one server that stays
+ * down (UP_H_RESOLVING) until adm_snapshot_reresolve() brings its
+ * addresses. The resolver takes cfg's "resolver" settings first. With
+ * <res> NULL every host name is such a server (unit tests). */
+struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct adm_snapshot *prev,
+                                            unsigned nworkers, struct adm_resolver *res,
+                                            struct adm_errors *errs);
+/* adm_snapshot_build_res() without a resolver. */
 struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm_snapshot *prev,
                                         unsigned nworkers, struct adm_errors *errs);
+/* The live snapshot <cur> again with the pools whose host names resolve
+ * to other addresses now rebuilt from <res>; the servers whose address
+ * stays keep their health. Same config, routes and (once published with
+ * adm_swap_republish) generation. Returns 0 with *out NULL when no pool
+ * changed, -1 on out of memory. */
+int adm_snapshot_reresolve(const struct adm_snapshot *cur, struct adm_resolver *res,
+                           struct adm_snapshot **out);
 /* A new snapshot sharing <cur>'s config, pools and counters, with router
  * table <rt> (owned from now on; derived from cur->rt by a transaction).
  * NULL on out of memory (rt is freed then too). */
@@ -159,16 +177,16 @@ void adm_snapshot_free(struct adm_snapshot *s);
 
 /* The swap: one per process, shared by the admin thread and the workers. */
 struct adm_ack {
-    _Atomic uint64_t gen;
+    _Atomic uint64_t seq;
     char pad[64 - sizeof(uint64_t)];
 };
 
 struct adm_swap {
     _Atomic(struct adm_snapshot *) current;
     unsigned nworkers;
-    struct adm_ack *acks; /* per worker: the last generation it acknowledged */
+    struct adm_ack *acks; /* per worker: the last publication it acknowledged */
     /* admin side only */
-    uint64_t gen;
+    uint64_t gen, seq;
     struct adm_snapshot *retired;
     size_t nretired;
     uint64_t swaps;
@@ -184,6 +202,9 @@ void adm_swap_destroy(struct adm_swap *sw);
 /* Publishes <s> (admin thread): it becomes current, the previous one is
  * retired and every worker is notified. */
 void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s);
+/* adm_swap_publish() keeping the current generation: for a snapshot of the
+ * same config (adm_snapshot_reresolve). */
+void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s);
 /* Frees retired snapshots past their grace period with no pins left.
  * Returns how many remain retired. Admin thread. */
 size_t adm_swap_reclaim(struct adm_swap *sw);
@@ -210,7 +231,7 @@ static inline void adm_swap_unpin(struct adm_snapshot *s, unsigned w)
 static inline void adm_swap_ack(struct adm_swap *sw, unsigned w)
 {
     struct adm_snapshot *s = atomic_load_explicit(&sw->current, memory_order_acquire);
-    atomic_store_explicit(&sw->acks[w].gen, s->gen, memory_order_release);
+    atomic_store_explicit(&sw->acks[w].seq, s->seq, memory_order_release);
 }
 
 #endif

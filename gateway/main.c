@@ -33,6 +33,7 @@
 static struct gw_process proc;
 static struct adm_state state = {.journal_fd = -1};
 static struct adm_api *api;
+static struct adm_resolver *resolver;
 static struct event *reclaim_ev, *drain_ev, *drain_check_ev;
 
 static void usage(FILE *f)
@@ -728,14 +729,69 @@ static int publish_first(struct adm_config *cfg)
         return -1;
     }
     adm_errors_init(&errs);
-    if (!(snap = adm_snapshot_build(cfg, NULL, proc.nworkers, &errs))) {
+    if (!(snap = adm_snapshot_build_res(cfg, NULL, proc.nworkers, resolver, &errs))) {
         print_errors("config", &errs);
         adm_errors_clear(&errs);
         adm_swap_destroy(&proc.swap);
         return -1;
     }
     adm_swap_publish(&proc.swap, snap);
+    adm_resolver_sweep(resolver);
     return 0;
+}
+
+/* A host name resolves to other addresses: the live snapshot again with
+ * its pools' servers following, under the same generation (the config did
+ * not change; nothing is persisted). */
+static void resolved_cb(void *arg)
+{
+    struct adm_snapshot *cur = atomic_load(&proc.swap.current), *s;
+
+    (void)arg;
+    if (!cur)
+        return;
+    if (adm_snapshot_reresolve(cur, resolver, &s) < 0) {
+        gw_log(GW_LOG_ERROR, "resolver: out of memory: the servers stay as they were");
+        return;
+    }
+    if (s) {
+        adm_swap_republish(&proc.swap, s);
+        gw_log(GW_LOG_NOTICE, "upstream servers follow their host names (generation %llu stays)",
+               (unsigned long long)s->gen);
+    }
+    adm_resolver_sweep(resolver);
+}
+
+static void resolver_log(void *arg, int warn, const char *line)
+{
+    (void)arg;
+    gw_log(warn ? GW_LOG_WARN : GW_LOG_NOTICE, "%s", line);
+}
+
+/* The admin event_base and the resolver on it: the first snapshot looks
+ * its host names up there. -1 after logging why. */
+static int start_resolver(void)
+{
+    struct adm_resolver_hooks hooks = {resolved_cb, resolver_log, &proc};
+
+    if (!(proc.admin_base = event_base_new()) ||
+        !(resolver = adm_resolver_new(proc.admin_base, &hooks))) {
+        gw_log(GW_LOG_ERROR, "admin event base: out of memory");
+        if (proc.admin_base)
+            event_base_free(proc.admin_base);
+        proc.admin_base = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static void stop_resolver(void)
+{
+    adm_resolver_free(resolver);
+    resolver = NULL;
+    if (proc.admin_base)
+        event_base_free(proc.admin_base);
+    proc.admin_base = NULL;
 }
 
 /* Stops the first <n> workers (<how>: 'X' now, 0 when they ended on their
@@ -749,18 +805,14 @@ static void stop_workers(unsigned n, char how)
         pthread_join(proc.workers[i].thread, NULL);
 }
 
-/* The admin event_base, then every worker thread. The workers inherit the
- * start-up mask, which blocks the signals (see main()): only the admin
- * thread takes them. On failure the workers already started are stopped
- * again, after logging why. */
+/* Every worker thread. The workers inherit the start-up mask, which
+ * blocks the signals (see main()): only the admin thread takes them. On
+ * failure the workers already started are stopped again, after logging
+ * why. */
 static int start_workers(void)
 {
     unsigned i;
 
-    if (!(proc.admin_base = event_base_new())) {
-        gw_log(GW_LOG_ERROR, "admin event base: out of memory");
-        return -1;
-    }
     for (i = 0; i < proc.nworkers; i++) {
         if (gw_worker_start(&proc.workers[i]) < 0) {
             gw_log(GW_LOG_ERROR, "cannot start worker %u: no memory, descriptor or thread for it",
@@ -772,8 +824,6 @@ static int start_workers(void)
 fail_started:
     /* a worker that failed never started its thread */
     stop_workers(i, 'X');
-    event_base_free(proc.admin_base);
-    proc.admin_base = NULL;
     return -1;
 }
 
@@ -832,6 +882,7 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     hooks.stats = gw_stats;
     hooks.audit = audit_log;
     hooks.arg = &proc;
+    hooks.resolver = resolver;
     heap_reserve(reserve_mb);
     if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, &state, &hooks, token, msg,
                             sizeof(msg)))) {
@@ -954,9 +1005,11 @@ int main(int argc, char **argv)
     if (open_listeners(cfg) < 0)
         goto out_fail_access_log;
     reserve_mb = cfg->admin.heap_reserve_mb;
+    if (start_resolver() < 0)
+        goto out_fail_listeners;
     if (publish_first(cfg) < 0) {
         cfg = NULL; /* freed by publish_first */
-        goto out_fail_listeners;
+        goto out_fail_resolver;
     }
     cfg = NULL; /* the first snapshot owns it */
     if (start_workers() < 0)
@@ -977,10 +1030,10 @@ out_fail_workers:
     stop_workers(proc.nworkers, rc ? 'X' : 0);
     if (rc == 0)
         gw_log(GW_LOG_NOTICE, "drained, exiting");
-    event_base_free(proc.admin_base);
-    proc.admin_base = NULL;
 out_fail_swap:
     adm_swap_destroy(&proc.swap);
+out_fail_resolver:
+    stop_resolver();
 out_fail_listeners:
     close_listeners();
 out_fail_access_log:

@@ -113,7 +113,7 @@ static int up_transport(struct gw_upconn *u, const struct adm_snapshot *s, size_
                         evutil_socket_t fd, const struct gw_io_ops **ops, void **xprt)
 {
     const struct adm_upstream *ud = &s->cfg->upstreams[up];
-    const struct adm_addr *a = &ud->servers[u->server].addr;
+    const struct adm_addr *a = &ud->servers[up_server_tag(u->pool, u->server)].addr;
     const char *name = ud->tls ? ud->tls->server_name : NULL;
 
     *ops = &gw_io_plain;

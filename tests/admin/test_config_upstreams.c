@@ -264,7 +264,7 @@ START_TEST(unserved)
                       "  'response_timeout_ms': 6, 'connect_timeout_ms': 7, 'retries': 1,"
                       "  'retry_budget_percent': 30, 'request_buffering': true,"
                       "  'max_buffered_body_bytes': 9, 'max_connections': 2, 'max_pending': 3,"
-                      "  'queue_timeout_ms': 4},"
+                      "  'queue_timeout_ms': 4, 'resolve_interval_ms': 1000},"
                       " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'least_conn',"
                       "  'health_check': {}, 'retry_on_status': 503}},"
                       "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'},"
