@@ -158,6 +158,19 @@ void gw_worker_destroy(struct gw_worker *w);
 void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
 
+/* listen.c, on the admin thread: binding listeners. The lock makes a probe
+ * and the binds after it one step for every Switchyard in the network
+ * namespace; 0 held, or -1 with <why> (held by someone else too long). */
+int gw_listen_lock(char *why, size_t cap);
+void gw_listen_unlock(void);
+/* <n> listening sockets on <a> into <fds>, each with SO_REUSEPORT, after a
+ * probe (when <probe>) that nobody listens there; call it under the lock.
+ * 0, or -1 with errno and nothing left open. */
+int gw_listen_bind(const struct adm_addr *a, unsigned n, evutil_socket_t *fds, int probe);
+/* Why binding <a> failed with errno <e>, starting with its address, into
+ * <why>: "address in use (...)", or a port below 1024 after dropping root. */
+void gw_listen_why(const struct adm_addr *a, int e, char *why, size_t cap);
+
 /* http1.c: a client connection on the accepted socket <fd> (owned from
  * now on) of listener <l>, through transport <ops> (gateway/io.h) with its
  * state <xprt>, waiting unread for admission when <parked>; NULL when out of

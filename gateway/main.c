@@ -488,50 +488,6 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     }
 }
 
-/* A listening socket of its own for one worker (SO_REUSEPORT). */
-static evutil_socket_t listen_socket(const struct adm_addr *a)
-{
-    int one = 1;
-    evutil_socket_t fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
-    if (a->ss.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    if (bind(fd, (const struct sockaddr *)&a->ss, a->sslen) < 0 || listen(fd, 1024) < 0) {
-        int e = errno;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
-/* 0 when nobody listens on <a> (another Switchyard included), else -1 with
- * errno. Each worker binds its own socket with SO_REUSEPORT, and so would
- * a second Switchyard on the same address: the kernel would then spread
- * connections over both processes. A socket without SO_REUSEPORT cannot
- * bind where anyone listens, so one is bound briefly before the workers'
- * (SO_REUSEADDR only, and never listening, so it does not block them). */
-static int probe_bind(const struct adm_addr *a)
-{
-    int one = 1, rc, e;
-    evutil_socket_t fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-    if (fd < 0)
-        return -1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (a->ss.ss_family == AF_INET6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    rc = bind(fd, (const struct sockaddr *)&a->ss, a->sslen);
-    e = errno;
-    close(fd);
-    errno = e;
-    return rc;
-}
-
 /* ---- start-up steps: each logs why it failed and undoes its own part ---- */
 
 /* The command line into <cfg_path>, <check_path> and <reset>. -1 to go on,
@@ -662,26 +618,21 @@ static void close_listeners(void)
     proc.workers = NULL;
 }
 
-/* The worker slots, each with its own listening socket per listener. On
- * failure everything made here is freed again, after logging why. */
+/* The worker slots, each with its own listening socket per listener, bound
+ * under the bind lock (listen.c) so that a Switchyard starting at the same
+ * instant cannot share an address with this one. On failure everything made
+ * here is freed again, after logging why. */
 static int open_listeners(const struct adm_config *cfg)
 {
-    for (size_t l = 0; l < cfg->nlisteners; l++) {
-        if (probe_bind(&cfg->listeners[l].addr) == 0)
-            continue;
-        if (errno == EADDRINUSE)
-            gw_log(GW_LOG_ERROR,
-                   "listeners[%zu] %s: address in use (another process, or another Switchyard, "
-                   "listens on it)",
-                   l, cfg->listeners[l].addr.text);
-        else
-            gw_log(GW_LOG_ERROR, "listeners[%zu] %s: %s", l, cfg->listeners[l].addr.text,
-                   strerror(errno));
-        return -1;
-    }
+    evutil_socket_t *fds;
+    char why[256];
+
     proc.nworkers = adm_config_workers(cfg);
-    if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers)))) {
+    if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers))) ||
+        !(fds = calloc(proc.nworkers, sizeof(*fds)))) {
         gw_log(GW_LOG_ERROR, "workers: out of memory");
+        free(proc.workers);
+        proc.workers = NULL;
         return -1;
     }
     for (unsigned i = 0; i < proc.nworkers; i++) {
@@ -701,17 +652,27 @@ static int open_listeners(const struct adm_config *cfg)
             gl->tls = cfg->listeners[l].tls != NULL;
             snprintf(gl->addr, sizeof(gl->addr), "%s", cfg->listeners[l].addr.text);
         }
-        for (size_t l = 0; l < cfg->nlisteners; l++) {
-            w->listeners[l].fd = listen_socket(&cfg->listeners[l].addr);
-            if (w->listeners[l].fd < 0) {
-                gw_log(GW_LOG_ERROR, "listeners[%zu] %s: %s", l, cfg->listeners[l].addr.text,
-                       errno == EADDRINUSE ? "address in use" : strerror(errno));
-                goto fail_workers;
-            }
-        }
     }
+    if (gw_listen_lock(why, sizeof(why)) < 0) {
+        gw_log(GW_LOG_ERROR, "listeners: %s", why);
+        goto fail_workers;
+    }
+    for (size_t l = 0; l < cfg->nlisteners; l++) {
+        if (gw_listen_bind(&cfg->listeners[l].addr, proc.nworkers, fds, 1) < 0) {
+            gw_listen_why(&cfg->listeners[l].addr, errno, why, sizeof(why));
+            gw_log(GW_LOG_ERROR, "listeners[%zu] %s", l, why);
+            goto fail_locked;
+        }
+        for (unsigned i = 0; i < proc.nworkers; i++)
+            proc.workers[i].listeners[l].fd = fds[i];
+    }
+    gw_listen_unlock();
+    free(fds);
     return 0;
+fail_locked:
+    gw_listen_unlock();
 fail_workers:
+    free(fds);
     close_listeners();
     return -1;
 }

@@ -17,7 +17,7 @@ import socket
 import subprocess
 
 from adminlib import (SY_BIN, TIMEOUT, AdminCase, Gateway, admin_port, answered_by, data_get,
-                      free_port, gateway_config, local_route, main, port_is_bound)
+                      free_port, gateway_config, local_route, main, port_is_bound, wait_for)
 
 
 def paths(r):
@@ -183,6 +183,43 @@ class OneInstancePerAddressTest(AdminCase):
         # the first one still answers every request, on each of its workers
         for _ in range(20):
             self.assertEqual(answered_by(data_get(g.port, "/")), "first")
+
+    def test_two_instances_started_together(self):
+        """Started at the same instant on the same addresses, exactly one
+        wins and the other fails with "address in use": the probe and the
+        binds after it are one step for every Switchyard (the bind lock).
+        Several listeners and workers make the step long."""
+        for rnd in range(6):
+            addrs = [{"address": "127.0.0.1:%d" % free_port()} for _ in range(4)]
+            gws, procs = [], []
+            for i in range(2):
+                cfg = gateway_config(routes=[local_route("n%d" % i, "/")], workers=4)
+                cfg["listeners"] = addrs
+                g = Gateway(self.tmp, cfg, name="together%d" % i)
+                g.write_config()
+                gws.append(g)
+            for g in gws:
+                with open(g.log_path, "ab") as log:
+                    procs.append(subprocess.Popen([SY_BIN, "-c", g.cfg_path], stdout=log,
+                                                  stderr=log, start_new_session=True))
+            for p in procs:
+                self.addCleanup(p.kill)
+            # the loser exits on its own; the winner serves until stopped
+            wait_for(lambda: any(p.poll() is not None for p in procs),
+                     what="one of them to exit (both running: they share the addresses)")
+            lost = [i for i, p in enumerate(procs) if p.poll() is not None]
+            self.assertEqual(len(lost), 1, [g.log() for g in gws])
+            won = 1 - lost[0]
+            self.assertNotEqual(procs[lost[0]].returncode, 0)
+            self.assertIn("address in use", gws[lost[0]].log())
+            wait_for(lambda: port_is_bound(admin_port(gws[won].cfg)), what="the winner's API")
+            self.assertIsNone(procs[won].poll(), gws[won].log())
+            for a in addrs:
+                port = int(a["address"].rsplit(":", 1)[1])
+                for _ in range(8):
+                    self.assertEqual(answered_by(data_get(port, "/")), "n%d" % won)
+            procs[won].terminate()
+            self.assertEqual(procs[won].wait(TIMEOUT), 0, gws[won].log())
 
     def test_another_process_holds_the_address(self):
         for reuseport in (0, 1):
