@@ -300,18 +300,35 @@ static int query_flag(const char *query, const char *name)
 
 /* ---- whole configs ---- */
 
+/* After check_lifecycle() accepted <cfg>: its new listeners are handed to
+ * the workers when <published>, else closed again. */
+static void listeners_done(struct adm_api *api, const struct adm_config *cfg, int published)
+{
+    if (api->hooks.listeners_done)
+        api->hooks.listeners_done(api->hooks.arg, current(api) ? current(api)->cfg : NULL, cfg,
+                                  published);
+}
+
 /* What a push is checked for beyond the schema (<cfg> valid): what the next
- * start would refuse (files, the admin rule), and the keys only a restart
- * applies, compared with the running config. Every problem goes to <errs>.
- * 0 fine, -1 refused (some error is not a restart-only one), -3 refused
- * only for restart-only keys (a 409). */
+ * start would refuse (files, the admin rule), listeners it adds that cannot
+ * be bound, and the keys only a restart applies, compared with the running
+ * config. Every problem goes to <errs>. 0 fine (the new listeners are bound:
+ * listeners_done() must follow), -1 refused (some error is not a
+ * restart-only one), -3 refused only for restart-only keys (a 409). */
 static int check_lifecycle(struct adm_api *api, const struct adm_config *cfg,
                            struct adm_errors *errs)
 {
+    const struct adm_config *live = current(api) ? current(api)->cfg : NULL;
     size_t nenv = adm_config_check_env(cfg, errs);
-    size_t nrestart = current(api) ? adm_config_restart_diff(current(api)->cfg, cfg, errs) : 0;
+    size_t nrestart = live ? adm_config_restart_diff(live, cfg, errs) : 0;
+    size_t nbind = api->hooks.listeners_prepare
+                       ? api->hooks.listeners_prepare(api->hooks.arg, live, cfg, errs)
+                       : 0;
+    int rc = nenv || nbind ? -1 : nrestart ? -3 : 0;
 
-    return nenv ? -1 : nrestart ? -3 : 0;
+    if (rc)
+        listeners_done(api, cfg, 0);
+    return rc;
 }
 
 /* adm_api_apply, with the document's text when the caller has it (a pushed
@@ -323,6 +340,7 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     struct adm_route_binder binder;
     struct adm_bind_ctx bctx;
     struct adm_snapshot *s;
+    const struct adm_config *live;
     struct adm_state *st = api->st;
     json_t *copy, *old, *routes, *r, *tmp;
     uint64_t hb, hr = 0;
@@ -357,11 +375,13 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
         return rc;
     }
     if (same && adm_tls_same(cfg, current(api)->cfg)) { /* the files did not change either */
+        listeners_done(api, cfg, 0);
         adm_config_free(cfg);
         return 1;
     }
     s = adm_snapshot_build_res(cfg, current(api), api->sw->nworkers, api->hooks.resolver, errs);
     if (!s) {
+        listeners_done(api, NULL, 0);
         snprintf(msg, cap, "invalid config");
         return -1;
     }
@@ -377,14 +397,19 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
         adm_state_set_doc(st, old);
         json_decref(copy);
         json_decref(old);
+        listeners_done(api, s->cfg, 0);
         adm_snapshot_free(s);
         return -2;
     }
     json_decref(copy);
     json_decref(old);
+    live = current(api)->cfg;
     adm_swap_publish(api->sw, s);
     if (api->hooks.resolver) /* the build looked up every name the config uses */
         adm_resolver_sweep(api->hooks.resolver);
+    /* the old snapshot lives on until its grace period, on this thread */
+    if (api->hooks.listeners_done)
+        api->hooks.listeners_done(api->hooks.arg, live, s->cfg, 1);
     return 0;
 }
 
@@ -417,6 +442,8 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
             cfg = NULL;
         } else if (!cfg) {
             rc = -1;
+        } else {
+            listeners_done(api, cfg, 0); /* bindable: that is all a dry run asks */
         }
         if (!cfg) {
             reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);

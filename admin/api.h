@@ -45,6 +45,14 @@ struct adm_api_hooks {
     void (*stats)(void *arg, struct adm_gw_stats *st);
     /* <line>: one accepted change, to log (NULL: not logged) */
     void (*audit)(void *arg, const char *line);
+    /* Listeners are live: a whole config <cfg> checked to replace <live>
+     * gets the listeners it adds bound first (errors at their paths in
+     * <errs>; the number of them), and then, once <cfg> is published or
+     * refused after all, done (<published> 1 or 0). NULL: not called. */
+    size_t (*listeners_prepare)(void *arg, const struct adm_config *live,
+                                const struct adm_config *cfg, struct adm_errors *errs);
+    void (*listeners_done)(void *arg, const struct adm_config *live, const struct adm_config *cfg,
+                           int published);
     void *arg;
     /* server host names for the snapshots the API builds (NULL: none are
      * resolved); borrowed, outlives the API */

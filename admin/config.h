@@ -332,8 +332,8 @@ unsigned adm_config_workers(const struct adm_config *c);
  * one error per problem to <errs>; returns how many. Nothing is created. */
 size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs);
 /* The restart-only keys that differ between the running <old> and <c>:
- * workers, admin.*, user, group, and (until they are live) listeners.
- * Appends one error per key ("needs a restart") to <errs>; returns how
+ * workers, admin.*, user, group (listeners are live: the gateway binds
+ * them). Appends one error per key ("needs a restart") to <errs>; returns how
  * many. */
 size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_config *c,
                                struct adm_errors *errs);

@@ -173,19 +173,9 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
         snprintf(now, sizeof(now), "%u", old->admin.heap_reserve_mb);
         needs_restart(errs, "/admin/heap_reserve_mb", now);
     }
-    /* listeners: bound at start. Of a listener that is its address and
-     * whether it speaks TLS; its certificates, TLS settings and
-     * redirect_https are live (the gateway reads them per connection and
-     * per request from the snapshot) */
-    int lsame = old->nlisteners == c->nlisteners;
-    for (size_t i = 0; lsame && i < c->nlisteners; i++) {
-        const struct adm_listener *a = &old->listeners[i], *b = &c->listeners[i];
-        lsame = strcmp(a->addr.text, b->addr.text) == 0 && !a->tls == !b->tls;
-    }
-    if (!lsame) {
-        snprintf(now, sizeof(now), "%.40s%s", old->listeners[0].addr.text,
-                 old->nlisteners > 1 ? ", ..." : "");
-        needs_restart(errs, "/listeners", now);
-    }
+    /* listeners are live: the gateway binds the ones a config adds before
+     * it is accepted, and closes the ones it removes; whether a listener
+     * speaks TLS, its certificates and redirect_https are read per
+     * connection and per request from the snapshot */
     return errs->n - n0;
 }

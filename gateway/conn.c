@@ -210,7 +210,7 @@ void gw_conn_request_done(struct gw_conn *c)
     gw_conn_unpin(c);
     c->sr = NULL;
     c->upstream_addr = NULL;
-    if (!c->keep || w->draining || (c->eof && !pending)) {
+    if (gw_conn_last(c) || (c->eof && !pending)) {
         gw_conn_close_when_flushed(c);
         return;
     }
@@ -227,7 +227,7 @@ void gw_conn_request_done(struct gw_conn *c)
 
 void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c)
 {
-    if (!c->keep || c->w->draining)
+    if (gw_conn_last(c))
         gw_ob_lit(o, "Connection: close\r\n");
     else if (c->http10)
         gw_ob_lit(o, "Connection: keep-alive\r\n");
@@ -315,7 +315,7 @@ static void drop_transport(const struct gw_io_ops *ops, void *xprt, evutil_socke
     ops->close(&io);
 }
 
-struct gw_conn *gw_conn_new(struct gw_worker *w, const struct gw_listener *l, evutil_socket_t fd,
+struct gw_conn *gw_conn_new(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
                             const struct sockaddr *sa, int salen, int parked,
                             const struct gw_io_ops *ops, void *xprt, gw_io_cb on_read,
                             gw_io_cb on_write, gw_io_event_cb on_event)
@@ -345,6 +345,8 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, const struct gw_listener *l, ev
         goto fail_io; /* closes fd */
     LIST_INSERT_HEAD(&w->conns, c, link);
     w->nconns++;
+    if (l)
+        l->nconns++;
     gw_count(&w->ctr.conns_open, 1);
     gw_count(&w->ctr.conns_total, 1);
     gw_io_setcb(&c->io, on_read, on_write, on_event, c);
@@ -380,6 +382,7 @@ void gw_conn_admit(struct gw_conn *c)
 void gw_conn_free(struct gw_conn *c)
 {
     struct gw_worker *w = c->w;
+    struct gw_listener *l = c->l;
 
     assert(c->up == NULL);
     if (c->st == GW_CONN_PARKED) {
@@ -398,17 +401,19 @@ void gw_conn_free(struct gw_conn *c)
     w->nconns--;
     atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
     gw_count(&w->ctr.conns_open, (uint64_t)-1);
+    if (l)
+        l->nconns--;
     if (w->conn_freed)
-        w->conn_freed(w);
+        w->conn_freed(w, l);
 }
 
-void gw_conn_close_idle(struct gw_worker *w)
+void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l)
 {
     struct gw_conn *c, *next;
 
     for (c = LIST_FIRST(&w->conns); c; c = next) {
         next = LIST_NEXT(c, link);
-        if (c->st == GW_CONN_IDLE)
+        if (c->st == GW_CONN_IDLE && (!l || c->l == l))
             gw_conn_free(c);
     }
 }

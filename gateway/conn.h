@@ -61,7 +61,7 @@ struct gw_conn {
     LIST_ENTRY(gw_conn) link; /* the worker's conns */
     struct gw_worker *w;
     struct gw_io io;
-    const struct gw_listener *l;   /* accepted on it */
+    struct gw_listener *l;         /* accepted on it (it counts us) */
     const struct adm_listener *al; /* its definition in snapshot <al_gen>, NULL: none */
     uint64_t al_gen;
     struct sockaddr_storage peer;
@@ -222,16 +222,17 @@ int gw_peek_first(struct evbuffer *in, struct evbuffer_iovec *v);
  * gw_io_plain and NULL, or TLS), in state GW_CONN_PARKED when <parked>, else
  * GW_CONN_IDLE and reading; its io calls <on_read>, <on_write> and
  * <on_event> with it. NULL when out of memory (counted as dropped). */
-struct gw_conn *gw_conn_new(struct gw_worker *w, const struct gw_listener *l, evutil_socket_t fd,
+struct gw_conn *gw_conn_new(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
                             const struct sockaddr *sa, int salen, int parked,
                             const struct gw_io_ops *ops, void *xprt, gw_io_cb on_read,
                             gw_io_cb on_write, gw_io_event_cb on_event);
-/* Where listener <l> is in <cfg>: its start-up index, else found by its
- * address; cfg->nlisteners when the config lost it. */
+/* Where listener <l> is in <cfg>: at the index it had in the config that
+ * added it, else found by its address; cfg->nlisteners when the config
+ * lost it (it is closing). */
 size_t gw_conn_listener_index(const struct adm_config *cfg, const struct gw_listener *l);
 /* The definition of <c>'s listener in its request's snapshot: the one with
- * its address (listeners are restart-only: nearly always at its start-up
- * index), looked up once per snapshot. NULL when the config lost it. */
+ * its address (nearly always at the index it was added at), looked up once
+ * per snapshot. NULL when the config lost it. */
 const struct adm_listener *gw_conn_listener(struct gw_conn *c);
 /* Closes and frees <c>; its upstream connection must be detached first.
  * Then the worker's conn_freed callback runs (admission). */
@@ -245,6 +246,13 @@ const struct adm_config *gw_conn_cfg(const struct gw_conn *c);
 void gw_conn_unpin(struct gw_conn *c);
 /* A fresh request id (process prefix, worker, sequence) in c->reqid. */
 void gw_conn_make_reqid(struct gw_conn *c);
+/* Whether <c>'s current request is its last: the client or the response
+ * does not keep the connection, the worker drains, or the listener it came
+ * in on was removed from the config. */
+static inline int gw_conn_last(const struct gw_conn *c)
+{
+    return !c->keep || c->w->draining || (c->l && c->l->closed);
+}
 /* The Connection field of a response to <c>'s client: close when the
  * connection ends after it, keep-alive for an HTTP/1.0 client that keeps it. */
 void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c);

@@ -85,16 +85,28 @@ struct gw_process {
     struct event_base *admin_base;
 };
 
-/* A worker's listening socket. */
-/* Whether a listener speaks TLS is fixed at start, as its address is; its
- * certificates and settings come from the snapshot. */
+/* A worker's listening socket, made by the admin thread (listen.c) and its
+ * worker's from the moment it is handed over. It lives as long as the
+ * config has its address, and after that until its last connection closed:
+ * connections point at it. Whether it speaks TLS, and with which
+ * certificates, comes from the snapshot, per connection. */
 struct gw_listener {
     struct evconnlistener *lev;
     struct gw_worker *w;
     evutil_socket_t fd; /* until the worker wraps it */
-    size_t index;       /* in the start-up config's listeners */
-    int tls;            /* a TLS listener */
+    size_t index;       /* in the config that added it: where to look first */
+    unsigned nconns;    /* its client connections still open */
+    int closed;         /* gone from the config: its connections close after their request */
     char addr[64];      /* its address as configured */
+};
+
+/* A change to a worker's listeners, queued by the admin thread (listen.c)
+ * and applied by the worker on its next notify. */
+struct gw_lchange {
+    struct gw_lchange *next;
+    struct gw_listener *add; /* a listener to open (the worker's from now on), or */
+    char remove[64];         /* the address of one to close */
+    _Atomic unsigned *left;  /* with <remove>: counted down once it is closed */
 };
 
 /* The sessions of a worker's TLS upstream connections, for resuming the
@@ -112,9 +124,13 @@ struct gw_worker {
     struct gw_process *proc;
     pthread_t thread;
     struct event_base *base;
-    struct gw_listener *listeners;
+    struct gw_listener **listeners; /* open ones: the config's addresses */
     size_t nlisteners;
     int listening; /* listeners enabled */
+    /* listener changes from the admin thread, oldest first, under lq_mu */
+    pthread_mutex_t lq_mu;
+    int lq_ready; /* lq_mu initialized */
+    struct gw_lchange *lq;
     int notify_fd[2];
     struct event *notify_ev;
     struct event *tick_ev;  /* once a second: Date, access-log flush */
@@ -136,9 +152,10 @@ struct gw_worker {
     int reqid_ready;
     LIST_HEAD(gw_conn_list, gw_conn) conns;       /* every client connection */
     LIST_HEAD(gw_upconn_list, gw_upconn) upconns; /* every upstream connection */
-    /* Registered by worker.c: runs after a client connection was freed
-     * (conn.c counts it; admission is the worker's). */
-    void (*conn_freed)(struct gw_worker *w);
+    /* Registered by worker.c: runs after a client connection accepted on
+     * <l> was freed (conn.c counts it; admission is the worker's, and a
+     * closed listener is freed with its last connection). */
+    void (*conn_freed)(struct gw_worker *w, struct gw_listener *l);
     rt_ctx *rtctx; /* the router's scratch for regexp routes */
     /* Request-parser blocks given back by connections between requests
      * (conn.c), newest first, linked through their first word. */
@@ -153,38 +170,49 @@ struct gw_worker {
 };
 
 /* worker.c */
+/* A worker slot of <proc>, numbered <id>, ready for listener changes. -1
+ * when out of resources. */
+int gw_worker_init(struct gw_worker *w, struct gw_process *proc, unsigned id);
 int gw_worker_start(struct gw_worker *w);
 void gw_worker_destroy(struct gw_worker *w);
 void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
+/* Queues <ch> (taken) for worker <w> and wakes it when it runs. */
+void gw_worker_lchange(struct gw_worker *w, struct gw_lchange *ch);
 
-/* listen.c, on the admin thread: binding listeners. The lock makes a probe
- * and the binds after it one step for every Switchyard in the network
- * namespace; 0 held, or -1 with <why> (held by someone else too long). */
-int gw_listen_lock(char *why, size_t cap);
-void gw_listen_unlock(void);
-/* <n> listening sockets on <a> into <fds>, each with SO_REUSEPORT, after a
- * probe (when <probe>) that nobody listens there; call it under the lock.
- * 0, or -1 with errno and nothing left open. */
-int gw_listen_bind(const struct adm_addr *a, unsigned n, evutil_socket_t *fds, int probe);
-/* Why binding <a> failed with errno <e>, starting with its address, into
- * <why>: "address in use (...)", or a port below 1024 after dropping root. */
-void gw_listen_why(const struct adm_addr *a, int e, char *why, size_t cap);
+/* listen.c, on the admin thread: binding listeners, which are live. A
+ * config that adds some gets them bound first, a socket per worker, before
+ * it is persisted or published:
+ * gw_listen_prepare() binds what <cfg> has and <live> (NULL at start) does
+ * not, and says why at each path it cannot (in <errs>; the number of
+ * errors); what it bound waits for gw_listen_commit() once <cfg> is
+ * published, or gw_listen_abort(). The commit hands each worker its
+ * sockets and tells it to close the listeners <live> had and <cfg> lacks;
+ * a worker applies that on its notify. */
+size_t gw_listen_prepare(struct gw_process *p, const struct adm_config *live,
+                         const struct adm_config *cfg, struct adm_errors *errs);
+void gw_listen_commit(struct gw_process *p, const struct adm_config *live,
+                      const struct adm_config *cfg);
+void gw_listen_abort(void);
+/* Closes what the process still holds (after the workers stopped). */
+void gw_listen_free(void);
 
 /* http1.c: a client connection on the accepted socket <fd> (owned from
  * now on) of listener <l>, through transport <ops> (gateway/io.h) with its
  * state <xprt>, waiting unread for admission when <parked>; NULL when out of
  * memory (the socket is closed, the drop counted). */
 struct gw_io_ops;
-struct gw_conn *gw_http1_accept(struct gw_worker *w, const struct gw_listener *l,
-                                evutil_socket_t fd, const struct sockaddr *sa, int salen,
-                                int parked, const struct gw_io_ops *ops, void *xprt);
+struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
+                                const struct sockaddr *sa, int salen, int parked,
+                                const struct gw_io_ops *ops, void *xprt);
 /* local.c: encodes the local answers once; every worker calls it before serving. */
 void gw_local_init(void);
 
 /* conn.c */
-void gw_conn_close_idle(struct gw_worker *w); /* drain: close connections between requests */
-void gw_conn_free_all(struct gw_worker *w);   /* after gw_upconn_free_all() */
+/* A drain (<l> NULL), or listener <l> closing: closes the connections
+ * between requests (of <l>) */
+void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l);
+void gw_conn_free_all(struct gw_worker *w); /* after gw_upconn_free_all() */
 /* Every GW_SWEEP_MS: fires the client connections' timeouts (ours, not libevent's). */
 #define GW_SWEEP_MS 100
 void gw_conn_sweep(struct gw_worker *w);

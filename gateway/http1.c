@@ -271,9 +271,9 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
     conn_close(c);
 }
 
-struct gw_conn *gw_http1_accept(struct gw_worker *w, const struct gw_listener *l,
-                                evutil_socket_t fd, const struct sockaddr *sa, int salen,
-                                int parked, const struct gw_io_ops *ops, void *xprt)
+struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
+                                const struct sockaddr *sa, int salen, int parked,
+                                const struct gw_io_ops *ops, void *xprt)
 {
     return gw_conn_new(w, l, fd, sa, salen, parked, ops, xprt, conn_read_cb, conn_write_cb,
                        conn_event_cb);

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 #include <time.h>
@@ -36,7 +37,9 @@ static const char lock_name[] = "\0switchyard/bind-lock";
 
 static int lock_fd = -1;
 
-int gw_listen_lock(char *why, size_t cap)
+/* Takes the lock, waiting for another instance's binds. 0, or -1 with
+ * <why>. */
+static int listen_lock(char *why, size_t cap)
 {
     struct sockaddr_un sun = {.sun_family = AF_UNIX};
     socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + sizeof(lock_name) - 1);
@@ -63,7 +66,7 @@ int gw_listen_lock(char *why, size_t cap)
     return 0;
 }
 
-void gw_listen_unlock(void)
+static void listen_unlock(void)
 {
     if (lock_fd >= 0)
         close(lock_fd);
@@ -111,7 +114,10 @@ static int probe_bind(const struct adm_addr *a)
     return rc;
 }
 
-int gw_listen_bind(const struct adm_addr *a, unsigned n, evutil_socket_t *fds, int probe)
+/* <n> listening sockets on <a> into <fds>, after a probe (when <probe>)
+ * that nobody listens there; under the lock. 0, or -1 with errno and
+ * nothing left open. */
+static int listen_bind(const struct adm_addr *a, unsigned n, evutil_socket_t *fds, int probe)
 {
     unsigned i;
     int e;
@@ -130,7 +136,8 @@ fail_bound:
     return -1;
 }
 
-void gw_listen_why(const struct adm_addr *a, int e, char *why, size_t cap)
+/* Why binding <a> failed with errno <e>, into <why>. */
+static void listen_why(const struct adm_addr *a, int e, char *why, size_t cap)
 {
     if (e == EADDRINUSE)
         snprintf(why, cap,
@@ -144,4 +151,187 @@ void gw_listen_why(const struct adm_addr *a, int e, char *why, size_t cap)
                  a->text, (unsigned)geteuid());
     else
         snprintf(why, cap, "%s: %s", a->text, strerror(e));
+}
+
+/* What gw_listen_prepare() bound, until the commit or the abort: for the
+ * listener at <index> of the config prepared, a socket per worker. */
+struct pending {
+    size_t index;
+    evutil_socket_t *fds;
+};
+
+static struct pending *pend;
+static size_t npend;
+
+/* Listeners being closed by the workers: until each worker closed its
+ * socket, their address stays ours, so a config that adds it back binds
+ * without the probe (which our own sockets would fail). <left> is counted
+ * down by the workers; the entry is freed here once it reached 0. */
+struct closing {
+    char addr[64];
+    _Atomic unsigned left;
+};
+
+static struct closing **closing;
+static size_t nclosing;
+
+/* Whether <addr> is a listener our workers are still closing; forgets the
+ * ones they closed. */
+static int still_ours(const char *addr)
+{
+    int ours = 0;
+    size_t i = 0;
+
+    while (i < nclosing) {
+        if (atomic_load(&closing[i]->left) == 0) {
+            free(closing[i]);
+            closing[i] = closing[--nclosing];
+            continue;
+        }
+        ours |= strcmp(closing[i]->addr, addr) == 0;
+        i++;
+    }
+    return ours;
+}
+
+/* Whether <cfg> has a listener on <addr>. */
+static int has_listener(const struct adm_config *cfg, const char *addr)
+{
+    for (size_t i = 0; cfg && i < cfg->nlisteners; i++)
+        if (strcmp(cfg->listeners[i].addr.text, addr) == 0)
+            return 1;
+    return 0;
+}
+
+void gw_listen_abort(void)
+{
+    for (size_t i = 0; i < npend; i++) {
+        for (unsigned w = 0; pend[i].fds && pend[i].fds[w] >= 0; w++)
+            close(pend[i].fds[w]);
+        free(pend[i].fds);
+    }
+    free(pend);
+    pend = NULL;
+    npend = 0;
+}
+
+size_t gw_listen_prepare(struct gw_process *p, const struct adm_config *live,
+                         const struct adm_config *cfg, struct adm_errors *errs)
+{
+    size_t n0 = errs->n;
+    char why[512];
+    int locked = 0;
+
+    gw_listen_abort(); /* nothing is pending between two pushes */
+    if (!(pend = calloc(cfg->nlisteners, sizeof(*pend)))) {
+        adm_errors_add(errs, "/listeners", "out of memory");
+        return errs->n - n0;
+    }
+    for (size_t i = 0; i < cfg->nlisteners; i++) {
+        const struct adm_addr *a = &cfg->listeners[i].addr;
+        struct pending *pd = &pend[npend];
+        char path[64];
+
+        if (has_listener(live, a->text))
+            continue;
+        snprintf(path, sizeof(path), "/listeners/%zu/address", i);
+        if (!locked && listen_lock(why, sizeof(why)) < 0) {
+            adm_errors_add(errs, path, "%s: %s", a->text, why);
+            break;
+        }
+        locked = 1;
+        /* the last entry ends the worker list (-1) */
+        if (!(pd->fds = malloc((p->nworkers + 1) * sizeof(*pd->fds)))) {
+            adm_errors_add(errs, path, "out of memory");
+            break;
+        }
+        pd->index = i;
+        pd->fds[p->nworkers] = -1;
+        npend++;
+        if (listen_bind(a, p->nworkers, pd->fds, !still_ours(a->text)) < 0) {
+            listen_why(a, errno, why, sizeof(why));
+            adm_errors_add(errs, path, "%s", why);
+            pd->fds[0] = -1;
+        }
+    }
+    if (locked)
+        listen_unlock();
+    if (errs->n != n0)
+        gw_listen_abort();
+    return errs->n - n0;
+}
+
+void gw_listen_commit(struct gw_process *p, const struct adm_config *live,
+                      const struct adm_config *cfg)
+{
+    struct closing *cl;
+
+    for (size_t i = 0; i < npend; i++) {
+        const struct adm_listener *al = &cfg->listeners[pend[i].index];
+        for (unsigned w = 0; w < p->nworkers; w++) {
+            struct gw_lchange *ch = calloc(1, sizeof(*ch));
+            struct gw_listener *l = calloc(1, sizeof(*l));
+            if (!ch || !l) {
+                gw_log(GW_LOG_ERROR, "worker %u: listener %s: out of memory", w, al->addr.text);
+                close(pend[i].fds[w]);
+                free(ch);
+                free(l);
+                continue;
+            }
+            l->fd = pend[i].fds[w];
+            l->index = pend[i].index;
+            snprintf(l->addr, sizeof(l->addr), "%s", al->addr.text);
+            ch->add = l;
+            gw_worker_lchange(&p->workers[w], ch);
+        }
+        free(pend[i].fds);
+        if (live)
+            gw_log(GW_LOG_INFO, "listener %s: accepting", al->addr.text);
+    }
+    free(pend);
+    pend = NULL;
+    npend = 0;
+    for (size_t i = 0; live && i < live->nlisteners; i++) {
+        const char *addr = live->listeners[i].addr.text;
+        struct closing **more;
+
+        if (has_listener(cfg, addr))
+            continue;
+        gw_log(GW_LOG_INFO, "listener %s: closing; its connections close after their request",
+               addr);
+        more = realloc(closing, (nclosing + 1) * sizeof(*closing));
+        cl = calloc(1, sizeof(*cl));
+        if (more)
+            closing = more;
+        if (!more || !cl) {
+            free(cl);
+            cl = NULL; /* the address may then look taken for a moment */
+        } else {
+            snprintf(cl->addr, sizeof(cl->addr), "%s", addr);
+            atomic_store(&cl->left, p->nworkers);
+            closing[nclosing++] = cl;
+        }
+        for (unsigned w = 0; w < p->nworkers; w++) {
+            struct gw_lchange *ch = calloc(1, sizeof(*ch));
+            if (!ch) {
+                gw_log(GW_LOG_ERROR, "worker %u: listener %s: out of memory, it stays open", w,
+                       addr);
+                if (cl)
+                    atomic_fetch_sub(&cl->left, 1);
+                continue;
+            }
+            snprintf(ch->remove, sizeof(ch->remove), "%s", addr);
+            ch->left = cl ? &cl->left : NULL;
+            gw_worker_lchange(&p->workers[w], ch);
+        }
+    }
+}
+
+void gw_listen_free(void)
+{
+    gw_listen_abort();
+    while (nclosing)
+        free(closing[--nclosing]);
+    free(closing);
+    closing = NULL;
 }

@@ -612,69 +612,60 @@ static int admin_prepare(const struct adm_config *cfg, char **token, struct adm_
  * (after its thread was joined). */
 static void close_listeners(void)
 {
-    for (unsigned i = 0; i < proc.nworkers; i++)
+    for (unsigned i = 0; proc.workers && i < proc.nworkers; i++)
         gw_worker_destroy(&proc.workers[i]);
     free(proc.workers);
     proc.workers = NULL;
+    gw_listen_free();
 }
 
-/* The worker slots, each with its own listening socket per listener, bound
- * under the bind lock (listen.c) so that a Switchyard starting at the same
- * instant cannot share an address with this one. On failure everything made
- * here is freed again, after logging why. */
+/* The worker slots, each given its own listening socket per listener
+ * (listen.c binds them so that nobody else listens there, a Switchyard
+ * starting at the same instant included). On failure everything made here
+ * is freed again, after logging why. */
 static int open_listeners(const struct adm_config *cfg)
 {
-    evutil_socket_t *fds;
-    char why[256];
+    struct adm_errors errs;
 
     proc.nworkers = adm_config_workers(cfg);
-    if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers))) ||
-        !(fds = calloc(proc.nworkers, sizeof(*fds)))) {
+    if (!(proc.workers = calloc(proc.nworkers, sizeof(*proc.workers)))) {
         gw_log(GW_LOG_ERROR, "workers: out of memory");
-        free(proc.workers);
-        proc.workers = NULL;
         return -1;
     }
     for (unsigned i = 0; i < proc.nworkers; i++) {
-        struct gw_worker *w = &proc.workers[i];
-        w->id = i;
-        w->proc = &proc;
-        w->reqid_prefix = (uint32_t)(getpid() * 2654435761u) ^ (uint32_t)time(NULL);
-        if (!(w->listeners = calloc(cfg->nlisteners, sizeof(*w->listeners)))) {
-            gw_log(GW_LOG_ERROR, "listeners: out of memory");
+        if (gw_worker_init(&proc.workers[i], &proc, i) < 0) {
+            gw_log(GW_LOG_ERROR, "workers: out of memory");
             goto fail_workers;
         }
-        w->nlisteners = cfg->nlisteners;
-        for (size_t l = 0; l < cfg->nlisteners; l++) {
-            struct gw_listener *gl = &w->listeners[l];
-            gl->fd = -1;
-            gl->index = l;
-            gl->tls = cfg->listeners[l].tls != NULL;
-            snprintf(gl->addr, sizeof(gl->addr), "%s", cfg->listeners[l].addr.text);
-        }
     }
-    if (gw_listen_lock(why, sizeof(why)) < 0) {
-        gw_log(GW_LOG_ERROR, "listeners: %s", why);
+    adm_errors_init(&errs);
+    if (gw_listen_prepare(&proc, NULL, cfg, &errs)) {
+        print_errors("listeners", &errs);
+        adm_errors_clear(&errs);
         goto fail_workers;
     }
-    for (size_t l = 0; l < cfg->nlisteners; l++) {
-        if (gw_listen_bind(&cfg->listeners[l].addr, proc.nworkers, fds, 1) < 0) {
-            gw_listen_why(&cfg->listeners[l].addr, errno, why, sizeof(why));
-            gw_log(GW_LOG_ERROR, "listeners[%zu] %s", l, why);
-            goto fail_locked;
-        }
-        for (unsigned i = 0; i < proc.nworkers; i++)
-            proc.workers[i].listeners[l].fd = fds[i];
-    }
-    gw_listen_unlock();
-    free(fds);
+    gw_listen_commit(&proc, NULL, cfg);
     return 0;
-fail_locked:
-    gw_listen_unlock();
 fail_workers:
-    free(fds);
     close_listeners();
     return -1;
+}
+
+/* The admin API's hooks for a config that changes the listeners: bound
+ * before it is persisted, handed to the workers once it is published. */
+static size_t listeners_prepare(void *arg, const struct adm_config *live,
+                                const struct adm_config *cfg, struct adm_errors *errs)
+{
+    return gw_listen_prepare(arg, live, cfg, errs);
+}
+
+static void listeners_done(void *arg, const struct adm_config *live, const struct adm_config *cfg,
+                           int published)
+{
+    if (published)
+        gw_listen_commit(arg, live, cfg);
+    else
+        gw_listen_abort();
 }
 
 /* The first snapshot, built from <cfg> (taken, freed on failure too) and
@@ -825,7 +816,7 @@ static void audit_log(void *arg, const char *line)
 static int start_admin(const struct adm_addr *addr, const char *token, unsigned reserve_mb)
 {
     struct timeval rt = {0, 50 * 1000};
-    struct adm_api_hooks hooks;
+    struct adm_api_hooks hooks = {0};
     char msg[256];
 
     sig_hup = evsignal_new(proc.admin_base, SIGHUP, signal_cb, NULL);
@@ -842,6 +833,8 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     }
     hooks.stats = gw_stats;
     hooks.audit = audit_log;
+    hooks.listeners_prepare = listeners_prepare;
+    hooks.listeners_done = listeners_done;
     hooks.arg = &proc;
     hooks.resolver = resolver;
     heap_reserve(reserve_mb);

@@ -1,7 +1,9 @@
 /*
  * worker.c - worker threads: one event_base each (no locks), their own
- * SO_REUSEPORT listening sockets, a notify pipe through which the admin
- * thread announces swaps and drains, a one-second tick for the cached Date
+ * SO_REUSEPORT listening sockets (opened and closed as the admin thread's
+ * queue of listener changes says: listeners are live), a notify pipe
+ * through which the admin thread announces swaps, listener changes and
+ * drains, a one-second tick for the cached Date
  * field and the access-log flush; and admission, all of it: the
  * connection cap (limits.max_connections, for all workers together),
  * pausing and resuming the listeners, and admitting connections that were
@@ -15,6 +17,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gateway/conn.h"
@@ -22,23 +25,24 @@
 
 /* The transport of a connection accepted on <l>: plain, or TLS from the
  * listener's context in the current snapshot (the accept runs between
- * requests, when the worker cannot be holding an older one). A TLS listener
- * whose TLS a later config lost never speaks plain HTTP: -1, refused. */
+ * requests, when the worker cannot be holding an older one): whether a
+ * listener speaks TLS is live too. A listener the config no longer has is
+ * closing: -1, refused. */
 static int listener_transport(const struct gw_listener *l, evutil_socket_t fd,
                               const struct gw_io_ops **ops, void **xprt)
 {
     struct gw_worker *w = l->w;
     const struct adm_snapshot *s =
         atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
-    size_t i;
+    size_t i = gw_conn_listener_index(s->cfg, l);
 
     *ops = &gw_io_plain;
     *xprt = NULL;
-    if (!l->tls)
+    if (i == s->cfg->nlisteners)
+        return -1;
+    if (!s->cfg->listeners[i].tls)
         return 0;
-    i = gw_conn_listener_index(s->cfg, l);
-    if (i == s->cfg->nlisteners || !s->tls[i] ||
-        !(*xprt = gw_tls_server_new(adm_tls_ctx_ssl(s->tls[i]), fd, &w->tls_ctr)))
+    if (!s->tls[i] || !(*xprt = gw_tls_server_new(adm_tls_ctx_ssl(s->tls[i]), fd, &w->tls_ctr)))
         return -1;
     *ops = &gw_io_tls;
     return 0;
@@ -94,10 +98,13 @@ static void admit_parked(struct gw_worker *w)
     }
 }
 
-/* A client connection of <w> was freed: its place may go to a parked one,
- * the listeners may resume, and a drain may be over. */
-static void conn_freed(struct gw_worker *w)
+/* A client connection of <w> accepted on <l> was freed: a closed <l> goes
+ * with its last connection, the place may go to a parked one, the
+ * listeners may resume, and a drain may be over. */
+static void conn_freed(struct gw_worker *w, struct gw_listener *l)
 {
+    if (l && l->closed && l->nconns == 0)
+        free(l);
     admit_parked(w);
     if (!w->listening && !w->draining)
         gw_worker_listen_update(w);
@@ -132,14 +139,97 @@ void gw_worker_listen_update(struct gw_worker *w)
     if (want == w->listening)
         return;
     for (size_t i = 0; i < w->nlisteners; i++) {
-        if (!w->listeners[i].lev)
+        if (!w->listeners[i]->lev)
             continue;
         if (want)
-            evconnlistener_enable(w->listeners[i].lev);
+            evconnlistener_enable(w->listeners[i]->lev);
         else
-            evconnlistener_disable(w->listeners[i].lev);
+            evconnlistener_disable(w->listeners[i]->lev);
     }
     w->listening = want;
+}
+
+/* Starts accepting on <l> (taken, its socket bound): a listener the
+ * config added. While the worker pauses at the connection cap it waits,
+ * disabled; in a drain it is closed at once. */
+static void listener_open(struct gw_worker *w, struct gw_listener *l)
+{
+    struct gw_listener **more;
+
+    l->w = w;
+    if (w->draining ||
+        !(more = realloc(w->listeners, (w->nlisteners + 1) * sizeof(*w->listeners))) ||
+        !(l->lev = evconnlistener_new(w->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE, -1, l->fd))) {
+        if (!w->draining)
+            gw_log(GW_LOG_ERROR, "worker %u: listener %s: out of memory", w->id, l->addr);
+        evutil_closesocket(l->fd);
+        free(l);
+        return;
+    }
+    w->listeners = more;
+    l->fd = -1;
+    evconnlistener_set_error_cb(l->lev, accept_error_cb);
+    if (!w->listening)
+        evconnlistener_disable(l->lev);
+    w->listeners[w->nlisteners++] = l;
+}
+
+/* Stops accepting on the listener at <addr>, a listener the config
+ * removed: its idle connections close now, the others after their current
+ * request (Connection: close), and it is freed with the last of them. */
+static void listener_close(struct gw_worker *w, const char *addr)
+{
+    struct gw_listener *l = NULL;
+    size_t i;
+
+    for (i = 0; i < w->nlisteners && !l; i++)
+        if (strcmp(w->listeners[i]->addr, addr) == 0)
+            l = w->listeners[i];
+    if (!l)
+        return;
+    w->listeners[i - 1] = w->listeners[--w->nlisteners];
+    if (l->lev)
+        evconnlistener_free(l->lev);
+    l->lev = NULL;
+    gw_conn_close_idle(w, l);
+    l->closed = 1;
+    if (l->nconns == 0)
+        free(l);
+}
+
+void gw_worker_lchange(struct gw_worker *w, struct gw_lchange *ch)
+{
+    struct gw_lchange **tail;
+    char b = 'L';
+
+    pthread_mutex_lock(&w->lq_mu);
+    for (tail = &w->lq; *tail; tail = &(*tail)->next)
+        ;
+    *tail = ch;
+    pthread_mutex_unlock(&w->lq_mu);
+    if (w->base && write(w->notify_fd[1], &b, 1) < 0 && errno != EAGAIN)
+        gw_log(GW_LOG_ERROR, "notify worker %u: %s", w->id, strerror(errno));
+}
+
+/* Applies the listener changes queued for <w>, in their order. */
+static void listeners_apply(struct gw_worker *w)
+{
+    struct gw_lchange *ch, *next;
+
+    pthread_mutex_lock(&w->lq_mu);
+    ch = w->lq;
+    w->lq = NULL;
+    pthread_mutex_unlock(&w->lq_mu);
+    for (; ch; ch = next) {
+        next = ch->next;
+        if (ch->add)
+            listener_open(w, ch->add);
+        else
+            listener_close(w, ch->remove);
+        if (ch->left)
+            atomic_fetch_sub(ch->left, 1);
+        free(ch);
+    }
 }
 
 static void drain_start(struct gw_worker *w)
@@ -148,12 +238,12 @@ static void drain_start(struct gw_worker *w)
         return;
     w->draining = 1;
     for (size_t i = 0; i < w->nlisteners; i++) {
-        if (w->listeners[i].lev)
-            evconnlistener_free(w->listeners[i].lev);
-        w->listeners[i].lev = NULL;
+        if (w->listeners[i]->lev)
+            evconnlistener_free(w->listeners[i]->lev);
+        w->listeners[i]->lev = NULL;
     }
     w->listening = 0;
-    gw_conn_close_idle(w);
+    gw_conn_close_idle(w, NULL);
     if (w->nconns == 0)
         event_base_loopexit(w->base, NULL);
 }
@@ -173,6 +263,7 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
                 event_base_loopbreak(w->base);
         }
     }
+    listeners_apply(w);
     /* outside every request step: from now on only the current snapshot */
     adm_swap_ack(&w->proc->swap, w->id);
     gw_upconn_prune(w);
@@ -229,16 +320,38 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Frees what gw_worker_start() made; after the thread was joined. */
+int gw_worker_init(struct gw_worker *w, struct gw_process *proc, unsigned id)
+{
+    w->id = id;
+    w->proc = proc;
+    w->reqid_prefix = (uint32_t)(getpid() * 2654435761u) ^ (uint32_t)time(NULL);
+    if (pthread_mutex_init(&w->lq_mu, NULL) != 0)
+        return -1;
+    w->lq_ready = 1;
+    return 0;
+}
+
+/* Frees what gw_worker_init() and gw_worker_start() made; after the thread
+ * was joined. */
 void gw_worker_destroy(struct gw_worker *w)
 {
+    struct gw_lchange *ch, *next;
+
     for (size_t i = 0; i < w->nlisteners; i++) {
-        if (w->listeners[i].lev)
-            evconnlistener_free(w->listeners[i].lev);
-        else if (w->listeners[i].fd >= 0)
-            evutil_closesocket(w->listeners[i].fd);
+        if (w->listeners[i]->lev)
+            evconnlistener_free(w->listeners[i]->lev);
+        free(w->listeners[i]);
     }
     free(w->listeners);
+    for (ch = w->lq; ch; ch = next) { /* changes it never applied */
+        next = ch->next;
+        if (ch->add)
+            evutil_closesocket(ch->add->fd);
+        free(ch->add);
+        free(ch);
+    }
+    if (w->lq_ready)
+        pthread_mutex_destroy(&w->lq_mu);
     if (w->notify_ev)
         event_free(w->notify_ev);
     if (w->tick_ev)
@@ -257,8 +370,8 @@ void gw_worker_destroy(struct gw_worker *w)
     rt_ctx_free(w->rtctx);
 }
 
-/* Sets up the worker's base and events around its listening sockets
- * (w->listeners[i].fd, owned from now on) and starts its thread. */
+/* Sets up the worker's base and events, opens the listeners queued for it
+ * (gw_listen_commit at start) and starts its thread. */
 int gw_worker_start(struct gw_worker *w)
 {
     struct event_config *ec = event_config_new();
@@ -294,16 +407,8 @@ int gw_worker_start(struct gw_worker *w)
         return -1;
     if (!(w->rtctx = rt_ctx_new())) /* regexp routes match without allocating */
         return -1;
-    for (size_t i = 0; i < w->nlisteners; i++) {
-        struct gw_listener *l = &w->listeners[i];
-        l->w = w;
-        l->lev = evconnlistener_new(w->base, accept_cb, l, LEV_OPT_CLOSE_ON_FREE, -1, l->fd);
-        if (!l->lev)
-            return -1;
-        l->fd = -1;
-        evconnlistener_set_error_cb(l->lev, accept_error_cb);
-    }
     w->listening = 1;
+    listeners_apply(w);
     atomic_fetch_add(&w->proc->running, 1);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
         atomic_fetch_sub(&w->proc->running, 1);

@@ -757,8 +757,8 @@ class StatusMetricsTest(ApiCase):
 
         hit("/ping", 3)
         wait_for(lambda: pings() >= 3 or None, what="ping counted")
-        # the running config with one more route (its listeners and admin
-        # address as they are: changing them needs a restart)
+        # the running config with one more route (its listeners, which the
+        # test keeps using, and its admin address, which needs a restart)
         cfg = json.loads(json.dumps(self.cfg))
         cfg["routes"].append(local_route("new", "/new"))
         self.assertWrite(api.put("/config", cfg), 200)

@@ -14,7 +14,8 @@ import subprocess
 import unittest
 
 from adminlib import (SY_BIN, TIMEOUT, AdminCase, Gateway, data_get, free_port, gateway_config,
-                      local_route, main, start_gateway, Admin, admin_port, wait_for)
+                      local_route, main, start_gateway, Admin, admin_port, port_is_bound,
+                      wait_for)
 
 USER, GROUP = "nobody", "nogroup"
 
@@ -56,6 +57,31 @@ class PrivilegesTest(AdminCase):
         self.assertEqual(data_get(g.port, "/b").status, 200)
         self.assertEqual(g.stop(), 0, g.log())
         g.check_clean()
+
+    def test_push_below_1024_after_the_drop(self):
+        """Listeners are live, but after the drop a port below 1024 cannot be
+        bound: such a push is refused at its path, saying why, and the
+        gateway keeps serving; a port above 1023 still binds."""
+        cfg = gateway_config(routes=[local_route("ping", "/ping")], workers=2, user=USER,
+                             group=GROUP)
+        g = Gateway(self.tmp, cfg, name="low")
+        self.addCleanup(g.stop)
+        start_gateway(g)
+        api = Admin(admin_port(cfg))
+        self.addCleanup(api.close)
+        low = next(p for p in range(1000, 500, -1) if not port_is_bound(p))
+        r = api.put("/config", dict(cfg, listeners=cfg["listeners"] +
+                                    [{"address": "127.0.0.1:%d" % low}]))
+        self.assertStatus(r, 400)
+        self.assertEqual([e["path"] for e in r.json["errors"]], ["/listeners/1/address"], r)
+        self.assertIn("below 1024", r.json["errors"][0]["message"])
+        self.assertEqual(data_get(g.port, "/ping").status, 200)
+        high = free_port()
+        r = api.put("/config", dict(cfg, listeners=cfg["listeners"] +
+                                    [{"address": "127.0.0.1:%d" % high}]))
+        self.assertWrite(r, 200)
+        self.assertEqual(data_get(high, "/ping").status, 200)
+        self.assertEqual(g.stop(), 0, g.log())
 
     def test_unknown_accounts_are_refused(self):
         for key, name in (("user", "no-such-user-sy"), ("group", "no-such-group-sy")):

@@ -2,8 +2,8 @@
 """test_admin_refusals.py - a config is accepted only if the next start
 would accept it too, and never accepted and then ignored:
 - a push (and a dry run, and a SIGHUP) that changes a restart-only key
-  (workers, admin.*, user, group, and, until they are live, listeners) is
-  a 409 naming each path; nothing changes;
+  (workers, admin.*, user, group) is a 409 naming each path; nothing
+  changes (listeners are live: test_admin_listeners.py);
 - a push whose files a start would refuse (a token file that cannot be read,
   an access log that cannot be opened, a state directory that is a file) or
   that opens the admin API off loopback without a token is a 400 naming the
@@ -49,9 +49,6 @@ class RestartOnlyTest(RefusalCase):
         c = self.live()
         c["admin"] = dict(c["admin"], heap_reserve_mb=0)
         yield "/admin/heap_reserve_mb", c
-        c = self.live()
-        c["listeners"] = c["listeners"] + [{"address": "127.0.0.1:%d" % free_port()}]
-        yield "/listeners", c
         c = self.live()
         c["user"] = "nobody"
         yield "/user", c
