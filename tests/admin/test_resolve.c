@@ -5,8 +5,10 @@
  * down as "resolving"; a changed hosts file re-derives the pools with the
  * kept addresses' health, under the same generation and with a grace
  * period of its own; a hosts file that cannot be read is an error at its
- * JSON path. The hosts file answers without a nameserver (the one
- * configured, 127.0.0.1:9, is never needed), so nothing leaves the host.
+ * JSON path; a resolution that hangs is cancelled cleanly. The hosts file
+ * answers without a nameserver (the one configured, 127.0.0.1:9, is never
+ * needed) and the hanging one is a socket of the test's: nothing leaves
+ * the host.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -206,6 +209,61 @@ START_TEST(unreadable_hosts_file_refused)
 }
 END_TEST
 
+/* A nameserver that never answers: a UDP socket nobody reads. */
+static int silent_nameserver(char *addr, size_t cap)
+{
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    snprintf(addr, cap, "127.0.0.1:%u", ntohs(sin.sin_port));
+    return fd;
+}
+
+/* A resolution that hangs: the build does not wait (one server down as
+ * "resolving"), and a new configuration or the resolver's end cancels
+ * what is in flight without leaking or touching freed memory (the ASan
+ * build runs this too). */
+START_TEST(hanging_resolution_cancelled)
+{
+    struct event_base *base = event_base_new();
+    struct adm_resolver *res = adm_resolver_new(base, NULL);
+    const struct sockaddr_storage *addrs;
+    struct adm_errors e;
+    struct adm_snapshot *s;
+    struct adm_config *c;
+    char ns[64], buf[1024];
+    int fd = silent_nameserver(ns, sizeof(ns));
+
+    snprintf(buf, sizeof(buf),
+             "{\"listeners\": [{\"address\": \"127.0.0.1:8080\"}],"
+             " \"resolver\": {\"nameservers\": [\"%s\"], \"timeout_ms\": 60000},"
+             " \"upstreams\": {\"u\": {\"servers\": [{\"address\": \"hangs.test:80\"}]}}}",
+             ns);
+    adm_errors_init(&e);
+    c = adm_config_parse(buf, strlen(buf), &e);
+    ck_assert_ptr_nonnull(c);
+    s = adm_snapshot_build_res(c, NULL, 1, res, &e);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(up_health_flags(s->pools[0], 0), UP_H_RESOLVING);
+    ck_assert_int_eq(adm_resolver_lookup(res, "hangs.test", 1000, &addrs), -1);
+    /* other settings: the query in flight is cancelled, a new one starts */
+    write_hosts("127.0.0.2 other.test\n");
+    adm_snapshot_free(s);
+    s = adm_snapshot_build_res(config(""), NULL, 1, res, &e);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_eq(adm_resolver_lookup(res, "hangs.test", 1000, &addrs), -1);
+    adm_snapshot_free(s);
+    adm_errors_clear(&e);
+    adm_resolver_free(res);
+    event_base_free(base);
+    close(fd);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("resolve");
@@ -218,6 +276,7 @@ int main(void)
     tcase_add_test(tc, names_become_servers_and_follow_the_hosts_file);
     tcase_add_test(tc, unresolved_name_is_one_server_down);
     tcase_add_test(tc, unreadable_hosts_file_refused);
+    tcase_add_test(tc, hanging_resolution_cancelled);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
