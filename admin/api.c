@@ -29,6 +29,7 @@
 #include "admin/http.h"
 #include "admin/http1/path.h"
 #include "admin/http1/status.h"
+#include "admin/tls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -477,8 +478,10 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
 
     (void)unused;
     if (!st->canon || st->canon_gen != s->gen) {
+        json_t *shown = adm_tls_redact(st->doc); /* never a private key */
         free(st->canon);
-        st->canon = json_dumps(st->doc, JSON_COMPACT | JSON_SORT_KEYS);
+        st->canon = shown ? json_dumps(shown, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(shown);
         st->canon_len = st->canon ? strlen(st->canon) : 0;
         st->canon_gen = s->gen;
     }
@@ -501,7 +504,8 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
 static void config_put(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct evbuffer *in = adm_req_body(req);
-    int dry = query_flag(adm_req_query(req), "dry_run");
+    int dry = query_flag(adm_req_query(req), "dry_run"), kept;
+    struct adm_errors errs;
     json_t *doc;
     size_t n;
 
@@ -512,10 +516,23 @@ static void config_put(struct adm_api *api, struct adm_req *req, const char *unu
     }
     if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
         return;
-    /* the body as pushed: persisted as it came */
+    /* GET /config's "[redacted]" keys: the live ones are kept */
+    adm_errors_init(&errs);
+    if ((kept = adm_tls_unredact(doc, api->st->doc, &errs)) < 0) {
+        if (errs.n)
+            reply_errs(api, req, 400, "invalid config", &errs);
+        else
+            send_oom(req);
+        adm_errors_clear(&errs);
+        json_decref(doc);
+        return;
+    }
+    adm_errors_clear(&errs);
+    /* the body as pushed: persisted as it came (as the keys restored into
+     * it when it had markers: those bytes would not load again) */
     n = evbuffer_get_length(in);
-    apply_full(api, req, doc, dry, "config", 200, (const char *)evbuffer_pullup(in, (ev_ssize_t)n),
-               n);
+    apply_full(api, req, doc, dry, "config", 200,
+               kept ? NULL : (const char *)evbuffer_pullup(in, (ev_ssize_t)n), kept ? 0 : n);
     json_decref(doc);
 }
 

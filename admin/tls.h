@@ -105,6 +105,23 @@ int adm_tls_same(const struct adm_config *a, const struct adm_config *b);
 /* "RSA" or "ECDSA". */
 const char *adm_tls_key_name(enum adm_tls_key k);
 
+/* ---- private keys through the admin API (tls_redact.c) ---- */
+
+/* What GET /config writes in place of an inline key_pem (Envoy's
+ * config_dump marker). */
+#define ADM_TLS_REDACTED "[redacted]"
+/* A deep copy of <doc> (borrowed) with every listener certificate's inline
+ * key_pem replaced by ADM_TLS_REDACTED: the caller owns it. NULL on out of
+ * memory. */
+json_t *adm_tls_redact(const json_t *doc);
+/* In the pushed document <doc> (changed in place), every listener
+ * certificate whose key_pem is ADM_TLS_REDACTED takes the key_pem of the
+ * certificate with the same cert_pem in the live document <live> (borrowed;
+ * NULL: none). Returns how many it restored, or -1 with one error per
+ * marker that has no live key (its JSON path) in <errs>, or on out of
+ * memory: then <doc> may be restored in part, and is for throwing away. */
+int adm_tls_unredact(json_t *doc, const json_t *live, struct adm_errors *errs);
+
 /* ---- handshake outcomes, counted by the gateway, reported by the admin
  * API (tls_report.c) ---- */
 

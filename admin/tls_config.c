@@ -543,6 +543,15 @@ static void parse_cert(struct tx *t, const json_t *v, struct adm_tls_cert *c, EV
     }
     cpem = get_pem(t, v, "cert", "cert_pem", &c->cert_file, &cat, &clen);
     kpem = get_pem(t, v, "key", "key_pem", &c->key_file, &kat, &klen);
+    if (kpem && strcmp(kpem, ADM_TLS_REDACTED) == 0) {
+        /* PUT /config restores it before this (tls_redact.c) */
+        err_key(t, kat,
+                "\"%s\" is what GET /config shows instead of a key: push the key itself, "
+                "or push it over PUT /config while the live config has this certificate",
+                ADM_TLS_REDACTED);
+        free(kpem);
+        kpem = NULL;
+    }
     if (cpem && !(c->x509 = parse_certs(cpem, clen, &c->chain, why, sizeof(why))))
         err_key(t, cat, "cannot parse the certificate: %s", why);
     if (kpem && !(c->pkey = parse_key(kpem, klen, why, sizeof(why))))

@@ -467,6 +467,67 @@ class PushTest(TLSCase):
         self.assertEqual((st, body["changed"]), (200, True))
         self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec"])
 
+    def inline(self, name, hosts=None):
+        with open(self.c(name)) as f, open(self.c(name, "key")) as k:
+            e = {"cert_pem": f.read(), "key_pem": k.read()}
+        if hosts:
+            e["hosts"] = hosts
+        return e
+
+    def test_get_config_redacts_inline_keys(self):
+        cfg = self.tls_config({"certificates": [self.inline("dflt"),
+                                                self.cert("wild", ["*.w.example.com"])]})
+        state = self.tmp.file("state-redact")
+        os.mkdir(state)
+        cfg["admin"]["state_dir"] = state
+        gw = self.own_gateway(cfg)
+        url = "http://%s/config" % gw.cfg["admin"]["address"]
+        self.admin(gw, "GET", "/healthz")  # waits for the admin API
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as r:
+            raw = r.read().decode()
+        self.assertNotIn("PRIVATE KEY", raw)
+        shown = json.loads(raw)
+        certs = shown["listeners"][0]["tls"]["certificates"]
+        self.assertEqual(certs[0]["key_pem"], "[redacted]")
+        self.assertEqual(certs[0]["cert_pem"], cfg["listeners"][0]["tls"]["certificates"][0]
+                         ["cert_pem"])
+        self.assertEqual(certs[1]["key"], self.c("wild", "key"))  # a path is not a secret
+        # the GET's output pushed back: the live key is kept, nothing changes
+        st, body = self.admin(gw, "PUT", "/config", shown)
+        self.assertEqual((st, body["changed"]), (200, False), body)
+        st, body = self.admin(gw, "PUT", "/config?dry_run=1", shown)
+        self.assertEqual(st, 200, body)
+        # edited: another certificate added, the redacted one still served with its key
+        certs.append(self.inline("ec", ["api.example.com"]))
+        st, body = self.admin(gw, "PUT", "/config", shown)
+        self.assertEqual((st, body["changed"]), (200, True), body)
+        self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec"])
+        self.assertEqual(self.served(gw.port, "unknown.test"), self.fp["dflt"])
+        # a marker whose certificate the live config does not have: refused at its path
+        bad = json.loads(json.dumps(shown))
+        bad["listeners"][0]["tls"]["certificates"][0]["cert_pem"] = self.inline("rsa")["cert_pem"]
+        st, body = self.admin(gw, "PUT", "/config", bad)
+        self.assertEqual(st, 400, body)
+        self.assertEqual([e["path"] for e in body["errors"]],
+                         ["/listeners/0/tls/certificates/0/key_pem"], body)
+        self.assertIn("send the key", body["errors"][0]["message"])
+        # outside PUT /config the marker is not a key: --check says why
+        f = self.tmp.file("redacted.json")
+        with open(f, "w") as o:
+            o.write(raw)
+        p = subprocess.run([SY_BIN, "--check", f], capture_output=True, timeout=TIMEOUT)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("/listeners/0/tls/certificates/0/key_pem: \"[redacted]\" is what GET "
+                      "/config shows", (p.stdout + p.stderr).decode())
+        # what was persisted holds the keys themselves: a restart serves both
+        gw.stop()
+        gw.start()
+        self.admin(gw, "GET", "/healthz")
+        self.assertEqual(self.served(gw.port, "api.example.com"), self.fp["ec"])
+        self.assertEqual(self.served(gw.port, "unknown.test"), self.fp["dflt"])
+        with urllib.request.urlopen(url, timeout=TIMEOUT) as r:
+            self.assertNotIn("PRIVATE KEY", r.read().decode())
+
     def test_refused_configs(self):
         gw = self.own_gateway(self.tls_config())
         base = self.tls_config()
