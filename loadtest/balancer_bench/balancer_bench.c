@@ -21,7 +21,10 @@
  *   - the Maglev table build (up_pool_new_opts with UP_HASH, 65,537 slots)
  *     at 1,000 servers: median of 9 builds (target <= 5 ms);
  *   - keys moved when one server of N is removed (100,000 keys; target
- *     <= 1.2 / N), with equal weights and with weights 1..4.
+ *     <= 1.2 / N at equal weights, 1.2 times the removed server's share
+ *     with weights 1..4), with equal weights and with weights 1..4;
+ *   - the hash table's balance: each server's slots over its weight's
+ *     share, min, max and rms, at 3, 100 and 1,000 servers.
  * Times are the thread's CPU time (CLOCK_THREAD_CPUTIME_ID), not wall
  * time: on a shared machine a descheduled thread would otherwise count the
  * other processes' time as its own.
@@ -36,6 +39,7 @@
 #include "upstream/upstream.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,6 +75,12 @@ static void *bb_xcalloc(size_t n, size_t size)
     return p;
 }
 
+/* Server <i>'s weight in bb_pool_w's pools. */
+static unsigned bb_weight(size_t i, int equal)
+{
+    return equal ? 1 : 1 + (unsigned)(i % 4);
+}
+
 /* A pool of <n> servers 10.0.x.y:80 with weights 1..4 (all 1 when
  * <equal>), skipping server <skip> (SIZE_MAX: none) so that the rest keep
  * their addresses. */
@@ -90,7 +100,7 @@ static up_pool *bb_pool_w(size_t n, size_t skip, const struct up_pool_opts *o, i
         sin[k].sin_addr.s_addr = htonl((uint32_t)(0x0a000000u + i));
         snprintf(names[k], sizeof(names[k]), "10.0.%zu.%zu:80", i / 256, i % 256);
         defs[k] = (struct up_server_def){names[k], (const struct sockaddr *)&sin[k], sizeof(sin[k]),
-                                         equal ? 1 : 1 + (unsigned)(i % 4)};
+                                         bb_weight(i, equal)};
         k++;
     }
     p = up_pool_new_opts("bench", "", defs, k, 1, 1, o);
@@ -228,26 +238,66 @@ static void bb_keys_moved(void)
     const unsigned nkeys = 100000;
 
     printf("\nKeys moved when one server of N (the middle one) is removed, %u keys, "
-           "65,537 slots:\n\n",
+           "65,537 slots. The fewest that can move are the removed server's own: its share "
+           "(its weight over the total, 1/N at equal weights), so the target, 1.2/N at equal "
+           "weights, is 1.2 x its share:\n\n",
            nkeys);
-    printf("| weights | N | moved | fraction | x N | target <= 1.2 |\n"
-           "|---|---:|---:|---:|---:|---|\n");
+    printf("| weights | N | moved | fraction | x N | / its share | target <= 1.2 x its share |\n"
+           "|---|---:|---:|---:|---:|---:|---|\n");
     for (int equal = 1; equal >= 0; equal--) {
         for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
             size_t n = ns[a], gone = n / 2;
             up_pool *all = bb_pool_w(n, SIZE_MAX, &o, equal), *less = bb_pool_w(n, gone, &o, equal);
-            unsigned moved = 0;
+            unsigned moved = 0, total = 0;
+            for (size_t i = 0; i < n; i++)
+                total += bb_weight(i, equal);
             for (unsigned k = 0; k < nkeys; k++) {
                 struct up_pick rq = {.hash = up_hash(&k, sizeof(k))};
                 size_t before = up_select(all, 0, &rq), after = up_select(less, 0, &rq);
                 /* servers after the removed one shift down by one index */
                 moved += before != (after >= gone ? after + 1 : after);
             }
-            double f = (double)moved / nkeys;
-            printf("| %s | %zu | %u | %.4f | %.2f | %s |\n", equal ? "equal" : "1..4", n, moved, f,
-                   f * (double)n, f * (double)n <= 1.2 ? "met" : "MISSED");
+            double f = (double)moved / nkeys, share = (double)bb_weight(gone, equal) / total;
+            printf("| %s | %zu | %u | %.4f | %.2f | %.2f | %s |\n", equal ? "equal" : "1..4", n,
+                   moved, f, f * (double)n, f / share, f <= 1.2 * share ? "met" : "MISSED");
             up_pool_release(all);
             up_pool_release(less);
+        }
+    }
+}
+
+/* How evenly the table shares its slots: every slot's owner (key hash =
+ * slot number), each server's count over its weight's share. */
+static void bb_table_balance(void)
+{
+    static const size_t ns[] = {3, 100, 1000};
+    struct up_pool_opts o = {.balance = UP_HASH};
+    const unsigned m = UP_MAGLEV_SIZE;
+
+    printf("\nSlots per server against its weight's share (1.00: exact), 65,537 slots:\n\n"
+           "| weights | N | min | max | rms deviation |\n|---|---:|---:|---:|---:|\n");
+    for (int equal = 1; equal >= 0; equal--) {
+        for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+            size_t n = ns[a];
+            up_pool *p = bb_pool_w(n, SIZE_MAX, &o, equal);
+            unsigned *count = bb_xcalloc(n, sizeof(*count)), total = 0;
+            double lo = 1e9, hi = 0, sq = 0;
+            for (size_t i = 0; i < n; i++)
+                total += bb_weight(i, equal);
+            for (unsigned x = 0; x < m; x++) {
+                struct up_pick rq = {.hash = x};
+                count[up_select(p, 0, &rq)]++;
+            }
+            for (size_t i = 0; i < n; i++) {
+                double r = count[i] / ((double)m * bb_weight(i, equal) / total);
+                lo = r < lo ? r : lo;
+                hi = r > hi ? r : hi;
+                sq += (r - 1) * (r - 1);
+            }
+            printf("| %s | %zu | %.2f | %.2f | %.1f%% |\n", equal ? "equal" : "1..4", n, lo, hi,
+                   100 * sqrt(sq / (double)n));
+            free(count);
+            up_pool_release(p);
         }
     }
 }
@@ -300,6 +350,7 @@ int main(int argc, char **argv)
     }
     bb_maglev_build();
     bb_keys_moved();
+    bb_table_balance();
     for (size_t i = 0; i < nscn; i++)
         up_pool_release(scn[i].p);
     free(scn);

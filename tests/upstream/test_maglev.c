@@ -1,8 +1,9 @@
 /*
  * test_maglev.c - upstream/maglev.c: a key always goes to the same server,
  * the table follows the weights, removing one server of N moves at most
- * 1.2/N of the keys (at least its own), and fallback sends an unusable
- * server's keys to a next candidate that does not change.
+ * 1.2/N of the keys (at least its own; at 100 and 1,000 servers exactly its
+ * own), and fallback sends an unusable server's keys to a next candidate
+ * that does not change.
  */
 #include "utest.h"
 
@@ -87,6 +88,66 @@ START_TEST(removing_one_moves_few)
 }
 END_TEST
 
+/* <n> servers 10.0.x.y:80 of weights 1..4 (all 1 when <equal>), without
+ * server <skip> (SIZE_MAX: none), the others keeping their addresses. */
+static up_pool *many(size_t n, size_t skip, int equal)
+{
+    struct up_server_def *defs = calloc(n, sizeof(*defs));
+    char(*names)[32] = calloc(n, sizeof(*names));
+    struct sockaddr_in sin = {.sin_family = AF_INET};
+    struct up_pool_opts o = {.balance = UP_HASH};
+    size_t k = 0;
+    up_pool *p;
+
+    ck_assert(defs && names);
+    for (size_t i = 0; i < n; i++) {
+        if (i == skip)
+            continue;
+        snprintf(names[k], sizeof(names[k]), "10.0.%zu.%zu:80", i / 256, i % 256);
+        defs[k] = (struct up_server_def){names[k], (const struct sockaddr *)&sin, sizeof(sin),
+                                         equal ? 1 : 1 + (unsigned)(i % 4)};
+        k++;
+    }
+    p = up_pool_new_opts("t", "", defs, k, 1, 1, &o);
+    ck_assert_ptr_nonnull(p);
+    free(defs);
+    free(names);
+    return p;
+}
+
+/* The issue's test at the sizes where Maglev's own fill missed it (1.6/N
+ * at 100 servers, 6.7/N at 1,000): every slot (key hash = slot number)
+ * that moves was the removed server's, and they are at most 1.2/N of the
+ * table (at least 0.8/N: the server had its share). */
+START_TEST(removing_one_of_many_moves_its_keys_only)
+{
+    static const size_t ns[] = {100, 1000};
+
+    for (size_t a = 0; a < 2; a++) {
+        for (int equal = 1; equal >= 0; equal--) {
+            size_t n = ns[a], gone = n / 3, moved = 0;
+            up_pool *all = many(n, SIZE_MAX, equal), *less = many(n, gone, equal);
+            for (uint64_t x = 0; x < UP_MAGLEV_SIZE; x++) {
+                struct up_pick rq = {.hash = x};
+                size_t before = up_select(all, 0, &rq), after = up_select(less, 0, &rq);
+                after += after >= gone; /* the indices past it shift down */
+                if (before != after) {
+                    ck_assert_msg(before == gone, "n=%zu slot %llu: %zu -> %zu", n,
+                                  (unsigned long long)x, before, after);
+                    moved++;
+                }
+            }
+            if (equal) {
+                ck_assert_msg(moved <= 1.2 * UP_MAGLEV_SIZE / n, "n=%zu moved %zu", n, moved);
+                ck_assert_msg(moved >= 0.8 * UP_MAGLEV_SIZE / n, "n=%zu moved %zu", n, moved);
+            }
+            up_pool_release(all);
+            up_pool_release(less);
+        }
+    }
+}
+END_TEST
+
 START_TEST(weighted_table)
 {
     unsigned weights[] = {1, 3, 6}, count[3] = {0};
@@ -151,6 +212,7 @@ static Suite *suite(void)
 
     tcase_add_test(tc, stable);
     tcase_add_test(tc, removing_one_moves_few);
+    tcase_add_test(tc, removing_one_of_many_moves_its_keys_only);
     tcase_add_test(tc, weighted_table);
     tcase_add_test(tc, fallback);
     tcase_add_test(tc, default_size);
