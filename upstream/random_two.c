@@ -17,9 +17,15 @@
 /* Draws before falling back to a linear scan (many servers unusable). */
 #define R2_DRAWS 8
 
+/* One slot of Vose's alias table: a draw is O(1), and reads one 8-byte
+ * slot (one cache line) rather than two arrays. */
+struct r2_slot {
+    uint32_t prob; /* out of total_weight: keep this slot's server, else take alias */
+    uint32_t alias;
+};
+
 struct r2 {
-    uint32_t *prob;  /* out of total_weight: keep slot i, else take alias[i] */
-    uint32_t *alias; /* Vose's alias method: one draw is O(1) */
+    struct r2_slot *slot; /* n of them */
 };
 
 /* Vose's alias table in integers: every slot holds n * weight / total of
@@ -35,12 +41,11 @@ static int r2_init(up_pool *p)
 
     if (!(p->lb = r) || total > UINT32_MAX || n > UINT32_MAX)
         return -1;
-    r->prob = malloc(n * sizeof(*r->prob));
-    r->alias = malloc(n * sizeof(*r->alias));
+    r->slot = malloc(n * sizeof(*r->slot));
     scaled = malloc(n * sizeof(*scaled));
     small = malloc(n * sizeof(*small));
     large = malloc(n * sizeof(*large));
-    if (!r->prob || !r->alias || !scaled || !small || !large)
+    if (!r->slot || !scaled || !small || !large)
         goto out;
     for (size_t i = 0; i < n; i++) {
         scaled[i] = (uint64_t)p->weight[i] * n;
@@ -51,8 +56,7 @@ static int r2_init(up_pool *p)
     }
     while (nsmall && nlarge) {
         size_t l = small[--nsmall], g = large[--nlarge];
-        r->prob[l] = (uint32_t)scaled[l];
-        r->alias[l] = (uint32_t)g;
+        r->slot[l] = (struct r2_slot){(uint32_t)scaled[l], (uint32_t)g};
         scaled[g] -= total - scaled[l];
         if (scaled[g] < total)
             small[nsmall++] = g;
@@ -60,9 +64,9 @@ static int r2_init(up_pool *p)
             large[nlarge++] = g;
     }
     while (nlarge)
-        r->prob[large[--nlarge]] = (uint32_t)total;
+        r->slot[large[--nlarge]] = (struct r2_slot){(uint32_t)total, 0};
     while (nsmall) /* only by rounding; cannot happen in integers, kept safe */
-        r->prob[small[--nsmall]] = (uint32_t)total;
+        r->slot[small[--nsmall]] = (struct r2_slot){(uint32_t)total, 0};
     rc = 0;
 out:
     free(scaled);
@@ -71,15 +75,27 @@ out:
     return rc;
 }
 
-/* A server drawn in proportion to its weight: the high half of one random
- * number picks the slot, the low half tosses the coin. */
-static size_t draw(up_pool *p, unsigned w, const struct r2 *r)
+/* A server drawn in proportion to its weight from the random number <x>:
+ * its high half picks the slot, its low half tosses the coin. */
+static inline size_t draw(const up_pool *p, const struct r2 *r, uint64_t x)
 {
-    uint64_t x = up_rand(p, w);
-    uint32_t slot = up_below(x, (uint32_t)p->n);
+    uint32_t i = up_below(x, (uint32_t)p->n);
     uint32_t coin = (uint32_t)(((x & 0xffffffffu) * (uint64_t)p->total_weight) >> 32);
+    struct r2_slot sl = r->slot[i];
 
-    return coin < r->prob[slot] ? slot : r->alias[slot];
+    return coin < sl.prob ? i : sl.alias;
+}
+
+/* Slow start on: the weights in the comparison ramp, and a ramping winner
+ * is admitted with its ramp's probability (else the other one wins). */
+static size_t ramped(up_pool *p, unsigned w, size_t a, size_t b, uint64_t now)
+{
+    uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
+    uint64_t wa = up_eweight(p, a, now), wb = up_eweight(p, b, now);
+    size_t win = lb * wa < la * wb ? b : a;
+
+    /* with no load the comparison alone would not hold it back */
+    return up_slow_admit(p, w, win, now) ? win : (win == a ? b : a);
 }
 
 static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
@@ -89,16 +105,14 @@ static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     size_t a = 0;
 
     for (int i = 0; i < R2_DRAWS; i++) {
-        a = draw(p, w, r);
-        size_t b = draw(p, w, r);
+        a = draw(p, r, up_rand(p, w));
+        size_t b = draw(p, r, up_rand(p, w));
         int ua = up_usable(p, a, rq, ignore_health), ub = up_usable(p, b, rq, ignore_health);
         if (ua && ub) {
+            if (p->opts.slow_start_ms && now)
+                return ramped(p, w, a, b, now);
             uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
-            uint64_t wa = up_eweight(p, a, now), wb = up_eweight(p, b, now);
-            size_t win = lb * wa < la * wb ? b : a;
-            /* a ramping winner gets its share only; with no load the
-             * comparison alone would not hold it back */
-            return up_slow_admit(p, w, win, now) ? win : (win == a ? b : a);
+            return lb * p->weight[a] < la * p->weight[b] ? b : a;
         }
         if (ua || ub)
             return ua ? a : b;
@@ -110,10 +124,8 @@ static void r2_destroy(up_pool *p)
 {
     struct r2 *r = p->lb;
 
-    if (r) {
-        free(r->prob);
-        free(r->alias);
-    }
+    if (r)
+        free(r->slot);
     free(r);
 }
 
