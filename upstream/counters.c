@@ -1,7 +1,8 @@
 /*
  * counters.c - per-worker, per-server counters (enum up_counter). Each is
  * written by its worker alone and summed by readers on other threads (the
- * admin API, metrics) with relaxed loads.
+ * admin API, metrics) with relaxed loads. UP_C_FAILROW, in the same
+ * block, is a worker's failures in a row on a server (up_failure_row).
  */
 #include "upstream/up_int.h"
 
@@ -41,4 +42,24 @@ uint64_t up_requests(const up_pool *p, size_t s)
 uint64_t up_connects(const up_pool *p, size_t s)
 {
     return sum(p, s, UP_C_CONNECTS);
+}
+
+unsigned up_failure_row(up_pool *p, unsigned w, size_t s, int failed)
+{
+    _Atomic uint64_t *c = &p->ws[w].counts[s * UP_NCOUNTERS + UP_C_FAILROW];
+    uint64_t n = atomic_load_explicit(c, memory_order_relaxed);
+
+    if (!failed) {
+        if (n)
+            atomic_store_explicit(c, 0, memory_order_relaxed);
+        return 0;
+    }
+    atomic_store_explicit(c, n + 1, memory_order_relaxed);
+    return (unsigned)(n + 1);
+}
+
+void up_failure_row_reset(up_pool *p, unsigned w, size_t s)
+{
+    atomic_store_explicit(&p->ws[w].counts[s * UP_NCOUNTERS + UP_C_FAILROW], 0,
+                          memory_order_relaxed);
 }

@@ -24,7 +24,9 @@
 #define UP_CACHE_LINE 64
 
 /* The per-worker, per-server counters (counters.c). */
-enum up_counter { UP_C_REQUESTS, UP_C_CONNECTS, UP_NCOUNTERS };
+/* UP_C_FAILROW is not a count but worker w's failures in a row on the
+ * server (outlier detection: up_failure_row). */
+enum up_counter { UP_C_REQUESTS, UP_C_CONNECTS, UP_C_FAILROW, UP_NCOUNTERS };
 
 struct up_server {
     char *address;

@@ -174,6 +174,14 @@ void up_count_request(up_pool *p, unsigned w, size_t s);
 void up_count_connect(up_pool *p, unsigned w, size_t s);
 uint64_t up_requests(const up_pool *p, size_t s);
 uint64_t up_connects(const up_pool *p, size_t s);
+/* Worker <w> records one outcome on server <s> for outlier detection
+ * (<failed>: a connect failure, a reset, a status that counts) and gets
+ * its failures in a row on <s>, as this worker saw them: 0 after a
+ * success. A success writes nothing when the row is already 0, so the
+ * request path stays free of stores. up_failure_row_reset() starts the
+ * row again (after the worker reported it to the ejection's owner). */
+unsigned up_failure_row(up_pool *p, unsigned w, size_t s, int failed);
+void up_failure_row_reset(up_pool *p, unsigned w, size_t s);
 
 /* Passive outlier detection (Envoy's): <consecutive_failures> failures in a
  * row eject a server for <base_ejection_ms> times the number of its
