@@ -977,6 +977,61 @@ static json_t *health_reason(unsigned flags)
     return json_null();
 }
 
+/* The checker's view of server <address> of <pool> (NULL: the pool's). */
+static void srv_health(const struct adm_api *api, const char *pool, const char *address,
+                       struct adm_srv_health *h)
+{
+    memset(h, 0, sizeof(*h));
+    h->last_status = -1;
+    if (api->hooks.health)
+        api->hooks.health(api->hooks.arg, pool, address, h);
+}
+
+/* When server <s> of <p> last went down or came back, in RFC 3339 UTC,
+ * or null when it never changed since its pool was built. Health words
+ * keep CLOCK_MONOTONIC milliseconds: the wall clock is derived. */
+static json_t *health_since(const up_pool *p, size_t s)
+{
+    uint64_t since = up_health_since(p, s);
+    struct timespec mono, real;
+    char buf[40];
+    struct tm tm;
+    long long ms;
+    time_t t;
+
+    if (!since)
+        return json_null();
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    clock_gettime(CLOCK_REALTIME, &real);
+    ms = ((long long)(real.tv_sec - mono.tv_sec) * 1000000 + (real.tv_nsec - mono.tv_nsec) / 1000) /
+             1000 +
+         (long long)since;
+    t = (time_t)(ms / 1000);
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03lldZ", ms % 1000);
+    return json_string(buf);
+}
+
+static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t k)
+{
+    struct adm_srv_health h;
+    json_t *check = json_null();
+
+    srv_health(api, up_pool_name(p), up_server_address(p, k), &h);
+    if (h.checked)
+        check = json_pack("{s:o,s:o,s:I,s:I}", "status",
+                          h.last_status < 0 ? json_null() : json_integer(h.last_status),
+                          "latency_ms", h.last_status < 0 ? json_null() : json_real(h.last_ms),
+                          "checks", (json_int_t)h.checks, "failures", (json_int_t)h.check_failures);
+    return json_pack("{s:s,s:b,s:o,s:o,s:I,s:I,s:I,s:I,s:o}", "address", up_server_address(p, k),
+                     "healthy", up_health_flags(p, k) == 0, "reason",
+                     health_reason(up_health_flags(p, k)), "since", health_since(p, k), "in_flight",
+                     (json_int_t)up_inflight(p, k), "requests", (json_int_t)up_requests(p, k),
+                     "connects", (json_int_t)up_connects(p, k), "ejections",
+                     (json_int_t)h.ejections, "last_check", check);
+}
+
 static void upstream_health(struct adm_api *api, struct adm_req *req, const char *name)
 {
     struct adm_snapshot *s = current(api);
@@ -988,13 +1043,10 @@ static void upstream_health(struct adm_api *api, struct adm_req *req, const char
             continue;
         servers = json_array();
         for (size_t k = 0; k < up_pool_nservers(p); k++)
-            json_array_append_new(servers, json_pack("{s:s,s:b,s:o,s:I,s:I}", "address",
-                                                     up_server_address(p, k), "healthy",
-                                                     up_health_flags(p, k) == 0, "reason",
-                                                     health_reason(up_health_flags(p, k)),
-                                                     "requests", (json_int_t)up_requests(p, k),
-                                                     "connects", (json_int_t)up_connects(p, k)));
-        reply(api, req, 200, json_pack("{s:s,s:o}", "upstream", name, "servers", servers));
+            json_array_append_new(servers, server_health_json(api, p, k));
+        reply(api, req, 200,
+              json_pack("{s:s,s:b,s:o}", "upstream", name, "all_down", up_pool_all_down(p),
+                        "servers", servers));
         return;
     }
     reply_error(api, req, 404, "no such upstream", NULL);
@@ -1086,6 +1138,48 @@ static void limits_metrics(struct evbuffer *b, const struct adm_gw_stats *gs)
         (unsigned long long)gs->queue_timeouts);
 }
 
+/* The health lines of /metrics: per server up or down, ejections and
+ * failed checks, per pool the times every server went down. */
+static void health_metrics(const struct adm_api *api, struct evbuffer *b,
+                           const struct adm_snapshot *s)
+{
+    static const char *const help[] = {"switchyard_upstream_server_healthy",
+                                       "gauge",
+                                       "1 when the server takes requests.",
+                                       "switchyard_upstream_ejections_total",
+                                       "counter",
+                                       "Ejections by outlier detection.",
+                                       "switchyard_upstream_health_check_failures_total",
+                                       "counter",
+                                       "Failed active checks.",
+                                       "switchyard_upstream_all_down_total",
+                                       "counter",
+                                       "Times every server of a pool was down."};
+    struct adm_srv_health h;
+
+    for (size_t m = 0; m < 4; m++) {
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", help[3 * m], help[3 * m + 2],
+                            help[3 * m], help[3 * m + 1]);
+        for (size_t i = 0; i < s->npools; i++) {
+            up_pool *p = s->pools[i];
+            if (m == 3) {
+                srv_health(api, up_pool_name(p), NULL, &h);
+                evbuffer_add_printf(b, "%s{upstream=\"%s\"} %llu\n", help[3 * m], up_pool_name(p),
+                                    (unsigned long long)h.all_down);
+                continue;
+            }
+            for (size_t k = 0; k < up_pool_nservers(p); k++) {
+                uint64_t v;
+                srv_health(api, up_pool_name(p), up_server_address(p, k), &h);
+                v = m == 0 ? up_health_flags(p, k) == 0 : m == 1 ? h.ejections : h.check_failures;
+                evbuffer_add_printf(b, "%s{upstream=\"%s\",server=\"%s\"} %llu\n", help[3 * m],
+                                    up_pool_name(p), up_server_address(p, k),
+                                    (unsigned long long)v);
+            }
+        }
+    }
+}
+
 static void handle_metrics(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
@@ -1152,6 +1246,7 @@ static void handle_metrics(struct adm_api *api, struct adm_req *req, const char 
                 up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
                 (unsigned long long)up_requests(s->pools[i], k));
     limits_metrics(b, &gs);
+    health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);
     evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
     adm_req_reply(req, 200, "OK", b);

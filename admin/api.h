@@ -40,9 +40,23 @@ struct evbuffer;
 void adm_tls_metrics(struct evbuffer *b, const struct adm_config *cfg,
                      const struct adm_gw_stats *gs);
 
+/* What the gateway's health thread knows of one server of a pool, or of
+ * the pool itself (gateway/health.c). */
+struct adm_srv_health {
+    int checked;     /* the pool has active checks */
+    int last_status; /* the last check's status, 0: no answer, -1: none yet */
+    double last_ms;  /* the last check's latency */
+    uint64_t checks, check_failures;
+    uint64_t ejections; /* by outlier detection, since the server was first seen */
+    uint64_t all_down;  /* pool only: times every server went down */
+};
+
 /* What the admin layer needs from the gateway above it. */
 struct adm_api_hooks {
     void (*stats)(void *arg, struct adm_gw_stats *st);
+    /* fills <out> for server <address> of pool <pool> (NULL: the pool's
+     * fields); zeroes with last_status -1 when the checker knows neither */
+    void (*health)(void *arg, const char *pool, const char *address, struct adm_srv_health *out);
     /* <line>: one accepted change, to log (NULL: not logged) */
     void (*audit)(void *arg, const char *line);
     /* Listeners are live: a whole config <cfg> checked to replace <live>
