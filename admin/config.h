@@ -89,8 +89,11 @@ struct adm_health_check {
     unsigned unhealthy_threshold; /* failures in a row to go down, 3 */
 };
 
-/* upstreams.NAME.outlier: passive ejection (Envoy's defaults). */
+/* upstreams.NAME.outlier: passive ejection (Envoy's defaults), on only
+ * when the pool has the key (nginx-like ejection by default would turn a
+ * lone dead server's 502 into a 503). */
 struct adm_outlier {
+    int on;                        /* the pool has an "outlier" object */
     unsigned consecutive_failures; /* 5; 0 turns ejection off */
     struct adm_statuses statuses;  /* responses that count as failures, 500-599 */
     unsigned base_ejection_ms;     /* 30000 */

@@ -303,6 +303,7 @@ static void upstream_outlier(struct adm_cf *x, const json_t *v, void *target)
 
     if (!adm_cf_want_object(x, v))
         return;
+    o->on = 1;
     uint32_t seen = adm_cf_fields(x, v, outlier_fields, NFIELDS(outlier_fields), o);
     if (o->max_ejection_ms < o->base_ejection_ms)
         adm_cf_err_key(x, (seen & (1u << 3)) ? "max_ejection_ms" : "base_ejection_ms",
@@ -460,7 +461,10 @@ static const char *const served_keys[] = {"servers",
                                           "max_connections",
                                           "max_pending",
                                           "queue_timeout_ms",
-                                          "resolve_interval_ms"};
+                                          "resolve_interval_ms",
+                                          "health_check",
+                                          "initially_unhealthy",
+                                          "outlier"};
 
 static int served(const char *key)
 {

@@ -572,6 +572,39 @@ static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigne
     return p;
 }
 
+/* The health flags a new pool <p> starts with, before any worker can pick
+ * from it: a server that <prev>'s pool of the same name had keeps its
+ * active-check and ejection flags (while <u> still checks and ejects), a
+ * new one starts down when <u> has health_check and initially_unhealthy.
+ * The health thread (gateway/health.c), which owns these flags, then goes
+ * on from there; reading the old words here races only with it, and it
+ * sets the new ones right after it learns of the snapshot. */
+static void health_start(up_pool *p, const struct adm_upstream *u, const struct adm_snapshot *prev)
+{
+    const up_pool *old = NULL;
+    uint64_t now = (uint64_t)adm_now_ms();
+    unsigned keep = (u->health_check ? UP_H_CHECK : 0) | (u->outlier.on ? UP_H_EJECTED : 0);
+
+    for (size_t j = 0; prev && j < prev->npools && !old; j++)
+        if (!strcmp(up_pool_name(prev->pools[j]), u->name))
+            old = prev->pools[j];
+    for (size_t k = 0; k < up_pool_nservers(p); k++) {
+        size_t j = 0, n = old ? up_pool_nservers(old) : 0;
+        unsigned f;
+        while (j < n && strcmp(up_server_address(old, j), up_server_address(p, k)) != 0)
+            j++;
+        if (j == n) {
+            if (u->health_check && u->initially_unhealthy)
+                up_health_set(p, k, UP_H_CHECK, 1, now);
+            continue;
+        }
+        f = up_health_flags(old, j) & keep;
+        for (unsigned flag = UP_H_CHECK; flag <= UP_H_EJECTED; flag <<= 1)
+            if ((f & flag) && !(up_health_flags(p, k) & flag))
+                up_health_set(p, k, flag, 1, up_health_since(old, j));
+    }
+}
+
 double adm_now_ms(void)
 {
     struct timespec ts;
@@ -613,8 +646,8 @@ static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct ad
             break;
         }
     }
-    if (!p)
-        p = make_pool(u, key, nworkers, &l, errs, i);
+    if (!p && (p = make_pool(u, key, nworkers, &l, errs, i)))
+        health_start(p, u, prev);
     free(key);
     srv_list_clear(&l);
     return p;

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "gateway/gateway.h"
+#include "gateway/health.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -368,8 +369,8 @@ static void close_access_log(void)
 }
 
 /* Every publish (on the admin thread): log_level and the access log follow
- * the config (the push was checked for a target that opens), then worker
- * <w> hears of the swap. */
+ * the config (the push was checked for a target that opens), the health
+ * checker gets the new pools, then worker <w> hears of the swap. */
 static void publish_notify(void *arg, unsigned w)
 {
     const struct adm_config *cfg = atomic_load(&proc.swap.current)->cfg;
@@ -382,6 +383,8 @@ static void publish_notify(void *arg, unsigned w)
          (a->target == ADM_LOG_FILE && strcmp(a->path, access_now.path) != 0)) &&
         access_reopen(a) == 0)
         gw_log(GW_LOG_NOTICE, "access log: %s", access_name(a));
+    if (w == 0)
+        gw_health_update(atomic_load(&proc.swap.current));
     gw_worker_notify(arg, w);
 }
 
@@ -832,6 +835,7 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
         goto fail_events;
     }
     hooks.stats = gw_stats;
+    hooks.health = gw_health_info;
     hooks.audit = audit_log;
     hooks.listeners_prepare = listeners_prepare;
     hooks.listeners_done = listeners_done;
@@ -968,6 +972,9 @@ int main(int argc, char **argv)
     cfg = NULL; /* the first snapshot owns it */
     if (start_workers() < 0)
         goto out_fail_swap;
+    if (gw_health_start(proc.nworkers) < 0)
+        goto out_fail_workers;
+    gw_health_update(atomic_load(&proc.swap.current));
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
@@ -982,6 +989,7 @@ out_fail_admin:
 out_fail_workers:
     /* after a drain the workers have stopped on their own */
     stop_workers(proc.nworkers, rc ? 'X' : 0);
+    gw_health_stop(); /* after the workers: they report to it */
     if (rc == 0)
         gw_log(GW_LOG_NOTICE, "drained, exiting");
 out_fail_swap:

@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "gateway/forward.h"
+#include "gateway/health.h"
 #include "gateway/limits.h"
 #include "gateway/local.h"
 #include "gateway/upconn.h"
@@ -494,6 +495,8 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             evbuffer_drain(in, hl);
             continue;
         }
+        /* a status retried elsewhere still counts against its server */
+        gw_health_status(c->w->id, c->snap, c->sr->upstream, u->server, (unsigned)u->resp.status);
         if (status_retry(c, u))
             return;
         gw_upconn_set_state(u, GW_UP_BODY);
@@ -671,6 +674,8 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
             gw_proxy_fail(c, 502);
         return;
     }
+    if (u->st == GW_UP_CONNECTING || u->st == GW_UP_WAITING) /* no answer: outlier food */
+        gw_health_outcome(c->w->id, c->snap, c->sr->upstream, u->server, 1);
     if (retry_elsewhere(c, u, what))
         return;
     if (what & GW_IO_TIMEOUT) {

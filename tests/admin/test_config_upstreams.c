@@ -46,6 +46,7 @@ START_TEST(defaults)
     ck_assert_ptr_null(u->hash_name);
     ck_assert_ptr_null(u->health_check);
     ck_assert_int_eq(u->initially_unhealthy, 0);
+    ck_assert_int_eq(u->outlier.on, 0);
     ck_assert_uint_eq(u->outlier.consecutive_failures, 5);
     ck_assert_uint_eq(u->outlier.base_ejection_ms, 30000);
     ck_assert_uint_eq(u->outlier.max_ejection_ms, 300000);
@@ -113,6 +114,7 @@ START_TEST(every_key)
     ck_assert_uint_eq(u->health_check->healthy_threshold, 1);
     ck_assert_uint_eq(u->health_check->unhealthy_threshold, 4);
     ck_assert_int_eq(u->initially_unhealthy, 1);
+    ck_assert_int_eq(u->outlier.on, 1);
     ck_assert_uint_eq(u->outlier.consecutive_failures, 3);
     ck_assert(has_range(&u->outlier.statuses, 502, 504));
     ck_assert_uint_eq(u->outlier.base_ejection_ms, 100);
@@ -266,13 +268,18 @@ START_TEST(unserved)
                       "  'max_buffered_body_bytes': 9, 'max_connections': 2, 'max_pending': 3,"
                       "  'queue_timeout_ms': 4, 'resolve_interval_ms': 1000},"
                       " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'least_conn',"
-                      "  'health_check': {}, 'retry_on_status': 503}},"
+                      "  'slow_start_ms': 100, 'retry_on_status': 503,"
+                      "  'health_check': {}, 'initially_unhealthy': true, 'outlier': {}}},"
                       "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'},"
                       " {'id': 'b', 'path': '/b', 'upstream': 'u', 'request_buffering': true}]"));
     adm_errors_init(&e);
     ck_assert_uint_eq(adm_config_unserved(c, &e), 2);
     ck_has_error(&e, "/upstreams/v/balance", "not served yet");
-    ck_has_error(&e, "/upstreams/v/health_check", "not served yet");
+    ck_has_error(&e, "/upstreams/v/slow_start_ms", "not served yet");
+    /* served since gateway/health.c runs checks and ejects */
+    ck_assert_int_lt(find_error(&e, "/upstreams/v/health_check", ""), 0);
+    ck_assert_int_lt(find_error(&e, "/upstreams/v/initially_unhealthy", ""), 0);
+    ck_assert_int_lt(find_error(&e, "/upstreams/v/outlier", ""), 0);
     ck_assert_int_lt(find_error(&e, "/upstreams/u/balance", ""), 0);
     /* served since the retries, buffering and limits of issue 12 */
     ck_assert_int_lt(find_error(&e, "/upstreams/v/retry_on_status", ""), 0);

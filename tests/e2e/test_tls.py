@@ -19,6 +19,7 @@ here with the openssl CLI.
 - GET /certificates and the expiry metric.
 """
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -658,6 +659,43 @@ class UpstreamTLSTest(TLSCase):
                 r = c.request("GET", "/%s/x" % bad, headers=[("Host", "a")])
                 self.assertEqual(r.status, 502, r)
         gw.wait_log(r"upstream wrongca.*127\.0\.0\.1:%d.*certificate verify failed" % port)
+
+    def test_upstream_tls_health_checks(self):
+        # active checks go over TLS with the pool's client context: verified
+        # and with SNI they pass, against the wrong CA they fail
+        port = self.backend()
+        addr = "127.0.0.1:%d" % port
+        chk = {"path": "/hz", "interval_ms": 200, "timeout_ms": 200, "healthy_threshold": 1,
+               "unhealthy_threshold": 1}
+        ups = {"good": {"servers": [{"address": addr}], "health_check": chk,
+                        "tls": {"ca_file": self.c("ca"), "server_name": "backend.example.com"}},
+               "wrongca": {"servers": [{"address": addr}], "health_check": chk,
+                           "tls": {"ca_file": self.c("otherca")}}}
+        routes = [{"id": n, "path": "/%s/*{rest}" % n, "upstream": n} for n in ups]
+        cfg = gateway_config(upstreams=ups, routes=routes, workers=1)
+        gw = self.own_gateway(cfg)
+        aport = int(cfg["admin"]["address"].rsplit(":", 1)[1])
+
+        def server(pool):
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", aport, timeout=TIMEOUT)
+                c.request("GET", "/upstreams/%s/health" % pool)
+                h = json.loads(c.getresponse().read())
+                c.close()
+                return h["servers"][0]
+            except OSError:  # the admin API opens after the listeners
+                return None
+
+        wait_for(lambda: (server("good") or {}).get("last_check", {}).get("status") == 200,
+                 what="a TLS check that passes")
+        self.assertTrue(server("good")["healthy"])
+        wait_for(lambda: server("wrongca") and not server("wrongca")["healthy"],
+                 what="a TLS check that fails")
+        self.assertEqual(server("wrongca")["last_check"]["status"], 0)
+        self.assertEqual(server("wrongca")["reason"], "active_check")
+        with Client(gw.port) as c:
+            self.assertEqual(c.request("GET", "/good/x", headers=[("Host", "a")]).status, 200)
+            self.assertEqual(c.request("GET", "/wrongca/x", headers=[("Host", "a")]).status, 503)
 
 
 if __name__ == "__main__":

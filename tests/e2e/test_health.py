@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""test_health.py - upstream health (gateway/health.c) with real backends
+that the tests kill and restart: active checks mark a dead server down after
+unhealthy_threshold failed checks and up again after healthy_threshold
+passes; passive outlier detection ejects a server after consecutive_failures
+failed requests, for base_ejection_ms, and lets it back; initially_unhealthy
+keeps a new server out until it passes; a push that does not touch a pool,
+or changes it but keeps its servers, keeps their health; the all-down 503 is
+logged once per transition; GET /upstreams/{name}/health and /metrics say
+all of it. Every wait is bounded (harness.wait_for)."""
+import datetime
+import http.client
+import json
+import re
+import socket
+import time
+
+from harness import (TIMEOUT, Client, GatewayCase, free_port, gateway_config, main, upstream_cfg,
+                     wait_for)
+
+
+def admin_port(gw):
+    return int(gw.cfg["admin"]["address"].rsplit(":", 1)[1])
+
+
+def admin(gw, method, path, body=None):
+    """(status, parsed JSON or text) of one admin API call."""
+    c = http.client.HTTPConnection("127.0.0.1", admin_port(gw), timeout=TIMEOUT)
+    try:
+        hs = {"Content-Type": "application/json"} if body is not None else {}
+        c.request(method, path, body=json.dumps(body) if body is not None else None, headers=hs)
+        r = c.getresponse()
+        data = r.read()
+    finally:
+        c.close()
+    if r.getheader("Content-Type", "").startswith("application/json"):
+        return r.status, json.loads(data)
+    return r.status, data.decode()
+
+
+def admin_accepts(gw):
+    try:
+        socket.create_connection(("127.0.0.1", admin_port(gw)), timeout=TIMEOUT).close()
+        return True
+    except OSError:
+        return False
+
+
+def stamp(rfc3339):
+    return datetime.datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+
+
+def health(gw, pool="u"):
+    st, h = admin(gw, "GET", "/upstreams/%s/health" % pool)
+    assert st == 200, (st, h)
+    return {s["address"]: s for s in h["servers"]}, h
+
+
+def get(gw, path):
+    with Client(gw.port) as c:
+        return c.request("GET", path)
+
+
+CHECK = {"path": "/hz", "interval_ms": 100, "timeout_ms": 100, "healthy_threshold": 2,
+         "unhealthy_threshold": 2}
+
+
+class HealthTest(GatewayCase):
+    def gateway(self, ups, workers=1):
+        cfg = gateway_config(upstreams=ups, workers=workers,
+                             routes=[{"id": "all", "path": "/*{r}", "upstream": "u"}])
+        gw = self.own_gateway(cfg)
+        wait_for(lambda: admin_accepts(gw), what="the admin API")
+        return gw
+
+    def backend_names(self, gw, n):
+        names = []
+        for i in range(n):
+            r = get(gw, "/n/%d" % i)
+            names.append((r.status, r.header("X-Backend")))
+        return names
+
+    def test_active_check_marks_down_and_up(self):
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=CHECK)})
+        wait_for(lambda: health(gw)[0][b2.addr]["last_check"]["status"] == 200,
+                 what="a first check")
+        s = health(gw)[0][b2.addr]
+        self.assertTrue(s["healthy"])
+        self.assertIsNone(s["reason"])
+        self.assertGreaterEqual(s["last_check"]["latency_ms"], 0)
+        self.assertEqual(s["last_check"]["failures"], 0)
+        b2.stop()
+        wait_for(lambda: not health(gw)[0][b2.addr]["healthy"], what="b2 down")
+        s = health(gw)[0][b2.addr]
+        self.assertEqual(s["reason"], "active_check")
+        self.assertRegex(s["since"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+        self.assertEqual(s["last_check"]["status"], 0)  # no answer
+        # down after exactly unhealthy_threshold failed checks
+        gw.wait_log(r"server %s: failed 2 checks \(no answer\): down" % re.escape(b2.addr))
+        # every request now goes to the live server: no 502
+        self.assertEqual(set(self.backend_names(gw, 10)), {(200, "b1")})
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_server_healthy{upstream="u",server="%s"} 0' % b2.addr,
+                      m)
+        self.assertIn('switchyard_upstream_server_healthy{upstream="u",server="%s"} 1' % b1.addr,
+                      m)
+        self.assertRegex(m, r'switchyard_upstream_health_check_failures_total\{upstream="u",'
+                            r'server="%s"\} [1-9]' % re.escape(b2.addr))
+        b2.start()  # same port
+        wait_for(lambda: health(gw)[0][b2.addr]["healthy"], what="b2 back up")
+        gw.wait_log(r"server %s: passed 2 checks: up" % re.escape(b2.addr))
+        self.assertIn((200, "b2"), self.backend_names(gw, 10))
+
+    def test_check_status(self):
+        b1 = self.own_backend("b1")
+        # a check that answers 503 fails; expect_status decides
+        chk = dict(CHECK, path="/hz?status=503")
+        gw = self.gateway({"u": upstream_cfg(b1, health_check=chk)})
+        wait_for(lambda: not health(gw)[0][b1.addr]["healthy"], what="503 checks fail")
+        self.assertEqual(health(gw)[0][b1.addr]["last_check"]["status"], 503)
+        r = get(gw, "/x")
+        self.assertEqual(r.status, 503)  # every server down: at once
+        self.assertEqual(health(gw)[1]["all_down"], True)
+        # logged once per transition, not per request
+        for _ in range(5):
+            self.assertEqual(get(gw, "/x").status, 503)
+        self.assertEqual(len(re.findall(r"upstream u: every server is down", gw.log())), 1)
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_all_down_total{upstream="u"} 1', m)
+        # the same status accepted: it comes back
+        chk["expect_status"] = [200, "500-503"]
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, health_check=chk))
+        self.assertEqual(st, 200)
+        wait_for(lambda: health(gw)[0][b1.addr]["healthy"], what="503 accepted")
+        gw.wait_log(r"upstream u: server %s is up: the pool serves again" % re.escape(b1.addr))
+        self.assertEqual(get(gw, "/x").status, 200)
+
+    def test_initially_unhealthy(self):
+        port = free_port()  # nothing listens there yet
+        gw = self.gateway({"u": upstream_cfg("127.0.0.1:%d" % port, health_check=CHECK,
+                                             initially_unhealthy=True)})
+        s = health(gw)[0]["127.0.0.1:%d" % port]
+        self.assertFalse(s["healthy"])
+        self.assertEqual(s["reason"], "active_check")
+        self.assertEqual(get(gw, "/x").status, 503)  # never tried: not a 502
+        b = self.own_backend("late", port=port)
+        wait_for(lambda: health(gw)[0][b.addr]["healthy"], what="the server passes")
+        self.assertEqual(get(gw, "/x").status, 200)
+
+    def test_without_initially_unhealthy_a_server_starts_up(self):
+        port = free_port()
+        chk = dict(CHECK, interval_ms=60000, timeout_ms=1000)
+        gw = self.gateway({"u": upstream_cfg("127.0.0.1:%d" % port, health_check=chk)})
+        self.assertTrue(health(gw)[0]["127.0.0.1:%d" % port]["healthy"])
+        self.assertEqual(get(gw, "/x").status, 502)  # tried, refused
+
+    def test_outlier_ejects_and_lets_back(self):
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        outlier = {"consecutive_failures": 3, "base_ejection_ms": 3000, "max_ejection_ms": 9000,
+                   "max_ejection_percent": 50}
+        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier, keepalive=0)})
+        self.assertEqual(sorted(set(self.backend_names(gw, 4))), [(200, "b1"), (200, "b2")])
+        b2.stop()
+        # round robin alternates: 4 requests, 2 to the dead server
+        got = self.backend_names(gw, 4)
+        self.assertEqual(sorted(got), [(200, "b1"), (200, "b1"), (502, None), (502, None)])
+        time.sleep(0.3)
+        self.assertTrue(health(gw)[0][b2.addr]["healthy"])  # 2 failures: not yet
+        got += self.backend_names(gw, 2)  # the third failure ejects
+        wait_for(lambda: not health(gw)[0][b2.addr]["healthy"], what="b2 ejected")
+        s = health(gw)[0][b2.addr]
+        self.assertEqual(s["reason"], "ejected")
+        self.assertEqual(s["ejections"], 1)
+        self.assertEqual([st for st, _ in got].count(502), 3)
+        gw.wait_log(r"server %s: ejected for 3000 ms" % re.escape(b2.addr))
+        self.assertEqual(set(self.backend_names(gw, 6)), {(200, "b1")})
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_ejections_total{upstream="u",server="%s"} 1' % b2.addr,
+                      m)
+        b2.start()
+        wait_for(lambda: health(gw)[0][b2.addr]["healthy"], what="the ejection ends")
+        gw.wait_log(r"server %s: ejection over" % re.escape(b2.addr))
+        self.assertIn((200, "b2"), self.backend_names(gw, 6))
+
+    def test_outlier_statuses_and_percent(self):
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        # 5xx by default; at most 50 % of two servers: one
+        outlier = {"consecutive_failures": 2, "max_ejection_percent": 50}
+        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier)})
+        for i in range(8):
+            get(gw, "/x?status=500")
+        wait_for(lambda: [s["healthy"] for s in health(gw)[0].values()].count(False) == 1,
+                 what="one ejection")
+        time.sleep(0.3)
+        self.assertEqual([s["healthy"] for s in health(gw)[0].values()].count(False), 1)
+        self.assertEqual(get(gw, "/x").status, 200)  # the other one still serves
+
+    def test_push_keeps_health(self):
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=CHECK),
+                           "v": upstream_cfg(b1)}, workers=2)
+        b2.stop()
+        wait_for(lambda: not health(gw)[0][b2.addr]["healthy"], what="b2 down")
+        since = health(gw)[0][b2.addr]["since"]
+        # a route-only push
+        st, _ = admin(gw, "POST", "/routes", {"id": "z", "path": "/z", "upstream": "v"})
+        self.assertEqual(st, 201)
+        s = health(gw)[0][b2.addr]
+        self.assertFalse(s["healthy"])
+        # the same moment (derived from the monotonic clock: to a ms or two)
+        self.assertLess(abs(stamp(s["since"]) - stamp(since)), 0.005)
+        # another pool changes
+        st, _ = admin(gw, "PUT", "/upstreams/v", upstream_cfg(b1, keepalive=3))
+        self.assertEqual(st, 200)
+        self.assertFalse(health(gw)[0][b2.addr]["healthy"])
+        # this pool changes but keeps its servers: their state stays
+        n = health(gw)[0][b2.addr]["last_check"]["checks"]
+        chk = dict(CHECK, interval_ms=150, timeout_ms=150)
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, health_check=chk))
+        self.assertEqual(st, 200)
+        s = health(gw)[0][b2.addr]
+        self.assertFalse(s["healthy"])
+        self.assertGreaterEqual(s["last_check"]["checks"], n)  # counts kept, not reset
+        self.assertEqual(set(self.backend_names(gw, 6)), {(200, "b1")})
+        # the changed interval re-armed the checks: they go on
+        wait_for(lambda: health(gw)[0][b2.addr]["last_check"]["checks"] > n + 2,
+                 what="checks at the new interval")
+        self.assertEqual(len(re.findall(r"server %s: failed 2 checks" % re.escape(b2.addr),
+                                        gw.log())), 1)
+        # a pool without checks any more: its servers come up
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2))
+        self.assertEqual(st, 200)
+        wait_for(lambda: health(gw)[0][b2.addr]["healthy"], what="no checks, no check flag")
+        self.assertIsNone(health(gw)[0][b2.addr]["last_check"])
+
+
+if __name__ == "__main__":
+    main()
