@@ -304,7 +304,7 @@ static void arm_expire(struct hpool *hp, uint64_t now)
     for (size_t i = 0; i < hp->n; i++)
         if (hp->srv[i].ejected && (!next || hp->srv[i].eject_until < next))
             next = hp->srv[i].eject_until;
-    if (next) {
+    if (next && hp->expire) {
         struct timeval tv = tv_ms(next > now ? next - now : 0);
         event_add(hp->expire, &tv);
     }

@@ -29,6 +29,10 @@ BODY_METHODS = {"POST", "PUT", "PATCH"}
 # nginx its combined one, each to a file in the run's directory, instead of
 # no log at all: the cost of a log line, measured the same way for both.
 ACCESS_LOG = os.environ.get("ACCESS_LOG") == "1"
+# HEALTH=1 (loadtest/compare): Switchyard's pool gets active health checks
+# (once a second, off the workers); HEALTH=2 adds outlier detection, which
+# the workers feed on every response: the cost of both on a proxied hit.
+HEALTH = os.environ.get("HEALTH", "0")
 
 
 def read_table(path):
@@ -210,11 +214,16 @@ def haproxy_cfg(routes, listen_port, upstream_port):
 
 
 def switchyard_json(routes, listen_port, upstream_port, admin_port, log_dir):
+    pool = {"servers": [{"address": f"127.0.0.1:{upstream_port}"}],
+            "keepalive": 64}  # as nginx's keepalive 64
+    if HEALTH in ("1", "2"):
+        pool["health_check"] = {"path": "/", "interval_ms": 1000, "timeout_ms": 500}
+    if HEALTH == "2":
+        pool["outlier"] = {"consecutive_failures": 5}
     doc = {
         "workers": 1,
         "listeners": [{"address": f"127.0.0.1:{listen_port}"}],
-        "upstreams": {"bench": {"servers": [{"address": f"127.0.0.1:{upstream_port}"}],
-                               "keepalive": 64}},  # as nginx's keepalive 64
+        "upstreams": {"bench": pool},
         "routes": [
             {"id": f"r{i}", "methods": [m], "path": p, "upstream": "bench"}
             for i, (m, p) in enumerate(routes)

@@ -47,12 +47,12 @@ class CheckTest(GatewayCase):
     def test_check_refuses_unserved_keys(self):
         cfg = gateway_config(
             upstreams={"a": {"servers": [{"address": "127.0.0.1:1"}],
-                             "outlier": {"consecutive_failures": 3}}},
+                             "slow_start_ms": 3000}},
             routes=[{"id": "r0", "path": "/x", "upstream": "a"}])
         rc, out, err = self.check(json.dumps(cfg))
         self.assertEqual(rc, 1)
         self.assertNotIn("ok", out)
-        self.assertIn("/upstreams/a/outlier: not served yet", err)
+        self.assertIn("/upstreams/a/slow_start_ms: not served yet", err)
 
     def test_check_syntax_error(self):
         rc, out, err = self.check("{\n \"listeners\": [\n")

@@ -495,7 +495,7 @@ class UpstreamsTest(ApiCase):
         # parsed and checked, but refused until the gateway acts on them
         api = self.start()
         before = self.snapshot()
-        for body, key in (({"health_check": {"path": "/healthz"}}, "health_check"),
+        for body, key in (({"slow_start_ms": 3000}, "slow_start_ms"),
                           ({"balance": "least_conn"}, "balance")):
             body["servers"] = [{"address": self.b2.addr}]
             r = api.put("/upstreams/u", body)
