@@ -183,6 +183,24 @@ class HealthTest(GatewayCase):
         gw.wait_log(r"server %s: ejection over" % re.escape(b2.addr))
         self.assertIn((200, "b2"), self.backend_names(gw, 6))
 
+    def test_outlier_with_two_workers(self):
+        # each worker counts its own row: a dead server is ejected after
+        # consecutive_failures failures on one worker, so between 3 and 3 x 2
+        # failed requests in all, and the ejection holds for both workers
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        outlier = {"consecutive_failures": 3, "max_ejection_percent": 50}
+        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier, keepalive=0)}, workers=2)
+        b2.stop()
+        failed = 0
+        for i in range(60):  # a new connection each: the kernel spreads them over the workers
+            failed += get(gw, "/w/%d" % i).status == 502
+            if not health(gw)[0][b2.addr]["healthy"]:
+                break
+        self.assertFalse(health(gw)[0][b2.addr]["healthy"])
+        self.assertGreaterEqual(failed, 3)
+        self.assertLessEqual(failed, 6)
+        self.assertEqual({get(gw, "/after/%d" % i).status for i in range(20)}, {200})
+
     def test_outlier_statuses_and_percent(self):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
         # 5xx by default; at most 50 % of two servers: one
