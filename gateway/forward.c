@@ -246,7 +246,9 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
     /* RFC 9110 7.6.3: a gateway MUST send Via in each request it forwards,
      * after those of earlier hops, with the protocol it received */
     gw_ob_add(o, rq->version_minor ? "Via: 1.1 switchyard\r\n" : "Via: 1.0 switchyard\r\n", 21);
-    if (f->buffered || rq->body_kind == H1_BODY_LENGTH) {
+    if (rq->body_kind == H1_BODY_NONE) {
+        /* no framing field */
+    } else if (f->buffered || rq->body_kind == H1_BODY_LENGTH) {
         gw_ob_lit(o, "Content-Length: ");
         gw_ob_u64(o, f->buffered ? f->buffered_len : rq->content_length);
         gw_ob_lit(o, "\r\n");

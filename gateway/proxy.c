@@ -441,9 +441,12 @@ static int resendable(const struct gw_conn *c)
  * with its connection. */
 static int status_retry(struct gw_conn *c, struct gw_upconn *u)
 {
-    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
+    const struct adm_upstream *def;
     char why[32];
 
+    if (!c->plim) /* a pool without retries (nor limits) */
+        return 0;
+    def = &c->snap->cfg->upstreams[c->sr->upstream];
     if (c->tries >= def->retries || !adm_statuses_has(&def->retry_on_status, u->resp.status) ||
         c->bytes_out || !c->body_done || !resendable(c) || !gw_upconn_idempotent(&c->rp.req))
         return 0;
@@ -838,7 +841,7 @@ static void go_upstream(struct gw_conn *c)
         gw_proxy_fail(c, 502);
         return;
     }
-    if (!c->body && !c->tries && c->rp.req.expect_continue && c->rp.req.body_kind != H1_BODY_NONE) {
+    if (c->rp.req.expect_continue && c->rp.req.body_kind != H1_BODY_NONE && !c->body && !c->tries) {
         evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
     gw_proxy_body_up(c);
