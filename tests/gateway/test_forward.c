@@ -5,7 +5,8 @@
  * the target as received or normalized (router.forward_path), which
  * Upgrade protocols go up (a route's upgrades, never h2c),
  * hop-by-hop and Connection-named fields, the client's X-Request-Id, a
- * trusted proxy's X-Forwarded-For, Max-Forwards and bodies, and what a
+ * trusted proxy's X-Forwarded-For, Max-Forwards and bodies (streamed, or
+ * buffered whole: then with a Content-Length), and what a
  * request over TLS adds (X-Forwarded-Proto, the client certificate fields).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -84,6 +85,9 @@ struct fwd {
 /* What the connection adds for a request over TLS (forward()'s gw_forward). */
 static int fwd_tls;
 static const char *fwd_subject, *fwd_sha256;
+/* A body the connection read whole (request_buffering), and its length. */
+static int fwd_buffered;
+static uint64_t fwd_buffered_len;
 
 static void forward(struct fwd *t, const char *req, const char *ip)
 {
@@ -117,6 +121,8 @@ static void forward(struct fwd *t, const char *req, const char *ip)
             .tls = fwd_tls,
             .client_subject = fwd_subject,
             .client_sha256 = fwd_sha256,
+            .buffered = fwd_buffered,
+            .buffered_len = fwd_buffered_len,
         };
         struct gw_obuf ob;
         size_t n;
@@ -342,6 +348,39 @@ START_TEST(max_forwards)
 }
 END_TEST
 
+/* A buffered body goes up with the Content-Length of what was read, never
+ * chunked; a streamed one keeps its framing. */
+START_TEST(buffered_body)
+{
+    struct fwd t;
+    static const char chunked_req[] = "POST /p HTTP/1.1\r\nHost: h\r\n"
+                                      "Transfer-Encoding: chunked\r\n\r\n";
+
+    forward(&t, chunked_req, "192.0.2.1");
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nTransfer-Encoding: chunked\r\n"));
+    ck_assert_ptr_null(strstr(t.head, "Content-Length"));
+    fwd_buffered = 1;
+    fwd_buffered_len = 3145728;
+    forward(&t, chunked_req, "192.0.2.1");
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nContent-Length: 3145728\r\n"));
+    ck_assert_ptr_null(strstr(t.head, "Transfer-Encoding"));
+    ck_assert_ptr_null(strstr(t.head, "chunked"));
+    fwd_buffered_len = 0; /* an empty chunked body */
+    forward(&t, chunked_req, "192.0.2.1");
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nContent-Length: 0\r\n"));
+    fwd_buffered_len = 5;
+    forward(&t, "PUT /p HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n", "192.0.2.1");
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nContent-Length: 5\r\n"));
+    ck_assert_ptr_null(
+        strstr(t.head + (strstr(t.head, "Content-Length") - t.head) + 1, "Content-Length"));
+    fwd_buffered = 0;
+    fwd_buffered_len = 0;
+    forward(&t, "GET /p HTTP/1.1\r\nHost: h\r\n\r\n", "192.0.2.1");
+    ck_assert_ptr_null(strstr(t.head, "Content-Length"));
+    ck_assert_ptr_null(strstr(t.head, "Transfer-Encoding"));
+}
+END_TEST
+
 START_TEST(verdicts)
 {
     struct fwd t;
@@ -392,6 +431,7 @@ int main(void)
     tcase_add_test(tc, hop_fields_and_client_id);
     tcase_add_test(tc, trusted_proxy);
     tcase_add_test(tc, max_forwards);
+    tcase_add_test(tc, buffered_body);
     tcase_add_test(tc, verdicts);
     tcase_add_test(tc, no_room_for_params);
     suite_add_tcase(s, tc);

@@ -1,0 +1,200 @@
+/*
+ * test_limits.c - gateway/limits.c, called directly on workers of a fake
+ * process: how max_connections divides over the workers, one limit per
+ * worker and pool, slots taken and given back, the server a full one
+ * passes a try to (free, up, not tried), the wake-up when a slot frees while
+ * requests wait, the budget's settings, and pruning once a pool has left
+ * the current snapshot and nothing holds its limits.
+ */
+#include "gateway/limits.h"
+
+#include <check.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#define NW 3
+
+static struct gw_process proc;
+static struct gw_worker w[NW];
+static struct adm_snapshot snap;
+static up_pool *pool, *pools[1];
+static int wakes;
+
+static void wake(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    ck_assert_ptr_eq(arg, &w[0]);
+    wakes++;
+}
+
+static void setup(void)
+{
+    static struct sockaddr_in sa[3];
+    struct up_server_def defs[3];
+
+    memset(&proc, 0, sizeof(proc));
+    memset(w, 0, sizeof(w));
+    proc.nworkers = NW;
+    for (size_t i = 0; i < 3; i++) {
+        sa[i].sin_family = AF_INET;
+        sa[i].sin_port = htons((uint16_t)(9001 + i));
+        sa[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        defs[i] = (struct up_server_def){"127.0.0.1:900x", (const struct sockaddr *)&sa[i],
+                                         sizeof(sa[i]), 1};
+    }
+    pool = up_pool_new("u", "k", defs, 3, NW, 4);
+    ck_assert_ptr_nonnull(pool);
+    pools[0] = pool;
+    snap = (struct adm_snapshot){.pools = pools, .npools = 1};
+    atomic_store(&proc.swap.current, &snap);
+    for (unsigned i = 0; i < NW; i++) {
+        w[i].id = i;
+        w[i].proc = &proc;
+        w[i].base = event_base_new();
+        ck_assert_ptr_nonnull(w[i].base);
+    }
+    wakes = 0;
+}
+
+static void teardown(void)
+{
+    for (unsigned i = 0; i < NW; i++) {
+        gw_plim_free_all(&w[i]);
+        event_base_free(w[i].base);
+    }
+    up_pool_release(pool); /* the last reference: the limits gave theirs back */
+}
+
+START_TEST(shares)
+{
+    struct adm_upstream def = {.max_connections = 7, .max_pending = 2, .queue_timeout_ms = 50};
+    struct gw_plim *l[NW];
+    unsigned sum = 0;
+
+    for (unsigned i = 0; i < NW; i++) {
+        l[i] = gw_plim_get(&w[i], pool, &def, wake);
+        ck_assert_ptr_nonnull(l[i]);
+        ck_assert_ptr_eq(gw_plim_get(&w[i], pool, &def, wake), l[i]); /* one per pool */
+        sum += l[i]->share;
+    }
+    /* 7 over 3 workers: 3, 2, 2 */
+    ck_assert_uint_eq(l[0]->share, 3);
+    ck_assert_uint_eq(l[1]->share, 2);
+    ck_assert_uint_eq(l[2]->share, 2);
+    ck_assert_uint_eq(sum, 7);
+    ck_assert_ptr_nonnull(l[0]->queue);
+    ck_assert_uint_eq(l[0]->queue_timeout_ms, 50);
+    ck_assert_int_eq(l[0]->budget_on, 0);
+    for (unsigned i = 0; i < NW; i++)
+        gw_plim_free_all(&w[i]);
+
+    /* fewer slots than workers: one each, never none */
+    def.max_connections = 2;
+    for (unsigned i = 0; i < NW; i++)
+        ck_assert_uint_eq(gw_plim_get(&w[i], pool, &def, wake)->share, 1);
+}
+END_TEST
+
+START_TEST(retries_only)
+{
+    struct adm_upstream def = {.retries = 2, .retry_budget_percent = 30};
+    struct gw_plim *l = gw_plim_get(&w[0], pool, &def, wake);
+
+    ck_assert_ptr_nonnull(l);
+    ck_assert_uint_eq(l->share, 0); /* no slots, no queue */
+    ck_assert_ptr_null(l->queue);
+    ck_assert_int_eq(l->budget_on, 1);
+    ck_assert_uint_eq(l->budget.percent, 30);
+    ck_assert_uint_eq(l->budget.floor, 3);
+}
+END_TEST
+
+START_TEST(slots_and_the_next_server)
+{
+    struct adm_upstream def = {.max_connections = 3, .max_pending = 4, .queue_timeout_ms = 10};
+    struct gw_plim *l = gw_plim_get(&w[0], pool, &def, wake); /* share 1 */
+    struct up_tried tried = {0};
+    int req;
+
+    ck_assert_uint_eq(l->share, 1);
+    ck_assert_int_eq(gw_plim_free(l, 0), 1);
+    gw_plim_take(l, 0);
+    ck_assert_int_eq(gw_plim_free(l, 0), 0);
+    ck_assert_uint_eq(gw_plim_other(l, 0, NULL), 1);
+    /* a server that is down or was tried is passed over */
+    up_health_set(pool, 1, UP_H_CHECK, 1, 0);
+    ck_assert_uint_eq(gw_plim_other(l, 0, NULL), 2);
+    up_tried_add(&tried, 2);
+    ck_assert_uint_eq(gw_plim_other(l, 0, &tried), UP_NONE);
+    gw_plim_take(l, 2);
+    ck_assert_uint_eq(gw_plim_other(l, 0, NULL), UP_NONE);
+    ck_assert_int_eq(gw_plim_any(l), 0); /* only the down one has a slot */
+    ck_assert_uint_eq(l->nbusy, 2);
+
+    /* a slot frees with nobody waiting: no wake-up */
+    gw_plim_release(&w[0], l, 2);
+    event_base_loop(w[0].base, EVLOOP_NONBLOCK);
+    ck_assert_int_eq(wakes, 0);
+    ck_assert_int_eq(gw_plim_any(l), 1);
+    /* with one waiting: the wake event runs (once, on the next loop) */
+    ck_assert_int_eq(up_queue_push(l->queue, &req, 10), 0);
+    gw_plim_release(&w[0], l, 0);
+    ck_assert_int_eq(wakes, 0);
+    event_base_loop(w[0].base, EVLOOP_NONBLOCK);
+    ck_assert_int_eq(wakes, 1);
+    ck_assert_uint_eq(l->nbusy, 0);
+    /* every server down: the pool panics or picks nothing, so down ones count */
+    up_health_set(pool, 0, UP_H_CHECK, 1, 0);
+    up_health_set(pool, 2, UP_H_CHECK, 1, 0);
+    ck_assert_uint_eq(gw_plim_other(l, 0, NULL), 1);
+    ck_assert_ptr_eq(up_queue_pop(l->queue), &req);
+}
+END_TEST
+
+START_TEST(prune)
+{
+    struct adm_upstream def = {.max_connections = 3, .max_pending = 4, .retries = 1};
+    struct adm_snapshot empty = {.pools = NULL, .npools = 0};
+    struct gw_plim *l = gw_plim_get(&w[0], pool, &def, wake);
+
+    gw_plim_prune(&w[0]); /* its pool is in use */
+    ck_assert_ptr_eq(w[0].plims, l);
+    atomic_store(&proc.swap.current, &empty);
+    gw_plim_take(l, 1);
+    gw_plim_prune(&w[0]); /* a slot is taken */
+    ck_assert_ptr_eq(w[0].plims, l);
+    gw_plim_release(&w[0], l, 1);
+    up_budget_start(&l->budget);
+    gw_plim_prune(&w[0]); /* a request counts in its budget */
+    ck_assert_ptr_eq(w[0].plims, l);
+    up_budget_end(&l->budget, 0);
+    gw_plim_prune(&w[0]);
+    ck_assert_ptr_null(w[0].plims);
+    atomic_store(&proc.swap.current, &snap);
+}
+END_TEST
+
+static Suite *limits_suite(void)
+{
+    Suite *s = suite_create("gateway_limits");
+    TCase *tc = tcase_create("limits");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, shares);
+    tcase_add_test(tc, retries_only);
+    tcase_add_test(tc, slots_and_the_next_server);
+    tcase_add_test(tc, prune);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(limits_suite());
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
