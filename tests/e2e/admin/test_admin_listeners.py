@@ -207,6 +207,19 @@ class RefusedListenersTest(ListenersCase):
         self.assertEqual(self.api.config()[0]["listeners"], [stay])
         self.assertServes(port_of(stay))
 
+    def test_an_address_not_of_this_host_is_refused(self):
+        """192.0.2.1 (TEST-NET-1) is no address of this host: EADDRNOTAVAIL,
+        refused at its path like an address in use."""
+        stay, bad = self.cfg["listeners"][0], addr(free_port())
+        bad["address"] = bad["address"].replace("127.0.0.1", "192.0.2.1")
+        gen = self.api.generation()
+        r = self.api.put("/config", self.with_listeners([stay, bad]))
+        self.assertStatus(r, 400)
+        self.assertEqual([e["path"] for e in r.json["errors"]], ["/listeners/1/address"], r)
+        self.assertIn(bad["address"], r.json["errors"][0]["message"])
+        self.assertEqual(self.api.generation(), gen)
+        self.assertServes(port_of(stay))
+
     def test_a_refused_push_binds_nothing(self):
         """One bindable and one busy listener: the push is refused and the
         bindable one is not left listening."""
@@ -218,6 +231,31 @@ class RefusedListenersTest(ListenersCase):
         r = self.api.put("/config?dry_run=1", self.with_listeners([stay, free]))
         self.assertStatus(r, 200)
         self.assertTrue(refused(port_of(free)))
+
+    def test_a_refused_push_persists_nothing(self):
+        """With a state directory: the files stay as they were, byte for
+        byte, and an accepted one is persisted with its listener."""
+        state = self.tmp.file("lst-state")
+        cfg = json.loads(json.dumps(self.cfg))
+        cfg["listeners"] = [addr(free_port())]
+        cfg["admin"] = {"address": "127.0.0.1:%d" % free_port(), "state_dir": state}
+        g = self.own_gateway(cfg, name="persist")
+        api = self.admin_for(g)
+
+        def files():
+            out = {}
+            for name in sorted(os.listdir(state)):
+                with open(os.path.join(state, name), "rb") as f:
+                    out[name] = f.read()
+            return out
+
+        before = files()
+        r = api.put("/config", dict(cfg, listeners=cfg["listeners"] + [self.busy()]))
+        self.assertStatus(r, 400)
+        self.assertEqual(files(), before)
+        extra = addr(free_port())
+        self.assertWrite(api.put("/config", dict(cfg, listeners=cfg["listeners"] + [extra])), 200)
+        self.assertIn(extra["address"].encode(), b"".join(files().values()))
 
     def test_sighup_to_an_address_in_use_is_refused(self):
         stay, busy = self.cfg["listeners"][0], self.busy()
