@@ -56,6 +56,8 @@ struct hsrv {
     struct sockaddr_storage ss;
     socklen_t salen;
     char *sni, *vhost; /* TLS: the SNI sent and the name verified (NULL: none) */
+    char *host;        /* the Host sent without health_check.host: the address as
+                        * configured (a resolved one's pool address adds its IP) */
     struct event *timer;
     uint64_t next_ms; /* when the timer fires */
     struct probe *probe;
@@ -154,6 +156,7 @@ static void hpool_clear(struct hpool *hp)
         free(s->address);
         free(s->sni);
         free(s->vhost);
+        free(s->host);
     }
     if (hp->expire)
         event_free(hp->expire);
@@ -232,6 +235,8 @@ static int hpool_init(struct hpool *hp, const struct adm_snapshot *s, size_t i)
         /* as upconn.c: SNI server_name, else the host name (never an IP) */
         v->sni = dup_or_null(name ? name : !a || a->numeric ? NULL : a->host);
         v->vhost = dup_or_null(name ? name : a ? a->host : NULL);
+        if (!(v->host = strdup(a ? a->text : v->address)))
+            return -1;
     }
     return 0;
 }
@@ -548,7 +553,7 @@ static void probe_start(struct hsrv *v)
     evbuffer_add_printf(pr->io.out,
                         "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: switchyard-health-check\r\n"
                         "Connection: close\r\n\r\n",
-                        hp->def.path, hp->def.host ? hp->def.host : v->address);
+                        hp->def.path, hp->def.host ? hp->def.host : v->host);
     if (gw_io_connect(&pr->io, (const struct sockaddr *)&v->ss, v->salen) < 0)
         goto fail;
     return;
