@@ -1,25 +1,38 @@
 /*
  * least_conn.c - least connections, weighted: the usable server with the
- * fewest requests in flight per unit of weight. Among equals the one with
- * the earliest virtual finish time wins (weighted fair queueing: a pick
- * moves a server's time on by 1/weight), so a pool with no load still
- * follows its weights, and servers that tie take turns.
+ * fewest requests in flight per unit of weight.
  *
- * Each worker keeps its servers in a binary heap ordered by (load / weight,
- * virtual time, index), in a cache-line-separated block of its own: a pick
- * reads the top, and a request's start and end (the balancer's hooks) move
- * one server up or down, O(log n) each. When the top cannot be used (tried,
- * down, or ramping up under slow start and not admitted) the pick searches
- * the heap below it, visiting at most LC_VISIT nodes before falling back to
- * a linear scan. Pools of up to LC_SCAN servers are always scanned, in the
- * same order: there a scan costs less than keeping the heap.
+ * Equal weights (the common pool) take an O(1) path. Each worker keeps its
+ * servers in buckets by its own in-flight count on them: an array of
+ * doubly linked lists indexed by count (counts from LC_NB - 1 up share the
+ * last, overflow bucket), and the lowest non-empty bucket. A pick takes the
+ * first usable server of the lowest bucket (walking past tried, down and
+ * not-admitted ones, then on to the next bucket) and moves it to its
+ * bucket's tail; a request's start and end (the balancer's hooks) move the
+ * server to the tail of its new count's bucket. So servers that tie take
+ * turns in order, round robin among equals. The walk visits each server
+ * once at most, so at worst (nothing usable in the low buckets) it costs
+ * what a linear scan does; in the overflow bucket it looks for the lowest
+ * count. Start, end and the pick's move are O(1).
  *
- * The counts are this worker's own (struct up_worker.inflight): a shared
- * count would put two read-modify-writes on a contended line into every
- * request, which the design forbids. Connections spread evenly over the
- * workers (SO_REUSEPORT), so each worker's view of a slow server is the
- * whole picture in proportion: a server that holds requests longer holds
- * more of every worker's.
+ * Unequal weights keep a binary heap per worker ordered by (load / weight,
+ * virtual time, index): among equals the one with the earliest virtual
+ * finish time wins (weighted fair queueing: a pick moves a server's time on
+ * by 1/weight), so a pool with no load still follows its weights. A pick
+ * reads the top, start and end move one server up or down, O(log n) each.
+ * When the top cannot be used (tried, down, or ramping up under slow start
+ * and not admitted) the pick searches the heap below it, visiting at most
+ * LC_VISIT nodes before falling back to a linear scan. Weighted pools of up
+ * to LC_SCAN servers are always scanned, in the same order: there a scan
+ * costs less than keeping the heap.
+ *
+ * Either way a worker's structure lives in its own cache-line-separated
+ * block (up_slab_new). The counts are this worker's own (struct
+ * up_worker.inflight): a shared count would put two read-modify-writes on a
+ * contended line into every request, which the design forbids. Connections
+ * spread evenly over the workers (SO_REUSEPORT), so each worker's view of a
+ * slow server is the whole picture in proportion: a server that holds
+ * requests longer holds more of every worker's.
  */
 #include "upstream/up_int.h"
 
@@ -28,9 +41,26 @@
 #define LC_STEP (1ull << 20)   /* virtual time of one pick at weight 1 */
 #define LC_RENORM (1ull << 60) /* virtual times are shifted down past this */
 #define LC_VISIT 64            /* heap nodes a pick may look at */
-#define LC_SCAN 8              /* pools this small are scanned, not kept in a heap */
+#define LC_SCAN 8              /* weighted pools this small are scanned, not kept in a heap */
+#define LC_NB 256              /* buckets by count; the last holds counts >= LC_NB - 1 */
+#define LC_NIL UINT32_MAX      /* the end of a bucket's list */
+
+/* A server's place in its bucket's list (equal weights). */
+struct lc_node {
+    uint32_t next, prev, bkt;
+};
+
+/* A worker's buckets (equal weights), at the start of its block. */
+struct lc_buckets {
+    uint32_t min; /* the lowest non-empty bucket */
+    uint32_t head[LC_NB], tail[LC_NB];
+};
 
 struct lc_worker {
+    /* equal weights */
+    struct lc_buckets *b;
+    struct lc_node *node; /* node[s]: server s's links */
+    /* unequal weights */
     uint32_t *heap; /* server indices in heap order */
     uint32_t *pos;  /* pos[s]: where server s is in heap */
     uint64_t *vt;   /* virtual finish times */
@@ -38,8 +68,9 @@ struct lc_worker {
 };
 
 struct lc {
-    void *slab; /* per-worker heaps, up_slab_new */
+    void *slab; /* per-worker buckets or heaps, up_slab_new */
     size_t stride;
+    int equal;           /* every server has the same weight: buckets */
     struct lc_worker *w; /* nworkers of them, pointers into the slab */
 };
 
@@ -93,19 +124,131 @@ static void sift_down(const up_pool *p, unsigned w, struct lc_worker *lw, size_t
     place(lw, i, s);
 }
 
+/* Equal weights: the bucket of server <s>'s count on worker <w>. */
+static inline uint32_t bucket_of(const up_pool *p, unsigned w, size_t s)
+{
+    uint32_t c = up_load(p, w, s);
+
+    return c < LC_NB - 1 ? c : LC_NB - 1;
+}
+
+/* Takes <s> out of its bucket's list. */
+static inline void bk_unlink(struct lc_worker *lw, uint32_t s)
+{
+    struct lc_node *x = &lw->node[s];
+
+    if (x->prev != LC_NIL)
+        lw->node[x->prev].next = x->next;
+    else
+        lw->b->head[x->bkt] = x->next;
+    if (x->next != LC_NIL)
+        lw->node[x->next].prev = x->prev;
+    else
+        lw->b->tail[x->bkt] = x->prev;
+}
+
+/* Puts <s> (in no list) at the tail of bucket <k>. */
+static inline void bk_append(struct lc_worker *lw, uint32_t s, uint32_t k)
+{
+    struct lc_node *x = &lw->node[s];
+
+    x->bkt = k;
+    x->next = LC_NIL;
+    x->prev = lw->b->tail[k];
+    if (x->prev != LC_NIL)
+        lw->node[x->prev].next = s;
+    else
+        lw->b->head[k] = s;
+    lw->b->tail[k] = s;
+}
+
+/* Moves <s> to the tail of the bucket of its count on worker <w> (the same
+ * bucket after a pick: its turn is over), and keeps the lowest non-empty
+ * bucket. The search for it stops at <s>'s bucket at the latest. */
+static void bk_move(const up_pool *p, unsigned w, struct lc_worker *lw, uint32_t s)
+{
+    struct lc_buckets *b = lw->b;
+    uint32_t k = bucket_of(p, w, s);
+
+    bk_unlink(lw, s);
+    bk_append(lw, s, k);
+    if (k < b->min)
+        b->min = k;
+    while (b->head[b->min] == LC_NIL)
+        b->min++;
+}
+
+/* Equal weights: the first usable server that slow start admits, from the
+ * lowest bucket up, in list order (all of a bucket below the overflow have
+ * the same count, so the first is the best; the overflow bucket is searched
+ * for its lowest count). Each server is visited once at most, so the walk
+ * is bounded by a linear scan's n (plus LC_NB empty buckets); it costs that
+ * much only when the low buckets hold nothing usable. */
+static size_t bk_select(up_pool *p, unsigned w, const struct lc_worker *lw,
+                        const struct up_pick *rq, int ignore_health)
+{
+    uint64_t now = rq ? rq->now_ms : 0;
+    size_t best = UP_NONE;
+    uint32_t least = 0;
+
+    for (uint32_t k = lw->b->min; k < LC_NB - 1; k++)
+        for (uint32_t s = lw->b->head[k]; s != LC_NIL; s = lw->node[s].next)
+            if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now))
+                return s;
+    for (uint32_t s = lw->b->head[LC_NB - 1]; s != LC_NIL; s = lw->node[s].next)
+        if ((best == UP_NONE || up_load(p, w, s) < least) && up_usable(p, s, rq, ignore_health) &&
+            up_slow_admit(p, w, s, now)) {
+            best = s;
+            least = up_load(p, w, s);
+        }
+    return best;
+}
+
+/* Equal weights: worker <lw>'s buckets in block <blk>, every server in the
+ * bucket of its count, in index order. */
+static void bk_init(const up_pool *p, unsigned w, struct lc_worker *lw, char *blk)
+{
+    lw->b = (struct lc_buckets *)blk;
+    lw->node = (struct lc_node *)(blk + sizeof(struct lc_buckets));
+    for (uint32_t k = 0; k < LC_NB; k++)
+        lw->b->head[k] = lw->b->tail[k] = LC_NIL;
+    lw->b->min = LC_NB - 1;
+    for (size_t s = 0; s < p->n; s++) {
+        uint32_t k = bucket_of(p, w, s);
+        bk_append(lw, (uint32_t)s, k);
+        if (k < lw->b->min)
+            lw->b->min = k;
+    }
+}
+
+/* Every server has the same weight. */
+static int equal_weights(const up_pool *p)
+{
+    for (size_t s = 1; s < p->n; s++)
+        if (p->weight[s] != p->weight[0])
+            return 0;
+    return 1;
+}
+
 static int lc_init(up_pool *p)
 {
     struct lc *l = calloc(1, sizeof(*l));
     size_t n = p->n, bytes = n * (2 * sizeof(uint32_t) + sizeof(uint64_t));
 
-    if (!(p->lb = l) || n > UINT32_MAX)
+    if (!(p->lb = l) || n >= UINT32_MAX)
         return -1;
+    if ((l->equal = equal_weights(p)))
+        bytes = sizeof(struct lc_buckets) + n * sizeof(struct lc_node);
     if (!(l->w = calloc(p->nworkers, sizeof(*l->w))) ||
         !(l->slab = up_slab_new(p->nworkers, bytes, &l->stride)))
         return -1;
     for (unsigned w = 0; w < p->nworkers; w++) {
         struct lc_worker *lw = &l->w[w];
         char *b = (char *)l->slab + (size_t)w * l->stride;
+        if (l->equal) {
+            bk_init(p, w, lw, b);
+            continue;
+        }
         lw->vt = (uint64_t *)b;
         lw->heap = (uint32_t *)(b + n * sizeof(uint64_t));
         lw->pos = lw->heap + n;
@@ -185,7 +328,16 @@ static size_t linear(up_pool *p, unsigned w, const struct lc_worker *lw, const s
 
 static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
-    struct lc_worker *lw = &((struct lc *)p->lb)->w[w];
+    struct lc *l = p->lb;
+    struct lc_worker *lw = &l->w[w];
+
+    if (l->equal) {
+        size_t got = bk_select(p, w, lw, rq, ignore_health);
+        if (got != UP_NONE)
+            bk_move(p, w, lw, (uint32_t)got);
+        return got;
+    }
+
     uint32_t s = lw->heap[0];
     size_t pick = s;
     int out, heap = p->n > LC_SCAN;
@@ -211,21 +363,29 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     return pick;
 }
 
-/* A request started on <s>: its load went up, it moves down. */
+/* A request started on <s>: its load went up, it moves down (to the tail
+ * of the next bucket). */
 static void lc_start(up_pool *p, unsigned w, size_t s)
 {
-    struct lc_worker *lw = &((struct lc *)p->lb)->w[w];
+    struct lc *l = p->lb;
+    struct lc_worker *lw = &l->w[w];
 
-    if (p->n > LC_SCAN)
+    if (l->equal)
+        bk_move(p, w, lw, (uint32_t)s);
+    else if (p->n > LC_SCAN)
         sift_down(p, w, lw, lw->pos[s]);
 }
 
-/* A request ended on <s>: its load went down, it moves up. */
+/* A request ended on <s>: its load went down, it moves up (to the tail of
+ * the bucket below). */
 static void lc_end(up_pool *p, unsigned w, size_t s)
 {
-    struct lc_worker *lw = &((struct lc *)p->lb)->w[w];
+    struct lc *l = p->lb;
+    struct lc_worker *lw = &l->w[w];
 
-    if (p->n > LC_SCAN)
+    if (l->equal)
+        bk_move(p, w, lw, (uint32_t)s);
+    else if (p->n > LC_SCAN)
         sift_up(p, w, lw, lw->pos[s]);
 }
 

@@ -2,7 +2,9 @@
  * test_least_conn.c - upstream/least_conn.c: the fewest requests in flight
  * per unit of weight wins, ties take turns in weight proportion, slow start
  * ramps a returning server up, each worker balances on its own counts, and
- * the heap stays right through any order of starts, ends and picks.
+ * the heap (unequal weights) and the buckets (equal weights) stay right
+ * through any order of starts, ends and picks, counts above the last
+ * bucket included.
  */
 #include "utest.h"
 
@@ -103,20 +105,21 @@ START_TEST(slow_start_ramps)
 }
 END_TEST
 
-/* Random starts, ends, picks, tried sets and health changes on <N>
- * servers of weights 1..5: every pick has the least load per weight of the
- * usable servers, as a scan of them all finds it. */
-static void random_ops(size_t N)
+/* <ops> random starts, ends, picks, tried sets and health changes on <N>
+ * servers (at most 128) of weights 1..5, or all 1 when <equal>: every pick
+ * has the least load per weight of the usable servers, as a scan of them
+ * all finds it. */
+static void random_ops(size_t N, int equal, int ops)
 {
-    enum { OPS = 20000 };
-    unsigned weights[64];
-    size_t held[64] = {0};
+    unsigned weights[128];
+    size_t held[128] = {0};
     uint64_t x = 7;
 
+    ck_assert_uint_le(N, 128);
     for (size_t s = 0; s < N; s++)
-        weights[s] = 1 + (unsigned)(s % 5);
+        weights[s] = equal ? 1 : 1 + (unsigned)(s % 5);
     up_pool *p = lc_pool(weights, N, 1);
-    for (int op = 0; op < OPS; op++) {
+    for (int op = 0; op < ops; op++) {
         x = x * 6364136223846793005ULL + 1442695040888963407ULL;
         size_t s = (size_t)((x >> 33) % N);
         switch ((x >> 20) % 4) {
@@ -159,8 +162,108 @@ static void random_ops(size_t N)
 
 START_TEST(heap_stays_right)
 {
-    random_ops(50); /* kept in a heap */
-    random_ops(5);  /* scanned */
+    random_ops(50, 0, 20000); /* kept in a heap */
+    random_ops(5, 0, 20000);  /* scanned */
+}
+END_TEST
+
+START_TEST(buckets_stay_right)
+{
+    random_ops(100, 1, 100000);
+    random_ops(3, 1, 100000);
+}
+END_TEST
+
+START_TEST(ties_take_turns_in_order)
+{
+    /* equal weights: a pick, or a request's start and end, sends the server
+     * to the back of its count's line */
+    up_pool *p = lc_pool(NULL, 5, 1);
+
+    for (size_t i = 0; i < 20; i++)
+        ck_assert_uint_eq(up_pick(p, 0), i % 5);
+    for (size_t i = 0; i < 20; i++) {
+        size_t s = up_pick(p, 0);
+        ck_assert_uint_eq(s, i % 5);
+        up_request_start(p, 0, s);
+        up_request_end(p, 0, s);
+    }
+    /* 3 and 1 hold one each: 0, 2, 4 take turns, then 3 (in first), 1 */
+    up_request_start(p, 0, 3);
+    up_request_start(p, 0, 1);
+    for (size_t i = 0; i < 6; i++)
+        ck_assert_uint_eq(up_pick(p, 0), (2 * i) % 6);
+    for (size_t s = 0; s < 5; s += 2)
+        up_request_start(p, 0, s);
+    ck_assert_uint_eq(up_pick(p, 0), 3);
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    ck_assert_uint_eq(up_pick(p, 0), 0);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(tried_and_down_skipped)
+{
+    up_pool *p = lc_pool(NULL, 4, 1);
+    struct up_tried tried = {0};
+    struct up_pick rq = {.tried = &tried};
+
+    up_health_set(p, 0, UP_H_CHECK, 1, 1);
+    up_tried_add(&tried, 1);
+    ck_assert_uint_eq(up_select(p, 0, &rq), 2);
+    up_tried_add(&tried, 2);
+    ck_assert_uint_eq(up_select(p, 0, &rq), 3);
+    /* the lowest bucket has nothing usable: the next one's first */
+    up_request_start(p, 0, 3);
+    up_request_start(p, 0, 3);
+    ck_assert_uint_eq(up_select(p, 0, &rq), 3);
+    up_request_start(p, 0, 1);
+    up_request_start(p, 0, 2);
+    tried.n = 0;
+    ck_assert_uint_eq(up_select(p, 0, &rq), 1);
+    up_health_set(p, 1, UP_H_EJECTED, 1, 1);
+    up_health_set(p, 2, UP_H_EJECTED, 1, 1);
+    up_health_set(p, 3, UP_H_EJECTED, 1, 1);
+    /* every server down and no panic: none */
+    ck_assert_uint_eq(up_select(p, 0, &rq), UP_NONE);
+    up_health_set(p, 3, UP_H_EJECTED, 0, 2);
+    ck_assert_uint_eq(up_select(p, 0, &rq), 3);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(counts_above_bucket_cap)
+{
+    /* far above the last bucket (255): the overflow bucket is searched for
+     * its lowest count, and the servers come back down through the buckets */
+    enum { HIGH = 600 };
+    up_pool *p = lc_pool(NULL, 3, 1);
+
+    for (int i = 0; i < HIGH; i++)
+        for (size_t s = 0; s < 3; s++)
+            up_request_start(p, 0, s);
+    up_request_end(p, 0, 1);
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    up_request_end(p, 0, 2);
+    up_request_end(p, 0, 2);
+    ck_assert_uint_eq(up_pick(p, 0), 2);
+    /* every request of 0 ends: it is the least from its third end on (2
+     * holds 598), through the overflow bucket and every bucket below */
+    for (int i = 0; i < HIGH; i++) {
+        up_request_end(p, 0, 0);
+        if (i >= 2)
+            ck_assert_uint_eq(up_pick(p, 0), 0);
+    }
+    /* 1 comes down to 0 too: 0 and 1 tie, and take turns */
+    for (int i = 0; i < HIGH - 1; i++)
+        up_request_end(p, 0, 1);
+    ck_assert_uint_eq(up_pick(p, 0), 0);
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    ck_assert_uint_eq(up_pick(p, 0), 0);
+    for (int i = 0; i < HIGH - 2; i++)
+        up_request_end(p, 0, 2);
+    ck_assert_uint_eq(up_inflight(p, 0) + up_inflight(p, 1) + up_inflight(p, 2), 0);
+    up_pool_release(p);
 }
 END_TEST
 
@@ -177,6 +280,10 @@ static Suite *suite(void)
     tcase_add_test(tc, per_worker_counts);
     tcase_add_test(tc, slow_start_ramps);
     tcase_add_test(tc, heap_stays_right);
+    tcase_add_test(tc, buckets_stay_right);
+    tcase_add_test(tc, ties_take_turns_in_order);
+    tcase_add_test(tc, tried_and_down_skipped);
+    tcase_add_test(tc, counts_above_bucket_cap);
     suite_add_tcase(s, tc);
     return s;
 }
