@@ -6,7 +6,8 @@
  *
  * Prints one Markdown report on stdout:
  *   - ns per pick (up_select on one worker) for round_robin, least_conn,
- *     random_two and hash at 3, 100 and 1,000 servers of weights 1..4.
+ *     random_two and hash at 3, 100 and 1,000 servers of weights 1..4, and
+ *     least_conn again with equal weights (its O(1) bucket path).
  *     least_conn and random_two pick against a standing load (every server
  *     holds 0..3 requests in flight, and each pick's request starts and the
  *     oldest ends, outside the timed region's per-pick cost: see below); the
@@ -157,8 +158,9 @@ static uint64_t bb_run(struct bb_scn *s, uint64_t iters)
     return t1 - t0;
 }
 
+/* Scenario <s>: <n> servers of weights 1..4 (all 1 when <equal>). */
 static void bb_setup(struct bb_scn *s, const char *name, enum up_balance b, size_t n,
-                     uint64_t *keys)
+                     uint64_t *keys, int equal)
 {
     struct up_pool_opts o = {.balance = b, .seed = 1, .fallback = 1};
 
@@ -166,7 +168,7 @@ static void bb_setup(struct bb_scn *s, const char *name, enum up_balance b, size
     s->name = name;
     s->n = n;
     s->keys = keys;
-    s->p = bb_pool(n, SIZE_MAX, &o);
+    s->p = bb_pool_w(n, SIZE_MAX, &o, equal);
     s->loaded = b == UP_LEAST_CONN || b == UP_RANDOM_TWO;
     /* a standing load: the window's requests spread at random */
     for (unsigned i = 0; s->loaded && i < BB_WINDOW; i++) {
@@ -324,8 +326,11 @@ int main(int argc, char **argv)
         keys[k] = up_hash(&k, sizeof(k));
     for (size_t a = 0; a < 4; a++)
         for (size_t i = 0; i < 3; i++)
-            bb_setup(&scn[nscn++], algs[a].name, algs[a].b, ns[i], keys);
-    bb_setup(&scn[nscn++], "round_robin (control)", UP_ROUND_ROBIN, 100, keys);
+            bb_setup(&scn[nscn++], algs[a].name, algs[a].b, ns[i], keys, 0);
+    /* least_conn's O(1) path: equal weights, the common pool */
+    for (size_t i = 0; i < 3; i++)
+        bb_setup(&scn[nscn++], "least_conn (equal weights)", UP_LEAST_CONN, ns[i], keys, 1);
+    bb_setup(&scn[nscn++], "round_robin (control)", UP_ROUND_ROBIN, 100, keys, 0);
 
     for (int r = 0; r < bb_runs; r++) {
         for (size_t i = 0; i < nscn; i++) {
