@@ -43,6 +43,7 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "routes", .kind = FK_FN, .fn = adm_cf_routes},
     {.key = "router", .kind = FK_FN, .fn = adm_cf_router},
     {.key = "trusted_proxies", .kind = FK_FN, .fn = adm_cf_trusted_proxies},
+    {.key = "client_ip", .kind = FK_FN, .fn = adm_cf_client_ip},
     {.key = "limits", .kind = FK_FN, .fn = adm_cf_limits},
     {.key = "timeouts", .kind = FK_FN, .fn = adm_cf_timeouts},
     {.key = "access_log", .kind = FK_FN, .fn = adm_cf_access_log},

@@ -47,10 +47,29 @@
 struct adm_tls_listener; /* admin/tls.h */
 struct adm_tls_upstream;
 
+/* Where a request's client address comes from (client_ip.source). */
+enum adm_cip_source {
+    ADM_CIP_PEER = 0,  /* "peer": the connection's address */
+    ADM_CIP_XFF,       /* "x_forwarded_for": its rightmost untrusted address */
+    ADM_CIP_FORWARDED, /* "forwarded": RFC 7239 "for", rightmost untrusted */
+    ADM_CIP_HEADER,    /* "header:NAME": one address, believed from a trusted peer */
+};
+
+/* client_ip, at the top level or on a listener. */
+struct adm_client_ip {
+    enum adm_cip_source source;
+    char *header; /* ADM_CIP_HEADER: the field name */
+    size_t header_len;
+    struct adm_cidr *trusted; /* the proxies skipped from the right */
+    size_t ntrusted;
+    int has_trusted; /* "trusted" given; otherwise trusted_proxies */
+};
+
 struct adm_listener {
-    struct adm_addr addr;         /* always numeric */
-    struct adm_tls_listener *tls; /* NULL: plain HTTP */
-    unsigned redirect_https;      /* plain only: 308 to https on this port; 0: off */
+    struct adm_addr addr;            /* always numeric */
+    struct adm_client_ip *client_ip; /* NULL: the top-level client_ip */
+    struct adm_tls_listener *tls;    /* NULL: plain HTTP */
+    unsigned redirect_https;         /* plain only: 308 to https on this port; 0: off */
 };
 
 enum adm_balance {
@@ -271,6 +290,7 @@ struct adm_config {
     struct adm_router router;
     struct adm_cidr *trusted_proxies;
     size_t ntrusted_proxies;
+    struct adm_client_ip *client_ip; /* NULL: not configured (the peer, no X-Real-IP) */
     struct adm_limits limits;
     struct adm_timeouts timeouts;
     struct adm_access_log access_log;

@@ -144,6 +144,12 @@ void adm_cf_access_log(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_access_log_format(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_log_level(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_resolver(struct adm_cf *x, const json_t *v, void *target);
+/* config_clientip.c: the top-level "client_ip"; one such object (a
+ * listener's too), NULL after reporting; a list of CIDRs into *out, *n */
+void adm_cf_client_ip(struct adm_cf *x, const json_t *v, void *target);
+struct adm_client_ip *adm_cf_client_ip_parse(struct adm_cf *x, const json_t *v);
+void adm_cf_cidrs(struct adm_cf *x, const json_t *v, struct adm_cidr **out, size_t *n);
+void adm_client_ip_free(struct adm_client_ip *ci);
 
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);

@@ -34,6 +34,12 @@ static void listener_tls(struct adm_cf *x, const json_t *v, void *target)
         x, adm_tls_listener_parse(v, x->path, x->errs, &((struct adm_listener *)target)->tls));
 }
 
+static void listener_client_ip(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_listener *l = target;
+    l->client_ip = adm_cf_client_ip_parse(x, v);
+}
+
 static const struct adm_cf_field listener_fields[] = {
     {.key = "address", .kind = FK_FN, .flags = F_REQUIRED, .fn = listener_address},
     {.key = "tls", .kind = FK_FN, .fn = listener_tls},
@@ -42,6 +48,7 @@ static const struct adm_cf_field listener_fields[] = {
      .off = offsetof(struct adm_listener, redirect_https),
      .min = 1,
      .max = 65535},
+    {.key = "client_ip", .kind = FK_FN, .fn = listener_client_ip},
 };
 
 void adm_cf_listeners(struct adm_cf *x, const json_t *v, void *target)
@@ -91,6 +98,7 @@ static void listener_free(struct adm_listener *l)
 {
     adm_addr_free(&l->addr);
     adm_tls_listener_free(l->tls);
+    adm_client_ip_free(l->client_ip);
 }
 
 void adm_cf_listeners_free(struct adm_config *c)

@@ -13,25 +13,7 @@
 void adm_cf_trusted_proxies(struct adm_cf *x, const json_t *v, void *target)
 {
     struct adm_config *c = target;
-    if (!adm_cf_want_array(x, v))
-        return;
-    size_t n = json_array_size(v);
-    c->trusted_proxies = adm_cf_calloc(x, n, sizeof(*c->trusted_proxies));
-    if (!c->trusted_proxies)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        size_t mark = adm_cf_push_index(x, i);
-        const char *s = adm_cf_str(x, json_array_get(v, i), 1);
-        char why[128];
-        struct adm_cf_qbuf q;
-        if (s) {
-            if (adm_cidr_parse(&c->trusted_proxies[c->ntrusted_proxies], s, why, sizeof(why)) < 0)
-                adm_cf_err(x, "invalid CIDR %s: %s", adm_cf_quote(&q, s), why);
-            else
-                c->ntrusted_proxies++;
-        }
-        adm_cf_pop(x, mark);
-    }
+    adm_cf_cidrs(x, v, &c->trusted_proxies, &c->ntrusted_proxies);
 }
 
 static void router_trailing_slash(struct adm_cf *x, const json_t *v, void *target)
@@ -196,6 +178,7 @@ SECTION(resolver, resolver_fields)
 void adm_cf_settings_free(struct adm_config *c)
 {
     free(c->trusted_proxies);
+    adm_client_ip_free(c->client_ip);
     free(c->access_log.path);
     for (size_t i = 0; i < c->resolver.nnameservers; i++)
         free(c->resolver.nameservers[i]);

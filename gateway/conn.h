@@ -10,6 +10,7 @@
  *   forward.c   where a request goes, and its upstream head (pure)
  *   upconn.c    upstream connections
  *   conn.c      the client connection object
+ *   clientip.c  its client address, by client_ip (for log, forward, hash)
  *   log.c io.c  the access log; the transport
  * A file calls only files below it. Where a lower one must wake a higher
  * one, it calls through a callback the higher one registered: the io's
@@ -57,6 +58,13 @@ enum gw_conn_state {
 
 struct gw_upconn;
 
+/* Whether the request's client address is derived yet (clientip.c). */
+enum gw_cip_state {
+    GW_CIP_UNKNOWN = 0, /* not asked yet this request */
+    GW_CIP_PEER,        /* it is the peer's */
+    GW_CIP_DERIVED,     /* it is c->cip, from the request's fields */
+};
+
 struct gw_conn {
     LIST_ENTRY(gw_conn) link; /* the worker's conns */
     struct gw_worker *w;
@@ -92,6 +100,10 @@ struct gw_conn {
     struct timespec t0;
     char reqid[64];
     size_t reqid_len;
+    enum gw_cip_state cip_state; /* reset with each request head (clientip.c) */
+    struct sockaddr_storage cip_addr;
+    char cip[INET6_ADDRSTRLEN]; /* GW_CIP_DERIVED: the client_ip address */
+    size_t cip_len;
     const char *upstream_addr;
     struct timespec t_up; /* when the request went upstream */
     double up_ms;         /* upstream time to the response head; -1: none */

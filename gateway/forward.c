@@ -4,7 +4,8 @@
  * request head it goes upstream with (gw_forward_head): the target as
  * received (or normalized, by router.forward_path), or the route's
  * strip_prefix or rewrite of the normalized path; no hop-by-hop
- * field; X-Forwarded-For/-Proto/-Host as trusted_proxies allow; one
+ * field; X-Forwarded-For/-Proto/-Host as trusted_proxies allow;
+ * X-Real-IP with the client_ip address (when client_ip is set); one
  * X-Request-Id; Via; Max-Forwards one less; the body re-framed. Pure: both
  * are functions of their arguments, writing only into the caller's buffer.
  */
@@ -160,6 +161,8 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         case 9:
             if (h1_name_is(n, "forwarded") && !trusted)
                 continue;
+            if (f->client_ip && h1_name_is(n, "x-real-ip"))
+                continue; /* ours: the derived address */
             break;
         case 20: /* ours alone to send: from the verified certificate */
             if (h1_name_is(n, "x-client-cert-sha256"))
@@ -231,6 +234,8 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
     }
     gw_ob_str(o, f->peer_ip);
     gw_ob_lit(o, "\r\n");
+    if (f->client_ip)
+        gw_ob_field(o, "X-Real-IP", 9, f->client_ip, f->client_ip_len);
     if (!have_proto && f->tls)
         gw_ob_lit(o, "X-Forwarded-Proto: https\r\n");
     else if (!have_proto)

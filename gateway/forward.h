@@ -56,8 +56,10 @@ struct gw_forward {
     const struct adm_sroute *sr;     /* the route: strip_prefix, rewrite */
     const struct rt_param *params;   /* the route's parameters, for rewrite */
     size_t nparams;
-    const struct sockaddr *peer;       /* the client */
-    const char *peer_ip;               /* its address as text: X-Forwarded-For */
+    const struct sockaddr *peer; /* the client */
+    const char *peer_ip;         /* its address as text: X-Forwarded-For */
+    const char *client_ip;       /* client_ip's address: X-Real-IP; NULL: none */
+    size_t client_ip_len;
     const char *upstream_addr;         /* the server: the Host of a request without one */
     const struct h1_header *client_id; /* gw_forward_client_id(rq), or NULL */
     const char *reqid;                 /* without client_id: the X-Request-Id sent */

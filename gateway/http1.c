@@ -127,6 +127,7 @@ static void conn_process(struct gw_conn *c)
             c->bytes_in = 0;
             c->bytes_out = 0;
             c->reqid_len = 0;
+            c->cip_state = GW_CIP_UNKNOWN;
             clock_gettime(CLOCK_MONOTONIC, &c->t0);
         }
         rc = h1_req_feed_head(&c->rp, v.iov_base, v.iov_len, &used);

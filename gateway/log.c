@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/log.h"
+#include "gateway/clientip.h"
 #include "gateway/conn.h"
 
 #include <errno.h>
@@ -250,8 +251,10 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
     p = PUT_LIT(p, "Z\",\"client\":\"");
     memcpy(p, r->client_ip, r->client_ip_len);
     p += r->client_ip_len;
-    *p++ = ':';
-    p = put_u64(p, r->client_port);
+    if (!r->client_derived) {
+        *p++ = ':';
+        p = put_u64(p, r->client_port);
+    }
     p = PUT_LIT(p, "\",\"method\":\"");
     p = put_esc(p, r->method, r->method ? r->method_len : 0);
     p = PUT_LIT(p, "\",\"host\":\"");
@@ -371,10 +374,13 @@ static void log_line(struct gw_conn *c)
     const struct h1_header *ua = h1_request_header(rq, "user-agent");
     int combined = c->snap && c->snap->cfg->access_log_format == ADM_LOG_COMBINED;
     const struct h1_header *ref = combined ? h1_request_header(rq, "referer") : NULL;
+    size_t cip_len;
+    const char *cip = gw_client_ip_text(c, &cip_len);
     struct gw_log_rec r = {
-        .client_ip = c->peer_ip,
-        .client_ip_len = strlen(c->peer_ip),
+        .client_ip = cip, /* client_ip's address; its port only when it is the peer */
+        .client_ip_len = cip_len,
         .client_port = c->peer_port,
+        .client_derived = cip != c->peer_ip,
         .method = rq->method.ptr,
         .method_len = rq->method.len,
         .host = rq->host.ptr,

@@ -26,6 +26,7 @@ struct gw_log_rec {
     const char *client_ip;
     size_t client_ip_len;
     unsigned client_port;
+    int client_derived; /* client_ip is client_ip's address from a header: no port shown */
     const char *method, *host, *target, *path, *ua;
     size_t method_len, host_len, target_len, path_len, ua_len;
     int status;

@@ -28,6 +28,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "gateway/clientip.h"
 #include "gateway/forward.h"
 #include "gateway/health.h"
 #include "gateway/limits.h"
@@ -785,6 +786,7 @@ static int send_to(struct gw_conn *c, size_t server, int fresh)
     f.nparams = c->nparams < c->params_cap ? c->nparams : c->params_cap;
     f.peer = (const struct sockaddr *)&c->peer;
     f.peer_ip = c->peer_ip;
+    f.client_ip = gw_client_ip_config(c) ? gw_client_ip_text(c, &f.client_ip_len) : NULL;
     f.upstream_addr = c->upstream_addr;
     f.client_id = gw_forward_client_id(rq, sizeof(c->reqid));
     if (f.client_id) {

@@ -10,7 +10,8 @@
  * is checked: consumed <= len, AGAIN takes everything, a parsed head is
  * self-consistent (slices inside the head buffer, normalized path starting
  * with '/', idempotent normalization, ...), errors carry an allowed status.
- * The bytes are also fed to h1_path_normalize() directly.
+ * The bytes are also fed to h1_path_normalize() directly, and every field
+ * value to the Forwarded parser (forwarded.c).
  *
  * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
  * fuzz_replay.c as a plain program that replays a corpus directory plus
@@ -18,6 +19,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "admin/http1/forwarded.h"
 #include "admin/http1/request.h"
 
 #include <stdarg.h>
@@ -108,6 +110,30 @@ static void check_normalized(const char *path, size_t len, int merge)
     }
 }
 
+/* Every field value through the Forwarded element parser and node names
+ * (admin/http1/forwarded.c): it ends, always moves on, and each "for"
+ * value lies inside the field or its unquoting buffer. */
+static void check_forwarded(struct h1_slice v)
+{
+    char buf[H1_FWD_VALUE_MAX];
+    enum h1_fwd_elem kind;
+    struct h1_slice f;
+    size_t pos = 0, last = 0, n = 0;
+    struct sockaddr_storage a;
+
+    while (h1_forwarded_next(v, &pos, &kind, &f, buf)) {
+        CHECK(pos > last || n == 0);
+        CHECK(++n <= v.len + 1);
+        last = pos;
+        if (kind == H1_FWD_FOR) {
+            CHECK(f.ptr == buf ? f.len <= sizeof(buf) : in_buf(f, &v));
+            (void)h1_node_addr(f.ptr, f.len, &a);
+        }
+    }
+    if (h1_node_addr(v.ptr, v.len, &a) == 0)
+        CHECK(a.ss_family == AF_INET || a.ss_family == AF_INET6);
+}
+
 /* Checks everything a H1_REQ_HEAD promises. */
 static void check_head(const struct h1_req_parser *p)
 {
@@ -174,6 +200,7 @@ static void check_head(const struct h1_req_parser *p)
         for (i = 0; i < n.len; i++)
             CHECK(h1_is_tchar((unsigned char)n.ptr[i])); /* test_token.c checks the class */
         CHECK(n.ptr[n.len] == ':');
+        check_forwarded(v);
         for (i = 0; i < v.len; i++) {
             unsigned char c = (unsigned char)v.ptr[i];
 

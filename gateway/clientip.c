@@ -1,0 +1,182 @@
+/*
+ * clientip.c - the client's address by the config's client_ip (clientip.h):
+ * fox's strategies. X-Forwarded-For and Forwarded are walked from the
+ * right, past the proxies the operator trusts, to the first hop that is
+ * not one: whatever is left of it may have been written by the client.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/clientip.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <strings.h>
+
+#include "admin/http1/forwarded.h"
+#include "gateway/conn.h"
+
+/* The walk from the right, fed from the left: the answer for the hops seen
+ * so far if they were the whole list, in O(1) state. */
+enum walk_state {
+    W_EMPTY,   /* no hop yet */
+    W_TRUSTED, /* only trusted hops: <addr> is the leftmost */
+    W_FOUND,   /* <addr> is the rightmost untrusted hop */
+    W_BLOCKED, /* a hop that is not an address, nothing right of it yet */
+    W_AFTER,   /* <addr> is the trusted hop right of the rightmost non-address */
+};
+
+struct walk {
+    enum walk_state st;
+    struct sockaddr_storage addr;
+    const struct adm_cidr *trusted;
+    size_t ntrusted;
+};
+
+/* Adds the hop <s>[0..<n>) on the right of the list. */
+static void walk_hop(struct walk *w, const char *s, size_t n)
+{
+    struct sockaddr_storage a;
+
+    if (h1_node_addr(s, n, &a) < 0) {
+        w->st = W_BLOCKED;
+        return;
+    }
+    if (!adm_cidr_match(w->trusted, w->ntrusted, (const struct sockaddr *)&a)) {
+        w->st = W_FOUND;
+        w->addr = a;
+        return;
+    }
+    if (w->st == W_EMPTY || w->st == W_BLOCKED) {
+        w->st = w->st == W_EMPTY ? W_TRUSTED : W_AFTER;
+        w->addr = a;
+    }
+}
+
+static void walk_xff(struct walk *w, const struct h1_header *h)
+{
+    struct h1_slice e;
+    size_t pos = 0;
+
+    while (h1_list_next(h->value, &pos, &e))
+        if (e.len) /* "a,,b": an empty element is no hop */
+            walk_hop(w, e.ptr, e.len);
+}
+
+static void walk_forwarded(struct walk *w, const struct h1_header *h)
+{
+    char buf[H1_FWD_VALUE_MAX];
+    enum h1_fwd_elem kind;
+    struct h1_slice v;
+    size_t pos = 0;
+
+    while (h1_forwarded_next(h->value, &pos, &kind, &v, buf)) {
+        if (kind == H1_FWD_FOR)
+            walk_hop(w, v.ptr, v.len);
+        else
+            w->st = W_BLOCKED; /* an element without "for" names no hop */
+    }
+}
+
+int gw_cip_derive(const struct adm_client_ip *ci, const struct adm_cidr *trusted, size_t ntrusted,
+                  const struct h1_request *rq, const struct sockaddr *peer,
+                  struct sockaddr_storage *out)
+{
+    const struct h1_header *one = NULL;
+    struct walk w = {.st = W_EMPTY, .trusted = trusted, .ntrusted = ntrusted};
+
+    if (ci->source == ADM_CIP_PEER || !adm_cidr_match(trusted, ntrusted, peer))
+        return 0; /* what an untrusted peer says of others is not believed */
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        switch (ci->source) {
+        case ADM_CIP_XFF:
+            if (h1_name_is(&h->name, "x-forwarded-for"))
+                walk_xff(&w, h);
+            break;
+        case ADM_CIP_FORWARDED:
+            if (h1_name_is(&h->name, "forwarded"))
+                walk_forwarded(&w, h);
+            break;
+        default:
+            if (h->name.len == ci->header_len &&
+                !strncasecmp(h->name.ptr, ci->header, ci->header_len)) {
+                if (one)
+                    return 0; /* two copies: which one? neither */
+                one = h;
+            }
+            break;
+        }
+    }
+    if (ci->source == ADM_CIP_HEADER)
+        return one && h1_node_addr(one->value.ptr, one->value.len, out) == 0;
+    /* the peer, trusted, is the rightmost hop: a list ending in a
+     * non-address falls back to it */
+    if (w.st == W_EMPTY || w.st == W_BLOCKED)
+        return 0;
+    *out = w.addr;
+    return 1;
+}
+
+const struct adm_client_ip *gw_client_ip_config(struct gw_conn *c)
+{
+    const struct adm_listener *al;
+
+    if (!c->snap)
+        return NULL;
+    al = gw_conn_listener(c);
+    if (al && al->client_ip)
+        return al->client_ip;
+    return c->snap->cfg->client_ip;
+}
+
+/* Derives <c>'s address once per request (c->cip_state). */
+static void derive(struct gw_conn *c)
+{
+    const struct adm_client_ip *ci;
+    const struct adm_config *cfg;
+
+    if (!c->snap) /* no complete head yet (a 400): nothing to derive from */
+        return;
+    c->cip_state = GW_CIP_PEER;
+    if (!(ci = gw_client_ip_config(c)))
+        return;
+    cfg = c->snap->cfg;
+    if (!gw_cip_derive(ci, ci->has_trusted ? ci->trusted : cfg->trusted_proxies,
+                       ci->has_trusted ? ci->ntrusted : cfg->ntrusted_proxies, &c->rp.req,
+                       (const struct sockaddr *)&c->peer, &c->cip_addr))
+        return;
+    if (c->cip_addr.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&c->cip_addr)->sin_addr, c->cip, sizeof(c->cip));
+    else
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&c->cip_addr)->sin6_addr, c->cip,
+                  sizeof(c->cip));
+    c->cip_len = strlen(c->cip);
+    c->cip_state = GW_CIP_DERIVED;
+}
+
+const char *gw_client_ip_text(struct gw_conn *c, size_t *len)
+{
+    if (c->cip_state == GW_CIP_UNKNOWN)
+        derive(c);
+    if (c->cip_state == GW_CIP_DERIVED) {
+        *len = c->cip_len;
+        return c->cip;
+    }
+    *len = strlen(c->peer_ip);
+    return c->peer_ip;
+}
+
+const unsigned char *gw_client_ip(struct gw_conn *c, size_t *len)
+{
+    const struct sockaddr_storage *a;
+
+    if (c->cip_state == GW_CIP_UNKNOWN)
+        derive(c);
+    a = c->cip_state == GW_CIP_DERIVED ? &c->cip_addr : &c->peer;
+    if (a->ss_family == AF_INET) {
+        *len = 4;
+        return (const unsigned char *)&((const struct sockaddr_in *)a)->sin_addr;
+    }
+    *len = 16;
+    return (const unsigned char *)&((const struct sockaddr_in6 *)a)->sin6_addr;
+}
