@@ -169,6 +169,30 @@ struct adm_header {
     char *value;
 };
 
+/* A route's request_headers or response_headers: fields set (every copy
+ * replaced), added, and removed (every copy). Values are templates with
+ * {param}, {client_ip}, {request_id}, {host}; "{{" is a literal "{". */
+struct adm_hdr_actions {
+    struct adm_header *set, *add;
+    size_t nset, nadd;
+    char **remove;
+    size_t nremove;
+};
+
+/* A piece of a header template: literal text, or a placeholder's name. */
+enum { ADM_HDR_LITERAL, ADM_HDR_NAME };
+struct adm_hdr_part {
+    int slot; /* ADM_HDR_LITERAL or ADM_HDR_NAME */
+    const char *s;
+    size_t len;
+};
+/* The next piece of template <v> from *<pos> (start at 0): 1, 0 at the
+ * end, -1 for an unterminated or empty placeholder (the validator refuses
+ * those). config_headers.c. */
+int adm_hdr_part_next(const char *v, size_t *pos, struct adm_hdr_part *part);
+/* 0 {client_ip}, 1 {request_id}, 2 {host}; -1 for another name. */
+int adm_hdr_builtin(const char *s, size_t n);
+
 struct adm_route {
     char *id;      /* unique, [A-Za-z0-9_.:-]+ */
     char *host;    /* host pattern, NULL for every host */
@@ -188,6 +212,8 @@ struct adm_route {
     unsigned timeout_ms;              /* default: the upstream's response_timeout_ms (resolved) */
     int request_buffering;            /* default: the upstream's (resolved) */
     uint64_t max_buffered_body_bytes; /* default: the upstream's (resolved) */
+    struct adm_hdr_actions *request_headers;  /* NULL: none */
+    struct adm_hdr_actions *response_headers; /* NULL: none; proxied responses only */
 
     /* ADM_ACTION_RESPONSE: headers in document order, never Content-Length,
      * Transfer-Encoding or hop-by-hop fields. */

@@ -151,6 +151,20 @@ struct adm_client_ip *adm_cf_client_ip_parse(struct adm_cf *x, const json_t *v);
 void adm_cf_cidrs(struct adm_cf *x, const json_t *v, struct adm_cidr **out, size_t *n);
 void adm_client_ip_free(struct adm_client_ip *ci);
 
+/* config_headers.c: a route's request_headers (<response> 0) or
+ * response_headers into *out; their placeholders checked against
+ * <pattern> once it is valid (under the member <key> of the route at
+ * x->path); a header value without control characters or outer
+ * whitespace (else reported: 0); freeing. */
+void adm_cf_hdr_actions(struct adm_cf *x, const json_t *v, struct adm_hdr_actions **out,
+                        int response);
+void adm_cf_hdr_actions_check(struct adm_cf *x, const char *key, const struct adm_hdr_actions *a,
+                              const char *pattern);
+int adm_cf_header_value_ok(struct adm_cf *x, const char *val);
+void adm_hdr_actions_free(struct adm_hdr_actions *a);
+/* config_routes.c: whether <pattern> has a parameter <name>[0..<len>). */
+int adm_cf_pattern_has_param(const char *pattern, const char *name, size_t len);
+
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);
 void adm_cf_upstreams_free(struct adm_config *c);

@@ -177,22 +177,8 @@ static void response_headers(struct adm_cf *x, const json_t *v, void *target)
                 }
             }
         }
-        if (val) {
-            size_t n = strlen(val);
-            for (size_t i = 0; i < n; i++) {
-                unsigned char ch = (unsigned char)val[i];
-                if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-                    adm_cf_err(x, "control character 0x%02x at offset %zu of the value", ch, i);
-                    ok = 0;
-                    break;
-                }
-            }
-            if (ok && n &&
-                (val[0] == ' ' || val[0] == '\t' || val[n - 1] == ' ' || val[n - 1] == '\t')) {
-                adm_cf_err(x, "the value must not start or end with whitespace");
-                ok = 0;
-            }
-        }
+        if (val && !adm_cf_header_value_ok(x, val))
+            ok = 0;
         if (ok && val) {
             struct adm_header *h = &r->response.headers[r->response.nheaders++];
             h->name = adm_cf_strdup(x, name);
@@ -359,6 +345,18 @@ static void route_upgrades(struct adm_cf *x, const json_t *v, void *target)
         route_list(x, v, upgrade_elem, &r->upgrades, &r->nupgrades);
 }
 
+static void route_request_headers(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_route *r = target;
+    adm_cf_hdr_actions(x, v, &r->request_headers, 0);
+}
+
+static void route_response_headers(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_route *r = target;
+    adm_cf_hdr_actions(x, v, &r->response_headers, 1);
+}
+
 static const struct adm_cf_field route_fields[] = {
     {.key = "id", .kind = FK_FN, .flags = F_REQUIRED, .fn = route_id},
     {.key = "host", .kind = FK_FN, .fn = route_host},
@@ -383,6 +381,8 @@ static const struct adm_cf_field route_fields[] = {
      .min = 1,
      .max = 1LL << 30},
     {.key = "upgrades", .kind = FK_FN, .fn = route_upgrades},
+    {.key = "request_headers", .kind = FK_FN, .fn = route_request_headers},
+    {.key = "response_headers", .kind = FK_FN, .fn = route_response_headers},
 };
 
 enum {
@@ -399,13 +399,15 @@ enum {
     RF_BUFFERING,
     RF_MAXBUF,
     RF_UPGRADES,
+    RF_REQH,
+    RF_RESPH,
 };
 #define RBIT(f) (UINT32_C(1) << (f))
 
 /* Whether pattern <p> has a parameter (or catch-all) called <name>/<len>. */
 /* The pattern's parameter names come from the router, which knows regexps
  * ("{id:[0-9]{3}}" names "id") and catch-alls. */
-static int pattern_has_param(const char *p, const char *name, size_t len)
+int adm_cf_pattern_has_param(const char *p, const char *name, size_t len)
 {
     size_t off, n;
 
@@ -434,7 +436,7 @@ static void route_check_rewrite(struct adm_cf *x, const struct adm_route *r)
     for (const char *o = strchr(s, '{'); o; o = strchr(o + 1, '{')) {
         const char *e = strchr(o, '}');
         size_t len = (size_t)(e - o - 1);
-        if (pattern_has_param(r->pattern, o + 1, len))
+        if (adm_cf_pattern_has_param(r->pattern, o + 1, len))
             continue;
         char have[200];
         pattern_param_list(r->pattern, have, sizeof(have));
@@ -511,8 +513,8 @@ static void route_check(struct adm_cf *x, struct adm_route *r, uint32_t seen, si
     if (!first)
         adm_cf_err(x, "needs an action: one of \"upstream\", \"response\", \"redirect\"");
     if (first && r->action != ADM_ACTION_UPSTREAM) {
-        static const int upstream_only[] = {RF_STRIP,     RF_REWRITE, RF_TIMEOUT,
-                                            RF_BUFFERING, RF_MAXBUF,  RF_UPGRADES};
+        static const int upstream_only[] = {RF_STRIP,  RF_REWRITE,  RF_TIMEOUT, RF_BUFFERING,
+                                            RF_MAXBUF, RF_UPGRADES, RF_REQH,    RF_RESPH};
         for (size_t i = 0; i < NFIELDS(upstream_only); i++)
             if (seen & RBIT(upstream_only[i]))
                 adm_cf_err_key(x, route_fields[upstream_only[i]].key,
@@ -534,6 +536,8 @@ static void route_check(struct adm_cf *x, struct adm_route *r, uint32_t seen, si
     x->route_ok[idx] = 1;
     if (r->rewrite)
         route_check_rewrite(x, r);
+    adm_cf_hdr_actions_check(x, "request_headers", r->request_headers, r->pattern);
+    adm_cf_hdr_actions_check(x, "response_headers", r->response_headers, r->pattern);
     if (r->strip_prefix) {
         size_t sp = strlen(r->strip_prefix);
         if (sp > static_prefix_len(r->path) || memcmp(r->strip_prefix, r->path, sp))
@@ -602,6 +606,8 @@ static void route_free(struct adm_route *r)
     for (size_t i = 0; i < r->nupgrades; i++)
         free(r->upgrades[i]);
     free(r->upgrades);
+    adm_hdr_actions_free(r->request_headers);
+    adm_hdr_actions_free(r->response_headers);
     for (size_t i = 0; i < r->response.nheaders; i++) {
         free(r->response.headers[i].name);
         free(r->response.headers[i].value);

@@ -32,6 +32,8 @@ void adm_sroute_free(void *udata)
     for (size_t i = 0; i < r->nupgrades; i++)
         free(r->upgrades[i]);
     free(r->upgrades);
+    adm_shdrs_free(r->reqh);
+    adm_shdrs_free(r->resph);
     free(r->head);
     free(r->tail);
     free(r->body);
@@ -54,18 +56,6 @@ static char *dupn(const char *s, size_t n)
 static char *dups(const char *s)
 {
     return s ? dupn(s, strlen(s)) : NULL;
-}
-
-/* The index of parameter <name> among the pattern's parameters, in the
- * order the router reports them (host first, then path). */
-static int param_index(const char *pattern, const char *name, size_t nlen)
-{
-    size_t off, len;
-
-    for (size_t i = 0; rt_pattern_param(pattern, i, &off, &len) == 0; i++)
-        if (len == nlen && memcmp(pattern + off, name, nlen) == 0)
-            return (int)i;
-    return -1;
 }
 
 /* Splits the rewrite template (already copied to r->rewrite_src) into
@@ -93,7 +83,7 @@ static int build_rewrite(struct adm_sroute *r)
         e = strchr(b, '}');
         if (!e)
             return -1; /* the validator refuses this */
-        part->param = param_index(r->pattern, b + 1, (size_t)(e - b - 1));
+        part->param = adm_pattern_param_index(r->pattern, b + 1, (size_t)(e - b - 1));
         if (part->param < 0)
             return -1;
         r->nrewrite++;
@@ -209,6 +199,10 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
         if (c->rewrite && (!(r->rewrite_src = dups(c->rewrite)) || build_rewrite(r) < 0))
             goto fail;
         if (c->upgrades && copy_upgrades(r, c) < 0)
+            goto fail;
+        if (c->request_headers && !(r->reqh = adm_shdrs_new(c->request_headers, c->pattern)))
+            goto fail;
+        if (c->response_headers && !(r->resph = adm_shdrs_new(c->response_headers, c->pattern)))
             goto fail;
     } else if (encode_local(r, c) < 0) {
         goto fail;

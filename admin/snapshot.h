@@ -33,6 +33,37 @@ struct adm_rw_part {
     size_t len;
 };
 
+/* A route's header actions encoded once (route_headers.c): the fields to
+ * append as bytes with slots for what each request fills in, and the
+ * names of the fields to drop (removed, or replaced by a set). */
+enum {
+    ADM_HS_BYTES = -1,      /* s[0..len) as they are */
+    ADM_HS_CLIENT_IP = -2,  /* {client_ip} */
+    ADM_HS_REQUEST_ID = -3, /* {request_id} */
+    ADM_HS_HOST = -4,       /* {host} */
+};                          /* >= 0: the route's parameter of that index */
+struct adm_hpart {
+    int slot;
+    const char *s;
+    size_t len;
+};
+struct adm_shdrs {
+    struct adm_hpart *parts; /* "Name: value\r\n" for every set and add, in order */
+    size_t nparts;
+    struct adm_hpart *drop; /* lower-case names whose fields are dropped */
+    size_t ndrop;
+    int sets_host; /* request_headers.set has Host: the client's is dropped */
+    char *bytes;   /* what the parts point into */
+};
+
+/* Encodes <a> for a route with pattern <pattern>; NULL on out of memory
+ * (or a template the validator would refuse). */
+struct adm_shdrs *adm_shdrs_new(const struct adm_hdr_actions *a, const char *pattern);
+void adm_shdrs_free(struct adm_shdrs *h);
+/* The index of parameter <name> among <pattern>'s parameters (host first,
+ * then path, as the router fills them); -1 when it has none such. */
+int adm_pattern_param_index(const char *pattern, const char *name, size_t nlen);
+
 /* Per-worker, per-route counters (single writer each: relaxed stores). */
 struct adm_rctr {
     _Atomic uint64_t status[6]; /* by class, [0] unused */
@@ -69,6 +100,7 @@ struct adm_sroute {
     char **upgrades; /* the route's; NULL: only "websocket" (gw_forward_upgrade) */
     size_t nupgrades;
     unsigned timeout_ms;
+    struct adm_shdrs *reqh, *resph;   /* request_headers, response_headers; NULL: none */
     int request_buffering;            /* read the body whole before going upstream */
     uint64_t max_buffered_body_bytes; /* the largest body so read; more answers 413 */
     /* direct responses and redirects, encoded once: head (status line and

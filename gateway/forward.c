@@ -6,8 +6,9 @@
  * strip_prefix or rewrite of the normalized path; no hop-by-hop
  * field; X-Forwarded-For/-Proto/-Host as trusted_proxies allow;
  * X-Real-IP with the client_ip address (when client_ip is set); one
- * X-Request-Id; Via; Max-Forwards one less; the body re-framed. Pure: both
- * are functions of their arguments, writing only into the caller's buffer.
+ * X-Request-Id; Via; the route's request_headers (set, add, remove); Max-Forwards one less; the
+ * body re-framed. Pure: both are functions of their arguments, writing only into the caller's
+ * buffer.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/forward.h"
@@ -26,6 +27,41 @@ int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, si
         if (tok[i].len == n->len && strncasecmp(tok[i].ptr, n->ptr, n->len) == 0)
             return 1;
     return 0;
+}
+
+int gw_hdrs_drops(const struct adm_shdrs *h, const struct h1_slice *name)
+{
+    for (size_t i = 0; i < h->ndrop; i++) {
+        const struct h1_slice d = {h->drop[i].s, h->drop[i].len};
+        if (h1_names_eq(&d, name))
+            return 1;
+    }
+    return 0;
+}
+
+void gw_hdrs_emit(struct gw_obuf *o, const struct adm_shdrs *h, const struct gw_hdr_vals *v)
+{
+    for (size_t i = 0; i < h->nparts; i++) {
+        const struct adm_hpart *p = &h->parts[i];
+        switch (p->slot) {
+        case ADM_HS_BYTES:
+            gw_ob_add(o, p->s, p->len);
+            break;
+        case ADM_HS_CLIENT_IP:
+            gw_ob_add(o, v->client_ip, v->client_ip_len);
+            break;
+        case ADM_HS_REQUEST_ID:
+            gw_ob_add(o, v->reqid, v->reqid_len);
+            break;
+        case ADM_HS_HOST:
+            gw_ob_add(o, v->host, v->host_len);
+            break;
+        default:
+            if ((size_t)p->slot < v->nparams)
+                gw_ob_add(o, v->params[p->slot].value, v->params[p->slot].len);
+            break;
+        }
+    }
 }
 
 /* Whether route <sr> tunnels protocol <p> (its name, without "/version"). */
@@ -122,6 +158,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
 {
     const struct h1_request *rq = f->rq;
     const struct adm_config *cfg = f->snap->cfg;
+    const struct adm_shdrs *rh = f->sr->reqh;
     int trusted = cfg->ntrusted_proxies &&
                   adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies, f->peer);
     int have_xff = 0, have_proto = 0, have_xfh = 0, query = 0;
@@ -148,6 +185,8 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         const struct h1_header *h = &rq->headers[i];
         const struct h1_slice *n = &h->name;
         if (h1_is_hop_field(n) || gw_forward_named_in(n, rq->connection, rq->nconnection))
+            continue;
+        if (rh && gw_hdrs_drops(rh, n)) /* the route removes or sets it */
             continue;
         switch (n->len) {
         case 4:
@@ -218,7 +257,22 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         gw_ob_add(o, h->value.ptr, h->value.len);
         gw_ob_add(o, "\r\n", 2);
     }
-    if (rq->form == H1_TARGET_ABSOLUTE && rq->host.ptr)
+    if (rh) {
+        struct gw_hdr_vals v = {
+            .params = f->params,
+            .nparams = f->nparams,
+            .client_ip = f->client_ip ? f->client_ip : f->peer_ip,
+            .client_ip_len = f->client_ip ? f->client_ip_len : strlen(f->peer_ip),
+            .reqid = f->client_id ? f->client_id->value.ptr : f->reqid,
+            .reqid_len = f->client_id ? f->client_id->value.len : f->reqid_len,
+            .host = rq->host_name.ptr,
+            .host_len = rq->host_name.len,
+        };
+        gw_hdrs_emit(o, rh, &v);
+    }
+    if (rh && rh->sets_host) {
+        /* the route's Host went up with its fields */
+    } else if (rq->form == H1_TARGET_ABSOLUTE && rq->host.ptr)
         gw_ob_field(o, "Host", 4, rq->host.ptr, rq->host.len);
     else if (!rq->host.ptr) /* HTTP/1.0 without Host: HTTP/1.1 needs one (as nginx) */
         gw_ob_field(o, "Host", 4, f->upstream_addr, strlen(f->upstream_addr));

@@ -49,6 +49,20 @@ const struct h1_header *gw_forward_client_id(const struct h1_request *rq, size_t
  * goes up as a plain one (as nginx). */
 int gw_forward_upgrade(const struct h1_request *rq, const struct adm_sroute *sr);
 
+/* What a request fills into a route's encoded header actions (slots of
+ * struct adm_shdrs); every pointer borrowed. */
+struct gw_hdr_vals {
+    const struct rt_param *params; /* the route's parameters */
+    size_t nparams;
+    const char *client_ip, *reqid, *host; /* {client_ip}, {request_id}, {host} */
+    size_t client_ip_len, reqid_len, host_len;
+};
+
+/* Whether <h> drops field <name> (removed, or replaced by a set). */
+int gw_hdrs_drops(const struct adm_shdrs *h, const struct h1_slice *name);
+/* Appends <h>'s set and add fields to <o>, their slots filled from <v>. */
+void gw_hdrs_emit(struct gw_obuf *o, const struct adm_shdrs *h, const struct gw_hdr_vals *v);
+
 /* Everything the upstream head is a function of; every pointer borrowed. */
 struct gw_forward {
     const struct h1_request *rq;     /* complete, confirmed */

@@ -257,10 +257,29 @@ static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_
     return h1_resp_parse_head(&u->resp, p, n, GW_UP_HEAD_MAX, head_len);
 }
 
-/* Writes the response head to the client, dropping hop-by-hop fields. */
+/* The route's response_headers <rs> set and added, for <c>'s request. */
+static void emit_resp_headers(struct gw_conn *c, const struct adm_shdrs *rs, struct gw_obuf *o)
+{
+    struct gw_hdr_vals v = {
+        .params = c->params,
+        .nparams = c->nparams < c->params_cap ? c->nparams : c->params_cap,
+        .reqid = c->reqid,
+        .reqid_len = c->reqid_len,
+        .host = c->rp.req.host_name.ptr,
+        .host_len = c->rp.req.host_name.len,
+    };
+
+    v.client_ip = gw_client_ip_text(c, &v.client_ip_len);
+    gw_hdrs_emit(o, rs, &v);
+}
+
+/* Writes the response head to the client, dropping hop-by-hop fields (and
+ * those the route's response_headers remove or set). */
 static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
                             struct gw_obuf *pend)
 {
+    /* a final response gets the route's response_headers, an interim one not */
+    const struct adm_shdrs *rs = u->resp.status >= 200 ? c->sr->resph : NULL;
     struct gw_obuf ob, *o = pend ? pend : &ob;
     struct h1_slice conn_tok[32];
     size_t ntok = 0;
@@ -302,6 +321,8 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
         size_t vl = h->value.len;
         if (h1_is_hop_field(&h->name) || gw_forward_named_in(&h->name, conn_tok, ntok))
             continue;
+        if (rs && gw_hdrs_drops(rs, &h->name)) /* the route's response_headers */
+            continue;
         if (!u->raw && h1_name_is(&h->name, "transfer-encoding"))
             continue;
         if (h1_name_is(&h->name, "x-request-id"))
@@ -312,6 +333,8 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
             vl--;
         gw_ob_field(o, h->name.ptr, h->name.len, v, vl);
     }
+    if (rs)
+        emit_resp_headers(c, rs, o);
     if (!have_id && c->reqid_len)
         gw_ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     if (!have_date && u->resp.status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */

@@ -296,6 +296,77 @@ START_TEST(build_routes)
 }
 END_TEST
 
+/* request_headers and response_headers: each refusal at its JSON path. */
+/* HR() with a run-time <extra> */
+static const char *HR_DYN(const char *extra)
+{
+    static char buf[1024];
+    snprintf(buf, sizeof(buf),
+             UPS "'routes': [{'id': 'a', 'path': '/u/{id}', 'upstream': 'users', %s}]", extra);
+    return doc(buf);
+}
+#define HR(extra)                                                                                  \
+    doc(UPS "'routes': [{'id': 'a', 'path': '/u/{id}', 'upstream': 'users', " extra "}]")
+START_TEST(header_actions)
+{
+    struct adm_config *c =
+        expect_ok(HR("'request_headers': {'set': {'X-Id': '{id}', 'Host': 'b'}, "
+                     "'add': {'X-A': '{client_ip} {request_id} {host} {{'}, 'remove': ['Cookie']},"
+                     " 'response_headers': {'set': {'Cache-Control': 'no-store'},"
+                     " 'remove': ['Server']}"));
+    const struct adm_hdr_actions *a = c->routes[0].request_headers;
+    ck_assert_uint_eq(a->nset, 2);
+    ck_assert_str_eq(a->set[0].name, "X-Id");
+    ck_assert_str_eq(a->set[0].value, "{id}");
+    ck_assert_uint_eq(a->nadd, 1);
+    ck_assert_uint_eq(a->nremove, 1);
+    ck_assert_uint_eq(c->routes[0].response_headers->nremove, 1);
+    adm_config_free(c);
+
+    expect_error(HR("'request_headers': {'set': {'X-A': 'a\\r\\nX-B: b'}}"),
+                 "/routes/0/request_headers/set/X-A", "control character 0x0d at offset 1");
+    expect_error(HR("'request_headers': {'add': {'X-A': 'a\\nb'}}"),
+                 "/routes/0/request_headers/add/X-A", "control character 0x0a");
+    expect_error(HR("'response_headers': {'set': {'X A': 'b'}}"),
+                 "/routes/0/response_headers/set/X A", "invalid header name");
+    expect_error(HR("'request_headers': {'remove': ['X:A']}"), "/routes/0/request_headers/remove/0",
+                 "invalid header name");
+    expect_error(HR("'request_headers': {'set': {'X-A': '{nope}'}}"),
+                 "/routes/0/request_headers/set/X-A", "unknown placeholder {nope} at offset 0");
+    expect_error(HR("'response_headers': {'add': {'X-A': 'x{id'}}"),
+                 "/routes/0/response_headers/add/X-A", "unterminated or empty placeholder");
+    expect_error(HR("'response_headers': {'add': {'X-A': '{}'}}"),
+                 "/routes/0/response_headers/add/X-A", "unterminated or empty placeholder");
+    static const char *const framing[] = {
+        "Connection",     "keep-alive",          "TE",
+        "Trailer",        "Transfer-Encoding",   "Upgrade",
+        "Content-Length", "Proxy-Authorization", "proxy-connection"};
+    char extra[256], path[128];
+    for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++) {
+        snprintf(extra, sizeof(extra), "'response_headers': {'remove': ['%s']}", framing[i]);
+        expect_error(HR_DYN(extra), "/routes/0/response_headers/remove/0", "hop-by-hop or framing");
+        snprintf(extra, sizeof(extra), "'request_headers': {'set': {'%s': 'x'}}", framing[i]);
+        snprintf(path, sizeof(path), "/routes/0/request_headers/set/%s", framing[i]);
+        expect_error(HR_DYN(extra), path, "hop-by-hop or framing");
+    }
+    expect_error(HR("'request_headers': {'add': {'Host': 'b'}}"),
+                 "/routes/0/request_headers/add/Host", "Host can only be set");
+    expect_error(HR("'request_headers': {'remove': ['host']}"),
+                 "/routes/0/request_headers/remove/0", "Host can only be set");
+    expect_error(HR("'response_headers': {'set': {'Host': 'b'}}"),
+                 "/routes/0/response_headers/set/Host", "written by the gateway");
+    expect_error(HR("'request_headers': {'set': {'X-Forwarded-For': '1.2.3.4'}}"),
+                 "/routes/0/request_headers/set/X-Forwarded-For", "see client_ip");
+    expect_error(HR("'request_headers': {'set': {'X-A': '1'}, 'remove': ['x-a']}"),
+                 "/routes/0/request_headers/remove", "x-a is also in \"set\"");
+    expect_error(HR("'request_headers': {'replace': {}}"), "/routes/0/request_headers/replace",
+                 "unknown key");
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'response': {},"
+                     " 'response_headers': {'set': {'X-A': '1'}}}]"),
+                 "/routes/0/response_headers", "only allowed with \"upstream\"");
+}
+END_TEST
+
 static Suite *config_routes_suite(void)
 {
     Suite *s = suite_create("admin_config_routes");
@@ -304,6 +375,7 @@ static Suite *config_routes_suite(void)
     tcase_add_test(tc, pattern_errors);
     tcase_add_test(tc, conflicts);
     tcase_add_test(tc, build_routes);
+    tcase_add_test(tc, header_actions);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,11 +1,19 @@
 #!/usr/bin/env python3
-"""test_client_ip.py - client_ip (issue 14): the address a request is from,
+"""test_client_ip.py - client_ip and a route's header actions (issue 14).
+
+client_ip: the address a request is from,
 derived by the strategy of the listener it came in on (or the top-level
 one), end to end: what the upstream gets in X-Real-IP and what the access
 log's "client" says, for each source, with spoofed X-Forwarded-For,
 Forwarded and X-Real-IP from a peer that is not trusted. Every client here
-is 127.0.0.1: a listener trusts it or not through its client_ip.trusted."""
+is 127.0.0.1: a listener trusts it or not through its client_ip.trusted.
+
+Header actions: request_headers and response_headers set (every copy
+replaced), add and remove (every copy), with placeholders, on requests the
+backend echoes and on its responses; a direct response is not touched;
+refused configs name their JSON path."""
 import json
+import socket
 
 from harness import Client, GatewayCase, free_port, gateway_config, main, upstream_cfg, wait_for
 
@@ -120,6 +128,108 @@ class ClientIpTest(GatewayCase):
         self.assertEqual(values(e, "X-Real-IP"), ["6.6.6.6"])
         self.assertEqual(values(e, "X-Forwarded-For"), ["127.0.0.1"])
 
+
+class HeaderActionsTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        routes = [
+            {"id": "acts", "path": "/t/{tenant}/*{rest}", "upstream": "b",
+             "request_headers": {
+                 "set": {"X-Tenant": "{tenant}", "User-Agent": "switchyard for {tenant}",
+                         "Host": "{tenant}.internal"},
+                 "add": {"X-Trace": "{request_id}@{host} from {client_ip}", "X-Literal": "{{x}"},
+                 "remove": ["Cookie", "X-Debug"]},
+             "response_headers": {
+                 "set": {"Cache-Control": "no-store", "X-Served-For": "{tenant}"},
+                 "add": {"X-Echo-Id": "{request_id}"},
+                 "remove": ["Server", "X-Internal"]}},
+            {"id": "plain", "path": "/p/*{rest}", "upstream": "b"},
+            {"id": "local", "path": "/local", "response": {"body": "here\n"}},
+        ]
+        cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
+                                 client_ip={"source": "x_forwarded_for",
+                                            "trusted": ["127.0.0.1/32"]})
+        cls.gw = cls.shared_gateway(cls.cfg)
+
+    def test_request_headers(self):
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/t/acme/x", headers=[
+                ("User-Agent", "curl/8"), ("user-agent", "other"), ("Cookie", "a=1"),
+                ("X-Debug", "1"), ("COOKIE", "b=2"), ("X-Tenant", "forged"), ("X-Keep", "k"),
+                ("X-Request-Id", "rid-7"), ("X-Forwarded-For", "203.0.113.5")])
+        self.assertEqual(r.status, 200, r)
+        e = r.json()
+        self.assertEqual(values(e, "X-Tenant"), ["acme"])
+        self.assertEqual(values(e, "User-Agent"), ["switchyard for acme"])
+        self.assertEqual(values(e, "Host"), ["acme.internal"])
+        self.assertEqual(values(e, "X-Trace"), ["rid-7@localhost from 203.0.113.5"])
+        self.assertEqual(values(e, "X-Literal"), ["{x}"])
+        self.assertEqual(values(e, "Cookie"), [])
+        self.assertEqual(values(e, "X-Debug"), [])
+        self.assertEqual(values(e, "X-Keep"), ["k"])
+        # a route without actions passes everything as before
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/p/x", headers=[("Cookie", "a=1"), ("User-Agent", "curl/8")])
+        e = r.json()
+        self.assertEqual(values(e, "Cookie"), ["a=1"])
+        self.assertEqual(values(e, "User-Agent"), ["curl/8"])
+        self.assertEqual(values(e, "Host"), ["localhost"])
+
+    def test_response_headers(self):
+        q = ("mode=headers&h=Server:backend/1&h=X-Internal:secret&h=Cache-Control:max-age%3D60"
+             "&h=Cache-Control:public&h=X-Other:kept")
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/t/acme/y?" + q)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.headers_all("Cache-Control"), ["no-store"])
+            self.assertEqual(r.headers_all("X-Served-For"), ["acme"])
+            self.assertEqual(r.headers_all("X-Echo-Id"), [r.header("X-Request-Id")])
+            self.assertFalse(r.has("Server"))
+            self.assertFalse(r.has("X-Internal"))
+            self.assertEqual(r.header("X-Other"), "kept")
+            # the connection goes on
+            self.assertEqual(c.request("GET", "/t/acme/z").status, 200)
+            # a route without them, and a direct response, are untouched
+            r = c.request("GET", "/p/y?" + q)
+            self.assertEqual(r.header("Server"), "backend/1")
+            self.assertEqual(r.headers_all("Cache-Control"), ["max-age=60", "public"])
+            r = c.request("GET", "/local")
+            self.assertFalse(r.has("X-Served-For"))
+
+    def test_refused_configs_name_their_path(self):
+        admin = int(self.cfg["admin"]["address"].rsplit(":", 1)[1])
+
+        def admin_up():
+            try:
+                socket.create_connection(("127.0.0.1", admin), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_for(admin_up, what="the admin API")  # it may open after the listeners
+        cases = [
+            ({"request_headers": {"set": {"X-A": "a\r\nX-B: b"}}},
+             "/routes/0/request_headers/set/X-A"),
+            ({"request_headers": {"set": {"Connection": "close"}}},
+             "/routes/0/request_headers/set/Connection"),
+            ({"response_headers": {"remove": ["Transfer-Encoding"]}},
+             "/routes/0/response_headers/remove/0"),
+            ({"response_headers": {"add": {"X-A": "{nope}"}}},
+             "/routes/0/response_headers/add/X-A"),
+            ({"request_headers": {"add": {"Bad Name": "x"}}},
+             "/routes/0/request_headers/add/Bad Name"),
+        ]
+        for extra, path in cases:
+            with self.subTest(path=path):
+                route = {"id": "x", "path": "/x/{id}", "upstream": "b"}
+                route.update(extra)
+                cfg = dict(self.cfg, routes=[route])
+                with Client(admin) as c:
+                    r = c.request("PUT", "/config?dry_run=1", body=json.dumps(cfg).encode())
+                self.assertEqual(r.status, 400, r)
+                body = r.json()
+                self.assertIn(path, [e["path"] for e in body["errors"]], body)
 
 if __name__ == "__main__":
     main()

@@ -31,7 +31,12 @@ static const char config[] =
     "  {\"id\": \"ups\", \"path\": \"/ups\", \"upgrades\": [\"FOO\", \"websocket\"],"
     "   \"upstream\": \"u\"},"
     "  {\"id\": \"none\", \"path\": \"/none\", \"upgrades\": [], \"upstream\": \"u\"},"
-    "  {\"id\": \"local\", \"path\": \"/local\", \"response\": {\"body\": \"x\"}}],"
+    "  {\"id\": \"local\", \"path\": \"/local\", \"response\": {\"body\": \"x\"}},"
+    "  {\"id\": \"hdrs\", \"path\": \"/h/{id}\", \"upstream\": \"u\", \"request_headers\": {"
+    "   \"set\": {\"X-Id\": \"id={id}\", \"Host\": \"backend.internal\", \"User-Agent\": \"sy "
+    "{{x}\"},"
+    "   \"add\": {\"X-Where\": \"{host}|{client_ip}|{request_id}\"},"
+    "   \"remove\": [\"cookie\"]}}],"
     " \"trusted_proxies\": [\"10.0.0.0/8\"], \"access_log\": \"off\"}";
 
 /* the same routes with router.forward_path "normalized" */
@@ -84,6 +89,7 @@ struct fwd {
 
 /* What the connection adds for a request over TLS (forward()'s gw_forward). */
 static int fwd_tls;
+static const char *fwd_cip; /* client_ip's address, NULL: none configured */
 static const char *fwd_subject, *fwd_sha256;
 /* A body the connection read whole (request_buffering), and its length. */
 static int fwd_buffered;
@@ -119,6 +125,8 @@ static void forward(struct fwd *t, const char *req, const char *ip)
             .reqid = "ours",
             .reqid_len = 4,
             .tls = fwd_tls,
+            .client_ip = fwd_cip,
+            .client_ip_len = fwd_cip ? strlen(fwd_cip) : 0,
             .client_subject = fwd_subject,
             .client_sha256 = fwd_sha256,
             .buffered = fwd_buffered,
@@ -291,6 +299,45 @@ START_TEST(rewrite_head)
 }
 END_TEST
 
+/* A route's request_headers: set replaces every copy (Host too), add
+ * appends, remove drops every copy; placeholders filled per request. */
+START_TEST(request_header_actions)
+{
+    struct fwd t;
+
+    forward(&t,
+            "GET /h/42 HTTP/1.1\r\nHost: h:8080\r\nUser-Agent: a\r\nCookie: c=1\r\n"
+            "X-Keep: 1\r\nuser-agent: b\r\nCOOKIE: d=2\r\nX-Id: forged\r\n\r\n",
+            "192.0.2.9");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.head, "GET /h/42 HTTP/1.1\r\n"
+                             "X-Keep: 1\r\n"
+                             "X-Id: id=42\r\n"
+                             "Host: backend.internal\r\n"
+                             "User-Agent: sy {x}\r\n"
+                             "X-Where: h|192.0.2.9|ours\r\n"
+                             "X-Forwarded-For: 192.0.2.9\r\n"
+                             "X-Forwarded-Proto: http\r\n"
+                             "X-Forwarded-Host: h:8080\r\n"
+                             "X-Request-Id: ours\r\n"
+                             "Via: 1.1 switchyard\r\n"
+                             "\r\n");
+    /* the client's id and client_ip's address fill the placeholders; a
+     * client's X-Real-IP is replaced by ours */
+    fwd_cip = "203.0.113.7";
+    forward(&t, "GET /h/1 HTTP/1.1\r\nHost: h\r\nX-Request-Id: rq-1\r\nX-Real-IP: 6.6.6.6\r\n\r\n",
+            "10.1.2.3");
+    fwd_cip = NULL;
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nX-Where: h|203.0.113.7|rq-1\r\n"));
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nX-Real-IP: 203.0.113.7\r\n"));
+    ck_assert_ptr_null(strstr(t.head, "6.6.6.6"));
+    /* an absolute-form target's authority is not sent as Host either */
+    forward(&t, "GET http://a.example/h/2 HTTP/1.1\r\nHost: a.example\r\n\r\n", "192.0.2.9");
+    ck_assert_ptr_nonnull(strstr(t.head, "\r\nHost: backend.internal\r\n"));
+    ck_assert_ptr_null(strstr(t.head, "\r\nHost: a.example"));
+}
+END_TEST
+
 START_TEST(hop_fields_and_client_id)
 {
     struct fwd t;
@@ -432,6 +479,7 @@ int main(void)
     tcase_add_test(tc, trusted_proxy);
     tcase_add_test(tc, max_forwards);
     tcase_add_test(tc, buffered_body);
+    tcase_add_test(tc, request_header_actions);
     tcase_add_test(tc, verdicts);
     tcase_add_test(tc, no_room_for_params);
     suite_add_tcase(s, tc);
