@@ -36,16 +36,16 @@ size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int igno
     return UP_NONE;
 }
 
+/* Panic is looked for only when the balancer found nothing: every server
+ * down is the rare case, and it is found by looking at the health words
+ * (health.c), which stops at the first server up. */
 size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
 {
-    int ignore_health = 0;
+    size_t s = p->lb_ops->select(p, w, rq, 0);
 
-    if (atomic_load_explicit(&p->ndown, memory_order_relaxed) == p->n) {
-        if (!p->opts.panic)
-            return UP_NONE;
-        ignore_health = 1;
-    }
-    return p->lb_ops->select(p, w, rq, ignore_health);
+    if (s == UP_NONE && p->opts.panic && up_pool_all_down(p))
+        s = p->lb_ops->select(p, w, rq, 1);
+    return s;
 }
 
 size_t up_pick(up_pool *p, unsigned w)

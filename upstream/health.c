@@ -2,17 +2,28 @@
  * health.c - one health word per server: (since_ms << 8) | flags, flags
  * saying why it is down (none: up). The owner (checker, ejection logic)
  * writes it with a compare-and-swap, workers read it with relaxed loads, so
- * an ejection is seen by every worker at once. The pool also counts its
- * down servers, for "every server down" (503 or panic) in one load.
+ * an ejection is seen by every worker at once. The word lives in the
+ * server's state (state.c), which every pool with the server's address may
+ * share: so "every server down" is found by looking at the words (it stops
+ * at the first server up), not kept as a count that a write through another
+ * pool would leave behind.
  */
 #include "upstream/up_int.h"
 
+/* Every server of <p> but <s> is down. */
+static int others_down(const up_pool *p, size_t s)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (i != s && up_hflags(p, i) == 0)
+            return 0;
+    return 1;
+}
+
 int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
 {
-    _Atomic uint64_t *h = &p->health[s];
+    _Atomic uint64_t *h = &p->st[s]->health;
     uint64_t old = atomic_load_explicit(h, memory_order_relaxed), next;
     unsigned was, now;
-    size_t down;
 
     do {
         was = (unsigned)(old & UP_FLAG_MASK);
@@ -25,15 +36,13 @@ int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
     if (!was == !now)
         return 0;
     if (now) {
-        down = atomic_fetch_add_explicit(&p->ndown, 1, memory_order_relaxed) + 1;
         if (p->lb_ops->server_down)
             p->lb_ops->server_down(p, s);
-        return down == p->n;
+        return up_pool_all_down(p);
     }
-    down = atomic_fetch_sub_explicit(&p->ndown, 1, memory_order_relaxed);
     if (p->lb_ops->server_up)
         p->lb_ops->server_up(p, s);
-    return down == p->n;
+    return others_down(p, s);
 }
 
 unsigned up_health_flags(const up_pool *p, size_t s)
@@ -43,12 +52,15 @@ unsigned up_health_flags(const up_pool *p, size_t s)
 
 uint64_t up_health_since(const up_pool *p, size_t s)
 {
-    return atomic_load_explicit(&p->health[s], memory_order_relaxed) >> UP_FLAG_BITS;
+    return atomic_load_explicit(&p->st[s]->health, memory_order_relaxed) >> UP_FLAG_BITS;
 }
 
 int up_pool_all_down(const up_pool *p)
 {
-    return atomic_load_explicit(&p->ndown, memory_order_relaxed) == p->n;
+    for (size_t i = 0; i < p->n; i++)
+        if (up_hflags(p, i) == 0)
+            return 0;
+    return 1;
 }
 
 unsigned up_slow_start_permille(uint64_t since_ms, uint64_t now_ms, uint64_t ramp_ms)

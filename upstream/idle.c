@@ -1,7 +1,8 @@
 /*
  * idle.c - per-worker stacks of idle keep-alive connections, one per
- * server, <keepalive> slots deep. The pool stores the connections as opaque
- * pointers and never looks inside them; last parked, first reused.
+ * server, <keepalive> slots deep, in the server's state (state.c), so the
+ * pools sharing that state share them. The pool stores the connections as
+ * opaque pointers and never looks inside them; last parked, first reused.
  */
 #include "upstream/up_int.h"
 
@@ -9,32 +10,31 @@
 
 int up_idle_put(up_pool *p, unsigned w, size_t s, void *conn)
 {
-    struct up_worker *st = &p->ws[w];
+    struct up_sworker *sw = p->ws[w].sw[s];
 
-    if (st->nidle[s] >= p->keepalive)
+    if (sw->nidle >= p->keepalive)
         return -1;
-    st->idle[s * p->keepalive + st->nidle[s]++] = conn;
+    sw->idle[sw->nidle++] = conn;
     return 0;
 }
 
 void *up_idle_get(up_pool *p, unsigned w, size_t s)
 {
-    struct up_worker *st = &p->ws[w];
+    struct up_sworker *sw = p->ws[w].sw[s];
 
-    if (!st->nidle[s])
+    if (!sw->nidle)
         return NULL;
-    return st->idle[s * p->keepalive + --st->nidle[s]];
+    return sw->idle[--sw->nidle];
 }
 
 int up_idle_remove(up_pool *p, unsigned w, size_t s, void *conn)
 {
-    struct up_worker *st = &p->ws[w];
-    void **stack = st->idle + s * p->keepalive;
+    struct up_sworker *sw = p->ws[w].sw[s];
 
-    for (unsigned i = 0; i < st->nidle[s]; i++) {
-        if (stack[i] == conn) {
-            memmove(stack + i, stack + i + 1, (st->nidle[s] - i - 1) * sizeof(*stack));
-            st->nidle[s]--;
+    for (unsigned i = 0; i < sw->nidle; i++) {
+        if (sw->idle[i] == conn) {
+            memmove(sw->idle + i, sw->idle + i + 1, (sw->nidle - i - 1) * sizeof(*sw->idle));
+            sw->nidle--;
             return 0;
         }
     }
@@ -43,5 +43,5 @@ int up_idle_remove(up_pool *p, unsigned w, size_t s, void *conn)
 
 size_t up_idle_count(const up_pool *p, unsigned w, size_t s)
 {
-    return p->ws[w].nidle[s];
+    return p->ws[w].sw[s]->nidle;
 }

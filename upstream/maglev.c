@@ -45,6 +45,11 @@ static int is_prime(size_t m)
     return 1;
 }
 
+int up_maglev_size_ok(size_t m, size_t n)
+{
+    return m > n && m <= UINT32_MAX && is_prime(m);
+}
+
 /* The permutation of server <s>: where it starts and how far it steps. */
 static void permutation(const up_pool *p, size_t s, size_t m, size_t *offset, size_t *skip)
 {
@@ -146,7 +151,7 @@ static int mg_init(up_pool *p)
     if (!(p->lb = g))
         return -1;
     g->m = p->opts.table_size ? p->opts.table_size : UP_MAGLEV_SIZE;
-    if (g->m <= p->n || g->m > UINT32_MAX || !is_prime(g->m))
+    if (!up_maglev_size_ok(g->m, p->n))
         return -1;
     if (!(g->table = malloc(g->m * sizeof(*g->table))))
         return -1;

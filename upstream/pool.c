@@ -1,8 +1,9 @@
 /*
- * pool.c - an upstream pool's life: creation (servers and the per-worker
- * slab laid out, see up_int.h), the atomic reference count and the names.
- * Balancing is in balance.c and one file per balancer, health in health.c,
- * idle connections in idle.c, counters in counters.c.
+ * pool.c - an upstream pool's life: creation (servers, their states and
+ * the per-worker slab laid out, see up_int.h), the atomic reference count
+ * and the names. Balancing is in balance.c and one file per balancer,
+ * health in health.c, idle connections in idle.c, counters in counters.c,
+ * the per-server state and its carry-over across swaps in state.c.
  */
 #include "upstream/up_int.h"
 
@@ -16,7 +17,9 @@ static void pool_free(up_pool *p)
         return;
     if (p->lb_ops)
         p->lb_ops->destroy(p);
-    free(p->health);
+    for (size_t i = 0; p->st && i < p->n; i++)
+        up_sstate_release(p->st[i]);
+    free(p->st);
     free(p->slab);
     free(p->ws);
     up_servers_free(p->servers, p->n);
@@ -29,15 +32,12 @@ static void pool_free(up_pool *p)
 
 /* Bytes of one worker's block, the 8-byte arrays first so each stays
  * aligned. 0 when the sizes overflow. */
-static size_t worker_bytes(size_t n, unsigned keepalive)
+static size_t worker_bytes(size_t n)
 {
-    size_t slots = keepalive ? keepalive : 1;
-
-    if (n > SIZE_MAX / 64 / slots)
+    if (n > SIZE_MAX / 64)
         return 0;
     return sizeof(struct up_wfix) +
-           n * (sizeof(long long) + UP_NCOUNTERS * sizeof(uint64_t) + slots * sizeof(void *) +
-                sizeof(uint32_t) + sizeof(unsigned));
+           n * (sizeof(long long) + sizeof(struct up_sworker *) + sizeof(uint32_t));
 }
 
 /* Points worker <w>'s arrays into its block of the slab. */
@@ -45,24 +45,20 @@ static void worker_layout(up_pool *p, unsigned w)
 {
     char *b = (char *)p->slab + (size_t)w * p->stride;
     struct up_worker *st = &p->ws[w];
-    size_t n = p->n, slots = p->keepalive ? p->keepalive : 1;
+    size_t n = p->n;
 
     st->fx = (struct up_wfix *)b;
     st->fx->rng = up_mix64(p->opts.seed + w + 1) | 1; /* xorshift needs a non-zero state */
     b += sizeof(*st->fx);
     st->cw = (long long *)b;
     b += n * sizeof(*st->cw);
-    st->counts = (_Atomic uint64_t *)b;
-    b += n * UP_NCOUNTERS * sizeof(*st->counts);
-    st->idle = (void **)b;
-    b += n * slots * sizeof(*st->idle);
+    st->sw = (struct up_sworker **)b;
+    b += n * sizeof(*st->sw);
     st->inflight = (_Atomic uint32_t *)b;
-    b += n * sizeof(*st->inflight);
-    st->nidle = (unsigned *)b;
-    for (size_t i = 0; i < n * UP_NCOUNTERS; i++)
-        atomic_init(&st->counts[i], 0);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        st->sw[i] = up_sstate_worker(p->st[i], w);
         atomic_init(&st->inflight[i], 0);
+    }
 }
 
 static const struct up_lb_ops *const balancers[] = {
@@ -84,7 +80,7 @@ up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_ser
 {
     /* sizeof is a whole number of lines: refs is aligned to one */
     up_pool *p = aligned_alloc(UP_CACHE_LINE, sizeof(*p));
-    size_t bytes = worker_bytes(n, keepalive);
+    size_t bytes = worker_bytes(n);
 
     if (p)
         memset(p, 0, sizeof(*p));
@@ -108,17 +104,18 @@ up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_ser
         p->weight[i] = servers[i].weight ? servers[i].weight : 1;
         p->total_weight += p->weight[i];
     }
+    if (!(p->st = calloc(n, sizeof(*p->st))))
+        goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (!(p->st[i] = up_sstate_new((const struct sockaddr *)&p->servers[i].ss,
+                                       p->servers[i].salen, nworkers, keepalive)))
+            goto fail;
     if (!(p->ws = calloc(nworkers, sizeof(*p->ws))))
         goto fail;
     if (!(p->slab = up_slab_new(nworkers, bytes, &p->stride)))
         goto fail;
     for (unsigned w = 0; w < nworkers; w++)
         worker_layout(p, w);
-    if (!(p->health = calloc(n, sizeof(*p->health))))
-        goto fail;
-    for (size_t i = 0; i < n; i++)
-        atomic_init(&p->health[i], 0);
-    atomic_init(&p->ndown, 0);
     p->lb_ops = balancers[p->opts.balance];
     if (p->lb_ops->init(p) < 0)
         goto fail;

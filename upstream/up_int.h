@@ -1,16 +1,22 @@
 /*
  * up_int.h - private structures of upstream/: the pool, its servers, the
- * per-worker block, the balancer interface (struct up_lb_ops) and the
- * inline per-server tests the balancers share. Only the sources of
- * upstream/ and its tests include this.
+ * per-server state pools share (struct up_sstate), the per-worker block,
+ * the balancer interface (struct up_lb_ops) and the inline per-server tests
+ * the balancers share. Only the sources of upstream/ and its tests include
+ * this.
  *
- * Memory layout. Everything a worker writes (balancer position, idle stacks,
- * counters) lives in that worker's block of one slab: the slab starts on a
- * cache line and every block is a whole number of lines long, so no two
- * workers ever write the same line (tests/upstream/test_pool.c checks it by
- * address arithmetic). What the workers only read (servers, weights, the
- * per-worker pointer table) is written once by up_pool_new() and never
- * again, so it can share lines freely.
+ * Memory layout. Everything a worker writes lives on lines no other worker
+ * writes. A pool's own per-worker state (balancer position, in-flight
+ * counts) is that worker's block of one slab: the slab starts on a cache
+ * line and every block is a whole number of lines long. A server's state
+ * (health word, counters, idle stacks: what survives a swap, see state.c)
+ * is one object per server address, its header (written by the health
+ * owner) on lines of its own and then one part per worker, each a whole
+ * number of lines (tests/upstream/test_pool.c checks both by address
+ * arithmetic). What the workers only read (servers, weights, the
+ * per-worker pointer tables) is written once by up_pool_new() (and
+ * up_pool_carry(), before the pool is published) and never again, so it
+ * can share lines freely.
  */
 #ifndef SY_UPSTREAM_INT_H
 #define SY_UPSTREAM_INT_H
@@ -40,15 +46,52 @@ struct up_wfix {
     size_t cursor; /* round robin: the next entry of its schedule */
 };
 
+/* One worker's part of a server's state (struct up_sstate): written by
+ * that worker alone, on lines of its own. */
+struct up_sworker {
+    _Atomic uint64_t counts[UP_NCOUNTERS]; /* summed by readers (metrics) */
+    unsigned nidle;                        /* idle connections parked */
+    void *idle[];                          /* a stack of <keepalive> slots */
+};
+
+/* What a server keeps across swaps: shared, reference counted, by every
+ * pool that has its address with the same keepalive (state.c). The header
+ * is read by every worker's picks and written only by the health owner
+ * (and the reference count, when a pool is made or freed); the worker parts
+ * follow it from the next line on, <stride> bytes each. */
+struct up_sstate {
+    /* (since_ms << UP_FLAG_BITS) | flags, written by the owner with a
+     * compare-and-swap, read with relaxed loads */
+    _Atomic uint64_t health;
+    _Atomic unsigned refs;
+    unsigned nworkers, keepalive;
+    size_t stride;
+    struct sockaddr_storage ss; /* what pools match it by */
+    socklen_t salen;
+};
+
+/* Where the worker parts start: the header rounded up to whole lines. */
+#define UP_SS_HEAD ((sizeof(struct up_sstate) + UP_CACHE_LINE - 1) / UP_CACHE_LINE * UP_CACHE_LINE)
+
+static inline struct up_sworker *up_sstate_worker(struct up_sstate *st, unsigned w)
+{
+    return (struct up_sworker *)((char *)st + UP_SS_HEAD + (size_t)w * st->stride);
+}
+
+/* state.c: a new state for the server at <sa> (up, since 0, no counts, no
+ * idle connections), one reference; NULL on out of memory. */
+struct up_sstate *up_sstate_new(const struct sockaddr *sa, socklen_t salen, unsigned nworkers,
+                                unsigned keepalive);
+void up_sstate_release(struct up_sstate *st);
+
 /* One worker's view of one pool: pointers into that worker's block of the
- * slab. The pointers themselves are read-only after up_pool_new(). */
+ * slab, and to its parts of the servers' states. The pointers themselves
+ * are read-only once the pool is published. */
 struct up_worker {
     struct up_wfix *fx;
     long long *cw;              /* smooth WRR current weights, per server */
     _Atomic uint32_t *inflight; /* requests in flight, per server, this worker's */
-    _Atomic uint64_t *counts;   /* [server * UP_NCOUNTERS + counter], this worker's */
-    unsigned *nidle;            /* idle connections parked, per server */
-    void **idle;                /* nservers stacks of <keepalive> slots */
+    struct up_sworker **sw;     /* per server: this worker's part of its state */
 };
 
 /* A balancer (h2o's {select, destroy}, with HAProxy lbprm's hooks). Its
@@ -88,10 +131,9 @@ struct up_pool {
     struct up_pool_opts opts;
     const struct up_lb_ops *lb_ops;
     void *lb; /* the balancer's shared, read-only state */
-    /* health.c: one word per server, (since_ms << 8) | flags, written by
-     * the owner, and how many servers are down. */
-    _Atomic uint64_t *health;
-    _Atomic size_t ndown;
+    /* per server: its state (health word, counters, idle stacks), maybe
+     * shared with other pools that have its address (state.c) */
+    struct up_sstate **st;
     /* Written whenever an upstream connection is made or freed: on a line
      * of its own, away from the fields every pick reads (the pool is
      * allocated on a line boundary). */
@@ -112,7 +154,7 @@ struct up_rr {
 
 static inline unsigned up_hflags(const up_pool *p, size_t s)
 {
-    return (unsigned)(atomic_load_explicit(&p->health[s], memory_order_relaxed) & UP_FLAG_MASK);
+    return (unsigned)(atomic_load_explicit(&p->st[s]->health, memory_order_relaxed) & UP_FLAG_MASK);
 }
 
 /* <s> is neither tried nor (unless <ignore_health>) down. */

@@ -4,9 +4,13 @@
  * A pool is one upstream definition (servers, weights, balance). It is
  * created by the admin thread when a snapshot is built and shared by every
  * later snapshot whose definition of it is unchanged, so its balancer state,
- * counters and idle connections survive route-only changes. Each worker owns
- * one slot of per-worker state inside the pool (balancer position, idle
- * connections) and touches no other: no locks on the request path.
+ * counters and idle connections survive route-only changes. A changed pool
+ * is a new one that takes over, with up_pool_carry(), the state of every
+ * server the old one had at the same address: health, counters and idle
+ * connections (one state object per server, shared by both pools). Each
+ * worker owns one slot of per-worker state inside the pool and inside each
+ * server's state (balancer position, in-flight counts, idle connections,
+ * counters) and touches no other: no locks on the request path.
  *
  * Pools are reference counted atomically: snapshots retain them on the admin
  * thread, and every upstream connection, idle or busy, holds a reference on
@@ -15,8 +19,8 @@
  * timeout. The pool stores idle connections as opaque pointers.
  *
  * Files: pool.c (life and reference count), servers.c (the server list),
- * slab.c (per-worker blocks on their own cache lines), balance.c (the
- * balancer interface and what every balancer shares: the tried set, health,
+ * state.c (per-server state and its carry-over), slab.c (per-worker blocks on their own cache
+ * lines), balance.c (the balancer interface and what every balancer shares: the tried set, health,
  * slow start, in-flight counts), one file per balancer (rr.c, least_conn.c,
  * random_two.c, maglev.c), health.c (the health words), outlier.c (passive
  * ejection), budget.c (retry budgets), queue.c (pending requests), hash.c
@@ -56,6 +60,10 @@ enum up_balance {
 
 #define UP_MAGLEV_SIZE 65537 /* the default table size, a prime */
 
+/* 1 when <m> can be the Maglev table size of a pool of <n> servers: a
+ * prime above <n> that fits 32 bits. */
+int up_maglev_size_ok(size_t m, size_t n);
+
 struct up_pool_opts {
     enum up_balance balance;
     size_t table_size;      /* UP_HASH: a prime > nservers; 0 means UP_MAGLEV_SIZE */
@@ -80,6 +88,23 @@ up_pool *up_pool_new(const char *name, const char *key, const struct up_server_d
 void up_pool_retain(up_pool *p);
 /* Drops a reference; frees the pool at zero. NULL is a no-op. */
 void up_pool_release(up_pool *p);
+
+/* Carries over to <p> the state of each server of <from> that <p> has at
+ * the same socket address (each old server to one new one at most): its
+ * health word (flags and since), its counters and, when <share_idle> and
+ * both pools keep as many idle connections per worker, its idle
+ * connections: then both pools share one state object, so a health change
+ * or a count through either is seen by both, and an idle connection parked
+ * through <from> is taken through <p> (its holder switches its pool
+ * reference: up_pool_same_server). Without <share_idle> (the connections
+ * would not fit <p>, e.g. another TLS setup) health and counters are
+ * copied. In-flight counts stay with each pool. Admin thread, before <p>
+ * is published; <from> (borrowed, NULL: nothing) stays valid. Returns how
+ * many servers were carried over. */
+size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle);
+/* The server of <p> that shares its state with server <s> of <other>, or
+ * UP_NONE: where an idle connection of <other>'s server <s> now belongs. */
+size_t up_pool_same_server(const up_pool *p, const up_pool *other, size_t s);
 
 const char *up_pool_name(const up_pool *p);
 const char *up_pool_key(const up_pool *p);

@@ -93,10 +93,10 @@ START_TEST(workers_never_share_a_line)
 
     for (size_t a = 0; a < NELEM(ns); a++) {
         for (size_t b = 0; b < NELEM(kas); b++) {
-            size_t n = ns[a], slots = kas[b] ? kas[b] : 1;
-            unsigned nw = 4;
+            size_t n = ns[a];
+            unsigned nw = 4, owner = nw; /* the health owner writes the states' headers */
             up_pool *p = ut_pool(NULL, n, nw, kas[b]);
-            struct span s[4 * 6];
+            struct span s[4 * 4 + 7 * (1 + 4 * 3)];
             size_t k = 0;
 
             ck_assert_uint_eq((uintptr_t)p->slab % UP_CACHE_LINE, 0);
@@ -107,12 +107,29 @@ START_TEST(workers_never_share_a_line)
                 k = add(s, k, st->fx, sizeof(*st->fx), w);
                 k = add(s, k, st->cw, n * sizeof(*st->cw), w);
                 k = add(s, k, st->inflight, n * sizeof(*st->inflight), w);
-                k = add(s, k, st->counts, n * UP_NCOUNTERS * sizeof(*st->counts), w);
-                k = add(s, k, st->idle, n * slots * sizeof(*st->idle), w);
-                k = add(s, k, st->nidle, n * sizeof(*st->nidle), w);
+                /* (st->sw is read-only once published, written by nobody) */
                 /* and each array lies inside the worker's own block */
-                for (size_t i = k - 6; i < k; i++)
+                for (size_t i = k - 3; i < k; i++)
                     ck_assert(s[i].lo >= blo && s[i].hi <= blo + p->stride);
+            }
+            /* each server's state: the header, then one part per worker */
+            for (size_t i = 0; i < n; i++) {
+                struct up_sstate *ss = p->st[i];
+                uintptr_t base = (uintptr_t)ss;
+                ck_assert_uint_eq(base % UP_CACHE_LINE, 0);
+                ck_assert_uint_eq(ss->stride % UP_CACHE_LINE, 0);
+                k = add(s, k, ss, sizeof(*ss), owner);
+                for (unsigned w = 0; w < nw; w++) {
+                    struct up_sworker *sw = p->ws[w].sw[i];
+                    uintptr_t plo = base + UP_SS_HEAD + w * ss->stride;
+                    ck_assert_ptr_eq(sw, up_sstate_worker(ss, w));
+                    k = add(s, k, sw->counts, sizeof(sw->counts), w);
+                    k = add(s, k, &sw->nidle, sizeof(sw->nidle), w);
+                    k = add(s, k, sw->idle, (kas[b] ? kas[b] : 1) * sizeof(*sw->idle), w);
+                    /* the idle stack's real slots fit the part */
+                    ck_assert((uintptr_t)(sw->idle + kas[b]) <= plo + ss->stride);
+                    ck_assert((uintptr_t)sw >= plo);
+                }
             }
             check_separate(s, k);
             up_pool_release(p);
@@ -126,8 +143,8 @@ START_TEST(refs_on_a_line_of_its_own)
     up_pool *p = ut_pool(NULL, 3, 2, 1);
     uintptr_t refs = (uintptr_t)&p->refs / UP_CACHE_LINE;
     /* the fields a pick reads */
-    const void *hot[] = {&p->n,  &p->weight, &p->ws,    &p->opts,        &p->lb_ops,
-                         &p->lb, &p->health, &p->ndown, &p->total_weight};
+    const void *hot[] = {&p->n,      &p->weight, &p->ws, &p->opts,
+                         &p->lb_ops, &p->lb,     &p->st, &p->total_weight};
 
     ck_assert_uint_eq((uintptr_t)p % UP_CACHE_LINE, 0);
     for (size_t i = 0; i < NELEM(hot); i++)
