@@ -566,6 +566,27 @@ static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigne
     return p;
 }
 
+/* The connections of pools <a> and <b> are alike: the same transport (no
+ * TLS in either, or the same TLS definition). */
+static int same_transport(const struct adm_upstream *a, const struct adm_upstream *b)
+{
+    if (!a->tls || !b->tls)
+        return !a->tls && !b->tls;
+    return !memcmp(a->tls->id, b->tls->id, ADM_TLS_ID_LEN);
+}
+
+/* A changed pool <p> of upstream <u> takes over, from <prev>'s pool of the
+ * same name, the state of the servers it keeps (up_pool_carry): health,
+ * counters and, when the connections are alike, idle connections. */
+static void carry_pool(up_pool *p, const struct adm_upstream *u, const struct adm_snapshot *prev)
+{
+    for (size_t j = 0; prev && j < prev->npools; j++)
+        if (strcmp(up_pool_name(prev->pools[j]), u->name) == 0) {
+            up_pool_carry(p, prev->pools[j], same_transport(&prev->cfg->upstreams[j], u));
+            return;
+        }
+}
+
 /* The health flags a new pool <p> starts with, before any worker can pick
  * from it: a server that <prev>'s pool of the same name had keeps its
  * active-check and ejection flags (while <u> still checks and ejects), a
@@ -593,9 +614,13 @@ static void health_start(up_pool *p, const struct adm_upstream *u, const struct 
             continue;
         }
         f = up_health_flags(old, j) & keep;
-        for (unsigned flag = UP_H_CHECK; flag <= UP_H_EJECTED; flag <<= 1)
-            if ((f & flag) && !(up_health_flags(p, k) & flag))
+        for (unsigned flag = UP_H_CHECK; flag <= UP_H_EJECTED; flag <<= 1) {
+            unsigned now_f = up_health_flags(p, k);
+            if ((f & flag) && !(now_f & flag))
                 up_health_set(p, k, flag, 1, up_health_since(old, j));
+            else if (!(keep & flag) && (now_f & flag)) /* carried over (carry_pool) */
+                up_health_set(p, k, flag, 0, now);
+        }
     }
 }
 
@@ -614,7 +639,9 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
 }
 
 /* The pool of upstream <i> of <cfg>: <prev>'s when its key is the same,
- * else a new one. NULL after adding an error to <errs>. */
+ * else a new one that takes over the state of the servers <prev>'s pool of
+ * that name had at the same addresses. NULL after adding an error to
+ * <errs>. */
 static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct adm_snapshot *prev,
                          unsigned nworkers, struct adm_resolver *res, struct adm_errors *errs)
 {
@@ -640,8 +667,10 @@ static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct ad
             break;
         }
     }
-    if (!p && (p = make_pool(u, key, nworkers, &l, errs, i)))
+    if (!p && (p = make_pool(u, key, nworkers, &l, errs, i))) {
+        carry_pool(p, u, prev);
         health_start(p, u, prev);
+    }
     free(key);
     srv_list_clear(&l);
     return p;
@@ -769,27 +798,6 @@ static int has_names(const struct adm_upstream *u)
     return 0;
 }
 
-/* The health of <old>'s servers that <p> keeps (same socket address). */
-static void carry_health(up_pool *p, const up_pool *old)
-{
-    uint64_t now = (uint64_t)adm_now_ms();
-
-    for (size_t i = 0; i < up_pool_nservers(p); i++) {
-        socklen_t len, olen;
-        const struct sockaddr *sa = up_server_sockaddr(p, i, &len);
-        for (size_t k = 0; k < up_pool_nservers(old); k++) {
-            const struct sockaddr *osa = up_server_sockaddr(old, k, &olen);
-            unsigned f = up_health_flags(old, k) & ~(unsigned)UP_H_RESOLVING;
-            if (len != olen || memcmp(sa, osa, len) != 0)
-                continue;
-            for (unsigned bit = 1; bit && bit <= f; bit <<= 1)
-                if (f & bit)
-                    up_health_set(p, i, bit, 1, now);
-            break;
-        }
-    }
-}
-
 int adm_snapshot_reresolve(const struct adm_snapshot *cur, struct adm_resolver *res,
                            struct adm_snapshot **out)
 {
@@ -813,10 +821,8 @@ int adm_snapshot_reresolve(const struct adm_snapshot *cur, struct adm_resolver *
         }
         if (!(pools[i] = pool_for(cur->cfg, i, cur, cur->nworkers, res, &errs)))
             goto done;
-        if (pools[i] != cur->pools[i]) {
-            carry_health(pools[i], cur->pools[i]);
+        if (pools[i] != cur->pools[i]) /* it carried over what stays (pool_for) */
             changed++;
-        }
     }
     rc = 0;
     if (!changed)

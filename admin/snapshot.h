@@ -11,7 +11,10 @@
  *
  * Snapshots share what did not change: an upstream pool whose definition is
  * identical is carried over (same object), so its balancer state, counters
- * and idle connections survive a route-only change.
+ * and idle connections survive a route-only change. A changed pool is new,
+ * but takes over from the previous snapshot's pool of the same name the
+ * state of every server it keeps at the same address (up_pool_carry):
+ * health, counters, and idle connections unless its TLS setup changed.
  */
 #ifndef SY_ADMIN_SNAPSHOT_H
 #define SY_ADMIN_SNAPSHOT_H

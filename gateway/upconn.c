@@ -1,7 +1,8 @@
 /*
  * upconn.c - upstream connections: connect, lend to a request, park in the
  * pool's per-worker idle stack and take back, the same-server retry of a
- * pooled connection that died idle, pruning after a swap, the idle and
+ * pooled connection that died idle, pruning after a swap (a connection
+ * whose server stays in a changed pool moves to that pool), the idle and
  * timeout sweeps. The request on a connection is proxy.c's: it sets the
  * connection's callbacks while it uses it; a parked one gets these.
  */
@@ -12,6 +13,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 /* The moves each state may make (bit i: to state i). */
@@ -49,6 +51,16 @@ static void idle_event(struct gw_io *io, short what, void *arg)
     (void)io;
     (void)what;
     gw_upconn_free(arg);
+}
+
+/* <u>, idle, now belongs to server <server> of <pool>, which shares the
+ * idle stack it is parked in (its old pool left with a swap). */
+static void rehome(struct gw_upconn *u, up_pool *pool, size_t server)
+{
+    up_pool_retain(pool);
+    up_pool_release(u->pool);
+    u->pool = pool;
+    u->server = server;
 }
 
 void gw_upconn_free(struct gw_upconn *u)
@@ -210,19 +222,33 @@ int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struc
            gw_upconn_idempotent(rq);
 }
 
+/* 1 when idle <u> still belongs to a pool of snapshot <s>: its own, or the
+ * changed pool of the same name that took over its server's state (then
+ * <u> moves to that pool now). */
+static int still_pooled(struct gw_upconn *u, const struct adm_snapshot *s)
+{
+    for (size_t i = 0; i < s->npools; i++) {
+        size_t server;
+        if (s->pools[i] == u->pool)
+            return 1;
+        if (strcmp(up_pool_name(s->pools[i]), up_pool_name(u->pool)) != 0)
+            continue;
+        if ((server = up_pool_same_server(s->pools[i], u->pool, u->server)) == UP_NONE)
+            return 0;
+        rehome(u, s->pools[i], server);
+        return 1;
+    }
+    return 0;
+}
+
 void gw_upconn_prune(struct gw_worker *w)
 {
     struct adm_snapshot *s = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
     struct gw_upconn *u, *next;
 
     for (u = LIST_FIRST(&w->upconns); u; u = next) {
-        size_t i;
         next = LIST_NEXT(u, link);
-        if (u->st != GW_UP_IDLE)
-            continue;
-        for (i = 0; i < s->npools && s->pools[i] != u->pool; i++)
-            ;
-        if (i == s->npools) /* idle, and its pool left the config */
+        if (u->st == GW_UP_IDLE && !still_pooled(u, s)) /* its server left the config */
             gw_upconn_free(u);
     }
 }
@@ -270,8 +296,11 @@ struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t serv
 {
     struct gw_upconn *u = up_idle_get(pool, w->id, server);
 
-    if (u)
-        gw_upconn_set_state(u, GW_UP_WAITING);
+    if (!u)
+        return NULL;
+    if (u->pool != pool) /* parked through the pool <pool> took over from */
+        rehome(u, pool, server);
+    gw_upconn_set_state(u, GW_UP_WAITING);
     return u;
 }
 
