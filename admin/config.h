@@ -133,6 +133,8 @@ struct adm_upstream {
     enum adm_hash_on hash_on;    /* ADM_BALANCE_HASH only */
     char *hash_name;             /* the header or cookie name of hash_key, else NULL */
     int fallback;                /* ADM_BALANCE_HASH: a down server's keys go to the next one */
+    unsigned table_size;         /* ADM_BALANCE_HASH: the Maglev table, a prime > nservers
+                                    (0: 65537) */
     unsigned keepalive;          /* idle connections per worker per server, 0..100000, default 32 */
     unsigned idle_timeout_ms;    /* default: timeouts.upstream_idle_ms (resolved) */
     unsigned connect_timeout_ms; /* default: timeouts.upstream_connect_ms (resolved) */

@@ -19,9 +19,10 @@
 
 #include "admin/config.h"
 
-#define ADM_CF_MAX_NAME 128      /* route ids, upstream names */
-#define ADM_CF_MAX_PATHNAME 4096 /* token_file, state_dir, access_log */
-#define ADM_CF_MAX_MS 86400000LL /* one day */
+#define ADM_CF_MAX_NAME 128        /* route ids, upstream names */
+#define ADM_CF_MAX_PATHNAME 4096   /* token_file, state_dir, access_log */
+#define ADM_CF_MAX_MS 86400000LL   /* one day */
+#define ADM_CF_MAX_TABLE (1 << 22) /* upstreams.NAME.table_size: 16 MiB of Maglev table */
 
 /* ASCII classes, whatever the process locale says. */
 static inline int is_digit(unsigned char c)

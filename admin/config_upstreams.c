@@ -8,6 +8,7 @@
 #include "admin/config_int.h"
 #include "admin/http1/token.h"
 #include "admin/tls.h"
+#include "upstream/upstream.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -339,6 +340,7 @@ static const struct adm_cf_field upstream_fields[] = {
     {.key = "balance", .kind = FK_FN, .fn = upstream_balance},
     {.key = "hash_key", .kind = FK_FN, .fn = upstream_hash_key},
     BOOL_KEY(fallback),
+    UINT_KEY(table_size, 3, ADM_CF_MAX_TABLE),
     UINT_KEY(keepalive, 0, 100000),
     UINT_KEY(idle_timeout_ms, 1, ADM_CF_MAX_MS),
     UINT_KEY(connect_timeout_ms, 1, ADM_CF_MAX_MS),
@@ -363,7 +365,7 @@ static const struct adm_cf_field upstream_fields[] = {
     UINT_KEY(resolve_interval_ms, 1000, ADM_CF_MAX_MS),
 };
 
-enum { UF_BALANCE = 2, UF_HASH_KEY = 3, UF_FALLBACK = 4 };
+enum { UF_BALANCE = 2, UF_HASH_KEY = 3, UF_FALLBACK = 4, UF_TABLE_SIZE = 5 };
 
 /* A pool's defaults, before its keys are read. */
 static void upstream_defaults(struct adm_upstream *u)
@@ -411,10 +413,14 @@ void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
         if (adm_cf_want_object(x, uv)) {
             uint32_t seen = adm_cf_fields(x, uv, upstream_fields, NFIELDS(upstream_fields), u);
             if (u->balance != ADM_BALANCE_HASH)
-                for (unsigned k = UF_HASH_KEY; k <= UF_FALLBACK; k++)
+                for (unsigned k = UF_HASH_KEY; k <= UF_TABLE_SIZE; k++)
                     if (seen & (UINT32_C(1) << k))
                         adm_cf_err_key(x, upstream_fields[k].key,
                                        "only allowed with \"balance\": \"hash\"");
+            if ((seen & (UINT32_C(1) << UF_TABLE_SIZE)) &&
+                !up_maglev_size_ok(u->table_size, u->nservers))
+                adm_cf_err_key(x, "table_size", "%u is not a prime above the %zu servers",
+                               u->table_size, u->nservers);
         }
         adm_cf_pop(x, mark);
     }
@@ -449,6 +455,9 @@ void adm_cf_upstreams_free(struct adm_config *c)
 static const char *const served_keys[] = {"servers",
                                           "tls",
                                           "balance",
+                                          "hash_key",
+                                          "fallback",
+                                          "table_size",
                                           "keepalive",
                                           "idle_timeout_ms",
                                           "response_timeout_ms",
@@ -487,8 +496,7 @@ size_t adm_config_unserved(const struct adm_config *c, struct adm_errors *errs)
     {
         json_object_foreach(u, key, v)
         {
-            const char *bal = json_string_value(v);
-            if (served(key) && (strcmp(key, "balance") || (bal && !strcmp(bal, "round_robin"))))
+            if (served(key))
                 continue;
             /* names and keys of a parsed config need no JSON pointer escapes */
             snprintf(path, sizeof(path), "/upstreams/%s/%s", name, key);

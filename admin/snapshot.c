@@ -546,10 +546,29 @@ static void cfgref_free(struct adm_cfgref *b)
     free(b);
 }
 
+/* The balancer and its options of <u>. */
+static struct up_pool_opts pool_opts(const struct adm_upstream *u)
+{
+    static const enum up_balance balance[] = {
+        [ADM_BALANCE_ROUND_ROBIN] = UP_ROUND_ROBIN,
+        [ADM_BALANCE_LEAST_CONN] = UP_LEAST_CONN,
+        [ADM_BALANCE_RANDOM_TWO] = UP_RANDOM_TWO,
+        [ADM_BALANCE_HASH] = UP_HASH,
+    };
+
+    return (struct up_pool_opts){.balance = balance[u->balance],
+                                 .table_size = u->table_size,
+                                 .fallback = u->fallback,
+                                 .panic = u->panic,
+                                 .slow_start_ms = u->slow_start_ms,
+                                 .seed = adm_hash(u->name, strlen(u->name))};
+}
+
 static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigned nworkers,
                           const struct srv_list *l, struct adm_errors *errs, size_t index)
 {
-    up_pool *p = up_pool_new(u->name, key, l->defs, l->n, nworkers, u->keepalive);
+    struct up_pool_opts opts = pool_opts(u);
+    up_pool *p = up_pool_new_opts(u->name, key, l->defs, l->n, nworkers, u->keepalive, &opts);
     uint64_t now = (uint64_t)adm_now_ms();
 
     if (p && up_pool_set_tags(p, l->tags) < 0) {

@@ -8,6 +8,7 @@
  *   proxy.c     streams a request upstream and its response back
  *   local.c     answers a request here
  *   forward.c   where a request goes, and its upstream head (pure)
+ *   hashkey.c   the key a hash-balanced pool hashes (pure)
  *   upconn.c    upstream connections
  *   conn.c      the client connection object
  *   clientip.c  its client address, by client_ip (for log, forward, hash)

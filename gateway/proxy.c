@@ -30,6 +30,7 @@
 
 #include "gateway/clientip.h"
 #include "gateway/forward.h"
+#include "gateway/hashkey.h"
 #include "gateway/health.h"
 #include "gateway/limits.h"
 #include "gateway/local.h"
@@ -737,7 +738,12 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
  * its max_connections (the request waits). */
 static size_t pick(struct gw_conn *c, up_pool *pool)
 {
-    struct up_pick pk = {.tried = c->tried.n ? &c->tried : NULL};
+    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
+    struct up_pick pk = {
+        .tried = c->tried.n ? &c->tried : NULL,
+        .hash = def->balance == ADM_BALANCE_HASH ? gw_hashkey(c, def) : 0,
+        .now_ms = def->slow_start_ms ? (uint64_t)gw_now_ms() : 0,
+    };
     size_t s = up_select(pool, c->w->id, &pk);
     struct gw_plim *l = c->plim;
 
@@ -794,7 +800,7 @@ static int send_to(struct gw_conn *c, size_t server, int fresh)
     }
     gw_io_setcb(&u->io, up_read_cb, up_write_cb, up_event_cb, u);
     up_count_request(pool, c->w->id, server);
-    u->c = c;
+    gw_upconn_lend(u, c);
     u->resp.msg_done = 0;
     u->got_bytes = 0;
     u->raw = 1;

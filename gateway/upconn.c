@@ -1,10 +1,11 @@
 /*
- * upconn.c - upstream connections: connect, lend to a request, park in the
- * pool's per-worker idle stack and take back, the same-server retry of a
- * pooled connection that died idle, pruning after a swap (a connection
- * whose server stays in a changed pool moves to that pool), the idle and
- * timeout sweeps. The request on a connection is proxy.c's: it sets the
- * connection's callbacks while it uses it; a parked one gets these.
+ * upconn.c - upstream connections: connect, lend to a request (its start
+ * and end, for the balancer), park in the pool's per-worker idle stack and
+ * take back, the same-server retry of a pooled connection that died idle,
+ * pruning after a swap (a connection whose server stays in a changed pool
+ * moves to that pool), the idle and timeout sweeps. The request on a
+ * connection is proxy.c's: it sets the connection's callbacks while it uses
+ * it; a parked one gets these.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/upconn.h"
@@ -53,6 +54,23 @@ static void idle_event(struct gw_io *io, short what, void *arg)
     gw_upconn_free(arg);
 }
 
+/* The request lent <u> ended (an answer, a failure, a retry elsewhere, its
+ * client gone, a tunnel closed): the balancer hears of it once. */
+static void request_end(struct gw_upconn *u)
+{
+    if (u->lent) {
+        u->lent = 0;
+        up_request_end(u->pool, u->w->id, u->server);
+    }
+}
+
+void gw_upconn_lend(struct gw_upconn *u, struct gw_conn *c)
+{
+    u->c = c;
+    u->lent = 1;
+    up_request_start(u->pool, u->w->id, u->server);
+}
+
 /* <u>, idle, now belongs to server <server> of <pool>, which shares the
  * idle stack it is parked in (its old pool left with a swap). */
 static void rehome(struct gw_upconn *u, up_pool *pool, size_t server)
@@ -67,6 +85,7 @@ void gw_upconn_free(struct gw_upconn *u)
 {
     if (!u)
         return;
+    request_end(u);
     if (u->st == GW_UP_IDLE)
         up_idle_remove(u->pool, u->w->id, u->server, u);
     gw_upconn_session_keep(u);
@@ -306,6 +325,7 @@ struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t serv
 
 void gw_upconn_release(struct gw_upconn *u, int reuse, unsigned idle_ms)
 {
+    request_end(u);
     if (u->c && u->c->up == u)
         u->c->up = NULL;
     u->c = NULL;

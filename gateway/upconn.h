@@ -31,6 +31,7 @@ struct gw_upconn {
     struct gw_conn *c;   /* the client served; NULL while idle */
     struct h1_resp resp; /* the response parser: status, fields, msg_done */
     int reused, got_bytes, raw, keep, read_paused;
+    int lent; /* a request started on it (up_request_start) and has not ended */
     int eof;  /* the upstream closed: what is buffered is all that comes */
     struct gw_tmo tmo;
     long long idle_until; /* parked: CLOCK_MONOTONIC ms when it is closed */
@@ -48,6 +49,10 @@ struct gw_upconn *gw_upconn_connect(struct gw_worker *w, const struct adm_snapsh
 void gw_upconn_session_keep(struct gw_upconn *u);
 /* Forgets the session kept for <u>'s server (its handshake failed). */
 void gw_upconn_session_forget(struct gw_upconn *u);
+/* Lends <u> to client <c>'s request: the request starts on <u>'s server
+ * (up_request_start); it ends (up_request_end) when <u> is released or
+ * freed, whatever ended it. */
+void gw_upconn_lend(struct gw_upconn *u, struct gw_conn *c);
 /* A parked connection to <server> of <pool>, now GW_UP_WAITING, or NULL.
  * One parked through another pool that shares the server's state (the pool
  * <pool> took over from in a swap) now holds <pool>. */

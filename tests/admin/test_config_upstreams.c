@@ -77,7 +77,7 @@ START_TEST(every_key)
 {
     struct adm_config *c = expect_ok(doc(
         "'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}],"
-        " 'balance': 'hash', 'hash_key': 'header:X-User', 'fallback': true,"
+        " 'balance': 'hash', 'hash_key': 'header:X-User', 'fallback': true, 'table_size': 65521,"
         " 'health_check': {'path': '/healthz?full=1', 'host': 'svc.internal:8080',"
         "   'interval_ms': 1000, 'timeout_ms': 300, 'expect_status': [200, '204-206'],"
         "   'healthy_threshold': 1, 'unhealthy_threshold': 4},"
@@ -102,6 +102,7 @@ START_TEST(every_key)
     ck_assert_int_eq(u->hash_on, ADM_HASH_HEADER);
     ck_assert_str_eq(u->hash_name, "X-User");
     ck_assert_int_eq(u->fallback, 1);
+    ck_assert_uint_eq(u->table_size, 65521);
     ck_assert_ptr_nonnull(u->health_check);
     ck_assert_str_eq(u->health_check->path, "/healthz?full=1");
     ck_assert_str_eq(u->health_check->host, "svc.internal:8080");
@@ -180,6 +181,11 @@ START_TEST(errors)
                  "invalid cookie name \"a b\"");
     expect_error(pool("'balance': 'hash', 'fallback': 1"), "/upstreams/u/fallback",
                  "expected a boolean");
+    expect_error(pool("'table_size': 101"), "/upstreams/u/table_size", "only allowed with");
+    expect_error(pool("'balance': 'hash', 'table_size': 100"), "/upstreams/u/table_size",
+                 "100 is not a prime above the 1 servers");
+    expect_error(pool("'balance': 'hash', 'table_size': 2"), "/upstreams/u/table_size",
+                 "between 3 and");
     expect_error(pool("'health_check': []"), "/upstreams/u/health_check", "expected an object");
     expect_error(pool("'health_check': {'path': 'healthz'}"), "/upstreams/u/health_check/path",
                  "must start with '/'");
@@ -268,14 +274,16 @@ START_TEST(unserved)
                       "  'max_buffered_body_bytes': 9, 'max_connections': 2, 'max_pending': 3,"
                       "  'queue_timeout_ms': 4, 'resolve_interval_ms': 1000},"
                       " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'least_conn',"
-                      "  'slow_start_ms': 100, 'retry_on_status': 503,"
-                      "  'health_check': {}, 'initially_unhealthy': true, 'outlier': {}}},"
+                      "  'slow_start_ms': 100, 'panic': true, 'retry_on_status': 503,"
+                      "  'health_check': {}, 'initially_unhealthy': true, 'outlier': {}},"
+                      " 'w': {'servers': [{'address': '127.0.0.1:9003'}], 'balance': 'hash',"
+                      "  'hash_key': 'cookie:sid', 'fallback': true, 'table_size': 101}},"
                       "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'},"
                       " {'id': 'b', 'path': '/b', 'upstream': 'u', 'request_buffering': true}]"));
     adm_errors_init(&e);
     ck_assert_uint_eq(adm_config_unserved(c, &e), 2);
-    ck_has_error(&e, "/upstreams/v/balance", "not served yet");
     ck_has_error(&e, "/upstreams/v/slow_start_ms", "not served yet");
+    ck_has_error(&e, "/upstreams/v/panic", "not served yet");
     /* served since gateway/health.c runs checks and ejects */
     ck_assert_int_lt(find_error(&e, "/upstreams/v/health_check", ""), 0);
     ck_assert_int_lt(find_error(&e, "/upstreams/v/initially_unhealthy", ""), 0);
@@ -284,6 +292,9 @@ START_TEST(unserved)
     /* served since the retries, buffering and limits of issue 12 */
     ck_assert_int_lt(find_error(&e, "/upstreams/v/retry_on_status", ""), 0);
     ck_assert_int_lt(find_error(&e, "/routes/1/request_buffering", ""), 0);
+    /* every balancer and the hash keys are served */
+    ck_assert_int_lt(find_error(&e, "/upstreams/v/balance", ""), 0);
+    ck_assert_int_lt(find_error(&e, "/upstreams/w/", ""), 0);
     adm_errors_clear(&e);
     adm_config_free(c);
 

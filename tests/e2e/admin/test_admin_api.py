@@ -496,7 +496,7 @@ class UpstreamsTest(ApiCase):
         api = self.start()
         before = self.snapshot()
         for body, key in (({"slow_start_ms": 3000}, "slow_start_ms"),
-                          ({"balance": "least_conn"}, "balance")):
+                          ({"panic": True}, "panic")):
             body["servers"] = [{"address": self.b2.addr}]
             r = api.put("/upstreams/u", body)
             self.assertStatus(r, 400)

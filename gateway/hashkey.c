@@ -1,0 +1,104 @@
+/*
+ * hashkey.c - the key a hash-balanced pool (upstreams.NAME.balance "hash")
+ * hashes for a request: the client's address, a header's value, a
+ * cookie's value or the normalized path (upstreams.NAME.hash_key). A pure
+ * function of the request and its connection; a missing header or cookie
+ * hashes as the empty key, so such requests all go to one server.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/hashkey.h"
+
+#include <netinet/in.h>
+#include <string.h>
+
+/* The client's address bytes (4 or 16), as the key of hash_key
+ * "client_ip". Today the peer's; where the client address comes from (a
+ * trusted proxy's header) is decided in one place, and this follows it. */
+static const void *client_ip(const struct gw_conn *c, size_t *len)
+{
+    const struct sockaddr_storage *ss = &c->peer;
+
+    if (ss->ss_family == AF_INET6) {
+        *len = 16;
+        return &((const struct sockaddr_in6 *)ss)->sin6_addr;
+    }
+    if (ss->ss_family == AF_INET) {
+        *len = 4;
+        return &((const struct sockaddr_in *)ss)->sin_addr;
+    }
+    *len = 0; /* a Unix socket: one key */
+    return "";
+}
+
+/* The value of the first field named <name> (<nlen> bytes), or NULL. */
+static const struct h1_slice *field(const struct h1_request *rq, const char *name, size_t nlen)
+{
+    struct h1_slice want = {name, nlen};
+
+    for (size_t i = 0; i < rq->nheaders; i++)
+        if (h1_names_eq(&rq->headers[i].name, &want))
+            return &rq->headers[i].value;
+    return NULL;
+}
+
+/* The value of cookie <name> in the Cookie fields (RFC 6265 5.4:
+ * "a=1; b=2"), or NULL. Names compare exactly. */
+static const char *cookie(const struct h1_request *rq, const char *name, size_t *len)
+{
+    size_t nlen = strlen(name);
+
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const char *s, *e;
+        if (!h1_name_is(&rq->headers[i].name, "cookie"))
+            continue;
+        s = rq->headers[i].value.ptr;
+        e = s + rq->headers[i].value.len;
+        while (s < e) {
+            const char *end = memchr(s, ';', (size_t)(e - s)), *eq;
+            if (!end)
+                end = e;
+            while (s < end && (*s == ' ' || *s == '\t'))
+                s++;
+            eq = memchr(s, '=', (size_t)(end - s));
+            if (eq && (size_t)(eq - s) == nlen && memcmp(s, name, nlen) == 0) {
+                *len = (size_t)(end - eq - 1);
+                return eq + 1;
+            }
+            s = end + 1;
+        }
+    }
+    return NULL;
+}
+
+uint64_t gw_hashkey(const struct gw_conn *c, const struct adm_upstream *u)
+{
+    const struct h1_request *rq = &c->rp.req;
+    const struct h1_slice *v;
+    const void *key = "";
+    size_t len = 0;
+
+    switch (u->hash_on) {
+    case ADM_HASH_CLIENT_IP:
+        key = client_ip(c, &len);
+        break;
+    case ADM_HASH_HEADER:
+        if ((v = field(rq, u->hash_name, strlen(u->hash_name))) && v->ptr) {
+            key = v->ptr;
+            len = v->len;
+        }
+        break;
+    case ADM_HASH_COOKIE: {
+        const char *s = cookie(rq, u->hash_name, &len);
+        if (s)
+            key = s;
+        else
+            len = 0;
+        break;
+    }
+    case ADM_HASH_PATH:
+        key = rq->path;
+        len = rq->path_len;
+        break;
+    }
+    return up_hash(key, len);
+}
