@@ -606,10 +606,17 @@ static void carry_pool(up_pool *p, const struct adm_upstream *u, const struct ad
         }
 }
 
+/* The health flags the health thread sets on <u>'s servers. */
+static unsigned marks(const struct adm_upstream *u)
+{
+    return (u->health_check ? UP_H_CHECK : 0) | (u->outlier.on ? UP_H_EJECTED : 0);
+}
+
 /* The health flags a new pool <p> starts with, before any worker can pick
  * from it: a server that <prev>'s pool of the same name had keeps its
  * active-check and ejection flags (while <u> still checks and ejects), a
- * new one starts down when <u> has health_check and initially_unhealthy.
+ * new one starts down when <u> has health_check and initially_unhealthy,
+ * and a kept server loses the flags of checks or ejection <u> dropped.
  * The health thread (gateway/health.c), which owns these flags, then goes
  * on from there; reading the old words here races only with it, and it
  * sets the new ones right after it learns of the snapshot. */
@@ -617,11 +624,14 @@ static void health_start(up_pool *p, const struct adm_upstream *u, const struct 
 {
     const up_pool *old = NULL;
     uint64_t now = (uint64_t)adm_now_ms();
-    unsigned keep = (u->health_check ? UP_H_CHECK : 0) | (u->outlier.on ? UP_H_EJECTED : 0);
+    unsigned keep = marks(u), drop = 0;
 
     for (size_t j = 0; prev && j < prev->npools && !old; j++)
-        if (!strcmp(up_pool_name(prev->pools[j]), u->name))
+        if (!strcmp(up_pool_name(prev->pools[j]), u->name)) {
             old = prev->pools[j];
+            /* carried over (carry_pool) but no longer this pool's to mark */
+            drop = marks(&prev->cfg->upstreams[j]) & ~keep;
+        }
     for (size_t k = 0; k < up_pool_nservers(p); k++) {
         size_t j = 0, n = old ? up_pool_nservers(old) : 0;
         unsigned f;
@@ -637,7 +647,7 @@ static void health_start(up_pool *p, const struct adm_upstream *u, const struct 
             unsigned now_f = up_health_flags(p, k);
             if ((f & flag) && !(now_f & flag))
                 up_health_set(p, k, flag, 1, up_health_since(old, j));
-            else if (!(keep & flag) && (now_f & flag)) /* carried over (carry_pool) */
+            else if ((drop & flag) && (now_f & flag))
                 up_health_set(p, k, flag, 0, now);
         }
     }
