@@ -1,6 +1,7 @@
 /*
  * hashkey.c - the key a hash-balanced pool (upstreams.NAME.balance "hash")
- * hashes for a request: the client's address, a header's value, a
+ * hashes for a request: the client's address (derived by client_ip when
+ * that is configured, else the peer's), a header's value, a
  * cookie's value or the normalized path (upstreams.NAME.hash_key). A pure
  * function of the request and its connection; a missing header or cookie
  * hashes as the empty key, so such requests all go to one server.
@@ -8,27 +9,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/hashkey.h"
 
-#include <netinet/in.h>
+#include "gateway/clientip.h"
+
 #include <string.h>
-
-/* The client's address bytes (4 or 16), as the key of hash_key
- * "client_ip". Today the peer's; where the client address comes from (a
- * trusted proxy's header) is decided in one place, and this follows it. */
-static const void *client_ip(const struct gw_conn *c, size_t *len)
-{
-    const struct sockaddr_storage *ss = &c->peer;
-
-    if (ss->ss_family == AF_INET6) {
-        *len = 16;
-        return &((const struct sockaddr_in6 *)ss)->sin6_addr;
-    }
-    if (ss->ss_family == AF_INET) {
-        *len = 4;
-        return &((const struct sockaddr_in *)ss)->sin_addr;
-    }
-    *len = 0; /* a Unix socket: one key */
-    return "";
-}
 
 /* The value of the first field named <name> (<nlen> bytes), or NULL. */
 static const struct h1_slice *field(const struct h1_request *rq, const char *name, size_t nlen)
@@ -70,7 +53,7 @@ static const char *cookie(const struct h1_request *rq, const char *name, size_t 
     return NULL;
 }
 
-uint64_t gw_hashkey(const struct gw_conn *c, const struct adm_upstream *u)
+uint64_t gw_hashkey(struct gw_conn *c, const struct adm_upstream *u)
 {
     const struct h1_request *rq = &c->rp.req;
     const struct h1_slice *v;
@@ -79,7 +62,7 @@ uint64_t gw_hashkey(const struct gw_conn *c, const struct adm_upstream *u)
 
     switch (u->hash_on) {
     case ADM_HASH_CLIENT_IP:
-        key = client_ip(c, &len);
+        key = gw_client_ip(c, &len); /* under client_ip, the derived address */
         break;
     case ADM_HASH_HEADER:
         if ((v = field(rq, u->hash_name, strlen(u->hash_name))) && v->ptr) {

@@ -225,6 +225,26 @@ class PoolTest(GatewayCase):
         self.assertIn(who("/hdr/none"), {"h0", "h1", "h2", "h3"})
         self.assertIn(who("/ck/none", [("Cookie", "other=1")]), {"h0", "h1", "h2", "h3"})
 
+    def test_hash_client_ip_follows_client_ip_strategy(self):
+        """Under client_ip, hash_key client_ip hashes the derived address:
+        one client behind the trusted proxy (127.0.0.1) sticks to one server
+        whatever its connection, and different clients spread."""
+        bs = [self.own_backend("c%d" % i) for i in range(4)]
+        g = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(*bs, balance="hash", hash_key="client_ip")},
+            routes=[{"id": "a", "path": "/*{r}", "upstream": "u"}], workers=2,
+            client_ip={"source": "x_forwarded_for", "trusted": ["127.0.0.0/8"]}))
+
+        def who(client, i):
+            r = get(g.port, "/x/%d" % i, headers=[("X-Forwarded-For", client)])
+            self.assertEqual(r.status, 200)
+            return r.header("X-Backend")
+
+        for n in range(10):
+            client = "198.51.100.%d" % n
+            self.assertEqual(len({who(client, i) for i in range(5)}), 1, client)
+        self.assertGreater(len({who("203.0.113.%d" % n, 0) for n in range(64)}), 2)
+
     def test_hash_moves_few_keys_when_a_server_goes(self):
         bs = [self.own_backend("m%d" % i) for i in range(5)]
         keys = 2000
