@@ -894,7 +894,10 @@ static void wait_for_slot(struct gw_conn *c)
 }
 
 /* The worker's wake event: slots freed while requests wait. Each pool's
- * queue goes on, oldest first, while a usable server has a slot free. */
+ * queue goes on, oldest first, while a usable server has a slot free. Each
+ * request queued now gets one go: a retry whose free server is the one it
+ * failed on finds its untried ones still full and is queued again, behind,
+ * until the next slot frees (looping on it would never return). */
 static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct gw_worker *w = arg;
@@ -902,7 +905,9 @@ static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     for (struct gw_plim *l = w->plims; l; l = l->next) {
-        while (l->queue && up_queue_len(l->queue) && gw_plim_any(l)) {
+        unsigned n = l->queue ? up_queue_len(l->queue) : 0;
+
+        while (n-- && up_queue_len(l->queue) && gw_plim_any(l)) {
             struct gw_conn *c = up_queue_pop(l->queue);
             c->queued = 0;
             gw_count(&w->ctr.queued, (uint64_t)-1);

@@ -218,6 +218,45 @@ class QueueTest(LimitsCase):
             self.assertEqual(other.request("GET", "/other").status, 200)
 
 
+class RetryQueueTest(LimitsCase):
+    def test_a_queued_retry_waits_while_only_its_failed_server_is_free(self):
+        # "bad" answers 503 at once, "good" holds its one slot with a slow
+        # request: a GET retried off "bad" queues for "good". When bad's
+        # slot frees, the queued retry cannot use it (tried): it must wait
+        # for good's slot, not spin the worker re-queueing itself.
+        bad = self.py_backend("bad", status=503)
+        good = self.own_backend("good")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(bad.addr, good, retries=1, retry_on_status=[503],
+                                         max_connections=1, max_pending=4,
+                                         queue_timeout_ms=60000)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        good.reset()
+        slow, r2, r3 = Client(gw.port), Client(gw.port), Client(gw.port)
+        try:
+            slow.send(build_request("GET", "/slow?delay_ms=2500"))
+            wait_for(lambda: good.stats()["requests"] == 1, what="the slow request on good")
+            r2.send(build_request("GET", "/two"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
+                     what="the first retry queued")
+            retries = metrics(gw)["switchyard_upstream_retries_total"]
+            # its retry frees bad's slot while /two waits: the wake-up
+            r3.send(build_request("GET", "/three"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_retries_total"] == retries + 1,
+                     what="the second retry")
+            self.assertEqual(slow.read_response().status, 200)
+            for c, path in ((r2, "/two"), (r3, "/three")):
+                r = c.read_response()
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["path"], path)
+        finally:
+            for c in (slow, r2, r3):
+                c.close()
+        m = metrics(gw)
+        self.assertEqual(m["switchyard_upstream_queue_length"], 0, m)
+        self.assertEqual(good.stats()["requests"], 3)
+
+
 class BufferingTest(LimitsCase):
     def test_chunked_upload_reaches_a_content_length_only_backend(self):
         py = self.py_backend("py")
