@@ -59,14 +59,22 @@ struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm
 
     for (l = w->plims; l; l = l->next)
         if (l->pool == pool)
-            return l;
-    if (!w->plim_ev && !(w->plim_ev = event_new(w->base, -1, 0, wake, w)))
-        return NULL;
-    if (!(l = plim_new(w, pool, def)))
-        return NULL;
-    l->next = w->plims;
-    w->plims = l;
+            break;
+    if (!l) {
+        if (!w->plim_ev && !(w->plim_ev = event_new(w->base, -1, 0, wake, w)))
+            return NULL;
+        if (!(l = plim_new(w, pool, def)))
+            return NULL;
+        l->next = w->plims;
+        w->plims = l;
+    }
+    l->nreqs++;
     return l;
+}
+
+void gw_plim_put(struct gw_plim *l)
+{
+    l->nreqs--;
 }
 
 void gw_plim_take(struct gw_plim *l, size_t s)
@@ -128,7 +136,7 @@ void gw_plim_prune(struct gw_worker *w)
     struct gw_plim **pp = &w->plims, *l;
 
     while ((l = *pp)) {
-        if (!l->nbusy && !(l->queue && up_queue_len(l->queue)) && !l->budget.active &&
+        if (!l->nreqs && !l->nbusy && !(l->queue && up_queue_len(l->queue)) && !l->budget.active &&
             !in_use(s, l->pool)) {
             *pp = l->next;
             plim_free(l);

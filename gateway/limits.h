@@ -24,6 +24,7 @@
 struct gw_plim {
     struct gw_plim *next; /* the worker's list */
     up_pool *pool;        /* retained */
+    unsigned nreqs;       /* requests pointing at it (c->plim): gw_plim_get .. gw_plim_put */
     size_t nservers;
     unsigned share;  /* slots per server on this worker; 0: no limit */
     unsigned *busy;  /* per server: slots taken (requests holding a connection) */
@@ -36,9 +37,12 @@ struct gw_plim {
 
 /* Worker <w>'s limits on <pool> (defined by <def>), made at the first call;
  * NULL when out of memory. The first one made also makes the worker's wake
- * event, which runs <wake> (proxy.c dispatches queued requests there). */
+ * event, which runs <wake> (proxy.c dispatches queued requests there). The
+ * caller's request holds them (they are not pruned) until gw_plim_put(). */
 struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
                             event_callback_fn wake);
+/* The request that got <l> from gw_plim_get() is over. */
+void gw_plim_put(struct gw_plim *l);
 /* Takes a slot on server <s> (the caller checked there is one). */
 void gw_plim_take(struct gw_plim *l, size_t s);
 /* Gives back the slot on server <s>; wakes the worker when requests wait. */
@@ -53,7 +57,8 @@ size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *t
  * request can go on. */
 int gw_plim_any(const struct gw_plim *l);
 /* Frees the limits of pools no longer in the current snapshot that nothing
- * holds (no slot taken, no request queued or counted in the budget). */
+ * holds (no request points at them: none buffers its body for them, takes
+ * a slot, waits in the queue or counts in the budget). */
 void gw_plim_prune(struct gw_worker *w);
 /* Frees every limit of <w> (the worker is done; its connections are gone). */
 void gw_plim_free_all(struct gw_worker *w);

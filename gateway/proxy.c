@@ -132,6 +132,7 @@ static void req_end(struct gw_conn *c)
         up_budget_end(&l->budget, 1);
         c->next_retry = 0;
     }
+    gw_plim_put(l);
     c->plim = NULL;
 }
 

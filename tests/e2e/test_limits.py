@@ -317,6 +317,37 @@ class BufferingTest(LimitsCase):
             self.assertEqual(r.json()["body_bytes"], 4000)
             self.assertEqual(r.json()["body_framing"], "length")
 
+    def test_a_pool_replaced_while_a_body_is_buffered(self):
+        # the request holds its pool's limits while its body is read: a
+        # push that replaces the pool (its limits pruned at the next sweep)
+        # must not free them under it (a use after free, seen by ASan)
+        b = self.own_backend("b")
+        up = upstream_cfg(b, retries=1, max_connections=4)
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": up},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u", "request_buffering": True}],
+            workers=1))
+        with Client(gw.port) as c:
+            c.send(build_request("POST", "/slow-upload", headers=[("Content-Length", "10")]))
+            c.send(b"01234")
+            with Client(gw.port) as other:  # the worker has read the first one's head
+                self.assertEqual(other.request("GET", "/other").status, 200)
+            metrics(gw)  # the admin API is up
+            up2 = dict(up, retries=2)
+            req = urllib.request.Request(
+                "http://%s/upstreams/u" % gw.cfg["admin"]["address"], method="PUT",
+                data=json.dumps(up2).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=harness.TIMEOUT) as r:
+                self.assertEqual(r.status, 200)
+            # a request on the new pool, then a few sweeps (every 100 ms)
+            with Client(gw.port) as other:
+                self.assertEqual(other.request("GET", "/other").status, 200)
+            select.select([], [], [], 0.5)
+            c.send(b"56789")
+            r = c.read_response()
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["body_bytes"], 10)
+
     def test_post_never_retried_once_its_body_was_sent(self):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
         dead = "127.0.0.1:%d" % free_port()

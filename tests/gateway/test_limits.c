@@ -169,6 +169,9 @@ START_TEST(prune)
     gw_plim_prune(&w[0]); /* a request counts in its budget */
     ck_assert_ptr_eq(w[0].plims, l);
     up_budget_end(&l->budget, 0);
+    gw_plim_prune(&w[0]); /* the request still holds it (it buffers its body) */
+    ck_assert_ptr_eq(w[0].plims, l);
+    gw_plim_put(l);
     gw_plim_prune(&w[0]);
     ck_assert_ptr_null(w[0].plims);
     atomic_store(&proc.swap.current, &snap);
