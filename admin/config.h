@@ -375,6 +375,12 @@ char *adm_config_canonical(const struct adm_config *c);
 /* c->workers, or the number of online CPUs (clamped to 1..256) when unset. */
 unsigned adm_config_workers(const struct adm_config *c);
 
+/* The bearer token in the file <path> into <buf> (<cap> bytes, NUL-
+ * terminated): its first cap - 1 bytes without the trailing newlines, CRs
+ * and spaces. The one reading of a token file, for a start and for the
+ * checks below alike. 0, or -1 with <why> (unreadable, or empty). */
+int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size_t why_cap);
+
 /* What a start checks beyond the schema, so that a config accepted by a
  * push, a SIGHUP or --check also starts (config_lifecycle.c): the token
  * file readable and not empty, no open admin API off loopback, the state

@@ -3,7 +3,8 @@
  * be started or swapped in: the files and directories it names usable by
  * this process, the non-loopback admin rule and the keys not served yet
  * (adm_config_check_env), and which keys only a restart applies
- * (adm_config_restart_diff). The same
+ * (adm_config_restart_diff); and the one reading of a token file
+ * (adm_token_file_read), shared by those checks and a start. The same
  * checks serve a start, --check, a push and a SIGHUP, so that an accepted
  * config is one the next start accepts too.
  */
@@ -80,23 +81,22 @@ static int usable_dir(const char *path, char *why, size_t cap)
     return writable_file(path, why, cap);
 }
 
-/* A token file: readable and not empty. 0, or -1 with <why>. */
-static int token_file_ok(const char *path, char *why, size_t cap)
+int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size_t why_cap)
 {
-    char buf[1024];
     size_t n;
     FILE *f = fopen(path, "r");
 
     if (!f) {
-        snprintf(why, cap, "cannot read %s: %s", path, strerror(errno));
+        snprintf(why, why_cap, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
-    n = fread(buf, 1, sizeof(buf), f);
+    n = fread(buf, 1, cap - 1, f);
     fclose(f);
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         n--;
+    buf[n] = '\0';
     if (!n) {
-        snprintf(why, cap, "%s is empty", path);
+        snprintf(why, why_cap, "%s is empty", path);
         return -1;
     }
     return 0;
@@ -106,9 +106,10 @@ size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
 {
     const char *env = getenv("SWITCHYARD_ADMIN_TOKEN");
     size_t n0 = errs->n;
-    char why[4400];
+    char why[4400], token[1024];
 
-    if (c->admin.token_file && token_file_ok(c->admin.token_file, why, sizeof(why)) < 0)
+    if (c->admin.token_file &&
+        adm_token_file_read(c->admin.token_file, token, sizeof(token), why, sizeof(why)) < 0)
         adm_errors_add(errs, "/admin/token_file", "%s", why);
     if (!c->admin.token_file && !(env && *env) && !adm_addr_is_loopback(&c->admin.addr))
         adm_errors_add(errs, "/admin/address",

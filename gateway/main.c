@@ -161,22 +161,11 @@ static void reload(void)
 static char *read_token(const struct adm_config *cfg)
 {
     const char *env = getenv("SWITCHYARD_ADMIN_TOKEN");
-    char buf[1024];
-    FILE *f;
-    size_t n;
+    char buf[1024], why[4200];
 
     if (cfg->admin.token_file) {
-        if (!(f = fopen(cfg->admin.token_file, "r"))) {
-            gw_log(GW_LOG_ERROR, "admin.token_file %s: %s", cfg->admin.token_file, strerror(errno));
-            return NULL;
-        }
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-            buf[--n] = '\0';
-        if (!n) {
-            gw_log(GW_LOG_ERROR, "admin.token_file %s is empty", cfg->admin.token_file);
+        if (adm_token_file_read(cfg->admin.token_file, buf, sizeof(buf), why, sizeof(why)) < 0) {
+            gw_log(GW_LOG_ERROR, "admin.token_file: %s", why);
             return NULL;
         }
         return strdup(buf);
