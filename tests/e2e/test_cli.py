@@ -97,6 +97,10 @@ class DefaultConfigTest(GatewayCase):
         r = get(8080, "/")
         self.assertEqual(r.status, 200)
         self.assertTrue(r.body.startswith(b"Switchyard is running."), r.body[:100])
+        # the push it shows starts from a file the reader can make
+        made = r.body.find(b"switchyard --print-default > switchyard.json")
+        self.assertGreater(made, 0, r.body)
+        self.assertGreater(r.body.find(b"--data-binary @switchyard.json"), made, r.body)
         self.assertEqual(r.header("Content-Type"), "text/plain; charset=utf-8")
         self.assertEqual(int(r.header("Content-Length")), len(r.body))
         self.assertTrue(r.has("Date"))
