@@ -98,6 +98,7 @@ struct gw_conn {
     struct evbuffer *body;            /* request_buffering: the whole body, NULL: it streams */
     int status;
     uint64_t bytes_in, bytes_out;
+    uint64_t head_out; /* of bytes_out, the response heads' (the access log's body bytes) */
     struct timespec t0;
     char reqid[64];
     size_t reqid_len;
@@ -287,7 +288,8 @@ void gw_conn_pmem_free(struct gw_worker *w);
 /* The request parser's limits of a connection accepted under <cfg>. */
 void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim);
 
-/* log.c: one JSON line for <c>'s request into the worker's buffer. */
-void gw_log_access(struct gw_conn *c);
+/* log.c: the access-log line of <c>'s request, which took <duration_ms>, into the
+ * worker's buffer (JSON or combined, as its snapshot says). */
+void gw_log_access(struct gw_conn *c, double duration_ms);
 
 #endif

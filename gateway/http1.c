@@ -126,6 +126,7 @@ static void conn_process(struct gw_conn *c)
             gw_conn_set_state(c, GW_CONN_HEAD);
             c->bytes_in = 0;
             c->bytes_out = 0;
+            c->head_out = 0;
             c->reqid_len = 0;
             c->cip_state = GW_CIP_UNKNOWN;
             clock_gettime(CLOCK_MONOTONIC, &c->t0);

@@ -147,6 +147,7 @@ static void simple_tail_body(struct gw_obuf *o, struct gw_conn *c, int status, i
         gw_ob_lit(o, "Content-Length: 0\r\n");
     gw_conn_ob_connection(o, c);
     gw_ob_lit(o, "\r\n");
+    c->head_out += o->total;
     if (body && !c->is_head)
         gw_ob_add(o, e->body, e->body_len);
     gw_ob_flush(o);
@@ -193,6 +194,7 @@ static void send_encoded(struct gw_conn *c, const struct adm_sroute *sr)
         gw_ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
     gw_conn_ob_connection(o, c);
     gw_ob_add(o, sr->tail, sr->tail_len);
+    c->head_out += o->total;
     if (!c->is_head && sr->body_len)
         gw_ob_add(o, sr->body, sr->body_len);
     gw_ob_flush(o);
@@ -249,6 +251,7 @@ static void send_trace_reflection(struct gw_conn *c)
     gw_ob_lit(o, "\r\n");
     gw_conn_ob_connection(o, c);
     gw_ob_lit(o, "\r\n");
+    c->head_out += o->total;
     gw_ob_slice(o, &rq->method);
     gw_ob_lit(o, " ");
     gw_ob_slice(o, &rq->target);

@@ -9,6 +9,7 @@
 #include "gateway/log.h"
 #include "gateway/clientip.h"
 #include "gateway/conn.h"
+#include "admin/http1/token.h"
 
 #include <errno.h>
 #include <math.h>
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,41 +113,85 @@ static const unsigned char json_class[256] = {
 };
 static const char hex_lower[] = "0123456789abcdef";
 
-/* The end of the run of bytes from <i> that both escapes copy as they are
- * (json_class 0): four bytes a step while all four copy, then one at a time. */
-static size_t plain_run(const unsigned char *u, size_t i, size_t n)
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+/* Whether any of the 8 bytes in <x> is 0 (exact as a yes or no). */
+static inline uint64_t has_zero(uint64_t x)
 {
-    while (i + 4 <= n &&
-           !(json_class[u[i]] | json_class[u[i + 1]] | json_class[u[i + 2]] | json_class[u[i + 3]]))
-        i += 4;
-    while (i < n && !json_class[u[i]])
-        i++;
-    return i;
+    return (x - ONES) & ~x & HIGHS;
+}
+
+/* Whether any of the 8 bytes in <x> needs an escape in either format
+ * (json_class not 0): below 0x20, '"', '\\', 0x7f and up. SWAR: a dozen
+ * instructions for 8 bytes, against a table look-up a byte. */
+static inline uint64_t any_escape8(uint64_t x)
+{
+    return (x & HIGHS) | ((x - ONES * 0x20) & ~x & HIGHS) | has_zero(x ^ (ONES * 0x22)) |
+           has_zero(x ^ (ONES * 0x5c)) | has_zero(x ^ (ONES * 0x7f));
+}
+
+/* <n> bytes of <s> escaped at <p>, JSON's way (\\ before '"' and '\\',
+ * \\u00xx for the other json_class bytes) or, for <combined>, nginx's
+ * (ngx_http_log_escape: \\xXX for all of them). Eight plain bytes go out
+ * with one 8-byte store; only a block with a byte to escape, and the tail,
+ * go byte by byte. Nothing is written beyond the escaped bytes. */
+static inline __attribute__((always_inline)) char *put_esc_as(char *p, const char *s, size_t n,
+                                                              int combined)
+{
+    static const char hex_upper[] = "0123456789ABCDEF";
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+
+    int run = 0; /* the 8 bytes before <i> went out as they are */
+
+    while (i < n) {
+        size_t end;
+        uint64_t x;
+        while (i + 8 <= n && (memcpy(&x, u + i, 8), !any_escape8(x))) {
+            memcpy(p, &x, 8);
+            p += 8;
+            i += 8;
+            run = 1;
+        }
+        if (i == n)
+            break;
+        /* a tail after plain bytes: its last 8 bytes, if plain, go out with
+         * one store over the copies of the bytes before it */
+        if (run && i + 8 > n && (memcpy(&x, u + n - 8, 8), !any_escape8(x))) {
+            memcpy(p - (8 - (n - i)), &x, 8);
+            p += n - i;
+            break;
+        }
+        run = 0;
+        for (end = i + 8 < n ? i + 8 : n; i < end; i++) {
+            unsigned char ch = u[i];
+            if (!json_class[ch]) {
+                *p++ = (char)ch;
+            } else if (combined) {
+                p[0] = '\\';
+                p[1] = 'x';
+                p[2] = hex_upper[ch >> 4];
+                p[3] = hex_upper[ch & 15];
+                p += 4;
+            } else if (json_class[ch] == 1) {
+                p[0] = '\\';
+                p[1] = (char)ch;
+                p += 2;
+            } else {
+                memcpy(p, "\\u00", 4);
+                p[4] = hex_lower[ch >> 4];
+                p[5] = hex_lower[ch & 15];
+                p += 6;
+            }
+        }
+    }
+    return p;
 }
 
 static char *put_esc(char *p, const char *s, size_t n)
 {
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-
-    while (i < n) {
-        size_t run = plain_run(u, i, n);
-        memcpy(p, s + i, run - i);
-        p += run - i;
-        if (run == n)
-            break;
-        if (json_class[u[run]] == 1) {
-            *p++ = '\\';
-            *p++ = (char)u[run];
-        } else {
-            memcpy(p, "\\u00", 4);
-            p[4] = hex_lower[u[run] >> 4];
-            p[5] = hex_lower[u[run] & 15];
-            p += 6;
-        }
-        i = run + 1;
-    }
-    return p;
+    return put_esc_as(p, s, n, 0);
 }
 
 #define PUT_LIT(p, lit) (memcpy((p), (lit), sizeof(lit) - 1), (p) + sizeof(lit) - 1)
@@ -157,24 +203,53 @@ static const char digits2[] = "0001020304050607080910111213141516171819202122232
 
 static char *put_u64(char *p, uint64_t v)
 {
-    char tmp[20];
-    size_t n = sizeof(tmp);
+    static const uint64_t pow10[] = {1ull,
+                                     10ull,
+                                     100ull,
+                                     1000ull,
+                                     10000ull,
+                                     100000ull,
+                                     1000000ull,
+                                     10000000ull,
+                                     100000000ull,
+                                     1000000000ull,
+                                     10000000000ull,
+                                     100000000000ull,
+                                     1000000000000ull,
+                                     10000000000000ull,
+                                     100000000000000ull,
+                                     1000000000000000ull,
+                                     10000000000000000ull,
+                                     100000000000000000ull,
+                                     1000000000000000000ull,
+                                     10000000000000000000ull};
+    size_t n;
+    char *end;
 
-    /* two digits a division, from the right */
+    if (v < 10) {
+        *p = (char)('0' + v);
+        return p + 1;
+    }
+    /* the number of digits: log10 from the bit length (1233 / 4096 is
+     * just above log10(2)), one less below that power of ten */
+    n = (size_t)((64 - __builtin_clzll(v)) * 1233) >> 12;
+    n += v >= pow10[n];
+    /* the digits in place, two a division, from the right */
+    end = p + n;
+    p = end;
     while (v >= 100) {
         unsigned d = (unsigned)(v % 100);
         v /= 100;
-        n -= 2;
-        memcpy(tmp + n, digits2 + 2 * d, 2);
+        p -= 2;
+        memcpy(p, digits2 + 2 * d, 2);
     }
     if (v >= 10) {
-        n -= 2;
-        memcpy(tmp + n, digits2 + 2 * v, 2);
+        p -= 2;
+        memcpy(p, digits2 + 2 * v, 2);
     } else {
-        tmp[--n] = (char)('0' + v);
+        *--p = (char)('0' + v);
     }
-    memcpy(p, tmp + n, sizeof(tmp) - n);
-    return p + sizeof(tmp) - n;
+    return end;
 }
 
 static char *put_int(char *p, int v)
@@ -221,8 +296,9 @@ static char *put_str_or_null(char *p, const char *s, size_t n)
 
 size_t gw_log_json_max(const struct gw_log_rec *r)
 {
-    size_t var =
-        r->method_len + r->host_len + r->target_len + r->path_len + r->ua_len + r->referer_len;
+    /* a Basic user name is at most 3/4 of its Authorization value */
+    size_t var = r->method_len + r->host_len + r->target_len + r->path_len + r->ua_len +
+                 r->referer_len + r->auth_len;
 
     /* the fixed part, two doubles as long as printf makes them, and the
      * escaped fields at 6 bytes a byte at most */
@@ -242,7 +318,10 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
         clk->valid = 1;
     }
     p = PUT_LIT(p, "{\"time\":\"");
-    memcpy(p, clk->text, clk->len);
+    if (clk->len == 19) /* years 1000-9999: a copy of known size, no call */
+        memcpy(p, clk->text, 19);
+    else
+        memcpy(p, clk->text, clk->len);
     p += clk->len;
     *p++ = '.';
     *p++ = (char)('0' + ms / 100);
@@ -260,9 +339,23 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
     p = PUT_LIT(p, "\",\"host\":\"");
     p = put_esc(p, r->host, r->host ? r->host_len : 0);
     p = PUT_LIT(p, "\",\"target\":\"");
-    p = put_esc(p, r->target, r->target ? r->target_len : 0);
-    p = PUT_LIT(p, "\",\"path\":\"");
-    p = put_esc(p, r->path, r->path ? r->path_len : 0);
+    if (r->target && r->path && r->path_len <= r->target_len &&
+        memcmp(r->target, r->path, r->path_len) == 0) {
+        /* the path is where the target starts (no query, nothing that
+         * normalizing changed: the usual case): escaped once, copied */
+        char *t = p;
+        size_t tn;
+        p = put_esc(p, r->target, r->path_len);
+        tn = (size_t)(p - t);
+        p = put_esc(p, r->target + r->path_len, r->target_len - r->path_len);
+        p = PUT_LIT(p, "\",\"path\":\"");
+        memcpy(p, t, tn);
+        p += tn;
+    } else {
+        p = put_esc(p, r->target, r->target ? r->target_len : 0);
+        p = PUT_LIT(p, "\",\"path\":\"");
+        p = put_esc(p, r->path, r->path ? r->path_len : 0);
+    }
     p = PUT_LIT(p, "\",\"status\":");
     p = put_int(p, r->status);
     p = PUT_LIT(p, ",\"bytes_in\":");
@@ -281,8 +374,11 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
     p = PUT_LIT(p, ",\"upstream\":");
     p = put_str_or_null(p, r->upstream, r->upstream_len);
     p = PUT_LIT(p, ",\"request_id\":\"");
-    memcpy(p, r->reqid, r->reqid_len);
-    p += strnlen(p, r->reqid_len); /* as "%.*s" did: up to a NUL */
+    if (r->reqid_len == 24) /* the gateway's: a copy of known size, no call */
+        memcpy(p, r->reqid, 24);
+    else
+        memcpy(p, r->reqid, r->reqid_len);
+    p += r->reqid_len;
     p = PUT_LIT(p, "\",\"user_agent\":");
     if (r->ua) {
         *p++ = '"';
@@ -297,27 +393,10 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
 }
 
 /* nginx's log escape (ngx_http_log_escape): '"', '\\', controls and bytes
- * from 0x7f up as \xHH; runs of the other bytes go out with one memcpy. */
+ * from 0x7f up as \\xHH. */
 static char *put_esc_combined(char *p, const char *s, size_t n)
 {
-    static const char hex_upper[] = "0123456789ABCDEF";
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-
-    while (i < n) {
-        size_t run = plain_run(u, i, n);
-        memcpy(p, s + i, run - i);
-        p += run - i;
-        if (run == n)
-            break;
-        p[0] = '\\';
-        p[1] = 'x';
-        p[2] = hex_upper[u[run] >> 4];
-        p[3] = hex_upper[u[run] & 15];
-        p += 4;
-        i = run + 1;
-    }
-    return p;
+    return put_esc_as(p, s, n, 1);
 }
 
 /* A header's value in quotes, escaped, or "-" when it is absent. */
@@ -330,6 +409,79 @@ static char *put_header_combined(char *p, const char *s, size_t n)
         *p++ = '-';
     *p++ = '"';
     return p;
+}
+
+/* base64's value of each byte (the standard alphabet), 64: not in it. */
+static const unsigned char b64_value[256] = {
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 62, 64, 64, 64, 63,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 64, 64, 64, 64, 64, 64, 64, 0,  1,  2,  3,  4,  5,  6,
+    7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 64, 64, 64, 64, 64,
+    64, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48,
+    49, 50, 51, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+    64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
+};
+
+/* $remote_user as nginx finds it (ngx_http_auth_basic_user): <s> (<n>
+ * bytes, an Authorization value) is "Basic " in any case, spaces, then
+ * base64 up to its first '=' (every byte before it in the alphabet, not 1
+ * past a multiple of 4); the user is what it decodes to before the first
+ * ':', escaped. "-" for anything else, an empty user included. */
+static char *put_basic_user(char *p, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    char chunk[192];
+    size_t len = 0, i, k, user = 0;
+    unsigned acc, bits;
+
+    if (!s || n < 6 || strncasecmp(s, "Basic ", 6) != 0)
+        return PUT_LIT(p, "-");
+    for (i = 6; i < n && u[i] == ' '; i++)
+        ;
+    u += i;
+    n -= i;
+    while (len < n && u[len] != '=') {
+        if (b64_value[u[len]] == 64)
+            return PUT_LIT(p, "-");
+        len++;
+    }
+    if (len % 4 == 1)
+        return PUT_LIT(p, "-");
+    /* twice through the base64: the user's length (the bytes before the
+     * first ':'), then its bytes, a chunk at a time, escaped */
+    for (int pass = 0; pass < 2; pass++) {
+        acc = bits = 0;
+        k = 0;
+        for (i = 0; i < len; i++) {
+            acc = (acc << 6 | b64_value[u[i]]) & 0xffffff;
+            bits += 6;
+            if (bits < 8)
+                continue;
+            bits -= 8;
+            chunk[k] = (char)(acc >> bits);
+            if (pass == 0 ? chunk[k] == ':' : k == user)
+                break;
+            if (++k == sizeof(chunk)) {
+                if (pass == 0) {
+                    user += k;
+                } else {
+                    p = put_esc_combined(p, chunk, k);
+                    user -= k;
+                }
+                k = 0;
+            }
+        }
+        if (pass == 0) {
+            if (i == len || user + k == 0)
+                return PUT_LIT(p, "-"); /* no ':', or an empty user: no user */
+            user += k;
+        }
+    }
+    return put_esc_combined(p, chunk, k);
 }
 
 size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r)
@@ -345,7 +497,9 @@ size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_
     }
     memcpy(p, r->client_ip, r->client_ip_len);
     p += r->client_ip_len;
-    p = PUT_LIT(p, " - - [");
+    p = PUT_LIT(p, " - ");
+    p = put_basic_user(p, r->auth, r->auth_len);
+    p = PUT_LIT(p, " [");
     memcpy(p, clk->text, clk->len);
     p += clk->len;
     p = PUT_LIT(p, "] \"");
@@ -357,7 +511,7 @@ size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_
     p = PUT_LIT(p, "\" ");
     p = put_int(p, r->status);
     *p++ = ' ';
-    p = put_u64(p, r->bytes_out);
+    p = put_u64(p, r->body_bytes);
     *p++ = ' ';
     p = put_header_combined(p, r->referer, r->referer_len);
     *p++ = ' ';
@@ -366,17 +520,46 @@ size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_
     return (size_t)(p - out);
 }
 
+/* The first User-Agent of <rq> into <ua>, and for <combined> the first
+ * Referer and Authorization: one walk, names compared only when their
+ * length fits. */
+static void log_headers(const struct h1_request *rq, int combined, const struct h1_header **ua,
+                        const struct h1_header **ref, const struct h1_header **auth)
+{
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        switch (h->name.len) {
+        case 10:
+            if (!*ua && h1_name_is(&h->name, "user-agent"))
+                *ua = h;
+            break;
+        case 7:
+            if (combined && !*ref && h1_name_is(&h->name, "referer"))
+                *ref = h;
+            break;
+        case 13:
+            if (combined && !*auth && h1_name_is(&h->name, "authorization"))
+                *auth = h;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
 /* <c>'s line, in the format its snapshot names, into the worker's buffer. */
-static void log_line(struct gw_conn *c)
+static void log_line(struct gw_conn *c, double duration_ms)
 {
     struct gw_worker *w = c->w;
     const struct h1_request *rq = &c->rp.req;
-    const struct h1_header *ua = h1_request_header(rq, "user-agent");
     int combined = c->snap && c->snap->cfg->access_log_format == ADM_LOG_COMBINED;
-    const struct h1_header *ref = combined ? h1_request_header(rq, "referer") : NULL;
+    const struct h1_header *ua = NULL, *ref = NULL, *auth = NULL;
     size_t cip_len;
     const char *cip = gw_client_ip_text(c, &cip_len);
-    struct gw_log_rec r = {
+    struct gw_log_rec r;
+
+    log_headers(rq, combined, &ua, &ref, &auth);
+    r = (struct gw_log_rec){
         .client_ip = cip, /* client_ip's address; its port only when it is the peer */
         .client_ip_len = cip_len,
         .client_port = c->peer_port,
@@ -394,7 +577,7 @@ static void log_line(struct gw_conn *c)
         .status = c->status,
         .bytes_in = c->bytes_in,
         .bytes_out = c->bytes_out,
-        .duration_ms = gw_elapsed_ms(&c->t0),
+        .duration_ms = duration_ms,
         .upstream_ms = c->up_ms,
         .route = c->sr ? c->sr->id : NULL,
         .route_len = c->sr ? strlen(c->sr->id) : 0,
@@ -405,6 +588,9 @@ static void log_line(struct gw_conn *c)
         .version_minor = rq->version_minor,
         .referer = ref ? ref->value.ptr : NULL,
         .referer_len = ref ? ref->value.len : 0,
+        .body_bytes = c->bytes_out > c->head_out ? c->bytes_out - c->head_out : 0,
+        .auth = auth ? auth->value.ptr : NULL,
+        .auth_len = auth ? auth->value.len : 0,
     };
     size_t need;
 
@@ -422,9 +608,9 @@ static void log_line(struct gw_conn *c)
         gw_access_flush(w);
 }
 
-void gw_log_access(struct gw_conn *c)
+void gw_log_access(struct gw_conn *c, double duration_ms)
 {
     if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
         return; /* before any field is gathered: a log that is off costs nothing */
-    log_line(c);
+    log_line(c, duration_ms);
 }

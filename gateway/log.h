@@ -34,11 +34,14 @@ struct gw_log_rec {
     double duration_ms, upstream_ms; /* upstream_ms < 0: null */
     const char *route, *upstream;
     size_t route_len, upstream_len;
-    const char *reqid;
+    const char *reqid; /* no NUL in it (the gateway's are 24 hex digits) */
     size_t reqid_len;
     unsigned version_minor; /* HTTP/1.x, for combined's request line */
     const char *referer;    /* NULL: no Referer */
     size_t referer_len;
+    uint64_t body_bytes; /* of bytes_out, the body's: combined's $body_bytes_sent */
+    const char *auth;    /* the Authorization value (NULL: none): combined's $remote_user */
+    size_t auth_len;
 };
 
 /* The most bytes gw_log_json() writes for <r>. */
@@ -52,8 +55,10 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
 /* The same record as nginx's combined format writes it, byte for byte:
  * $remote_addr - $remote_user [$time_local] "$request" $status
  * $body_bytes_sent "$http_referer" "$http_user_agent", unsafe bytes as \xHH,
- * an absent header as "-". <clk> caches the local time's second, and is not
- * the one gw_log_json() takes. Room: gw_log_json_max(r). */
+ * an absent header as "-". $remote_user is, as nginx decodes it, the user
+ * name of an "Authorization: Basic" value, else "-"; $body_bytes_sent is
+ * <body_bytes>. <clk> caches the local time's second, and is not the one
+ * gw_log_json() takes. Room: gw_log_json_max(r). */
 size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_rec *r);
 
 #endif

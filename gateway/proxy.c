@@ -356,6 +356,7 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
     if (!pend)
         gw_ob_flush(o);
     c->bytes_out += o->total - before;
+    c->head_out += o->total - before;
     c->resp_started = 1;
     c->status = u->resp.status;
 }

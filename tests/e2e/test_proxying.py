@@ -3,6 +3,7 @@
 way through: hop-by-hop fields, Host, X-Forwarded-*, X-Request-Id, request
 and response bodies in every framing, interim responses, Expect:
 100-continue, and the access log."""
+import base64
 import hashlib
 import json
 import os
@@ -652,11 +653,14 @@ class AccessLogCombinedTest(GatewayCase):
         cls.gw = cls.shared_gateway(cfg)
 
     def test_combined_lines(self):
+        basic = "Basic " + base64.b64encode(b"alice:s3cret:x").decode()
         with Client(self.gw.port) as c:
             r1 = c.request("GET", "/api/x?q=1",
                            headers=[("Referer", "http://a/\"q\""), ("User-Agent", "ua/1 \xe9")])
+            r3 = c.request("GET", "/api/user", headers=[("Authorization", basic)])
+            r4 = c.request("HEAD", "/api/head", headers=[("Authorization", "Basic OnB3")])
             r2 = c.request("GET", "/nope", version="1.0")
-        self.assertEqual((r1.status, r2.status), (200, 404))
+        self.assertEqual((r1.status, r3.status, r4.status, r2.status), (200, 200, 200, 404))
 
         def lines():
             try:
@@ -664,15 +668,23 @@ class AccessLogCombinedTest(GatewayCase):
                     ls = f.read().splitlines()
             except OSError:
                 return None
-            return ls if len(ls) >= 2 else None
+            return ls if len(ls) >= 4 else None
 
-        ls = wait_for(lines, what="2 access-log lines")
-        self.assertEqual(len(ls), 2, ls)
+        ls = wait_for(lines, what="4 access-log lines")
+        self.assertEqual(len(ls), 4, ls)
         t = rb"\[\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\]"
+        # $body_bytes_sent is the body alone (0 for a HEAD), and $remote_user
+        # the Basic user name: nginx's fields
+        self.assertTrue(r1.body and r3.body and r2.body)
         self.assertRegex(ls[0], rb"^127\.0\.0\.1 - - " + t +
-                         rb' "GET /api/x\?q=1 HTTP/1\.1" 200 \d+ "http://a/\\x22q\\x22"'
-                         rb' "ua/1 \\xE9"$')
-        self.assertRegex(ls[1], rb"^127\.0\.0\.1 - - " + t + rb' "GET /nope HTTP/1\.0" 404 \d+ "-" "-"$')
+                         rb' "GET /api/x\?q=1 HTTP/1\.1" 200 %d "http://a/\\x22q\\x22"'
+                         % len(r1.body) + rb' "ua/1 \\xE9"$')
+        self.assertRegex(ls[1], rb"^127\.0\.0\.1 - alice " + t +
+                         rb' "GET /api/user HTTP/1\.1" 200 %d "-" "-"$' % len(r3.body))
+        # an empty user name is no user ("-"), as in nginx
+        self.assertRegex(ls[2], rb"^127\.0\.0\.1 - - " + t + rb' "HEAD /api/head HTTP/1\.1" 200 0 "-" "-"$')
+        self.assertRegex(ls[3], rb"^127\.0\.0\.1 - - " + t +
+                         rb' "GET /nope HTTP/1\.0" 404 %d "-" "-"$' % len(r2.body))
 
 
 if __name__ == "__main__":
