@@ -42,8 +42,11 @@ class FailureTest(GatewayCase):
             self.assertEqual(int(r.header("Content-Length")), len(r.body))
             self.still_usable(c)
         # the warning names the pool, the server, the route and the request
-        self.assertRegex(self.gw.log(),
-                         r"upstream dead server 127\.0\.0\.1:\d+ route \S+ request [0-9a-f]{24}: ")
+        # (the id the client got in X-Request-Id)
+        rid = r.header("X-Request-Id")
+        self.assertRegex(rid or "", r"^[0-9a-f]{24}$")
+        self.assertRegex(self.gw.log(), r"\[warn\] upstream dead server 127\.0\.0\.1:\d+ route dead "
+                         r"request %s: " % rid)
 
     def test_502_connection_refused_with_body(self):
         with self.client() as c:
