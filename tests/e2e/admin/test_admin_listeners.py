@@ -42,6 +42,10 @@ def refused(port):
         return False
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:
+        # a SYN that reached a socket in the middle of closing: it is
+        # going away, but not refused yet; the next attempt tells
+        return False
     finally:
         s.close()
 
