@@ -1,0 +1,190 @@
+/*
+ * api_metrics.c - GET /metrics: Prometheus text for routes, request
+ * latencies, limits and retries, upstream health and TLS, read from the
+ * live snapshot and the gateway's counters on the admin thread.
+ */
+#include "admin/api_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+struct route_metrics {
+    struct evbuffer *b;
+};
+
+static void route_metric(const rt_route *r, void *arg)
+{
+    struct route_metrics *rm = arg;
+    const struct adm_sroute *sr = rt_route_udata(r);
+
+    for (int cls = 1; cls <= 5; cls++) {
+        uint64_t n = 0;
+        for (unsigned w = 0; w < sr->nworkers; w++)
+            n += atomic_load_explicit(&sr->ctr[w].status[cls], memory_order_relaxed);
+        if (n)
+            evbuffer_add_printf(
+                rm->b, "switchyard_route_requests_total{route=\"%s\",code=\"%dxx\"} %llu\n", sr->id,
+                cls, (unsigned long long)n);
+    }
+}
+
+static void histogram(struct evbuffer *b, const char *name, const char *help, const uint64_t *v,
+                      double sum)
+{
+    uint64_t acc = 0;
+
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (int i = 0; i < ADM_HIST_BUCKETS; i++) {
+        acc += v[i];
+        evbuffer_add_printf(b, "%s_bucket{le=\"%g\"} %llu\n", name, adm_hist_bounds[i],
+                            (unsigned long long)acc);
+    }
+    acc += v[ADM_HIST_BUCKETS];
+    evbuffer_add_printf(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                        (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
+}
+
+/* The lines of the pools' retries and queues (summed over pools). */
+static void limits_metrics(struct evbuffer *b, const struct adm_gw_stats *gs)
+{
+    evbuffer_add_printf(
+        b,
+        "# HELP switchyard_upstream_retries_total Tries sent again to another server.\n"
+        "# TYPE switchyard_upstream_retries_total counter\nswitchyard_upstream_retries_total %llu\n"
+        "# HELP switchyard_upstream_retry_budget_exhausted_total Retries the retry budget "
+        "refused.\n"
+        "# TYPE switchyard_upstream_retry_budget_exhausted_total counter\n"
+        "switchyard_upstream_retry_budget_exhausted_total %llu\n"
+        "# HELP switchyard_upstream_queue_length Requests waiting for an upstream connection "
+        "slot.\n"
+        "# TYPE switchyard_upstream_queue_length gauge\nswitchyard_upstream_queue_length %llu\n"
+        "# HELP switchyard_upstream_queue_overflows_total Requests answered 503: the queue was "
+        "full.\n"
+        "# TYPE switchyard_upstream_queue_overflows_total counter\n"
+        "switchyard_upstream_queue_overflows_total %llu\n"
+        "# HELP switchyard_upstream_queue_timeouts_total Requests answered 503 after "
+        "queue_timeout_ms.\n"
+        "# TYPE switchyard_upstream_queue_timeouts_total counter\n"
+        "switchyard_upstream_queue_timeouts_total %llu\n",
+        (unsigned long long)gs->retries, (unsigned long long)gs->budget_exhausted,
+        (unsigned long long)gs->queued, (unsigned long long)gs->queue_overflows,
+        (unsigned long long)gs->queue_timeouts);
+}
+
+/* The health lines of /metrics: per server up or down, ejections and
+ * failed checks, per pool the times every server went down. */
+static void health_metrics(const struct adm_api *api, struct evbuffer *b,
+                           const struct adm_snapshot *s)
+{
+    static const char *const help[] = {"switchyard_upstream_server_healthy",
+                                       "gauge",
+                                       "1 when the server takes requests.",
+                                       "switchyard_upstream_ejections_total",
+                                       "counter",
+                                       "Ejections by outlier detection.",
+                                       "switchyard_upstream_health_check_failures_total",
+                                       "counter",
+                                       "Failed active checks.",
+                                       "switchyard_upstream_all_down_total",
+                                       "counter",
+                                       "Times every server of a pool was down."};
+    struct adm_srv_health h;
+
+    for (size_t m = 0; m < 4; m++) {
+        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", help[3 * m], help[3 * m + 2],
+                            help[3 * m], help[3 * m + 1]);
+        for (size_t i = 0; i < s->npools; i++) {
+            up_pool *p = s->pools[i];
+            if (m == 3) {
+                adm_api_srv_health(api, up_pool_name(p), NULL, &h);
+                evbuffer_add_printf(b, "%s{upstream=\"%s\"} %llu\n", help[3 * m], up_pool_name(p),
+                                    (unsigned long long)h.all_down);
+                continue;
+            }
+            for (size_t k = 0; k < up_pool_nservers(p); k++) {
+                uint64_t v;
+                adm_api_srv_health(api, up_pool_name(p), up_server_address(p, k), &h);
+                v = m == 0 ? up_health_flags(p, k) == 0 : m == 1 ? h.ejections : h.check_failures;
+                evbuffer_add_printf(b, "%s{upstream=\"%s\",server=\"%s\"} %llu\n", help[3 * m],
+                                    up_pool_name(p), up_server_address(p, k),
+                                    (unsigned long long)v);
+            }
+        }
+    }
+}
+
+void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    struct adm_snapshot *s = current(api);
+    struct evbuffer *b = evbuffer_new();
+    struct adm_gw_stats gs;
+    struct route_metrics rm = {b};
+
+    (void)unused;
+    if (!b) {
+        adm_api_send_oom(req);
+        return;
+    }
+    memset(&gs, 0, sizeof(gs));
+    if (api->hooks.stats)
+        api->hooks.stats(api->hooks.arg, &gs);
+    evbuffer_add_printf(b, "# HELP switchyard_requests_total Requests answered, by status class.\n"
+                           "# TYPE switchyard_requests_total counter\n");
+    for (int cls = 1; cls <= 5; cls++)
+        evbuffer_add_printf(b, "switchyard_requests_total{code=\"%dxx\"} %llu\n", cls,
+                            (unsigned long long)gs.status[cls]);
+    evbuffer_add_printf(
+        b, "# HELP switchyard_route_requests_total Requests by route and status class.\n"
+           "# TYPE switchyard_route_requests_total counter\n");
+    rt_table_foreach(s->rt, route_metric, &rm);
+    histogram(b, "switchyard_request_duration_seconds",
+              "Time from the request head to the end of the response.", gs.dur, gs.dur_sum);
+    histogram(b, "switchyard_upstream_response_seconds",
+              "Time from sending a request upstream to its response head.", gs.up, gs.up_sum);
+    evbuffer_add_printf(
+        b,
+        "# HELP switchyard_connections_open Client connections open.\n"
+        "# TYPE switchyard_connections_open gauge\nswitchyard_connections_open %llu\n"
+        "# HELP switchyard_connections_total Client connections accepted.\n"
+        "# TYPE switchyard_connections_total counter\nswitchyard_connections_total %llu\n"
+        "# HELP switchyard_connections_dropped_total Connections refused for memory or limits.\n"
+        "# TYPE switchyard_connections_dropped_total counter\nswitchyard_connections_dropped_total "
+        "%llu\n"
+        "# HELP switchyard_received_bytes_total Bytes received from clients.\n"
+        "# TYPE switchyard_received_bytes_total counter\nswitchyard_received_bytes_total %llu\n"
+        "# HELP switchyard_sent_bytes_total Bytes sent to clients.\n"
+        "# TYPE switchyard_sent_bytes_total counter\nswitchyard_sent_bytes_total %llu\n"
+        "# HELP switchyard_upstream_errors_total Upstream failures answered 5xx or cut off.\n"
+        "# TYPE switchyard_upstream_errors_total counter\nswitchyard_upstream_errors_total %llu\n"
+        "# HELP switchyard_config_swaps_total Snapshots swapped in after the first.\n"
+        "# TYPE switchyard_config_swaps_total counter\nswitchyard_config_swaps_total %llu\n"
+        "# HELP switchyard_config_generation Generation of the live config.\n"
+        "# TYPE switchyard_config_generation gauge\nswitchyard_config_generation %llu\n"
+        "# HELP switchyard_config_build_seconds Build time of the live snapshot.\n"
+        "# TYPE switchyard_config_build_seconds gauge\nswitchyard_config_build_seconds %.6f\n"
+        "# HELP switchyard_routes Routes in the live config.\n"
+        "# TYPE switchyard_routes gauge\nswitchyard_routes %zu\n",
+        (unsigned long long)gs.conns_open, (unsigned long long)gs.conns_total,
+        (unsigned long long)gs.conns_dropped, (unsigned long long)gs.bytes_in,
+        (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
+        (unsigned long long)api->sw->swaps, (unsigned long long)s->gen, s->build_ms / 1000.0,
+        rt_table_count(s->rt));
+    evbuffer_add_printf(
+        b, "# HELP switchyard_upstream_requests_total Requests sent per upstream server.\n"
+           "# TYPE switchyard_upstream_requests_total counter\n");
+    for (size_t i = 0; i < s->npools; i++)
+        for (size_t k = 0; k < up_pool_nservers(s->pools[i]); k++)
+            evbuffer_add_printf(
+                b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
+                up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
+                (unsigned long long)up_requests(s->pools[i], k));
+    limits_metrics(b, &gs);
+    health_metrics(api, b, s);
+    adm_tls_metrics(b, s->cfg, &gs);
+    evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
+    adm_req_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
