@@ -10,6 +10,9 @@
  *   GET  /upstreams/{name}/health
  *   GET  /status, /healthz, /metrics
  *
+ * The handlers of /metrics and of /upstreams... live in api_metrics.c and
+ * api_upstreams.c (api_int.h: what they share with this file).
+ *
  * The endpoints are one table of (methods, pattern, handler), routed by
  * Switchyard's own router: the most specific pattern wins (/routes/match
  * before /routes/{id}), and a method a path does not serve is a 405 with
@@ -74,7 +77,7 @@ void adm_api_send_oom(struct adm_req *req)
 /* Sends <body> (stolen) as JSON; the ETag of the live config goes along,
  * except on 401 and 403: a caller without the token learns nothing of the
  * config, not even whether it changed. */
-static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *body)
+void adm_api_reply(struct adm_api *api, struct adm_req *req, int code, json_t *body)
 {
     struct evbuffer *b = evbuffer_new();
     struct evkeyvalq *h = adm_req_out(req);
@@ -101,8 +104,8 @@ static void reply(struct adm_api *api, struct adm_req *req, int code, json_t *bo
     evbuffer_free(b);
 }
 
-static void reply_error(struct adm_api *api, struct adm_req *req, int code, const char *msg,
-                        json_t *errors)
+void adm_api_reply_error(struct adm_api *api, struct adm_req *req, int code, const char *msg,
+                         json_t *errors)
 {
     json_t *o = json_pack("{s:s}", "error", msg);
 
@@ -110,13 +113,13 @@ static void reply_error(struct adm_api *api, struct adm_req *req, int code, cons
         json_object_set_new(o, "errors", errors);
     else
         json_decref(errors);
-    reply(api, req, code, o);
+    adm_api_reply(api, req, code, o);
 }
 
 static void reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
                        struct adm_errors *errs)
 {
-    reply_error(api, req, code, msg, adm_errors_json(errs));
+    adm_api_reply_error(api, req, code, msg, adm_errors_json(errs));
 }
 
 /* The write answer: the new generation and ETag. */
@@ -131,11 +134,11 @@ static void reply_written(struct adm_api *api, struct adm_req *req, int code, js
     json_object_set_new(o, "generation", json_integer((json_int_t)s->gen));
     json_object_set_new(o, "etag", json_string(etag));
     json_object_set_new(o, "build_ms", json_real(s->build_ms));
-    reply(api, req, code, o);
+    adm_api_reply(api, req, code, o);
 }
 
 /* The request body as JSON; on failure the answer has been sent. */
-static json_t *read_body(struct adm_api *api, struct adm_req *req)
+json_t *adm_api_read_body(struct adm_api *api, struct adm_req *req)
 {
     struct evbuffer *in = adm_req_body(req);
     size_t n = evbuffer_get_length(in);
@@ -147,8 +150,8 @@ static json_t *read_body(struct adm_api *api, struct adm_req *req)
     if (!j) {
         char m[256];
         snprintf(m, sizeof(m), "line %d, column %d: %s", je.line, je.column, je.text);
-        reply_error(api, req, 400, "malformed JSON",
-                    json_pack("[{s:s,s:s}]", "path", "", "message", m));
+        adm_api_reply_error(api, req, 400, "malformed JSON",
+                            json_pack("[{s:s,s:s}]", "path", "", "message", m));
     }
     return j;
 }
@@ -181,7 +184,7 @@ static int etag_listed(const char *v, const char *etag)
 
 /* If-Match: absent, "*", or a list naming the live ETag (every field line
  * counts); otherwise 412, answered here. */
-static int if_match_ok(struct adm_api *api, struct adm_req *req)
+int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req)
 {
     struct evkeyvalq *h = adm_req_in(req);
     struct evkeyval *kv;
@@ -202,8 +205,8 @@ static int if_match_ok(struct adm_api *api, struct adm_req *req)
     }
     if (!seen)
         return 1;
-    reply_error(api, req, 412, "If-Match does not match the live config's ETag",
-                json_pack("[{s:s,s:s}]", "path", "", "message", etag));
+    adm_api_reply_error(api, req, 412, "If-Match does not match the live config's ETag",
+                        json_pack("[{s:s,s:s}]", "path", "", "message", etag));
     return 0;
 }
 
@@ -412,8 +415,8 @@ static const char *refusal(int rc)
 
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
  * (unless <dry>). Answers the request, with <code> on success. */
-static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
-                       const char *what, int code, const char *raw, size_t rawlen)
+void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
+                        const char *what, int code, const char *raw, size_t rawlen)
 {
     struct adm_errors errs;
     uint64_t before = current(api)->gen;
@@ -434,8 +437,8 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
         if (!cfg) {
             reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
         } else {
-            reply(api, req, 200,
-                  json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes));
+            adm_api_reply(api, req, 200,
+                          json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes));
             adm_config_free(cfg);
         }
         adm_errors_clear(&errs);
@@ -445,8 +448,8 @@ static void apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, in
     if (rc == -1 || rc == -3)
         reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
     else if (rc == -2)
-        reply_error(api, req, 500, "cannot persist the config; nothing changed",
-                    json_pack("[{s:s,s:s}]", "path", "", "message", msg));
+        adm_api_reply_error(api, req, 500, "cannot persist the config; nothing changed",
+                            json_pack("[{s:s,s:s}]", "path", "", "message", msg));
     else {
         audit(api, req, before, NULL);
         reply_written(api, req, code, json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
@@ -499,7 +502,7 @@ static void config_put(struct adm_api *api, struct adm_req *req, const char *unu
         adm_api_send_oom(req); /* never a dry run applied for want of memory */
         return;
     }
-    if (!if_match_ok(api, req) || !(doc = read_body(api, req)))
+    if (!adm_api_if_match_ok(api, req) || !(doc = adm_api_read_body(api, req)))
         return;
     /* GET /config's "[redacted]" keys: the live ones are kept */
     adm_errors_init(&errs);
@@ -516,8 +519,9 @@ static void config_put(struct adm_api *api, struct adm_req *req, const char *unu
     /* the body as pushed: persisted as it came (as the keys restored into
      * it when it had markers: those bytes would not load again) */
     n = evbuffer_get_length(in);
-    apply_full(api, req, doc, dry, "config", 200,
-               kept ? NULL : (const char *)evbuffer_pullup(in, (ev_ssize_t)n), kept ? 0 : n);
+    adm_api_apply_full(api, req, doc, dry, "config", 200,
+                       kept ? NULL : (const char *)evbuffer_pullup(in, (ev_ssize_t)n),
+                       kept ? 0 : n);
     json_decref(doc);
 }
 
@@ -637,8 +641,9 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
         json_decref(op);
         json_decref(old);
         adm_snapshot_free(s);
-        reply_error(api, req, 500, "cannot persist the change; nothing changed",
-                    json_pack("[{s:s,s:s}]", "path", "", "message", op ? msg : "out of memory"));
+        adm_api_reply_error(
+            api, req, 500, "cannot persist the change; nothing changed",
+            json_pack("[{s:s,s:s}]", "path", "", "message", op ? msg : "out of memory"));
         return;
     }
     json_decref(op);
@@ -665,11 +670,12 @@ static void route_put(struct adm_api *api, struct adm_req *req, const char *path
     char pat[8192];
     size_t nm;
 
-    if (!if_match_ok(api, req) || !(body = read_body(api, req)))
+    if (!adm_api_if_match_ok(api, req) || !(body = adm_api_read_body(api, req)))
         return;
     if (!json_is_object(body)) {
-        reply_error(api, req, 400, "invalid route",
-                    json_pack("[{s:s,s:s}]", "path", "", "message", "a route must be an object"));
+        adm_api_reply_error(
+            api, req, 400, "invalid route",
+            json_pack("[{s:s,s:s}]", "path", "", "message", "a route must be an object"));
         goto out;
     }
     idv = json_object_get(body, "id");
@@ -677,9 +683,9 @@ static void route_put(struct adm_api *api, struct adm_req *req, const char *path
         if (!idv)
             json_object_set_new(body, "id", json_string(path_id));
         else if (!json_is_string(idv) || strcmp(json_string_value(idv), path_id) != 0) {
-            reply_error(api, req, 400, "invalid route",
-                        json_pack("[{s:s,s:s}]", "path", "/id", "message",
-                                  "the id in the body differs from the id in the URL"));
+            adm_api_reply_error(api, req, 400, "invalid route",
+                                json_pack("[{s:s,s:s}]", "path", "/id", "message",
+                                          "the id in the body differs from the id in the URL"));
             goto out;
         }
     }
@@ -688,12 +694,12 @@ static void route_put(struct adm_api *api, struct adm_req *req, const char *path
     id = cfg->routes[0].id;
     old = json_object_get(st->ids, id);
     if (!path_id && old) {
-        reply_error(api, req, 409, "a route with this id exists",
-                    json_pack("[{s:s,s:s}]", "path", "/id", "message", id));
+        adm_api_reply_error(api, req, 409, "a route with this id exists",
+                            json_pack("[{s:s,s:s}]", "path", "/id", "message", id));
         goto out;
     }
     if (path_id && !old) {
-        reply_error(api, req, 404, "no such route", NULL);
+        adm_api_reply_error(api, req, 404, "no such route", NULL);
         goto out;
     }
     if (!(tx = rt_txn_begin(cur->rt)))
@@ -703,7 +709,7 @@ static void route_put(struct adm_api *api, struct adm_req *req, const char *path
         /* the replacement keeps the route's counters */
         prev_sr = rt_txn_find(tx, ms, nm, route_pattern(old, pat, sizeof(pat)));
         if (rt_txn_delete(tx, ms, nm, pat, &err) < 0) {
-            reply_error(api, req, 500, err.msg, NULL);
+            adm_api_reply_error(api, req, 500, err.msg, NULL);
             goto out;
         }
     }
@@ -713,10 +719,10 @@ static void route_put(struct adm_api *api, struct adm_req *req, const char *path
                       cfg->routes[0].pattern, id, sr, &err) < 0) {
         adm_sroute_free(sr);
         if (err.code == RT_ECONFLICT)
-            reply_error(api, req, 409, "the route conflicts with another route",
-                        conflict_json(&err));
+            adm_api_reply_error(api, req, 409, "the route conflicts with another route",
+                                conflict_json(&err));
         else
-            reply_error(api, req, 400, err.msg, NULL);
+            adm_api_reply_error(api, req, 400, err.msg, NULL);
         goto out;
     }
     rt = rt_txn_commit(tx);
@@ -726,7 +732,7 @@ static void route_put(struct adm_api *api, struct adm_req *req, const char *path
     commit_route(api, req, s, old, body, id, path_id ? 200 : 201);
     goto out;
 oom:
-    reply_error(api, req, 500, "out of memory", NULL);
+    adm_api_reply_error(api, req, 500, "out of memory", NULL);
 out:
     rt_txn_abort(tx);
     adm_config_free(cfg);
@@ -744,17 +750,17 @@ static void route_delete(struct adm_api *api, struct adm_req *req, const char *i
     rt_table *rt;
 
     if (!old) {
-        reply_error(api, req, 404, "no such route", NULL);
+        adm_api_reply_error(api, req, 404, "no such route", NULL);
         return;
     }
-    if (!if_match_ok(api, req))
+    if (!adm_api_if_match_ok(api, req))
         return;
     if (!(tx = rt_txn_begin(cur->rt)))
         goto oom;
     if (rt_txn_delete(tx, ms, route_methods(old, ms, 64), route_pattern(old, pat, sizeof(pat)),
                       &err) < 0) {
         rt_txn_abort(tx);
-        reply_error(api, req, 500, err.msg, NULL);
+        adm_api_reply_error(api, req, 500, err.msg, NULL);
         return;
     }
     if (!(rt = rt_txn_commit(tx)) || !(s = adm_snapshot_derive(cur, rt)))
@@ -762,7 +768,7 @@ static void route_delete(struct adm_api *api, struct adm_req *req, const char *i
     commit_route(api, req, s, old, NULL, id, 200);
     return;
 oom:
-    reply_error(api, req, 500, "out of memory", NULL);
+    adm_api_reply_error(api, req, 500, "out of memory", NULL);
 }
 
 /* The three parameters of /routes/match, decoded (owned). */
@@ -816,8 +822,8 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
                           &nlen) < 0) {
         match_query_clear(&q);
         free(params);
-        reply_error(api, req, 400,
-                    "path must start with '/' and be a valid path (400 for a client)", NULL);
+        adm_api_reply_error(
+            api, req, 400, "path must start with '/' and be a valid path (400 for a client)", NULL);
         return;
     }
     rt_lookup(s->rt, method, strlen(method), host, strlen(host), norm, nlen, params, cap, &m);
@@ -855,185 +861,7 @@ static void route_match(struct adm_api *api, struct adm_req *req, const char *un
         json_object_set_new(o, "why", json_string("no route matches this host and path"));
     match_query_clear(&q);
     free(params);
-    reply(api, req, 200, o);
-}
-
-/* ---- upstreams ---- */
-
-/* POST /upstreams (<name> NULL: it comes in the body) creates, 409 when the
- * name exists; PUT /upstreams/{name} replaces, 404 when it does not. */
-static void upstream_put(struct adm_api *api, struct adm_req *req, const char *name)
-{
-    json_t *body, *doc, *ups, *n;
-    int create = !name;
-
-    if (!if_match_ok(api, req) || !(body = read_body(api, req)))
-        return;
-    if (!json_is_object(body)) {
-        reply_error(api, req, 400, "an upstream must be an object", NULL);
-        json_decref(body);
-        return;
-    }
-    if (create) { /* POST /upstreams: {"name": ..., ...} */
-        n = json_object_get(body, "name");
-        if (!json_is_string(n)) {
-            reply_error(api, req, 400, "invalid upstream",
-                        json_pack("[{s:s,s:s}]", "path", "/name", "message", "a name is required"));
-            json_decref(body);
-            return;
-        }
-        name = json_string_value(n);
-        if (json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
-            reply_error(api, req, 409, "an upstream with this name exists", NULL);
-            json_decref(body);
-            return;
-        }
-    } else if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
-        /* PUT replaces, like PUT /routes/{id}: POST /upstreams creates */
-        reply_error(api, req, 404, "no such upstream", NULL);
-        json_decref(body);
-        return;
-    } else if ((n = json_object_get(body, "name")) &&
-               (!json_is_string(n) || strcmp(json_string_value(n), name) != 0)) {
-        /* PUT /upstreams/{name}: a name in the body must be the URL's */
-        reply_error(api, req, 400, "invalid upstream",
-                    json_pack("[{s:s,s:s}]", "path", "/name", "message",
-                              "the name in the body differs from the name in the URL"));
-        json_decref(body);
-        return;
-    }
-    doc = json_copy(api->st->doc);
-    ups = json_deep_copy(json_object_get(doc, "upstreams"));
-    if (!ups)
-        ups = json_object();
-    {
-        json_t *def = json_copy(body);
-        json_object_del(def, "name");
-        json_object_set_new(ups, name, def);
-    }
-    json_object_set_new(doc, "upstreams", ups);
-    apply_full(api, req, doc, 0, "upstream", create ? 201 : 200, NULL, 0);
-    json_decref(doc);
-    json_decref(body);
-}
-
-static void upstream_delete(struct adm_api *api, struct adm_req *req, const char *name)
-{
-    json_t *doc, *ups, *users, *r;
-    size_t i;
-
-    if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
-        reply_error(api, req, 404, "no such upstream", NULL);
-        return;
-    }
-    if (!if_match_ok(api, req))
-        return;
-    users = json_array();
-    json_array_foreach(json_object_get(api->st->doc, "routes"), i, r)
-    {
-        const char *u = json_string_value(json_object_get(r, "upstream"));
-        if (u && strcmp(u, name) == 0)
-            json_array_append(users, json_object_get(r, "id"));
-    }
-    if (json_array_size(users)) {
-        json_t *o =
-            json_pack("{s:s,s:o}", "error", "routes still use this upstream", "routes", users);
-        reply(api, req, 409, o);
-        return;
-    }
-    json_decref(users);
-    doc = json_copy(api->st->doc);
-    ups = json_deep_copy(json_object_get(doc, "upstreams"));
-    json_object_del(ups, name);
-    json_object_set_new(doc, "upstreams", ups);
-    apply_full(api, req, doc, 0, "upstream", 200, NULL, 0);
-    json_decref(doc);
-}
-
-/* Why a server is down (null: it is not). */
-static json_t *health_reason(unsigned flags)
-{
-    if (flags & UP_H_RESOLVING)
-        return json_string("resolving");
-    if (flags & UP_H_EJECTED)
-        return json_string("ejected");
-    if (flags & UP_H_CHECK)
-        return json_string("active_check");
-    return json_null();
-}
-
-void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
-                        struct adm_srv_health *h)
-{
-    memset(h, 0, sizeof(*h));
-    h->last_status = -1;
-    if (api->hooks.health)
-        api->hooks.health(api->hooks.arg, pool, address, h);
-}
-
-/* When server <s> of <p> last went down or came back, in RFC 3339 UTC,
- * or null when it never changed since its pool was built. Health words
- * keep CLOCK_MONOTONIC milliseconds: the wall clock is derived. */
-static json_t *health_since(const up_pool *p, size_t s)
-{
-    uint64_t since = up_health_since(p, s);
-    struct timespec mono, real;
-    char buf[40];
-    struct tm tm;
-    long long ms;
-    time_t t;
-
-    if (!since)
-        return json_null();
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    clock_gettime(CLOCK_REALTIME, &real);
-    ms = ((long long)(real.tv_sec - mono.tv_sec) * 1000000 + (real.tv_nsec - mono.tv_nsec) / 1000) /
-             1000 +
-         (long long)since;
-    t = (time_t)(ms / 1000);
-    gmtime_r(&t, &tm);
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03lldZ", ms % 1000);
-    return json_string(buf);
-}
-
-static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t k)
-{
-    struct adm_srv_health h;
-    json_t *check = json_null();
-
-    adm_api_srv_health(api, up_pool_name(p), up_server_address(p, k), &h);
-    if (h.checked)
-        check = json_pack("{s:o,s:o,s:I,s:I}", "status",
-                          h.last_status < 0 ? json_null() : json_integer(h.last_status),
-                          "latency_ms", h.last_status < 0 ? json_null() : json_real(h.last_ms),
-                          "checks", (json_int_t)h.checks, "failures", (json_int_t)h.check_failures);
-    return json_pack("{s:s,s:b,s:o,s:o,s:I,s:I,s:I,s:I,s:o}", "address", up_server_address(p, k),
-                     "healthy", up_health_flags(p, k) == 0, "reason",
-                     health_reason(up_health_flags(p, k)), "since", health_since(p, k), "in_flight",
-                     (json_int_t)up_inflight(p, k), "requests", (json_int_t)up_requests(p, k),
-                     "connects", (json_int_t)up_connects(p, k), "ejections",
-                     (json_int_t)h.ejections, "last_check", check);
-}
-
-static void upstream_health(struct adm_api *api, struct adm_req *req, const char *name)
-{
-    struct adm_snapshot *s = current(api);
-    json_t *servers;
-
-    for (size_t i = 0; i < s->npools; i++) {
-        up_pool *p = s->pools[i];
-        if (strcmp(up_pool_name(p), name) != 0)
-            continue;
-        servers = json_array();
-        for (size_t k = 0; k < up_pool_nservers(p); k++)
-            json_array_append_new(servers, server_health_json(api, p, k));
-        reply(api, req, 200,
-              json_pack("{s:s,s:b,s:o}", "upstream", name, "all_down", up_pool_all_down(p),
-                        "servers", servers));
-        return;
-    }
-    reply_error(api, req, 404, "no such upstream", NULL);
+    adm_api_reply(api, req, 200, o);
 }
 
 /* ---- status and metrics ---- */
@@ -1049,14 +877,15 @@ static void handle_status(struct adm_api *api, struct adm_req *req, const char *
     if (api->hooks.stats)
         api->hooks.stats(api->hooks.arg, &gs);
     etag_of(api, etag, sizeof(etag));
-    reply(api, req, 200,
-          json_pack(
-              "{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "generation", (json_int_t)s->gen,
-              "etag", etag, "uptime_s", (json_int_t)(time(NULL) - api->started), "workers",
-              (int)api->sw->nworkers, "connections_open", (json_int_t)gs.conns_open, "requests",
-              (json_int_t)gs.requests, "swaps", (json_int_t)api->sw->swaps, "routes",
-              (json_int_t)rt_table_count(s->rt), "last_build_ms", s->build_ms, "retired_snapshots",
-              (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools));
+    adm_api_reply(api, req, 200,
+                  json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "generation",
+                            (json_int_t)s->gen, "etag", etag, "uptime_s",
+                            (json_int_t)(time(NULL) - api->started), "workers",
+                            (int)api->sw->nworkers, "connections_open", (json_int_t)gs.conns_open,
+                            "requests", (json_int_t)gs.requests, "swaps",
+                            (json_int_t)api->sw->swaps, "routes", (json_int_t)rt_table_count(s->rt),
+                            "last_build_ms", s->build_ms, "retired_snapshots",
+                            (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools));
 }
 
 /* ---- reading ---- */
@@ -1064,7 +893,7 @@ static void handle_status(struct adm_api *api, struct adm_req *req, const char *
 static void certificates(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     (void)unused;
-    reply(api, req, 200, adm_tls_certificates_json(current(api)->cfg));
+    adm_api_reply(api, req, 200, adm_tls_certificates_json(current(api)->cfg));
 }
 
 static void healthz(struct adm_api *api, struct adm_req *req, const char *unused)
@@ -1072,13 +901,14 @@ static void healthz(struct adm_api *api, struct adm_req *req, const char *unused
     struct adm_snapshot *s = current(api);
 
     (void)unused;
-    reply(api, req, s ? 200 : 503, json_pack("{s:b}", "ok", s != NULL));
+    adm_api_reply(api, req, s ? 200 : 503, json_pack("{s:b}", "ok", s != NULL));
 }
 
 static void routes_list(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     (void)unused;
-    reply(api, req, 200, json_pack("{s:O}", "routes", json_object_get(api->st->doc, "routes")));
+    adm_api_reply(api, req, 200,
+                  json_pack("{s:O}", "routes", json_object_get(api->st->doc, "routes")));
 }
 
 static void route_get(struct adm_api *api, struct adm_req *req, const char *id)
@@ -1086,26 +916,9 @@ static void route_get(struct adm_api *api, struct adm_req *req, const char *id)
     json_t *r = json_object_get(api->st->ids, id);
 
     if (r)
-        reply(api, req, 200, json_incref(r));
+        adm_api_reply(api, req, 200, json_incref(r));
     else
-        reply_error(api, req, 404, "no such route", NULL);
-}
-
-static void upstreams_list(struct adm_api *api, struct adm_req *req, const char *unused)
-{
-    (void)unused;
-    reply(api, req, 200,
-          json_pack("{s:O?}", "upstreams", json_object_get(api->st->doc, "upstreams")));
-}
-
-static void upstream_get(struct adm_api *api, struct adm_req *req, const char *name)
-{
-    json_t *u = json_object_get(json_object_get(api->st->doc, "upstreams"), name);
-
-    if (u)
-        reply(api, req, 200, json_incref(u));
-    else
-        reply_error(api, req, 404, "no such upstream", NULL);
+        adm_api_reply_error(api, req, 404, "no such route", NULL);
 }
 
 /* ---- dispatch ---- */
@@ -1150,12 +963,12 @@ static const struct endpoint endpoints[] = {
     {{"GET"}, "/routes/{id}", route_get, 0, "no such route", q_none},
     {{"PUT"}, "/routes/{id}", route_put, 0, "no such route", q_none},
     {{"DELETE"}, "/routes/{id}", route_delete, 0, "no such route", q_none},
-    {{"GET"}, "/upstreams", upstreams_list, 0, NULL, q_none},
-    {{"POST"}, "/upstreams", upstream_put, 0, NULL, q_none},
-    {{"GET"}, "/upstreams/{name}", upstream_get, 0, "no such upstream", q_none},
-    {{"PUT"}, "/upstreams/{name}", upstream_put, 0, "no such upstream", q_none},
-    {{"DELETE"}, "/upstreams/{name}", upstream_delete, 0, "no such upstream", q_none},
-    {{"GET"}, "/upstreams/{name}/health", upstream_health, 0, "no such upstream", q_none},
+    {{"GET"}, "/upstreams", adm_api_upstreams_list, 0, NULL, q_none},
+    {{"POST"}, "/upstreams", adm_api_upstream_put, 0, NULL, q_none},
+    {{"GET"}, "/upstreams/{name}", adm_api_upstream_get, 0, "no such upstream", q_none},
+    {{"PUT"}, "/upstreams/{name}", adm_api_upstream_put, 0, "no such upstream", q_none},
+    {{"DELETE"}, "/upstreams/{name}", adm_api_upstream_delete, 0, "no such upstream", q_none},
+    {{"GET"}, "/upstreams/{name}/health", adm_api_upstream_health, 0, "no such upstream", q_none},
     {{"GET"}, "/status", handle_status, 0, NULL, q_none},
     {{"GET"}, "/metrics", adm_api_metrics, 0, NULL, q_none},
     {{"GET"}, "/certificates", certificates, 0, NULL, q_none},
@@ -1204,7 +1017,7 @@ static int authorized(struct adm_api *api, struct adm_req *req)
     if (h && strncasecmp(h, "Bearer ", 7) == 0 && adm_token_equal(h + 7, api->token))
         return 1;
     evhttp_add_header(adm_req_out(req), "WWW-Authenticate", "Bearer realm=\"switchyard\"");
-    reply_error(api, req, 401, "a valid bearer token is required", NULL);
+    adm_api_reply_error(api, req, 401, "a valid bearer token is required", NULL);
     return 0;
 }
 
@@ -1228,7 +1041,7 @@ static void not_allowed(struct adm_api *api, struct adm_req *req, uint64_t allow
             snprintf(buf + o, sizeof(buf) - o, "%s%s", o ? ", " : "", names[i].name);
         }
     evhttp_add_header(adm_req_out(req), "Allow", buf);
-    reply_error(api, req, 405, "method not allowed", NULL);
+    adm_api_reply_error(api, req, 405, "method not allowed", NULL);
 }
 
 /* Makes every byte of <s> outside printable ASCII a '?', so that a string
@@ -1246,8 +1059,9 @@ static void query_refused(struct adm_api *api, struct adm_req *req, char *name, 
 {
     printable(name);
     printable(why);
-    reply_error(api, req, 400, why,
-                json_pack("[{s:s,s:s,s:s}]", "path", "", "parameter", name, "message", why));
+    adm_api_reply_error(
+        api, req, 400, why,
+        json_pack("[{s:s,s:s,s:s}]", "path", "", "parameter", name, "message", why));
 }
 
 /* Why the parameter <key> (value <val>, NULL when bare) is refused by <e>
@@ -1347,7 +1161,7 @@ static void handle(struct adm_req *req, void *arg)
         return;
     }
     if (!e) {
-        reply_error(api, req, 404, "no such endpoint", NULL);
+        adm_api_reply_error(api, req, 404, "no such endpoint", NULL);
         return;
     }
     if (query_check(api, req, e) < 0)
@@ -1357,11 +1171,11 @@ static void handle(struct adm_req *req, void *arg)
         return;
     }
     if (param.len >= sizeof(name)) {
-        reply_error(api, req, 404, "no such endpoint", NULL);
+        adm_api_reply_error(api, req, 404, "no such endpoint", NULL);
         return;
     }
     if (!segment_ok(param.value, param.len)) {
-        reply_error(api, req, 404, e->missing, NULL);
+        adm_api_reply_error(api, req, 404, e->missing, NULL);
         return;
     }
     memcpy(name, param.value, param.len);

@@ -1,7 +1,8 @@
 /*
  * api_int.h - what the admin API's files share: the API's state, the
  * live snapshot, and the helpers more than one endpoint file needs
- * (api.c: endpoints and dispatch; api_metrics.c: /metrics).
+ * (api.c: endpoints and dispatch; api_metrics.c: /metrics;
+ * api_upstreams.c: /upstreams).
  */
 #ifndef SY_ADMIN_API_INT_H
 #define SY_ADMIN_API_INT_H
@@ -30,10 +31,32 @@ static inline struct adm_snapshot *current(struct adm_api *api)
 
 /* 500 when an answer cannot even be built. */
 void adm_api_send_oom(struct adm_req *req);
+/* Sends <body> (stolen) as JSON with <code>, the live ETag along except on
+ * 401 and 403. */
+void adm_api_reply(struct adm_api *api, struct adm_req *req, int code, json_t *body);
+/* {"error": <msg>, "errors": <errors>} (stolen, NULL: none) with <code>. */
+void adm_api_reply_error(struct adm_api *api, struct adm_req *req, int code, const char *msg,
+                         json_t *errors);
+/* The request body as JSON; NULL with the answer (400) sent. */
+json_t *adm_api_read_body(struct adm_api *api, struct adm_req *req);
+/* If-Match absent, "*" or naming the live ETag: 1; else 0 with 412 sent. */
+int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req);
+/* Validates <doc> (borrowed) as the next config and, unless <dry>, swaps it
+ * in (<raw>, <rawlen>: its text to persist, NULL to encode it). Answers the
+ * request: <code> on success, with "what": <what>. */
+void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
+                        const char *what, int code, const char *raw, size_t rawlen);
 /* The checker's view of server <address> of <pool> (NULL: the pool's). */
 void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
                         struct adm_srv_health *h);
 /* GET /metrics (api_metrics.c). */
 void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unused);
+/* The upstream endpoints (api_upstreams.c): GET and POST /upstreams, GET,
+ * PUT and DELETE /upstreams/{name}, GET /upstreams/{name}/health. */
+void adm_api_upstreams_list(struct adm_api *api, struct adm_req *req, const char *unused);
+void adm_api_upstream_get(struct adm_api *api, struct adm_req *req, const char *name);
+void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *name);
+void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const char *name);
+void adm_api_upstream_health(struct adm_api *api, struct adm_req *req, const char *name);
 
 #endif
