@@ -192,6 +192,7 @@ static void connected(struct gw_io *io)
         fail(io, GW_IO_ERR);
         return;
     }
+    io->established = 1;
     if (io->ops->handshake) {
         io->phase = GW_IO_HANDSHAKE;
         io->wants = GW_IO_WANT_WRITE;

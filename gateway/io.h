@@ -141,6 +141,7 @@ struct gw_io {
     unsigned char rd_needs_wr; /* a read returned AGAIN wanting writable */
     unsigned char wr_needs_rd; /* a write returned AGAIN wanting readable */
     unsigned char outbound;    /* connected by gw_io_connect(): reports GW_IO_CONNECTED */
+    unsigned char established; /* outbound: the TCP connect completed (before any handshake) */
     int conn_err;              /* a connect refused at once, reported from the loop */
     size_t lowat;              /* on_write when the output is at most this */
     size_t hiwat;              /* reading stops with this much input buffered */

@@ -635,11 +635,12 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
         return 1;
     }
     if (l && l->budget_on) {
-        if (up_budget_retry(&l->budget) < 0) {
+        int r = up_budget_retry(&l->budget, gw_upconn_reached(u));
+        if (r < 0) {
             gw_count(&c->w->ctr.budget_exhausted, 1);
             return 0;
         }
-        c->next_retry = 1;
+        c->next_retry = r == 0; /* 1: admitted as the first attempt it still is */
     }
     up_log(GW_LOG_WARN, c, u, "%s; retrying on another server", why);
     gw_count(&c->w->ctr.retries, 1);

@@ -230,6 +230,11 @@ int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_r
            rq->body_kind == H1_BODY_NONE;
 }
 
+int gw_upconn_reached(const struct gw_upconn *u)
+{
+    return u->io.established;
+}
+
 int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq,
                               int resendable)
 {

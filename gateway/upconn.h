@@ -68,6 +68,10 @@ void gw_upconn_free(struct gw_upconn *u);
  * idempotent and has no body, and it was not retried yet. */
 int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_request *rq,
                         int retried);
+/* Whether the try on <u> reached a server: 0 while its TCP connect had not
+ * completed (refused, unreachable, timed out), when no byte of the request
+ * (nor a TLS handshake) cost any server anything. */
+int gw_upconn_reached(const struct gw_upconn *u);
 /* Whether the request of <u>'s client, which <u> failed with <what>, may go
  * to another server (upstreams.NAME.retries): no server answered it (a
  * connect failure or timeout, or a reset or close before any response

@@ -249,8 +249,12 @@ void up_budget_start(struct up_budget *b);
 void up_budget_end(struct up_budget *b, int retry);
 /* Asks to turn a request in flight into a retry: 0 and counted when the
  * budget allows it, -1 (and counted as exhausted) when not. A retry so
- * admitted is a request of its own: up_budget_end(b, 1) ends it. */
-int up_budget_retry(struct up_budget *b);
+ * admitted is a request of its own: up_budget_end(b, 1) ends it. When the
+ * failed try <reached> no server (its connect failed: no byte of the
+ * request left), the retry is no extra load on any server, only the
+ * request's first: 1, admitted whatever the budget, and it counts as a
+ * first attempt (up_budget_start .. up_budget_end(b, 0)). */
+int up_budget_retry(struct up_budget *b, int reached);
 
 /* A bounded FIFO of pending requests (opaque pointers) with deadlines, for
  * one worker and pool. push fails when full (answer 503). Deadlines must

@@ -83,6 +83,28 @@ def metrics(gw):
     return out
 
 
+def burst(gw, n):
+    """The statuses of <n> GETs sent to <gw> at the same instant, each on a
+    connection of its own."""
+    statuses = []
+    lock = threading.Lock()
+    go = threading.Barrier(n)
+
+    def one(i):
+        with Client(gw.port) as c:
+            go.wait(harness.TIMEOUT)
+            r = c.request("GET", "/b/%d" % i)
+            with lock:
+                statuses.append(r.status)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(harness.TIMEOUT * 2)
+    return statuses
+
+
 class LimitsCase(GatewayCase):
     def py_backend(self, name, **kw):
         b = PyBackend(self.tmp, name, **kw)
@@ -124,23 +146,7 @@ class RetryOnStatusTest(LimitsCase):
                                          retry_budget_percent=10)},
             routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
         n = 30
-        statuses = []
-        lock = threading.Lock()
-        go = threading.Barrier(n)
-
-        def one(i):
-            with Client(gw.port) as c:
-                go.wait(harness.TIMEOUT)
-                r = c.request("GET", "/b/%d" % i)
-                with lock:
-                    statuses.append(r.status)
-
-        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(harness.TIMEOUT * 2)
-        self.assertEqual(statuses, [503] * n)
+        self.assertEqual(burst(gw, n), [503] * n)
         hits = a.hits() + b.hits()
         m = metrics(gw)
         # retries in flight at most max(3, 10 % of those in flight): far
@@ -148,6 +154,24 @@ class RetryOnStatusTest(LimitsCase):
         self.assertLess(hits, n + n // 2, (hits, m))
         self.assertEqual(hits, n + m["switchyard_upstream_retries_total"], m)
         self.assertGreater(m["switchyard_upstream_retry_budget_exhausted_total"], 0, m)
+
+
+    def test_refused_connects_are_retried_outside_the_budget(self):
+        # a server that died: every request that picks it in the same
+        # instant is refused. Its retry is no extra load on any server, so
+        # the budget (here its floor, 3) must not fail the burst.
+        dead = "127.0.0.1:%d" % free_port()
+        live = self.py_backend("live", delay_ms=800)
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(dead, live.addr, retries=1, retry_budget_percent=10)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        n = 30
+        self.assertEqual(burst(gw, n), [200] * n)
+        self.assertEqual(live.hits(), n)
+        m = metrics(gw)
+        # far more retries than the budget's floor, none refused
+        self.assertGreater(m["switchyard_upstream_retries_total"], 3, m)
+        self.assertEqual(m["switchyard_upstream_retry_budget_exhausted_total"], 0, m)
 
 
 class QueueTest(LimitsCase):
