@@ -20,6 +20,7 @@ static void pool_free(up_pool *p)
     for (size_t i = 0; p->st && i < p->n; i++)
         up_sstate_release(p->st[i]);
     free(p->st);
+    up_pcounts_release(p->pc);
     free(p->slab);
     free(p->ws);
     up_servers_free(p->servers, p->n);
@@ -110,6 +111,8 @@ up_pool *up_pool_new_opts(const char *name, const char *key, const struct up_ser
         if (!(p->st[i] = up_sstate_new((const struct sockaddr *)&p->servers[i].ss,
                                        p->servers[i].salen, nworkers, keepalive)))
             goto fail;
+    if (!(p->pc = up_pcounts_new(nworkers)))
+        goto fail;
     if (!(p->ws = calloc(nworkers, sizeof(*p->ws))))
         goto fail;
     if (!(p->slab = up_slab_new(nworkers, bytes, &p->stride)))

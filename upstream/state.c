@@ -7,6 +7,9 @@
  * already had, so a push that adds a server or changes a weight keeps the
  * health, the counts and the warm connections of the others.
  *
+ * up_pool_carry() also hands the new pool the old one's pool counters
+ * (counters.c): they belong to the pool's name, not to its definition.
+ *
  * In-flight counts are not part of it: they stay with the pool a request
  * started on, because least_conn keeps its heaps ordered by them and a
  * count moved by another pool's request would go past the heap's back.
@@ -85,7 +88,10 @@ size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
     unsigned char *taken;
     size_t kept = 0;
 
-    if (!from || p == from || !(taken = calloc(from->n, 1)))
+    if (!from || p == from)
+        return 0;
+    up_pcounts_carry(p, from); /* a pool's counts go on under its name */
+    if (!(taken = calloc(from->n, 1)))
         return 0;
     for (size_t s = 0; s < p->n; s++) {
         for (size_t o = 0; o < from->n; o++) {

@@ -78,6 +78,27 @@ static inline struct up_sworker *up_sstate_worker(struct up_sstate *st, unsigned
     return (struct up_sworker *)((char *)st + UP_SS_HEAD + (size_t)w * st->stride);
 }
 
+/* A pool's own counters (enum up_pool_counter, counters.c): reference
+ * counted and shared by every pool of the same name that up_pool_carry()
+ * linked, so they outlive a changed definition. The header is written
+ * only when a pool takes or drops a reference (admin thread); each
+ * worker's part is a whole line of its own after it. */
+struct up_pcworker {
+    _Alignas(UP_CACHE_LINE) _Atomic uint64_t counts[UP_NPOOL_COUNTERS];
+};
+struct up_pcounts {
+    _Alignas(UP_CACHE_LINE) _Atomic unsigned refs;
+    unsigned nworkers;
+    struct up_pcworker w[]; /* nworkers of them */
+};
+
+/* counters.c: new pool counters for <nworkers> workers, all 0, one
+ * reference; NULL on out of memory. Release drops one (NULL: no-op). */
+struct up_pcounts *up_pcounts_new(unsigned nworkers);
+void up_pcounts_release(struct up_pcounts *pc);
+/* counters.c: <p> (not published yet) takes <from>'s counters. */
+void up_pcounts_carry(up_pool *p, const up_pool *from);
+
 /* state.c: a new state for the server at <sa> (up, since 0, no counts, no
  * idle connections), one reference; NULL on out of memory. */
 struct up_sstate *up_sstate_new(const struct sockaddr *sa, socklen_t salen, unsigned nworkers,
@@ -134,6 +155,7 @@ struct up_pool {
     /* per server: its state (health word, counters, idle stacks), maybe
      * shared with other pools that have its address (state.c) */
     struct up_sstate **st;
+    struct up_pcounts *pc; /* the pool's own counters, maybe shared (counters.c) */
     /* Written whenever an upstream connection is made or freed: on a line
      * of its own, away from the fields every pick reads (the pool is
      * allocated on a line boundary). */

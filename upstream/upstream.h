@@ -89,7 +89,8 @@ void up_pool_retain(up_pool *p);
 /* Drops a reference; frees the pool at zero. NULL is a no-op. */
 void up_pool_release(up_pool *p);
 
-/* Carries over to <p> the state of each server of <from> that <p> has at
+/* Carries over to <p> the pool's counters of <from> (the two then share
+ * them: up_pool_count) and the state of each server of <from> that <p> has at
  * the same socket address (each old server to one new one at most): its
  * health word (flags and since), its counters and, when <share_idle> and
  * both pools keep as many idle connections per worker, its idle
@@ -199,6 +200,26 @@ void up_count_request(up_pool *p, unsigned w, size_t s);
 void up_count_connect(up_pool *p, unsigned w, size_t s);
 uint64_t up_requests(const up_pool *p, size_t s);
 uint64_t up_connects(const up_pool *p, size_t s);
+/* Per-worker counts of a pool as a whole (its requests, not one server's):
+ * what /metrics shows per pool. They live in one block per pool name, not
+ * in the pool: up_pool_carry() hands the block of the pool it carries from
+ * to the new one, so a push that changes a pool's definition (the same
+ * name) never sets its counters back. UP_PC_QUEUED is a gauge: its worker
+ * adds 1 and later takes 1 off (d = -1). */
+enum up_pool_counter {
+    UP_PC_RETRIES,          /* tries sent again to another server */
+    UP_PC_BUDGET_EXHAUSTED, /* retries the retry budget refused */
+    UP_PC_QUEUED,           /* requests waiting for a connection slot now */
+    UP_PC_QUEUE_OVERFLOWS,  /* answered 503: the queue was full, or none */
+    UP_PC_QUEUE_TIMEOUTS,   /* answered 503: queue_timeout_ms passed */
+    UP_NPOOL_COUNTERS
+};
+/* Worker <w> adds <d> to counter <k> of <p>: a relaxed load and store on
+ * lines only worker <w> writes. */
+void up_pool_count(up_pool *p, unsigned w, enum up_pool_counter k, int64_t d);
+/* Counter <k> of <p> summed over the workers (relaxed loads, any thread). */
+uint64_t up_pool_counted(const up_pool *p, enum up_pool_counter k);
+
 /* Worker <w> records one outcome on server <s> for outlier detection
  * (<failed>: a connect failure, a reset, a status that counts) and gets
  * its failures in a row on <s>, as this worker saw them: 0 after a
