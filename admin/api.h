@@ -32,7 +32,6 @@ struct adm_gw_stats {
     uint64_t tls_handshakes[ADM_TLS_NVERSIONS][2]; /* [version][resumed] */
     uint64_t tls_failures[ADM_TLS_NFAIL];
     /* upstream pools' limits */
-    uint64_t retries, budget_exhausted, queued, queue_overflows, queue_timeouts;
 };
 
 struct evbuffer;

@@ -47,31 +47,38 @@ static void histogram(struct evbuffer *b, const char *name, const char *help, co
                         (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
 }
 
-/* The lines of the pools' retries and queues (summed over pools). */
-static void limits_metrics(struct evbuffer *b, const struct adm_gw_stats *gs)
+/* The lines of the pools' retries and queues: one per pool, labelled
+ * upstream="NAME" as the per-server lines are (config_upstreams.c allows
+ * only letters, digits, '_', '.' and '-' in a name: nothing to escape).
+ * The counts are per pool name (up_pool_count): they go on across a push
+ * that changes the pool, and go with it when it is removed. */
+static void limits_metrics(struct evbuffer *b, const struct adm_snapshot *s)
 {
-    evbuffer_add_printf(
-        b,
-        "# HELP switchyard_upstream_retries_total Tries sent again to another server.\n"
-        "# TYPE switchyard_upstream_retries_total counter\nswitchyard_upstream_retries_total %llu\n"
-        "# HELP switchyard_upstream_retry_budget_exhausted_total Retries the retry budget "
-        "refused.\n"
-        "# TYPE switchyard_upstream_retry_budget_exhausted_total counter\n"
-        "switchyard_upstream_retry_budget_exhausted_total %llu\n"
-        "# HELP switchyard_upstream_queue_length Requests waiting for an upstream connection "
-        "slot.\n"
-        "# TYPE switchyard_upstream_queue_length gauge\nswitchyard_upstream_queue_length %llu\n"
-        "# HELP switchyard_upstream_queue_overflows_total Requests answered 503: the queue was "
-        "full.\n"
-        "# TYPE switchyard_upstream_queue_overflows_total counter\n"
-        "switchyard_upstream_queue_overflows_total %llu\n"
-        "# HELP switchyard_upstream_queue_timeouts_total Requests answered 503 after "
-        "queue_timeout_ms.\n"
-        "# TYPE switchyard_upstream_queue_timeouts_total counter\n"
-        "switchyard_upstream_queue_timeouts_total %llu\n",
-        (unsigned long long)gs->retries, (unsigned long long)gs->budget_exhausted,
-        (unsigned long long)gs->queued, (unsigned long long)gs->queue_overflows,
-        (unsigned long long)gs->queue_timeouts);
+    static const struct {
+        enum up_pool_counter k;
+        const char *name, *type, *help;
+    } m[] = {
+        {UP_PC_RETRIES, "retries_total", "counter", "Tries sent again to another server."},
+        {UP_PC_BUDGET_EXHAUSTED, "retry_budget_exhausted_total", "counter",
+         "Retries the retry budget refused."},
+        {UP_PC_QUEUED, "queue_length", "gauge",
+         "Requests waiting for an upstream connection slot."},
+        {UP_PC_QUEUE_OVERFLOWS, "queue_overflows_total", "counter",
+         "Requests answered 503: the queue was full."},
+        {UP_PC_QUEUE_TIMEOUTS, "queue_timeouts_total", "counter",
+         "Requests answered 503 after queue_timeout_ms."},
+    };
+
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        evbuffer_add_printf(b,
+                            "# HELP switchyard_upstream_%s %s\n"
+                            "# TYPE switchyard_upstream_%s %s\n",
+                            m[i].name, m[i].help, m[i].name, m[i].type);
+        for (size_t j = 0; j < s->npools; j++)
+            evbuffer_add_printf(b, "switchyard_upstream_%s{upstream=\"%s\"} %llu\n", m[i].name,
+                                up_pool_name(s->pools[j]),
+                                (unsigned long long)up_pool_counted(s->pools[j], m[i].k));
+    }
 }
 
 /* The health lines of /metrics: per server up or down, ejections and
@@ -181,7 +188,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
                 b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
                 up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
                 (unsigned long long)up_requests(s->pools[i], k));
-    limits_metrics(b, &gs);
+    limits_metrics(b, s);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);
     evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");

@@ -48,12 +48,8 @@ struct gw_counters {
     _Atomic uint64_t dur_sum_us;
     _Atomic uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
     _Atomic uint64_t up_sum_us;
-    /* upstream pools' limits (limits.c, proxy.c) */
-    _Atomic uint64_t retries;          /* tries sent again to another server */
-    _Atomic uint64_t budget_exhausted; /* retries the retry budget refused */
-    _Atomic uint64_t queued;           /* requests waiting for a connection slot (gauge) */
-    _Atomic uint64_t queue_overflows;  /* answered 503: the queue was full, or none */
-    _Atomic uint64_t queue_timeouts;   /* answered 503: queue_timeout_ms passed */
+    /* a pool's retries and queue are counted per pool, in the pool's own
+     * per-worker block that outlives a changed definition: up_pool_count */
 };
 
 /* The bucket of <seconds> in adm_hist_bounds. */

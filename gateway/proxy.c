@@ -125,7 +125,7 @@ static void req_end(struct gw_conn *c)
     if (c->queued) {
         up_queue_remove(l->queue, c);
         c->queued = 0;
-        gw_count(&c->w->ctr.queued, (uint64_t)-1);
+        up_pool_count(l->pool, c->w->id, UP_PC_QUEUED, -1);
     }
     try_end(c);
     if (c->next_retry) { /* admitted, but never sent */
@@ -637,13 +637,13 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
     if (l && l->budget_on) {
         int r = up_budget_retry(&l->budget, gw_upconn_reached(u));
         if (r < 0) {
-            gw_count(&c->w->ctr.budget_exhausted, 1);
+            up_pool_count(l->pool, c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
             return 0;
         }
         c->next_retry = r == 0; /* 1: admitted as the first attempt it still is */
     }
     up_log(GW_LOG_WARN, c, u, "%s; retrying on another server", why);
-    gw_count(&c->w->ctr.retries, 1);
+    up_pool_count(c->snap->pools[c->sr->upstream], c->w->id, UP_PC_RETRIES, 1);
     c->tries++;
     detach_try(c);
     if (s == PICK_FULL)
@@ -888,12 +888,12 @@ static void wait_for_slot(struct gw_conn *c)
     struct gw_plim *l = c->plim;
 
     if (!l->queue || up_queue_push(l->queue, c, (uint64_t)gw_now_ms() + l->queue_timeout_ms) < 0) {
-        gw_count(&c->w->ctr.queue_overflows, 1);
+        up_pool_count(l->pool, c->w->id, UP_PC_QUEUE_OVERFLOWS, 1);
         fail_busy(c);
         return;
     }
     c->queued = 1;
-    gw_count(&c->w->ctr.queued, 1);
+    up_pool_count(l->pool, c->w->id, UP_PC_QUEUED, 1);
 }
 
 /* The worker's wake event: slots freed while requests wait. Each pool's
@@ -913,7 +913,7 @@ static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
         while (n-- && up_queue_len(l->queue) && gw_plim_any(l)) {
             struct gw_conn *c = up_queue_pop(l->queue);
             c->queued = 0;
-            gw_count(&w->ctr.queued, (uint64_t)-1);
+            up_pool_count(l->pool, w->id, UP_PC_QUEUED, -1);
             go_upstream(c);
         }
     }
@@ -927,8 +927,8 @@ void gw_proxy_sweep(struct gw_worker *w)
         struct gw_conn *c;
         while (l->queue && (c = up_queue_expired(l->queue, now))) {
             c->queued = 0;
-            gw_count(&w->ctr.queued, (uint64_t)-1);
-            gw_count(&w->ctr.queue_timeouts, 1);
+            up_pool_count(l->pool, w->id, UP_PC_QUEUED, -1);
+            up_pool_count(l->pool, w->id, UP_PC_QUEUE_TIMEOUTS, 1);
             fail_busy(c);
         }
     }

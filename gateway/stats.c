@@ -27,11 +27,6 @@ void gw_stats(void *arg, struct adm_gw_stats *st)
         st->bytes_in += ld(&k->bytes_in);
         st->bytes_out += ld(&k->bytes_out);
         st->upstream_errors += ld(&k->upstream_errors);
-        st->retries += ld(&k->retries);
-        st->budget_exhausted += ld(&k->budget_exhausted);
-        st->queued += ld(&k->queued);
-        st->queue_overflows += ld(&k->queue_overflows);
-        st->queue_timeouts += ld(&k->queue_timeouts);
         for (int b = 0; b <= ADM_HIST_BUCKETS; b++) {
             st->dur[b] += ld(&k->dur[b]);
             st->up[b] += ld(&k->up[b]);

@@ -63,9 +63,10 @@ class PyBackend:
             harness._live.remove(self.proc)
 
 
-def metrics(gw):
-    """The switchyard_upstream_* lines without labels of /metrics (the admin
-    API may still be starting: waited for)."""
+def metrics(gw, upstream="u"):
+    """The switchyard_upstream_* lines of /metrics labelled only with pool
+    <upstream>, by name without the label (the admin API may still be
+    starting: waited for)."""
     def fetch():
         try:
             with urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
@@ -75,11 +76,13 @@ def metrics(gw):
             return None
 
     text = wait_for(fetch, what="/metrics")
+    label = '{upstream="%s"}' % upstream
     out = {}
     for line in text.splitlines():
-        if line.startswith("switchyard_upstream_") and " " in line and "{" not in line:
+        if line.startswith("switchyard_upstream_") and " " in line:
             k, v = line.split(" ", 1)
-            out[k] = float(v)
+            if k.endswith(label):
+                out[k[:-len(label)]] = float(v)
     return out
 
 
@@ -103,6 +106,15 @@ def burst(gw, n):
     for t in ts:
         t.join(harness.TIMEOUT * 2)
     return statuses
+
+
+def put_upstream(gw, name, u):
+    """PUT /upstreams/<name> with definition <u>; asserts the 200."""
+    req = urllib.request.Request(
+        "http://%s/upstreams/%s" % (gw.cfg["admin"]["address"], name), method="PUT",
+        data=json.dumps(u).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=harness.TIMEOUT) as r:
+        assert r.status == 200, r.status
 
 
 class LimitsCase(GatewayCase):
@@ -279,6 +291,90 @@ class RetryQueueTest(LimitsCase):
         m = metrics(gw)
         self.assertEqual(m["switchyard_upstream_queue_length"], 0, m)
         self.assertEqual(good.stats()["requests"], 3)
+
+
+class PerPoolTest(LimitsCase):
+    """The retry and queue lines are per pool (upstream="NAME"): traffic on
+    one pool leaves the other's at 0, and a push that changes a pool's
+    definition keeps its counts."""
+
+    POOL_LINES = ("switchyard_upstream_retries_total",
+                  "switchyard_upstream_retry_budget_exhausted_total",
+                  "switchyard_upstream_queue_length",
+                  "switchyard_upstream_queue_overflows_total",
+                  "switchyard_upstream_queue_timeouts_total")
+
+    def assertQuiet(self, gw, name):
+        m = metrics(gw, name)
+        self.assertEqual({k: m.get(k) for k in self.POOL_LINES},
+                         {k: 0 for k in self.POOL_LINES}, m)
+
+    def test_retries_count_on_their_pool_and_survive_a_change(self):
+        bad = self.py_backend("bad", status=503)
+        good, other = self.own_backend("good"), self.own_backend("other")
+        busy = upstream_cfg(bad.addr, good, retries=1, retry_on_status=[503])
+        gw = self.own_gateway(gateway_config(
+            upstreams={"busy": busy,
+                       "quiet": upstream_cfg(other, retries=1, retry_on_status=[503])},
+            routes=[{"id": "b", "path": "/b/*{p}", "upstream": "busy"},
+                    {"id": "q", "path": "/*{p}", "upstream": "quiet"}], workers=1))
+        with Client(gw.port) as c:
+            for i in range(6):
+                self.assertEqual(c.request("GET", "/b/%d" % i).status, 200)
+                self.assertEqual(c.request("GET", "/q/%d" % i).status, 200)
+        hits = bad.hits()
+        self.assertGreaterEqual(hits, 3)
+        self.assertEqual(metrics(gw, "busy")["switchyard_upstream_retries_total"], hits)
+        self.assertQuiet(gw, "quiet")
+        # one line per pool, no unlabelled sum
+        text = urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
+                                      timeout=harness.TIMEOUT).read().decode()
+        self.assertNotIn("\nswitchyard_upstream_retries_total ", text)
+        # a changed definition (a weight, one more retry) is a new pool
+        # under the same name: its count goes on from where it was
+        put_upstream(gw, "busy", upstream_cfg(bad.addr, good, retries=2, retry_on_status=[503]))
+        self.assertEqual(metrics(gw, "busy")["switchyard_upstream_retries_total"], hits)
+        with Client(gw.port) as c:
+            for i in range(4):
+                self.assertEqual(c.request("GET", "/b/again/%d" % i).status, 200)
+        self.assertGreater(bad.hits(), hits)
+        self.assertEqual(metrics(gw, "busy")["switchyard_upstream_retries_total"], bad.hits())
+        self.assertQuiet(gw, "quiet")
+
+    def test_queue_counts_on_their_pool_and_survive_a_change(self):
+        b, other = self.own_backend("b"), self.own_backend("other")
+        busy = upstream_cfg(b, max_connections=1, max_pending=1, queue_timeout_ms=60000)
+        gw = self.own_gateway(gateway_config(
+            upstreams={"busy": busy, "quiet": upstream_cfg(other, max_connections=1,
+                                                           max_pending=1)},
+            routes=[{"id": "b", "path": "/b/*{p}", "upstream": "busy"},
+                    {"id": "q", "path": "/*{p}", "upstream": "quiet"}], workers=1))
+        slow, queued, over = Client(gw.port), Client(gw.port), Client(gw.port)
+        try:
+            slow.send(build_request("GET", "/b/slow?delay_ms=3000"))
+            wait_for(lambda: b.stats()["requests"] == 1, what="the slow request upstream")
+            queued.send(build_request("GET", "/b/queued"))
+            wait_for(lambda: metrics(gw, "busy")["switchyard_upstream_queue_length"] == 1,
+                     what="the second request queued")
+            self.assertEqual(over.request("GET", "/b/over").status, 503)
+            self.assertQuiet(gw, "quiet")
+            # changed while a request waits in its queue: the one queued
+            # leaves the count it joined (no -1 on the new pool, no 1 left)
+            put_upstream(gw, "busy", dict(busy, max_pending=2))
+            m = metrics(gw, "busy")
+            self.assertEqual(m["switchyard_upstream_queue_length"], 1, m)
+            self.assertEqual(m["switchyard_upstream_queue_overflows_total"], 1, m)
+            self.assertEqual(slow.read_response().status, 200)
+            self.assertEqual(queued.read_response().status, 200)
+        finally:
+            for c in (slow, queued, over):
+                c.close()
+        m = metrics(gw, "busy")
+        self.assertEqual(m["switchyard_upstream_queue_length"], 0, m)
+        self.assertEqual(m["switchyard_upstream_queue_overflows_total"], 1, m)
+        with Client(gw.port) as c:
+            self.assertEqual(c.request("GET", "/q/x").status, 200)
+        self.assertQuiet(gw, "quiet")
 
 
 class BufferingTest(LimitsCase):
