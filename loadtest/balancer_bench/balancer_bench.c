@@ -2,7 +2,16 @@
  * balancer_bench.c - micro-benchmark of upstream/'s balancers.
  *
  * Usage: balancer_bench [-q]
+ *        balancer_bench -c BALANCER N [equal]
  *   -q  quick: 3 runs of ~5 ms each, for checking the harness only
+ *   -c  for callgrind: BB_CG_PICKS picks of one scenario (N servers of
+ *       weights 1..4, or all 1 with "equal"), no calibration and no report;
+ *       bb_run is the function to count, e.g.
+ *         valgrind --tool=callgrind --toggle-collect=bb_run \
+ *             balancer_bench -c least_conn 100
+ *       and its instructions over BB_CG_PICKS are one pick's, with its
+ *       request's start and the oldest's end for least_conn and random_two.
+ *       Prints one line: the picks and whether they allocated.
  *
  * Prints one Markdown report on stdout:
  *   - ns per pick (up_select on one worker) for round_robin, least_conn,
@@ -51,6 +60,7 @@
 #define BB_MAX_RUNS 9
 #define BB_KEYS 4096
 #define BB_WINDOW 256
+#define BB_CG_PICKS 200000
 
 #define BB_ESCAPE(p) __asm__ volatile("" : : "g"(p) : "memory")
 
@@ -133,8 +143,9 @@ struct bb_scn {
     uint64_t allocs, picks;
 };
 
-/* <iters> picks; returns the nanoseconds they took. */
-static uint64_t bb_run(struct bb_scn *s, uint64_t iters)
+/* <iters> picks; returns the nanoseconds they took. Never inlined: -c
+ * mode's callgrind counts it by name. */
+__attribute__((noinline)) static uint64_t bb_run(struct bb_scn *s, uint64_t iters)
 {
     struct up_pick rq = {0};
     uint64_t t0, t1, sink = 0;
@@ -158,9 +169,10 @@ static uint64_t bb_run(struct bb_scn *s, uint64_t iters)
     return t1 - t0;
 }
 
-/* Scenario <s>: <n> servers of weights 1..4 (all 1 when <equal>). */
-static void bb_setup(struct bb_scn *s, const char *name, enum up_balance b, size_t n,
-                     uint64_t *keys, int equal)
+/* Scenario <s>: <n> servers of weights 1..4 (all 1 when <equal>), under
+ * its standing load; calibrated unless <calibrate> is 0. */
+static void bb_setup_c(struct bb_scn *s, const char *name, enum up_balance b, size_t n,
+                       uint64_t *keys, int equal, int calibrate)
 {
     struct up_pool_opts o = {.balance = b, .seed = 1, .fallback = 1};
 
@@ -177,9 +189,15 @@ static void bb_setup(struct bb_scn *s, const char *name, enum up_balance b, size
     }
     /* calibrate: double until one run lasts a tenth of the target */
     uint64_t it = 1000;
-    while ((double)bb_run(s, it) < bb_target_ns / 10)
+    while (calibrate && (double)bb_run(s, it) < bb_target_ns / 10)
         it *= 2;
     s->iters = it * 10;
+}
+
+static void bb_setup(struct bb_scn *s, const char *name, enum up_balance b, size_t n,
+                     uint64_t *keys, int equal)
+{
+    bb_setup_c(s, name, b, n, keys, equal, 1);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -324,6 +342,25 @@ int main(int argc, char **argv)
     }
     for (unsigned k = 0; k < BB_KEYS; k++)
         keys[k] = up_hash(&k, sizeof(k));
+    if (argc >= 4 && strcmp(argv[1], "-c") == 0) {
+        size_t a = 0, n = strtoul(argv[3], NULL, 10);
+        while (a < 4 && strcmp(algs[a].name, argv[2]) != 0)
+            a++;
+        if (a == 4 || n == 0) {
+            fprintf(stderr, "balancer_bench: -c BALANCER N [equal]\n");
+            return 2;
+        }
+        bb_setup_c(&scn[0], algs[a].name, algs[a].b, n, keys, argc > 4, 0);
+        uint64_t a0 = ac_allocs();
+        bb_run(&scn[0], BB_CG_PICKS);
+        printf("%s, %zu servers%s: %d picks, %s allocations\n", algs[a].name, n,
+               argc > 4 ? " (equal weights)" : "", BB_CG_PICKS,
+               ac_enabled() ? (ac_allocs() == a0 ? "0" : "NOT 0") : "uncounted");
+        up_pool_release(scn[0].p);
+        free(scn);
+        free(keys);
+        return 0;
+    }
     for (size_t a = 0; a < 4; a++)
         for (size_t i = 0; i < 3; i++)
             bb_setup(&scn[nscn++], algs[a].name, algs[a].b, ns[i], keys, 0);

@@ -3,6 +3,7 @@
 # goes to stdout, the build's chatter to stderr.
 #
 #   loadtest/balancer_bench/run.sh [-q]
+#   loadtest/balancer_bench/run.sh -c BALANCER N [equal]   (for callgrind: see balancer_bench.c)
 #
 # BUILD_DIR overrides the build directory (default: <repo>/build-bench).
 set -eu
