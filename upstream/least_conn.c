@@ -1,327 +1,232 @@
 /*
  * least_conn.c - least connections, weighted: the usable server with the
- * fewest requests in flight per unit of weight.
+ * fewest requests in flight per unit of weight, in O(1) a pick, start and
+ * end (HAProxy's leastconn key, kept in a bucket queue, not a tree).
  *
- * Equal weights (the common pool) take an O(1) path. Each worker keeps its
- * servers in buckets by its own in-flight count on them: an array of
- * doubly linked lists indexed by count (counts from LC_NB - 1 up share the
- * last, overflow bucket), and the lowest non-empty bucket. A pick takes the
- * first usable server of the lowest bucket (walking past tried, down and
- * not-admitted ones, then on to the next bucket) and moves it to its
- * bucket's tail; a request's start and end (the balancer's hooks) move the
- * server to the tail of its new count's bucket. So servers that tie take
- * turns in order, round robin among equals. The walk visits each server
- * once at most, so at worst (nothing usable in the low buckets) it costs
- * what a linear scan does; in the overflow bucket it looks for the lowest
- * count. Start, end and the pick's move are O(1).
+ * The key. Server s's key is floor(inflight * S / w), where w is its weight
+ * divided by the gcd of the pool's weights and S the pool's scale (see
+ * scale()): the lcm of the reduced weights or the square of the largest,
+ * whichever is smaller, as long as that is at most LC_SCAP. Either makes
+ * the key exact: two servers' keys compare as their inflight / weight do
+ * (with S = W^2, two different ratios differ by at least 1 / W^2, one key
+ * step). Equal weights give S = 1, the key is the count itself. A pool
+ * whose exact scale would pass LC_SCAP (weights 1..1000 at random) uses
+ * S = LC_SCAP (or W if larger): then two servers whose ratios differ by
+ * less than 1 / S may share a key, and take turns as ties do.
  *
- * Unequal weights keep a binary heap per worker ordered by (load / weight,
- * virtual time, index): among equals the one with the earliest virtual
- * finish time wins (weighted fair queueing: a pick moves a server's time on
- * by 1/weight), so a pool with no load still follows its weights. A pick
- * reads the top, start and end move one server up or down, O(log n) each.
- * When the top cannot be used (tried, down, or ramping up under slow start
- * and not admitted) the pick searches the heap below it, visiting at most
- * LC_VISIT nodes before falling back to a linear scan. Weighted pools of up
- * to LC_SCAN servers are always scanned, in the same order: there a scan
- * costs less than keeping the heap.
+ * The buckets. Each worker keeps its servers in LC_NB buckets by key:
+ * circular doubly linked lists, one head each, and a two-level bitmap of
+ * the non-empty ones (64 words, one word over them), so the lowest is two
+ * __builtin_ctzll away. Keys from LC_OVF up share the last, overflow
+ * bucket, where a pick compares the true ratios (inflight * weight cross
+ * products): exact there too, but a scan of that bucket. A request's start
+ * and end (the balancer's hooks) move the server to its new key's bucket:
+ * O(1), plus a bit set and maybe one cleared.
  *
- * Either way a worker's structure lives in its own cache-line-separated
- * block (up_slab_new). The counts are this worker's own (struct
- * up_worker.inflight): a shared count would put two read-modify-writes on a
- * contended line into every request, which the design forbids. Connections
- * spread evenly over the workers (SO_REUSEPORT), so each worker's view of a
- * slow server is the whole picture in proportion: a server that holds
- * requests longer holds more of every worker's.
+ * A pick walks the lowest bucket's list past tried, down and not-admitted
+ * (slow start) servers, then the next non-empty bucket's; after LC_VISIT
+ * servers without one it falls back to a linear scan of the pool.
+ *
+ * Ties take turns, weighted. Servers that share a key are picked in list
+ * order, and a picked server keeps its place for <w> picks in a row at that
+ * key (its turn), then goes to the tail of the bucket. A server entering a
+ * bucket goes to its tail, unless it is in the middle of its turn at that
+ * very key: then it goes back to the head to finish it. So an idle pool
+ * (every key 0, each request ending before the next pick) follows the
+ * weights exactly, w picks of each server in turn, as weighted round robin
+ * does: HAProxy's leastconn is not weighted at zero load, the tests and
+ * operators here expect it to be. With equal weights a turn is one pick:
+ * round robin among equals, in order.
+ *
+ * Memory. A worker's buckets and nodes live in its own cache-line-separated
+ * block (up_slab_new): 16 KB of heads, the bitmap, 16 bytes a server. The
+ * per-server constants (the key's multiplier, where the overflow starts,
+ * the turn's length) are shared and read-only. The counts are this worker's
+ * own (struct up_worker.inflight): a shared count would put two
+ * read-modify-writes on a contended line into every request, which the
+ * design forbids. Connections spread evenly over the workers (SO_REUSEPORT),
+ * so each worker's view of a slow server is the whole picture in
+ * proportion: a server that holds requests longer holds more of every
+ * worker's.
  */
 #include "upstream/up_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-#define LC_STEP (1ull << 20)   /* virtual time of one pick at weight 1 */
-#define LC_RENORM (1ull << 60) /* virtual times are shifted down past this */
-#define LC_VISIT 64            /* heap nodes a pick may look at */
-#define LC_SCAN 8              /* weighted pools this small are scanned, not kept in a heap */
-#define LC_NB 256              /* buckets by count; the last holds counts >= LC_NB - 1 */
-#define LC_NIL UINT32_MAX      /* the end of a bucket's list */
+#define LC_NB 4096            /* buckets by key */
+#define LC_OVF (LC_NB - 1)    /* the overflow bucket: keys >= LC_OVF */
+#define LC_WORDS (LC_NB / 64) /* the bitmap's lower level; one word over it */
+#define LC_NIL UINT32_MAX     /* an empty bucket's head */
+#define LC_VISIT 64           /* servers a pick may walk past before a linear scan */
+#define LC_SCAP 1024          /* the largest exact scale */
+#define LC_SMAX (1ull << 20)  /* the largest scale at all */
 
-/* A server's place in its bucket's list (equal weights). */
+/* A server's place in its bucket's ring, and its turn (one per worker). */
 struct lc_node {
-    uint32_t next, prev, bkt;
+    uint32_t next, prev;
+    uint16_t bkt;  /* the bucket it is in */
+    uint16_t turn; /* the bucket its turn is at, when <left> */
+    uint32_t left; /* picks left in its turn; 0: none under way */
 };
 
-/* A worker's buckets (equal weights), at the start of its block. */
+/* A worker's buckets, at the start of its block; its nodes follow. */
 struct lc_buckets {
-    uint32_t min; /* the lowest non-empty bucket */
-    uint32_t head[LC_NB], tail[LC_NB];
+    uint64_t top;            /* bit i: word[i] is not 0 */
+    uint64_t word[LC_WORDS]; /* bit k % 64 of word k / 64: bucket k not empty */
+    uint32_t head[LC_NB];    /* the ring's first server, LC_NIL when empty */
 };
 
-struct lc_worker {
-    /* equal weights */
-    struct lc_buckets *b;
-    struct lc_node *node; /* node[s]: server s's links */
-    /* unequal weights */
-    uint32_t *heap; /* server indices in heap order */
-    uint32_t *pos;  /* pos[s]: where server s is in heap */
-    uint64_t *vt;   /* virtual finish times */
-    uint64_t now;   /* the last pick's start time */
+/* A server's constants, shared by the workers. */
+struct lc_srv {
+    uint64_t mul;  /* ceil(2^32 * S / w): key = (inflight * mul) >> 32 */
+    uint32_t ovf;  /* the least inflight whose key is LC_OVF or more */
+    uint32_t turn; /* picks in a turn: the reduced weight */
 };
 
 struct lc {
-    void *slab; /* per-worker buckets or heaps, up_slab_new */
+    void *slab; /* per-worker buckets and nodes, up_slab_new */
     size_t stride;
-    int equal;           /* every server has the same weight: buckets */
-    struct lc_worker *w; /* nworkers of them, pointers into the slab */
+    struct lc_srv *srv; /* n of them */
 };
 
-/* <a> comes before <b> in worker <w>'s heap. */
-static inline int before(const up_pool *p, unsigned w, const struct lc_worker *lw, uint32_t a,
-                         uint32_t b)
+static inline struct lc_buckets *lc_bk(const struct lc *l, unsigned w)
 {
-    uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
-    uint64_t x = la * p->weight[b], y = lb * p->weight[a];
-
-    if (x != y)
-        return x < y;
-    if (lw->vt[a] != lw->vt[b])
-        return lw->vt[a] < lw->vt[b];
-    return a < b;
+    return (struct lc_buckets *)((char *)l->slab + (size_t)w * l->stride);
 }
 
-static inline void place(struct lc_worker *lw, size_t i, uint32_t s)
+static inline struct lc_node *lc_nodes(struct lc_buckets *b)
 {
-    lw->heap[i] = s;
-    lw->pos[s] = (uint32_t)i;
+    return (struct lc_node *)(b + 1);
 }
 
-static void sift_up(const up_pool *p, unsigned w, struct lc_worker *lw, size_t i)
-{
-    uint32_t s = lw->heap[i];
-
-    while (i > 0 && before(p, w, lw, s, lw->heap[(i - 1) / 2])) {
-        place(lw, i, lw->heap[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    place(lw, i, s);
-}
-
-static void sift_down(const up_pool *p, unsigned w, struct lc_worker *lw, size_t i)
-{
-    uint32_t s = lw->heap[i];
-    size_t n = p->n;
-
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && before(p, w, lw, lw->heap[c + 1], lw->heap[c]))
-            c++;
-        if (!before(p, w, lw, lw->heap[c], s))
-            break;
-        place(lw, i, lw->heap[c]);
-        i = c;
-    }
-    place(lw, i, s);
-}
-
-/* Equal weights: the bucket of server <s>'s count on worker <w>. */
-static inline uint32_t bucket_of(const up_pool *p, unsigned w, size_t s)
+/* Server <s>'s key on worker <w>, capped at the overflow bucket. */
+static inline uint32_t key_of(const up_pool *p, const struct lc *l, unsigned w, size_t s)
 {
     uint32_t c = up_load(p, w, s);
 
-    return c < LC_NB - 1 ? c : LC_NB - 1;
+    return c >= l->srv[s].ovf ? LC_OVF : (uint32_t)((c * l->srv[s].mul) >> 32);
 }
 
-/* Takes <s> out of its bucket's list. */
-static inline void bk_unlink(struct lc_worker *lw, uint32_t s)
+static inline void bm_set(struct lc_buckets *b, uint32_t k)
 {
-    struct lc_node *x = &lw->node[s];
-
-    if (x->prev != LC_NIL)
-        lw->node[x->prev].next = x->next;
-    else
-        lw->b->head[x->bkt] = x->next;
-    if (x->next != LC_NIL)
-        lw->node[x->next].prev = x->prev;
-    else
-        lw->b->tail[x->bkt] = x->prev;
+    b->word[k / 64] |= 1ull << (k % 64);
+    b->top |= 1ull << (k / 64);
 }
 
-/* Puts <s> (in no list) at the tail of bucket <k>. */
-static inline void bk_append(struct lc_worker *lw, uint32_t s, uint32_t k)
+static inline void bm_clear(struct lc_buckets *b, uint32_t k)
 {
-    struct lc_node *x = &lw->node[s];
-
-    x->bkt = k;
-    x->next = LC_NIL;
-    x->prev = lw->b->tail[k];
-    if (x->prev != LC_NIL)
-        lw->node[x->prev].next = s;
-    else
-        lw->b->head[k] = s;
-    lw->b->tail[k] = s;
+    if (!(b->word[k / 64] &= ~(1ull << (k % 64))))
+        b->top &= ~(1ull << (k / 64));
 }
 
-/* Moves <s> to the tail of the bucket of its count on worker <w> (the same
- * bucket after a pick: its turn is over), and keeps the lowest non-empty
- * bucket. The search for it stops at <s>'s bucket at the latest. */
-static void bk_move(const up_pool *p, unsigned w, struct lc_worker *lw, uint32_t s)
+/* The lowest non-empty bucket from <k> on, LC_NB when there is none. */
+static inline uint32_t bm_next(const struct lc_buckets *b, uint32_t k)
 {
-    struct lc_buckets *b = lw->b;
-    uint32_t k = bucket_of(p, w, s);
+    uint32_t i = k / 64;
+    uint64_t m, t;
 
-    bk_unlink(lw, s);
-    bk_append(lw, s, k);
-    if (k < b->min)
-        b->min = k;
-    while (b->head[b->min] == LC_NIL)
-        b->min++;
+    if (k >= LC_NB)
+        return LC_NB;
+    if ((m = b->word[i] & (~0ull << (k % 64))))
+        return i * 64 + (uint32_t)__builtin_ctzll(m);
+    t = i + 1 < LC_WORDS ? b->top & (~0ull << (i + 1)) : 0;
+    if (!t)
+        return LC_NB;
+    i = (uint32_t)__builtin_ctzll(t);
+    return i * 64 + (uint32_t)__builtin_ctzll(b->word[i]);
 }
 
-/* Equal weights: the first usable server that slow start admits, from the
- * lowest bucket up, in list order (all of a bucket below the overflow have
- * the same count, so the first is the best; the overflow bucket is searched
- * for its lowest count). Each server is visited once at most, so the walk
- * is bounded by a linear scan's n (plus LC_NB empty buckets); it costs that
- * much only when the low buckets hold nothing usable. */
-static size_t bk_select(up_pool *p, unsigned w, const struct lc_worker *lw,
-                        const struct up_pick *rq, int ignore_health)
+/* Takes <s> out of its bucket's ring. */
+static inline void bk_unlink(struct lc_buckets *b, struct lc_node *node, uint32_t s)
 {
-    uint64_t now = rq ? rq->now_ms : 0;
-    size_t best = UP_NONE;
-    uint32_t least = 0;
+    struct lc_node *x = &node[s];
 
-    for (uint32_t k = lw->b->min; k < LC_NB - 1; k++)
-        for (uint32_t s = lw->b->head[k]; s != LC_NIL; s = lw->node[s].next)
-            if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now))
-                return s;
-    for (uint32_t s = lw->b->head[LC_NB - 1]; s != LC_NIL; s = lw->node[s].next)
-        if ((best == UP_NONE || up_load(p, w, s) < least) && up_usable(p, s, rq, ignore_health) &&
-            up_slow_admit(p, w, s, now)) {
-            best = s;
-            least = up_load(p, w, s);
-        }
-    return best;
-}
-
-/* Equal weights: worker <lw>'s buckets in block <blk>, every server in the
- * bucket of its count, in index order. */
-static void bk_init(const up_pool *p, unsigned w, struct lc_worker *lw, char *blk)
-{
-    lw->b = (struct lc_buckets *)blk;
-    lw->node = (struct lc_node *)(blk + sizeof(struct lc_buckets));
-    for (uint32_t k = 0; k < LC_NB; k++)
-        lw->b->head[k] = lw->b->tail[k] = LC_NIL;
-    lw->b->min = LC_NB - 1;
-    for (size_t s = 0; s < p->n; s++) {
-        uint32_t k = bucket_of(p, w, s);
-        bk_append(lw, (uint32_t)s, k);
-        if (k < lw->b->min)
-            lw->b->min = k;
+    if (x->next == s) {
+        b->head[x->bkt] = LC_NIL;
+        bm_clear(b, x->bkt);
+        return;
     }
+    node[x->prev].next = x->next;
+    node[x->next].prev = x->prev;
+    if (b->head[x->bkt] == s)
+        b->head[x->bkt] = x->next;
 }
 
-/* Every server has the same weight. */
-static int equal_weights(const up_pool *p)
+/* Puts <s> (in no ring) at the tail of bucket <k>: just before its head. */
+static inline void bk_append(struct lc_buckets *b, struct lc_node *node, uint32_t s, uint32_t k)
 {
-    for (size_t s = 1; s < p->n; s++)
-        if (p->weight[s] != p->weight[0])
-            return 0;
-    return 1;
-}
+    struct lc_node *x = &node[s];
+    uint32_t h = b->head[k];
 
-static int lc_init(up_pool *p)
-{
-    struct lc *l = calloc(1, sizeof(*l));
-    size_t n = p->n, bytes = n * (2 * sizeof(uint32_t) + sizeof(uint64_t));
-
-    if (!(p->lb = l) || n >= UINT32_MAX)
-        return -1;
-    if ((l->equal = equal_weights(p)))
-        bytes = sizeof(struct lc_buckets) + n * sizeof(struct lc_node);
-    if (!(l->w = calloc(p->nworkers, sizeof(*l->w))) ||
-        !(l->slab = up_slab_new(p->nworkers, bytes, &l->stride)))
-        return -1;
-    for (unsigned w = 0; w < p->nworkers; w++) {
-        struct lc_worker *lw = &l->w[w];
-        char *b = (char *)l->slab + (size_t)w * l->stride;
-        if (l->equal) {
-            bk_init(p, w, lw, b);
-            continue;
-        }
-        lw->vt = (uint64_t *)b;
-        lw->heap = (uint32_t *)(b + n * sizeof(uint64_t));
-        lw->pos = lw->heap + n;
-        /* no load, equal times: index order is already a heap */
-        for (size_t s = 0; s < n; s++)
-            place(lw, s, (uint32_t)s);
+    x->bkt = (uint16_t)k;
+    if (h == LC_NIL) {
+        x->next = x->prev = s;
+        b->head[k] = s;
+        bm_set(b, k);
+        return;
     }
-    return 0;
+    x->prev = node[h].prev;
+    x->next = h;
+    node[x->prev].next = s;
+    node[h].prev = s;
 }
 
-/* Shifts worker <w>'s virtual times down so they never overflow, and
- * rebuilds the heap (times clamped at zero may reorder). */
-static void renormalize(const up_pool *p, unsigned w, struct lc_worker *lw)
+/* Moves <s> to the bucket of its key on worker <w>: to the tail, or to the
+ * head if its turn at that key is under way. */
+static void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s)
 {
-    uint64_t base = lw->now;
+    struct lc_buckets *b = lc_bk(l, w);
+    struct lc_node *node = lc_nodes(b), *x = &node[s];
+    uint32_t k = key_of(p, l, w, s);
 
-    for (size_t s = 0; s < p->n; s++)
-        lw->vt[s] = lw->vt[s] > base ? lw->vt[s] - base : 0;
-    lw->now = 0;
-    for (size_t i = p->n / 2; p->n > LC_SCAN && i-- > 0;)
-        sift_down(p, w, lw, i);
+    bk_unlink(b, node, s);
+    bk_append(b, node, s, k);
+    if (x->left && x->turn == k)
+        b->head[k] = s; /* the ring's tail is its head's predecessor */
 }
 
-/* The best usable server below heap node 0 (which the caller found
- * unusable: it is not asked again, so slow start rolls its dice once),
- * looking at LC_VISIT nodes at most: a usable node ends its subtree's
- * search, since nothing below it comes first. UP_NONE when none was found
- * (or the budget ran out: <*out> is set then). */
-static size_t search(up_pool *p, unsigned w, struct lc_worker *lw, const struct up_pick *rq,
-                     int ignore_health, int *out)
+/* <s> (in bucket <k>) was picked: one pick of its turn is used, and when
+ * the turn is over it goes to the tail of its bucket. A turn of one pick
+ * (weight 1, or equal weights) needs no count. */
+static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, uint32_t k)
 {
-    size_t stack[LC_VISIT], top = 0, best = UP_NONE, visited = 0;
-    uint64_t now = rq ? rq->now_ms : 0;
+    struct lc_node *node = lc_nodes(b), *x = &node[s];
+    uint32_t len = l->srv[s].turn;
 
-    *out = 0;
-    if (p->n > 2)
-        stack[top++] = 2;
-    if (p->n > 1)
-        stack[top++] = 1;
-    while (top) {
-        size_t i = stack[--top];
-        uint32_t s = lw->heap[i];
-        if (++visited > LC_VISIT) {
-            *out = 1;
-            return UP_NONE;
+    if (len > 1) {
+        if (!x->left || x->turn != k) {
+            x->left = len;
+            x->turn = (uint16_t)k;
         }
-        if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now)) {
-            if (best == UP_NONE || before(p, w, lw, s, (uint32_t)best))
-                best = s;
-            continue;
-        }
-        for (size_t c = 2 * i + 1; c <= 2 * i + 2 && c < p->n; c++) {
-            if (top == LC_VISIT) {
-                *out = 1;
-                return UP_NONE;
-            }
-            stack[top++] = c;
-        }
+        if (--x->left)
+            return s;
     }
-    return best;
+    if (b->head[k] == s) {
+        b->head[k] = x->next; /* a ring: the head turned into the tail */
+    } else {
+        bk_unlink(b, node, s);
+        bk_append(b, node, s, k);
+    }
+    return s;
 }
 
-/* Small pools, and the heap search's fallback: every usable server that
- * slow start admits (one roll each) compared. */
-static size_t linear(up_pool *p, unsigned w, const struct lc_worker *lw, const struct up_pick *rq,
-                     int ignore_health)
+/* <a>'s load per weight is below <b>'s (exact, whatever the scale). */
+static inline int lighter(const up_pool *p, unsigned w, size_t a, size_t b)
+{
+    return (uint64_t)up_load(p, w, a) * p->weight[b] < (uint64_t)up_load(p, w, b) * p->weight[a];
+}
+
+/* The walk's fallback: every usable server that slow start admits (one
+ * roll each) compared; the first of the lightest. */
+static size_t linear(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     uint64_t now = rq ? rq->now_ms : 0;
     size_t best = UP_NONE;
 
     for (size_t s = 0; s < p->n; s++)
         if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now) &&
-            (best == UP_NONE || before(p, w, lw, (uint32_t)s, (uint32_t)best)))
+            (best == UP_NONE || lighter(p, w, s, best)))
             best = s;
     return best;
 }
@@ -329,64 +234,119 @@ static size_t linear(up_pool *p, unsigned w, const struct lc_worker *lw, const s
 static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     struct lc *l = p->lb;
-    struct lc_worker *lw = &l->w[w];
+    struct lc_buckets *b = lc_bk(l, w);
+    struct lc_node *node = lc_nodes(b);
+    uint64_t now = rq ? rq->now_ms : 0;
+    unsigned visits = 0;
+    uint32_t k, s;
+    size_t best = UP_NONE;
 
-    if (l->equal) {
-        size_t got = bk_select(p, w, lw, rq, ignore_health);
-        if (got != UP_NONE)
-            bk_move(p, w, lw, (uint32_t)got);
-        return got;
+    /* below the overflow, every server of a bucket has the lowest key */
+    for (k = bm_next(b, 0); k < LC_OVF; k = bm_next(b, k + 1)) {
+        s = b->head[k];
+        do {
+            if (++visits > LC_VISIT)
+                goto scan;
+            if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now)) {
+                best = s;
+                goto take;
+            }
+            s = node[s].next;
+        } while (s != b->head[k]);
     }
-
-    uint32_t s = lw->heap[0];
-    size_t pick = s;
-    int out, heap = p->n > LC_SCAN;
-
-    if (!heap) {
-        pick = linear(p, w, lw, rq, ignore_health);
-    } else if (!up_usable(p, s, rq, ignore_health) ||
-               !up_slow_admit(p, w, s, rq ? rq->now_ms : 0)) {
-        pick = search(p, w, lw, rq, ignore_health, &out);
-        if (out)
-            pick = linear(p, w, lw, rq, ignore_health);
-    }
-    if (pick == UP_NONE)
+    if (k == LC_NB)
         return UP_NONE;
-    /* weighted fair queueing: start no earlier than the last pick */
-    if (lw->vt[pick] > lw->now)
-        lw->now = lw->vt[pick];
-    lw->vt[pick] = lw->now + LC_STEP / p->weight[pick];
-    if (heap)
-        sift_down(p, w, lw, lw->pos[pick]);
-    if (lw->now > LC_RENORM)
-        renormalize(p, w, lw);
-    return pick;
+    /* the overflow bucket: its lightest, the first of them */
+    s = b->head[LC_OVF];
+    do {
+        if (++visits > LC_VISIT)
+            goto scan;
+        if ((best == UP_NONE || lighter(p, w, s, best)) && up_usable(p, s, rq, ignore_health) &&
+            up_slow_admit(p, w, s, now))
+            best = s;
+        s = node[s].next;
+    } while (s != b->head[LC_OVF]);
+    if (best == UP_NONE)
+        return UP_NONE;
+take:
+    return took(l, b, (uint32_t)best, k);
+scan:
+    if ((best = linear(p, w, rq, ignore_health)) == UP_NONE)
+        return UP_NONE;
+    k = node[best].bkt;
+    goto take;
 }
 
-/* A request started on <s>: its load went up, it moves down (to the tail
- * of the next bucket). */
-static void lc_start(up_pool *p, unsigned w, size_t s)
+/* A request started or ended on <s>: its key moved. */
+static void lc_moved(up_pool *p, unsigned w, size_t s)
 {
-    struct lc *l = p->lb;
-    struct lc_worker *lw = &l->w[w];
-
-    if (l->equal)
-        bk_move(p, w, lw, (uint32_t)s);
-    else if (p->n > LC_SCAN)
-        sift_down(p, w, lw, lw->pos[s]);
+    bk_move(p, p->lb, w, (uint32_t)s);
 }
 
-/* A request ended on <s>: its load went down, it moves up (to the tail of
- * the bucket below). */
-static void lc_end(up_pool *p, unsigned w, size_t s)
+static uint64_t gcd(uint64_t a, uint64_t b)
 {
-    struct lc *l = p->lb;
-    struct lc_worker *lw = &l->w[w];
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
 
-    if (l->equal)
-        bk_move(p, w, lw, (uint32_t)s);
-    else if (p->n > LC_SCAN)
-        sift_up(p, w, lw, lw->pos[s]);
+/* The pool's scale S for weights divided by <g>, the largest <top>: the
+ * smaller of their lcm and top^2 when that is at most LC_SCAP (exact keys),
+ * else LC_SCAP or <top> (up to LC_SMAX), whichever is larger. */
+static uint64_t scale(const up_pool *p, uint64_t g, uint64_t top)
+{
+    uint64_t lcm = 1, sq = top <= LC_SCAP ? top * top : LC_SCAP + 1;
+
+    for (size_t s = 0; s < p->n && lcm <= LC_SCAP; s++) {
+        uint64_t w = p->weight[s] / g;
+        lcm = lcm / gcd(lcm, w) * w;
+    }
+    if (lcm <= LC_SCAP || sq <= LC_SCAP)
+        return lcm < sq ? lcm : sq;
+    if (top < LC_SCAP)
+        return LC_SCAP;
+    return top < LC_SMAX ? top : LC_SMAX;
+}
+
+/* The servers' constants at scale <S>, weights divided by <g>. */
+static void constants(const up_pool *p, struct lc *l, uint64_t S, uint64_t g)
+{
+    for (size_t s = 0; s < p->n; s++) {
+        uint64_t w = p->weight[s] / g, ovf = (LC_OVF * w + S - 1) / S;
+        l->srv[s].mul = ((S << 32) + w - 1) / w;
+        l->srv[s].ovf = ovf < UINT32_MAX ? (uint32_t)ovf : UINT32_MAX;
+        l->srv[s].turn = (uint32_t)w;
+    }
+}
+
+static int lc_init(up_pool *p)
+{
+    struct lc *l = calloc(1, sizeof(*l));
+    size_t n = p->n;
+    uint64_t g = 0, top = 0;
+
+    if (!(p->lb = l) || n >= UINT32_MAX)
+        return -1;
+    if (!(l->srv = calloc(n ? n : 1, sizeof(*l->srv))) ||
+        !(l->slab = up_slab_new(p->nworkers, sizeof(struct lc_buckets) + n * sizeof(struct lc_node),
+                                &l->stride)))
+        return -1;
+    for (size_t s = 0; s < n; s++) {
+        g = gcd(p->weight[s], g);
+        top = p->weight[s] > top ? p->weight[s] : top;
+    }
+    top = g ? top / g : 1;
+    constants(p, l, scale(p, g ? g : 1, top), g ? g : 1);
+    for (unsigned w = 0; w < p->nworkers; w++) {
+        struct lc_buckets *b = lc_bk(l, w);
+        memset(b->head, 0xff, sizeof(b->head)); /* LC_NIL */
+        for (size_t s = 0; s < n; s++)
+            bk_append(b, lc_nodes(b), (uint32_t)s, key_of(p, l, w, s));
+    }
+    return 0;
 }
 
 static void lc_destroy(up_pool *p)
@@ -395,7 +355,7 @@ static void lc_destroy(up_pool *p)
 
     if (l) {
         free(l->slab);
-        free(l->w);
+        free(l->srv);
     }
     free(l);
 }
@@ -404,7 +364,7 @@ const struct up_lb_ops up_lb_least_conn = {
     .name = "least_conn",
     .init = lc_init,
     .select = lc_select,
-    .start = lc_start,
-    .end = lc_end,
+    .start = lc_moved,
+    .end = lc_moved,
     .destroy = lc_destroy,
 };

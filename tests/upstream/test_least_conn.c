@@ -1,10 +1,12 @@
 /*
  * test_least_conn.c - upstream/least_conn.c: the fewest requests in flight
- * per unit of weight wins, ties take turns in weight proportion, slow start
- * ramps a returning server up, each worker balances on its own counts, and
- * the heap (unequal weights) and the buckets (equal weights) stay right
- * through any order of starts, ends and picks, counts above the last
- * bucket included.
+ * per unit of weight wins, ties take turns in weight proportion (an idle
+ * pool follows its weights exactly), slow start ramps a returning server
+ * up, each worker balances on its own counts, and the buckets by key stay
+ * right through any order of starts, ends and picks, checked against a
+ * brute-force reference: equal and unequal weights, keys above the last
+ * bucket, weights 1 and 1000, the rounded keys of a pool whose exact scale
+ * is too large, and the linear scan a long walk falls back to.
  */
 #include "utest.h"
 
@@ -162,8 +164,9 @@ static void random_ops(size_t N, int equal, int ops)
 
 START_TEST(heap_stays_right)
 {
-    random_ops(50, 0, 20000); /* kept in a heap */
-    random_ops(5, 0, 20000);  /* scanned */
+    /* once a heap and a scan; now the same buckets as equal weights */
+    random_ops(50, 0, 20000);
+    random_ops(5, 0, 20000);
 }
 END_TEST
 
@@ -267,6 +270,226 @@ START_TEST(counts_above_bucket_cap)
 }
 END_TEST
 
+/* The brute-force reference: the usable server (not down, not in <tried>)
+ * with the least held / weight, UP_NONE if none. */
+static size_t ref_least(const up_pool *p, const size_t *held, const unsigned *weights, size_t N,
+                        const struct up_tried *tried)
+{
+    size_t want = UP_NONE;
+
+    for (size_t c = 0; c < N; c++) {
+        if (up_health_flags(p, c) || up_tried_has(tried, c))
+            continue;
+        if (want == UP_NONE ||
+            (uint64_t)held[c] * weights[want] < (uint64_t)held[want] * weights[c])
+            want = c;
+    }
+    return want;
+}
+
+/* 100k random steps on <N> servers (at most 128) of <weights>: the first
+ * 40 % mostly starts (keys climb, into the overflow bucket for small pools),
+ * then even, then mostly ends (back down through every bucket). Each pick
+ * (with a random tried set; health flips now and then) is checked against
+ * ref_least: the same held / weight, or, when <slack> (rounded keys: the
+ * pool's exact scale is over the cap), within 1 / <slack> of it. Returns
+ * the most requests one server held at a time. */
+static size_t against_reference(const unsigned *weights, size_t N, unsigned slack)
+{
+    enum { STEPS = 100000 };
+    size_t held[128] = {0};
+    uint64_t x = 12345 + N;
+    unsigned picked = 0;
+    size_t peak = 0;
+
+    ck_assert_uint_le(N, 128);
+    up_pool *p = lc_pool(weights, N, 1);
+    for (int op = 0; op < STEPS; op++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        size_t s = (size_t)((x >> 33) % N);
+        unsigned r = (unsigned)((x >> 20) % 100);
+        /* start, end: 60/15, 35/35 or 15/60 of 100; then 5 health, 20 pick */
+        unsigned st = op < STEPS * 4 / 10 ? 60 : op < STEPS * 7 / 10 ? 35 : 15, en = 75 - st;
+        if (r < st) {
+            up_request_start(p, 0, s);
+            if (++held[s] > peak)
+                peak = held[s];
+        } else if (r < st + en) {
+            if (held[s]) {
+                up_request_end(p, 0, s);
+                held[s]--;
+            }
+        } else if (r < 80) {
+            up_health_set(p, s, UP_H_CHECK, (x >> 40) % 3 == 0, 1);
+        } else {
+            struct up_tried tried = {0};
+            struct up_pick rq = {.tried = &tried};
+            for (unsigned k = 0; k < (x >> 44) % 4; k++)
+                up_tried_add(&tried, (size_t)((x >> (k * 6)) % N));
+            size_t got = up_select(p, 0, &rq), want = ref_least(p, held, weights, N, &tried);
+            ck_assert_int_eq(got == UP_NONE, want == UP_NONE);
+            if (got == UP_NONE)
+                continue;
+            picked++;
+            ck_assert_msg(!up_health_flags(p, got) && !up_tried_has(&tried, got),
+                          "picked %zu: down or tried", got);
+            uint64_t a = (uint64_t)held[got] * weights[want],
+                     b = (uint64_t)held[want] * weights[got];
+            if (!slack)
+                ck_assert_msg(a == b, "step %d: picked %zu (%zu/%u), least %zu (%zu/%u)", op, got,
+                              held[got], weights[got], want, held[want], weights[want]);
+            else
+                ck_assert_msg(a >= b && (a - b) * slack < (uint64_t)weights[got] * weights[want],
+                              "step %d: picked %zu (%zu/%u), least %zu (%zu/%u)", op, got,
+                              held[got], weights[got], want, held[want], weights[want]);
+        }
+    }
+    ck_assert_uint_gt(picked, STEPS / 20);
+    for (size_t s = 0; s < N; s++)
+        while (held[s]--)
+            up_request_end(p, 0, s);
+    up_pool_release(p);
+    return peak;
+}
+
+START_TEST(weight_mixes_against_reference)
+{
+    unsigned w[128];
+
+    for (size_t s = 0; s < 128; s++)
+        w[s] = 1 + (unsigned)(s % 4); /* the bench's 1..4: keys step 12/w */
+    against_reference(w, 100, 0);
+    /* weight 1's key is 12 a request: the overflow bucket from 342 held */
+    ck_assert_uint_gt(against_reference(w, 7, 0), 342);
+    for (size_t s = 0; s < 128; s++)
+        w[s] = 1 + (unsigned)(s % 5); /* lcm 60 over 5^2: the scale is 25 */
+    against_reference(w, 40, 0);
+    against_reference(w, 5, 0);
+    for (size_t s = 0; s < 128; s++)
+        w[s] = 2 * (1 + (unsigned)(s % 3)); /* 2, 4, 6: the gcd 2 divides out */
+    against_reference(w, 9, 0);
+    for (size_t s = 0; s < 128; s++)
+        w[s] = 1 + (unsigned)(s % 10); /* 1..10: the scale is 100 */
+    against_reference(w, 30, 0);
+    for (size_t s = 0; s < 128; s++)
+        w[s] = s % 2 ? 1000 : 1;                         /* 1 and 1000: the scale is 1000 */
+    ck_assert_uint_gt(against_reference(w, 2, 0), 4095); /* both overflow */
+    against_reference(w, 10, 0);
+    for (size_t s = 0; s < 128; s++)
+        w[s] = 1;
+    ck_assert_uint_gt(against_reference(w, 3, 0), 4095); /* the overflow bucket */
+    /* weights 1..1000 at random: an exact scale would be ~10^6, so keys are
+     * rounded to 1/1024 of a request per unit of weight */
+    uint64_t x = 99;
+    for (size_t s = 0; s < 128; s++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        w[s] = s == 0 ? 1 : 1 + (unsigned)((x >> 33) % 1000);
+    }
+    against_reference(w, 60, 1024);
+    against_reference(w, 6, 1024);
+}
+END_TEST
+
+START_TEST(idle_pool_follows_weights)
+{
+    /* every key 0 (each request ends before the next pick): a server's turn
+     * is its weight in picks, resumed after its request's start and end */
+    unsigned weights[] = {1, 2, 3};
+    static const size_t order[] = {0, 1, 1, 2, 2, 2};
+    up_pool *p = lc_pool(weights, 3, 1);
+    unsigned count[3];
+
+    for (size_t i = 0; i < 60; i++) {
+        size_t s = up_pick(p, 0);
+        ck_assert_uint_eq(s, order[i % 6]);
+        up_request_start(p, 0, s);
+        up_request_end(p, 0, s);
+    }
+    ut_picks(p, NULL, 6000, 0, count);
+    ck_assert_uint_eq(count[0], 1000);
+    ck_assert_uint_eq(count[1], 2000);
+    ck_assert_uint_eq(count[2], 3000);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(weights_1_and_1000)
+{
+    /* 0 weighs 1, 1 weighs 1000: idle, 1 takes 1000 picks in a row, then 0
+     * one; loaded, 1 holds 1000 requests for each of 0's, into and through
+     * the overflow bucket (0 is there from 5 held, 1 from 4,095) */
+    unsigned weights[] = {1, 1000};
+    up_pool *p = lc_pool(weights, 2, 1);
+    unsigned count[2];
+
+    ut_picks(p, NULL, 10010, 0, count);
+    ck_assert_uint_eq(count[0], 10);
+    ck_assert_uint_eq(count[1], 10000);
+    up_request_start(p, 0, 0);
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_uint_eq(up_pick(p, 0), 1);
+        up_request_start(p, 0, 1);
+    }
+    /* 1/1 and 1000/1000 tie: 0 (in the bucket first, its turn of one) */
+    ck_assert_uint_eq(up_pick(p, 0), 0);
+    for (int i = 0; i < 3; i++)
+        up_request_start(p, 0, 0);
+    for (int i = 1000; i < 3999; i++)
+        up_request_start(p, 0, 1);
+    ck_assert_uint_eq(up_pick(p, 0), 1); /* 3,999/1000 under 4/1 */
+    for (int i = 3999; i < 4094; i++)
+        up_request_start(p, 0, 1);
+    ck_assert_uint_eq(up_pick(p, 0), 0); /* 4/1 under 4,094/1000 */
+    up_request_start(p, 0, 0);           /* 5/1: the overflow bucket */
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    for (int i = 4094; i < 5001; i++)
+        up_request_start(p, 0, 1);       /* 5,001/1000: the overflow bucket too */
+    ck_assert_uint_eq(up_pick(p, 0), 0); /* 5/1 under 5,001/1000 */
+    up_request_end(p, 0, 1);
+    up_request_end(p, 0, 1);
+    ck_assert_uint_eq(up_pick(p, 0), 1); /* 4,999/1000 under 5/1 */
+    up_request_start(p, 0, 1);
+    up_request_start(p, 0, 1);
+    for (int i = 0; i < 5001; i++)
+        up_request_end(p, 0, 1);
+    ck_assert_uint_eq(up_pick(p, 0), 1);
+    for (int i = 0; i < 5; i++)
+        up_request_end(p, 0, 0);
+    ck_assert_uint_eq(up_inflight(p, 0) + up_inflight(p, 1), 0);
+    up_pool_release(p);
+}
+END_TEST
+
+START_TEST(long_walk_falls_back_to_scan)
+{
+    /* 150 of 200 servers down, all in the lowest bucket before the rest: a
+     * pick walks past 64 of them and scans the pool instead, and still
+     * finds the least loaded per weight among the usable */
+    enum { N = 200, DOWN = 150 };
+    unsigned weights[N];
+
+    for (size_t s = 0; s < N; s++)
+        weights[s] = 1 + (unsigned)(s % 4);
+    up_pool *p = lc_pool(weights, N, 1);
+    for (size_t s = 0; s < DOWN; s++)
+        up_health_set(p, s, UP_H_CHECK, 1, 1);
+    for (size_t s = DOWN; s < N; s++)
+        up_request_start(p, 0, s);
+    up_request_end(p, 0, N - 1); /* weight 4, none held: the least */
+    ck_assert_uint_eq(up_pick(p, 0), N - 1);
+    up_request_start(p, 0, N - 1);
+    /* every usable holds one: the weight-4 servers (1/4) win, in turn */
+    for (int i = 0; i < 40; i++) {
+        size_t s = up_pick(p, 0);
+        ck_assert_uint_ge(s, DOWN);
+        ck_assert_uint_eq(weights[s], 4);
+    }
+    for (size_t s = DOWN; s < N; s++)
+        up_request_end(p, 0, s);
+    up_pool_release(p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_least_conn");
@@ -284,6 +507,10 @@ static Suite *suite(void)
     tcase_add_test(tc, ties_take_turns_in_order);
     tcase_add_test(tc, tried_and_down_skipped);
     tcase_add_test(tc, counts_above_bucket_cap);
+    tcase_add_test(tc, weight_mixes_against_reference);
+    tcase_add_test(tc, idle_pool_follows_weights);
+    tcase_add_test(tc, weights_1_and_1000);
+    tcase_add_test(tc, long_walk_falls_back_to_scan);
     suite_add_tcase(s, tc);
     return s;
 }
