@@ -16,7 +16,7 @@
  * Prints one Markdown report on stdout:
  *   - ns per pick (up_select on one worker) for round_robin, least_conn,
  *     random_two and hash at 3, 100 and 1,000 servers of weights 1..4, and
- *     least_conn again with equal weights (its O(1) bucket path).
+ *     least_conn again with equal weights (the common pool: keys are counts).
  *     least_conn and random_two pick against a standing load (every server
  *     holds 0..3 requests in flight, and each pick's request starts and the
  *     oldest ends, outside the timed region's per-pick cost: see below); the
@@ -364,7 +364,7 @@ int main(int argc, char **argv)
     for (size_t a = 0; a < 4; a++)
         for (size_t i = 0; i < 3; i++)
             bb_setup(&scn[nscn++], algs[a].name, algs[a].b, ns[i], keys, 0);
-    /* least_conn's O(1) path: equal weights, the common pool */
+    /* least_conn with equal weights, the common pool: its keys are the counts */
     for (size_t i = 0; i < 3; i++)
         bb_setup(&scn[nscn++], "least_conn (equal weights)", UP_LEAST_CONN, ns[i], keys, 1);
     bb_setup(&scn[nscn++], "round_robin (control)", UP_ROUND_ROBIN, 100, keys, 0);
