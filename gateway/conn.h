@@ -95,6 +95,7 @@ struct gw_conn {
     size_t slot;          /* 1 + the server whose slot this try holds; 0: none */
     unsigned char budget; /* this try counts in the retry budget: 1 a first try, 2 a retry */
     unsigned char next_retry, queued; /* the next try is an admitted retry; waiting for a slot */
+    uint64_t queue_deadline;          /* set when it first queued: requeues keep it; 0: never */
     struct evbuffer *body;            /* request_buffering: the whole body, NULL: it streams */
     int status;
     uint64_t bytes_in, bytes_out;

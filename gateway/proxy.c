@@ -127,6 +127,7 @@ static void req_end(struct gw_conn *c)
         c->queued = 0;
         up_pool_count(l->pool, c->w->id, UP_PC_QUEUED, -1);
     }
+    c->queue_deadline = 0;
     try_end(c);
     if (c->next_retry) { /* admitted, but never sent */
         up_budget_end(&l->budget, 1);
@@ -882,12 +883,16 @@ static void go_upstream(struct gw_conn *c)
 }
 
 /* Every usable server is at its max_connections: <c> waits in the worker's
- * queue for the pool, or is answered 503 at once when that is full. */
+ * queue for the pool, or is answered 503 at once when that is full. A
+ * request queued again (woken, it found no slot; or a retry) keeps the
+ * deadline of its first wait: queue_timeout_ms bounds its whole wait. */
 static void wait_for_slot(struct gw_conn *c)
 {
     struct gw_plim *l = c->plim;
 
-    if (!l->queue || up_queue_push(l->queue, c, (uint64_t)gw_now_ms() + l->queue_timeout_ms) < 0) {
+    if (!c->queue_deadline)
+        c->queue_deadline = (uint64_t)gw_now_ms() + l->queue_timeout_ms;
+    if (!l->queue || up_queue_push(l->queue, c, c->queue_deadline) < 0) {
         up_pool_count(l->pool, c->w->id, UP_PC_QUEUE_OVERFLOWS, 1);
         fail_busy(c);
         return;

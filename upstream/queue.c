@@ -1,9 +1,10 @@
 /*
  * queue.c - a bounded FIFO of pending requests, each with a deadline: the
  * requests a worker holds while a pool is at max_connections. A ring of
- * <capacity> slots allocated once; nothing is allocated per request. Since
- * deadlines do not decrease, the oldest request is also the first to time
- * out, so expiry looks at the head only.
+ * <capacity> slots allocated once; nothing is allocated per request. A
+ * request queued again keeps the deadline of its first push, which may be
+ * earlier than those in front of it, so expiry scans the whole queue (at
+ * most <capacity> slots, on the sweep, not per request).
  */
 #include "upstream/upstream.h"
 
@@ -67,22 +68,32 @@ void *up_queue_pop(up_queue *q)
     return req;
 }
 
+/* Takes out the request at position <i>, closing the gap. */
+static void *take(up_queue *q, unsigned i)
+{
+    void *req = at(q, i)->req;
+
+    for (unsigned j = i + 1; j < q->len; j++)
+        *at(q, j - 1) = *at(q, j);
+    q->len--;
+    return req;
+}
+
 void *up_queue_expired(up_queue *q, uint64_t now_ms)
 {
-    if (!q->len || at(q, 0)->deadline_ms > now_ms)
-        return NULL;
-    return up_queue_pop(q);
+    for (unsigned i = 0; i < q->len; i++)
+        if (at(q, i)->deadline_ms <= now_ms)
+            return i ? take(q, i) : up_queue_pop(q);
+    return NULL;
 }
 
 int up_queue_remove(up_queue *q, void *req)
 {
     for (unsigned i = 0; i < q->len; i++) {
-        if (at(q, i)->req != req)
-            continue;
-        for (unsigned j = i + 1; j < q->len; j++)
-            *at(q, j - 1) = *at(q, j);
-        q->len--;
-        return 0;
+        if (at(q, i)->req == req) {
+            take(q, i);
+            return 0;
+        }
     }
     return -1;
 }
@@ -94,5 +105,10 @@ unsigned up_queue_len(const up_queue *q)
 
 uint64_t up_queue_next_deadline(const up_queue *q)
 {
-    return q->len ? at(q, 0)->deadline_ms : 0;
+    uint64_t next = 0;
+
+    for (unsigned i = 0; i < q->len; i++)
+        if (!next || at(q, i)->deadline_ms < next)
+            next = at(q, i)->deadline_ms;
+    return next;
 }

@@ -278,20 +278,22 @@ void up_budget_end(struct up_budget *b, int retry);
 int up_budget_retry(struct up_budget *b, int reached);
 
 /* A bounded FIFO of pending requests (opaque pointers) with deadlines, for
- * one worker and pool. push fails when full (answer 503). Deadlines must
- * not decrease from one push to the next (one queue timeout per pool). */
+ * one worker and pool. push fails when full (answer 503). A request queued
+ * again (it woke and found no slot) goes to the back with the deadline of
+ * its first push, so deadlines need not follow the order of the queue. */
 typedef struct up_queue up_queue;
 up_queue *up_queue_new(unsigned capacity);
 void up_queue_free(up_queue *q);
 int up_queue_push(up_queue *q, void *req, uint64_t deadline_ms);
 /* The oldest request, or NULL. */
 void *up_queue_pop(up_queue *q);
-/* The oldest request whose deadline is <= <now_ms> (taken out), or NULL. */
+/* The first queued request whose deadline is <= <now_ms> (taken out), or
+ * NULL. */
 void *up_queue_expired(up_queue *q, uint64_t now_ms);
 /* Takes <req> out (its client left); -1 when it is not queued. */
 int up_queue_remove(up_queue *q, void *req);
 unsigned up_queue_len(const up_queue *q);
-/* The deadline of the oldest request, or 0 when empty (to arm a timer). */
+/* The earliest deadline, or 0 when empty (to arm a timer). */
 uint64_t up_queue_next_deadline(const up_queue *q);
 
 #endif

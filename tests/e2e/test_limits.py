@@ -8,7 +8,8 @@ front of sy_test_backend and Python http.server processes (py_backend.py).
   counted) and counts what it refused.
 - max_connections / max_pending / queue_timeout_ms: a full queue answers
   503 with Retry-After at once, a queued request is served when the slot
-  frees, a request that waits too long is answered 503.
+  frees, a request that waits too long is answered 503, and queued again
+  after a wake-up it keeps the deadline of its first wait.
 - request_buffering: a chunked upload reaches a Content-Length-only
   backend whole; over max_buffered_body_bytes answers 413; a buffered POST
   goes on after a connect failure but never after its body reached a
@@ -255,26 +256,38 @@ class QueueTest(LimitsCase):
 
 
 class RetryQueueTest(LimitsCase):
+    def bad_and_good(self, bad_name, queue_timeout_ms):
+        """A pool of "bad" (a py_backend named <bad_name> answering 503) and
+        "good" (sy_test_backend, reset), one slot each, and its gateway."""
+        bad = self.py_backend(bad_name, status=503)
+        good = self.own_backend("good")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(bad.addr, good, retries=1, retry_on_status=[503],
+                                         max_connections=1, max_pending=4,
+                                         queue_timeout_ms=queue_timeout_ms)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        good.reset()
+        return good, gw
+
+    @staticmethod
+    def slow_then_queued(gw, good, slow, delay_ms, c, path):
+        """Client <slow> holds good's slot for <delay_ms>; then <c>'s GET
+        <path>, retried off bad, waits in the queue."""
+        slow.send(build_request("GET", "/slow?delay_ms=%d" % delay_ms))
+        wait_for(lambda: good.stats()["requests"] == 1, what="the slow request on good")
+        c.send(build_request("GET", path))
+        wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
+                 what="the retry of %s queued" % path)
+
     def test_a_queued_retry_waits_while_only_its_failed_server_is_free(self):
         # "bad" answers 503 at once, "good" holds its one slot with a slow
         # request: a GET retried off "bad" queues for "good". When bad's
         # slot frees, the queued retry cannot use it (tried): it must wait
         # for good's slot, not spin the worker re-queueing itself.
-        bad = self.py_backend("bad", status=503)
-        good = self.own_backend("good")
-        gw = self.own_gateway(gateway_config(
-            upstreams={"u": upstream_cfg(bad.addr, good, retries=1, retry_on_status=[503],
-                                         max_connections=1, max_pending=4,
-                                         queue_timeout_ms=60000)},
-            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
-        good.reset()
+        good, gw = self.bad_and_good("bad", 60000)
         slow, r2, r3 = Client(gw.port), Client(gw.port), Client(gw.port)
         try:
-            slow.send(build_request("GET", "/slow?delay_ms=2500"))
-            wait_for(lambda: good.stats()["requests"] == 1, what="the slow request on good")
-            r2.send(build_request("GET", "/two"))
-            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
-                     what="the first retry queued")
+            self.slow_then_queued(gw, good, slow, 2500, r2, "/two")
             retries = metrics(gw)["switchyard_upstream_retries_total"]
             # its retry frees bad's slot while /two waits: the wake-up
             r3.send(build_request("GET", "/three"))
@@ -291,6 +304,37 @@ class RetryQueueTest(LimitsCase):
         m = metrics(gw)
         self.assertEqual(m["switchyard_upstream_queue_length"], 0, m)
         self.assertEqual(good.stats()["requests"], 3)
+
+    def test_a_requeued_request_keeps_its_first_deadline(self):
+        # /a is retried off "bad" and queued for "good" (held by a slow
+        # request). POSTs to "bad" (answered 503, never retried) free bad's
+        # slot every ~300 ms: each wakes /a, which finds only its tried
+        # server free and is queued again. queue_timeout_ms counts from its
+        # first wait: it is answered 503 while the POSTs still come, long
+        # before the slow request frees good.
+        good, gw = self.bad_and_good("bad-2", 1000)  # not the other test's port file
+        slow, a = Client(gw.port), Client(gw.port)
+        try:
+            self.slow_then_queued(gw, good, slow, 6000, a, "/a")
+            posts = 0
+            with Client(gw.port) as p:
+                while posts < 15 and QueueTest.pending(a):
+                    self.assertEqual(p.request("POST", "/p", body=b"x").status, 503)
+                    posts += 1
+                    select.select([], [], [], 0.3)
+            self.assertFalse(QueueTest.pending(a), "/a still waits after %d wake-ups" % posts)
+            r = a.read_response()
+            self.assertEqual(r.status, 503, r)
+            self.assertEqual(r.header("Retry-After"), "1")
+            self.assertGreater(posts, 0)
+            self.assertTrue(QueueTest.pending(slow))
+            self.assertEqual(slow.read_response().status, 200)
+        finally:
+            for c in (slow, a):
+                c.close()
+        m = metrics(gw)
+        self.assertEqual(m["switchyard_upstream_queue_timeouts_total"], 1, m)
+        self.assertEqual(good.stats()["requests"], 1)
 
 
 class PerPoolTest(LimitsCase):

@@ -1,7 +1,8 @@
 /*
  * test_queue.c - upstream/queue.c: first in first out, bounded (a full
  * queue refuses at once), timeouts taken from the head, removal from the
- * middle, across the ring's wrap.
+ * middle, across the ring's wrap; a request queued again behind others
+ * keeps its first, earlier deadline and times out by it.
  */
 #include "utest.h"
 
@@ -49,6 +50,28 @@ START_TEST(timeouts)
 }
 END_TEST
 
+START_TEST(requeued_keeps_its_first_deadline)
+{
+    up_queue *q = up_queue_new(4);
+
+    up_queue_push(q, &reqs[0], 100); /* first queued at 0, timeout 100 */
+    up_queue_push(q, &reqs[1], 150);
+    /* reqs[0] woke at 60, found no slot: back behind reqs[1], same deadline */
+    ck_assert_ptr_eq(up_queue_pop(q), &reqs[0]);
+    up_queue_push(q, &reqs[0], 100);
+    up_queue_push(q, &reqs[2], 170);
+    ck_assert_uint_eq(up_queue_next_deadline(q), 100);
+    ck_assert_ptr_null(up_queue_expired(q, 99));
+    ck_assert_ptr_eq(up_queue_expired(q, 120), &reqs[0]); /* not 60 + 100 */
+    ck_assert_ptr_null(up_queue_expired(q, 120));
+    ck_assert_uint_eq(up_queue_len(q), 2);
+    ck_assert_uint_eq(up_queue_next_deadline(q), 150);
+    ck_assert_ptr_eq(up_queue_pop(q), &reqs[1]); /* the order is still first in, first out */
+    ck_assert_ptr_eq(up_queue_pop(q), &reqs[2]);
+    up_queue_free(q);
+}
+END_TEST
+
 START_TEST(remove_across_wrap)
 {
     up_queue *q = up_queue_new(4);
@@ -79,6 +102,7 @@ static Suite *suite(void)
 
     tcase_add_test(tc, fifo_and_bounded);
     tcase_add_test(tc, timeouts);
+    tcase_add_test(tc, requeued_keeps_its_first_deadline);
     tcase_add_test(tc, remove_across_wrap);
     suite_add_tcase(s, tc);
     return s;
