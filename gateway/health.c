@@ -334,7 +334,8 @@ static void expire_cb(evutil_socket_t fd, short what, void *arg)
     pthread_mutex_lock(&H.mu);
     while (hp->o && (s = up_outlier_expire(hp->o, now, NULL)) != UP_NONE)
         unejected(&hp->srv[s], now);
-    /* ejections carried over from an older server list end by their time */
+    /* ejections that no up_outlier object knows (out of memory when it was
+     * made) end by their time */
     for (size_t i = 0; i < hp->n; i++)
         if (hp->srv[i].ejected && hp->srv[i].eject_until <= now &&
             !(hp->o && up_outlier_ejected(hp->o, i)))
@@ -613,9 +614,10 @@ static int same_servers(const struct hpool *a, const struct hpool *b)
 
 /* Makes <hp>'s events and carries over what <old> (may be NULL) knew of
  * the same pool: per server by address, its check counts, state,
- * ejection, timer phase and check in flight; the up_outlier object when
- * the server list and its settings are the same. Then the pool's health
- * words are made to say what the checker knows. */
+ * ejection (with its row of ejections: up_outlier_carry), timer phase and
+ * check in flight; the up_outlier object itself when the server list and
+ * its settings are the same. Then the pool's health words are made to say
+ * what the checker knows. */
 static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
 {
     int was_down = old && up_pool_all_down(old->pool);
@@ -648,6 +650,8 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
             v->checks = ov->checks;
             v->check_failures = ov->check_failures;
             v->ejections = ov->ejections;
+            if (hp->o && old->o)
+                up_outlier_carry(hp->o, k, old->o, (size_t)(ov - old->srv));
             if ((v->probe = ov->probe)) {
                 v->probe->srv = v;
                 ov->probe = NULL;

@@ -12,7 +12,9 @@
  *
  * The row grows by one with each ejection and shrinks by one for every
  * base_ejection_ms the server stays up in between. Outcomes reported while
- * a server is ejected (requests that were in flight) change nothing.
+ * a server is ejected (requests that were in flight) change nothing. A new
+ * object for a changed server list takes each kept server's row and
+ * ejection over from the old one (up_outlier_carry).
  */
 #include "upstream/up_int.h"
 
@@ -127,4 +129,15 @@ uint64_t up_outlier_ejection_ms(const up_outlier *o, size_t s)
 unsigned up_outlier_ejections(const up_outlier *o, size_t s)
 {
     return o->sv[s].row;
+}
+
+void up_outlier_carry(up_outlier *o, size_t s, const up_outlier *from, size_t from_s)
+{
+    struct up_outlier_server *v = &o->sv[s];
+
+    if (v->ejected)
+        o->nejected--;
+    *v = from->sv[from_s];
+    if (v->ejected)
+        o->nejected++;
 }

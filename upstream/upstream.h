@@ -255,6 +255,11 @@ int up_outlier_ejected(const up_outlier *o, size_t s);
 /* How long server <s>'s current (or last) ejection lasts, and its row. */
 uint64_t up_outlier_ejection_ms(const up_outlier *o, size_t s);
 unsigned up_outlier_ejections(const up_outlier *o, size_t s);
+/* Server <s> of <o> takes over what server <from_s> of <from> has: its
+ * failures and ejections in a row, and its ejection if it is ejected (it
+ * ends when it would have, and counts in <o>'s max_ejection_percent): a
+ * changed server list keeps the history of the servers it keeps. */
+void up_outlier_carry(up_outlier *o, size_t s, const up_outlier *from, size_t from_s);
 
 /* Retry budget (Envoy's): at most <percent> of the requests in flight may
  * be retries, with a floor of <floor> retries. A value kept per worker and

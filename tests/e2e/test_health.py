@@ -5,7 +5,8 @@ unhealthy_threshold failed checks and up again after healthy_threshold
 passes; passive outlier detection ejects a server after consecutive_failures
 failed requests, for base_ejection_ms, and lets it back; initially_unhealthy
 keeps a new server out until it passes; a push that does not touch a pool,
-or changes it but keeps its servers, keeps their health; the all-down 503 is
+or changes it but keeps its servers, keeps their health; a push that adds a
+server keeps the ejection history of the others; the all-down 503 is
 logged once per transition; GET /upstreams/{name}/health and /metrics say
 all of it. Every wait is bounded (harness.wait_for)."""
 import datetime
@@ -213,6 +214,45 @@ class HealthTest(GatewayCase):
         time.sleep(0.3)
         self.assertEqual([s["healthy"] for s in health(gw)[0].values()].count(False), 1)
         self.assertEqual(get(gw, "/x").status, 200)  # the other one still serves
+
+    def test_push_keeps_the_ejection_history(self):
+        # a dead server ejected twice in a row (2 s, then 4 s); a push adds
+        # another server during the second ejection: it stays ejected, and
+        # its next ejection is the third in a row (6 s), not a first one.
+        # Each re-ejection follows the end of the last one within a few
+        # requests, far less than the base_ejection_ms that would take one
+        # off the row.
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        dead = "127.0.0.1:%d" % free_port()
+        outlier = {"consecutive_failures": 1, "base_ejection_ms": 2000,
+                   "max_ejection_ms": 60000, "max_ejection_percent": 50}
+        gw = self.gateway({"u": upstream_cfg(b1, dead, outlier=outlier, keepalive=0)})
+        ejected = r"server %s: ejected for (\d+) ms" % re.escape(dead)
+        over = r"server %s: ejection over" % re.escape(dead)
+
+        def eject_again(n):
+            """Requests until <dead>'s <n>th ejection; its duration (ms)."""
+            for i in range(20):
+                get(gw, "/e%d/%d" % (n, i))
+                found = re.findall(ejected, gw.log())
+                if len(found) >= n:
+                    return int(found[n - 1])
+            self.fail("no ejection number %d:\n%s" % (n, gw.log()))
+
+        self.assertEqual(eject_again(1), 2000)
+        wait_for(lambda: len(re.findall(over, gw.log())) == 1, what="the first ejection over")
+        self.assertEqual(eject_again(2), 4000)
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, dead, b2, outlier=outlier,
+                                                              keepalive=0))
+        self.assertEqual(st, 200)
+        s = health(gw)[0][dead]
+        self.assertFalse(s["healthy"])
+        self.assertEqual(s["reason"], "ejected")
+        self.assertEqual(s["ejections"], 2)
+        self.assertIn((200, "b2"), self.backend_names(gw, 6))  # the new pool serves
+        wait_for(lambda: len(re.findall(over, gw.log())) == 2, what="the second ejection over")
+        self.assertEqual(eject_again(3), 6000)
+        self.assertEqual(health(gw)[0][dead]["ejections"], 3)
 
     def test_push_keeps_health(self):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")

@@ -1,8 +1,10 @@
 /*
  * test_outlier.c - upstream/outlier.c, step by step: five failures in a row
  * eject, a success resets the row of failures, ejections last 30 s times
- * their row up to 300 s, the row decays while the server stays up, and at
- * most 10 % of a pool (at least one server) is ejected at a time.
+ * their row up to 300 s, the row decays while the server stays up, at
+ * most 10 % of a pool (at least one server) is ejected at a time, and a
+ * new object for a changed server list takes a server's row and ejection
+ * over from the old one.
  */
 #include "utest.h"
 
@@ -135,6 +137,44 @@ START_TEST(custom_thresholds)
 }
 END_TEST
 
+START_TEST(carried_to_a_new_server_list)
+{
+    up_outlier *o = up_outlier_new(NULL, 3), *n = up_outlier_new(NULL, 4), *m;
+    uint64_t next = 0;
+
+    /* server 2 ejected twice in a row, then ejected now (60 s, until 110 s) */
+    eject(o, 2, 0);
+    ck_assert_uint_eq(up_outlier_expire(o, 30 * S, NULL), 2);
+    eject(o, 2, 50 * S);
+    ck_assert_uint_eq(up_outlier_ejections(o, 2), 2);
+    /* a server added in front: old 2 is new 3, old 0 new 1 */
+    up_outlier_carry(n, 3, o, 2);
+    up_outlier_carry(n, 1, o, 0);
+    ck_assert(up_outlier_ejected(n, 3));
+    ck_assert_uint_eq(up_outlier_ejections(n, 3), 2);
+    ck_assert_uint_eq(up_outlier_ejection_ms(n, 3), 60 * S);
+    /* its ejection counts: no other server of 4 (10 %: one) is ejected */
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(up_outlier_report(n, 0, 1, 60 * S), 0);
+    ck_assert_uint_eq(up_outlier_expire(n, 100 * S, &next), UP_NONE);
+    ck_assert_uint_eq(next, 110 * S); /* ends when it would have */
+    ck_assert_uint_eq(up_outlier_expire(n, 110 * S, NULL), 3);
+    /* ejected again at once: the third in a row, 90 s */
+    eject(n, 3, 110 * S);
+    ck_assert_uint_eq(up_outlier_ejection_ms(n, 3), 90 * S);
+    ck_assert_uint_eq(up_outlier_ejections(n, 3), 3);
+    /* carried over an ejected one: the count of ejected servers follows */
+    m = up_outlier_new(NULL, 4);
+    up_outlier_carry(m, 0, n, 3);
+    up_outlier_carry(m, 0, o, 0); /* replaced by one that is up */
+    eject(m, 1, 110 * S);
+    ck_assert_uint_eq(up_outlier_ejections(m, 1), 1);
+    up_outlier_free(m);
+    up_outlier_free(n);
+    up_outlier_free(o);
+}
+END_TEST
+
 START_TEST(drives_health)
 {
     /* the owner's loop: decisions applied to the pool's health words */
@@ -165,6 +205,7 @@ static Suite *suite(void)
     tcase_add_test(tc, row_decays_while_up);
     tcase_add_test(tc, max_percent);
     tcase_add_test(tc, custom_thresholds);
+    tcase_add_test(tc, carried_to_a_new_server_list);
     tcase_add_test(tc, drives_health);
     suite_add_tcase(s, tc);
     return s;
