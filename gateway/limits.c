@@ -3,11 +3,14 @@
  * a pool's first request that needs them, kept on the worker's list while
  * the pool is in use, pruned after it left the config and nothing holds
  * them. Each limit holds a reference on its pool, so a pool's address never
- * names another pool's limits.
+ * names another pool's limits. The per-server slot counts are reference
+ * counted: the limits of a pool's versions share those of the servers they
+ * have in common (limits.h).
  */
 #include "gateway/limits.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* Worker <w>'s share of <max> slots per server: max / workers, the
  * remainder going to the first workers, never 0. */
@@ -21,10 +24,55 @@ static unsigned share_of(const struct gw_worker *w, unsigned max)
 
 static void plim_free(struct gw_plim *l)
 {
+    for (size_t k = 0; l->slot && k < l->nservers; k++)
+        if (l->slot[k] && !--l->slot[k]->refs)
+            free(l->slot[k]);
+    free(l->slot);
     up_queue_free(l->queue);
-    free(l->busy);
     up_pool_release(l->pool);
     free(l);
+}
+
+/* <l> (new, not on the list yet) shares the slot counts of its servers
+ * with the limits on <w> of older versions of its pool, the newest first:
+ * what their requests hold counts against <l>'s share too. */
+static int inherit_slots(struct gw_worker *w, struct gw_plim *l)
+{
+    size_t *map = malloc(l->nservers * sizeof(*map));
+
+    if (!map)
+        return -1;
+    for (struct gw_plim *o = w->plims; o; o = o->next) {
+        if (!o->slot || strcmp(up_pool_name(o->pool), up_pool_name(l->pool)) != 0)
+            continue;
+        if (up_pool_match(l->pool, o->pool, map) == UP_NONE) {
+            free(map);
+            return -1;
+        }
+        for (size_t k = 0; k < l->nservers; k++) {
+            if (map[k] == UP_NONE || l->slot[k])
+                continue;
+            l->slot[k] = o->slot[map[k]];
+            l->slot[k]->refs++;
+        }
+    }
+    free(map);
+    return 0;
+}
+
+/* <l>'s slot counts: shared with older versions, or new ones. */
+static int slots_new(struct gw_worker *w, struct gw_plim *l)
+{
+    if (!(l->slot = calloc(l->nservers, sizeof(*l->slot))) || inherit_slots(w, l) < 0)
+        return -1;
+    for (size_t k = 0; k < l->nservers; k++) {
+        if (l->slot[k])
+            continue;
+        if (!(l->slot[k] = calloc(1, sizeof(*l->slot[k]))))
+            return -1;
+        l->slot[k]->refs = 1;
+    }
+    return 0;
 }
 
 static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def)
@@ -39,7 +87,7 @@ static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct
     if (def->max_connections) {
         l->share = share_of(w, def->max_connections);
         l->queue_timeout_ms = def->queue_timeout_ms;
-        if (!(l->busy = calloc(l->nservers, sizeof(*l->busy))))
+        if (slots_new(w, l) < 0)
             goto fail;
         if (def->max_pending && !(l->queue = up_queue_new(def->max_pending)))
             goto fail;
@@ -79,21 +127,21 @@ void gw_plim_put(struct gw_plim *l)
 
 void gw_plim_take(struct gw_plim *l, size_t s)
 {
-    l->busy[s]++;
+    l->slot[s]->busy++;
     l->nbusy++;
 }
 
 void gw_plim_release(struct gw_worker *w, struct gw_plim *l, size_t s)
 {
-    l->busy[s]--;
+    l->slot[s]->busy--;
     l->nbusy--;
-    if (l->queue && up_queue_len(l->queue))
+    if ((l->queue && up_queue_len(l->queue)) || l->slot[s]->refs > 1)
         event_active(w->plim_ev, EV_TIMEOUT, 0);
 }
 
 int gw_plim_free(const struct gw_plim *l, size_t s)
 {
-    return l->busy[s] < l->share;
+    return l->slot[s]->busy < l->share;
 }
 
 /* Whether server <k> can take a try now: a slot free, up (or the pool all

@@ -13,6 +13,14 @@
  * have slots free (SO_REUSEPORT spreads the clients, so the shares fill
  * evenly under load), and with fewer max_connections than workers the
  * limit is one per worker.
+ *
+ * A push that changes a pool makes a new pool, and its first request here
+ * new limits; the requests still running on the old pool hold slots in
+ * the old ones. So that a server gets no more than its share from this
+ * worker meanwhile, each server's count of slots taken (struct gw_pslot)
+ * is shared by the limits of every version of the pool (same name) that
+ * has the server at the same address: the new limits start with the old
+ * requests' slots taken, and those give them back to both.
  */
 #ifndef SY_GATEWAY_LIMITS_H
 #define SY_GATEWAY_LIMITS_H
@@ -20,23 +28,31 @@
 #include "gateway/gateway.h"
 #include "upstream/upstream.h"
 
+/* One server's slots taken on one worker, shared by the limits of the
+ * versions of its pool that have the server (matched by address). */
+struct gw_pslot {
+    unsigned refs; /* the limits pointing at it */
+    unsigned busy; /* slots taken (requests holding a connection) */
+};
+
 /* One worker's limits on one pool; its worker alone touches it. */
 struct gw_plim {
     struct gw_plim *next; /* the worker's list */
     up_pool *pool;        /* retained */
     unsigned nreqs;       /* requests pointing at it (c->plim): gw_plim_get .. gw_plim_put */
     size_t nservers;
-    unsigned share;  /* slots per server on this worker; 0: no limit */
-    unsigned *busy;  /* per server: slots taken (requests holding a connection) */
-    unsigned nbusy;  /* their sum */
-    up_queue *queue; /* requests waiting for a slot; NULL: none may wait */
+    unsigned share;         /* slots per server on this worker; 0: no limit */
+    struct gw_pslot **slot; /* per server, NULL without max_connections */
+    unsigned nbusy;         /* the slots its own requests hold */
+    up_queue *queue;        /* requests waiting for a slot; NULL: none may wait */
     unsigned queue_timeout_ms;
     int budget_on; /* the pool retries: its requests count in the budget */
     struct up_budget budget;
 };
 
-/* Worker <w>'s limits on <pool> (defined by <def>), made at the first call;
- * NULL when out of memory. The first one made also makes the worker's wake
+/* Worker <w>'s limits on <pool> (defined by <def>), made at the first call
+ * (sharing the slot counts of the servers that older versions of the pool
+ * on <w> have); NULL when out of memory. The first one made also makes the worker's wake
  * event, which runs <wake> (proxy.c dispatches queued requests there). The
  * caller's request holds them (they are not pruned) until gw_plim_put(). */
 struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
@@ -45,7 +61,8 @@ struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm
 void gw_plim_put(struct gw_plim *l);
 /* Takes a slot on server <s> (the caller checked there is one). */
 void gw_plim_take(struct gw_plim *l, size_t s);
-/* Gives back the slot on server <s>; wakes the worker when requests wait. */
+/* Gives back the slot on server <s>; wakes the worker when requests wait
+ * (here, or in another version's limits that share the slot). */
 void gw_plim_release(struct gw_worker *w, struct gw_plim *l, size_t s);
 /* Whether server <s> has a slot free on this worker. */
 int gw_plim_free(const struct gw_plim *l, size_t s);

@@ -83,31 +83,49 @@ static void share(up_pool *p, size_t s, struct up_sstate *st)
         p->ws[w].sw[s] = up_sstate_worker(st, w);
 }
 
-size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
+size_t up_pool_match(const up_pool *p, const up_pool *from, size_t *map)
 {
-    unsigned char *taken;
+    unsigned char *taken = calloc(from->n, 1);
     size_t kept = 0;
 
-    if (!from || p == from)
-        return 0;
-    up_pcounts_carry(p, from); /* a pool's counts go on under its name */
-    if (!(taken = calloc(from->n, 1)))
-        return 0;
+    if (!taken)
+        return UP_NONE;
     for (size_t s = 0; s < p->n; s++) {
+        map[s] = UP_NONE;
         for (size_t o = 0; o < from->n; o++) {
-            struct up_sstate *old = from->st[o];
-            if (taken[o] || !same_address(p->st[s], old))
+            if (taken[o] || !same_address(p->st[s], from->st[o]))
                 continue;
             taken[o] = 1; /* a server listed twice takes two old ones, in order */
-            if (share_idle && old->keepalive == p->keepalive && old->nworkers == p->nworkers)
-                share(p, s, old);
-            else
-                copy_state(p->st[s], old);
+            map[s] = o;
             kept++;
             break;
         }
     }
     free(taken);
+    return kept;
+}
+
+size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
+{
+    size_t *map, kept;
+
+    if (!from || p == from)
+        return 0;
+    up_pcounts_carry(p, from); /* a pool's counts go on under its name */
+    if (!(map = malloc(p->n * sizeof(*map))))
+        return 0;
+    if ((kept = up_pool_match(p, from, map)) == UP_NONE)
+        kept = 0;
+    for (size_t s = 0; kept && s < p->n; s++) {
+        struct up_sstate *old = map[s] == UP_NONE ? NULL : from->st[map[s]];
+        if (!old)
+            continue;
+        if (share_idle && old->keepalive == p->keepalive && old->nworkers == p->nworkers)
+            share(p, s, old);
+        else
+            copy_state(p->st[s], old);
+    }
+    free(map);
     return kept;
 }
 

@@ -103,6 +103,12 @@ void up_pool_release(up_pool *p);
  * is published; <from> (borrowed, NULL: nothing) stays valid. Returns how
  * many servers were carried over. */
 size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle);
+/* Fills <map> (<p>'s number of servers) with, for each server of <p>, the
+ * server of <from> at the same socket address, or UP_NONE: the match
+ * up_pool_carry() makes (each server of <from> matched once at most, in
+ * order). Returns how many matched, UP_NONE on out of memory. Any thread;
+ * both pools borrowed. */
+size_t up_pool_match(const up_pool *p, const up_pool *from, size_t *map);
 /* The server of <p> that shares its state with server <s> of <other>, or
  * UP_NONE: where an idle connection of <other>'s server <s> now belongs. */
 size_t up_pool_same_server(const up_pool *p, const up_pool *other, size_t s);

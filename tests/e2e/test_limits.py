@@ -9,7 +9,8 @@ front of sy_test_backend and Python http.server processes (py_backend.py).
 - max_connections / max_pending / queue_timeout_ms: a full queue answers
   503 with Retry-After at once, a queued request is served when the slot
   frees, a request that waits too long is answered 503, and queued again
-  after a wake-up it keeps the deadline of its first wait.
+  after a wake-up it keeps the deadline of its first wait; a push that
+  changes the pool keeps the slots its older requests hold.
 - request_buffering: a chunked upload reaches a Content-Length-only
   backend whole; over max_buffered_body_bytes answers 413; a buffered POST
   goes on after a connect failure but never after its body reached a
@@ -254,6 +255,33 @@ class QueueTest(LimitsCase):
             # the slot is free again: served
             self.assertEqual(other.request("GET", "/other").status, 200)
 
+    def test_the_limit_holds_across_a_push(self):
+        # a push that adds a server makes a new pool, with limits of its
+        # own on the worker: the slow request of the old pool still holds
+        # b's one slot there. The added server refuses connections, so a
+        # request that tries it is retried on b: it must queue behind the
+        # slow one, not reach b beside it.
+        limits = dict(retries=1, max_pending=4, queue_timeout_ms=60000)
+        gw = self.gateway(**limits)
+        dead = "127.0.0.1:%d" % free_port()
+        with Client(gw.port) as slow, Client(gw.port) as second:
+            slow.send(build_request("GET", "/slow?delay_ms=5000"))
+            wait_for(lambda: self.b.stats()["requests"] == 1, what="the slow request upstream")
+            metrics(gw)  # the admin API is up
+            put_upstream(gw, "u", upstream_cfg(self.b, dead, max_connections=1, **limits))
+            second.send(build_request("GET", "/second"))
+            wait_for(lambda: (metrics(gw)["switchyard_upstream_queue_length"] == 1 or
+                              self.b.stats()["requests"] > 1),
+                     what="the second request queued or upstream")
+            self.assertEqual(self.b.stats()["requests"], 1)
+            self.assertTrue(self.pending(slow))
+            self.assertEqual(slow.read_response().status, 200)
+            # the old pool's slot freed: the queued request of the new one goes on
+            r = second.read_response()
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["path"], "/second")
+        self.assertEqual(self.b.stats()["requests"], 2)
+
 
 class RetryQueueTest(LimitsCase):
     def bad_and_good(self, bad_name, queue_timeout_ms):
@@ -497,12 +525,7 @@ class BufferingTest(LimitsCase):
             with Client(gw.port) as other:  # the worker has read the first one's head
                 self.assertEqual(other.request("GET", "/other").status, 200)
             metrics(gw)  # the admin API is up
-            up2 = dict(up, retries=2)
-            req = urllib.request.Request(
-                "http://%s/upstreams/u" % gw.cfg["admin"]["address"], method="PUT",
-                data=json.dumps(up2).encode(), headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=harness.TIMEOUT) as r:
-                self.assertEqual(r.status, 200)
+            put_upstream(gw, "u", dict(up, retries=2))
             # a request on the new pool, then a few sweeps (every 100 ms)
             with Client(gw.port) as other:
                 self.assertEqual(other.request("GET", "/other").status, 200)

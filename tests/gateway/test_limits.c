@@ -3,8 +3,9 @@
  * process: how max_connections divides over the workers, one limit per
  * worker and pool, slots taken and given back, the server a full one
  * passes a try to (free, up, not tried), the wake-up when a slot frees while
- * requests wait, the budget's settings, and pruning once a pool has left
- * the current snapshot and nothing holds its limits.
+ * requests wait, the budget's settings, pruning once a pool has left
+ * the current snapshot and nothing holds its limits, and the slots that
+ * a changed pool's limits share with the old one's for the servers kept.
  */
 #include "gateway/limits.h"
 
@@ -178,6 +179,67 @@ START_TEST(prune)
 }
 END_TEST
 
+/* A pool <name> of 127.0.0.1 ports <ports> (<n> of them). */
+static up_pool *pool_of(const char *name, const uint16_t *ports, size_t n)
+{
+    static struct sockaddr_in sa[4];
+    struct up_server_def defs[4];
+
+    for (size_t i = 0; i < n; i++) {
+        sa[i].sin_family = AF_INET;
+        sa[i].sin_port = htons(ports[i]);
+        sa[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        defs[i] = (struct up_server_def){"127.0.0.1:900x", (const struct sockaddr *)&sa[i],
+                                         sizeof(sa[i]), 1};
+    }
+    return up_pool_new(name, "k2", defs, n, NW, 4);
+}
+
+START_TEST(a_changed_pool_keeps_the_slots_taken)
+{
+    /* "u" loses 9003 and gains 9004, in front; "v" is another pool */
+    up_pool *p2 = pool_of("u", (const uint16_t[]){9004, 9001, 9002}, 3);
+    up_pool *v = pool_of("v", (const uint16_t[]){9001}, 1);
+    struct adm_upstream def = {.max_connections = 3, .max_pending = 4, .queue_timeout_ms = 10};
+    struct gw_plim *l1 = gw_plim_get(&w[0], pool, &def, wake), *l2, *lv;
+    int req;
+
+    gw_plim_take(l1, 0); /* 9001, by a request of the old pool */
+    gw_plim_take(l1, 2); /* 9003 */
+    l2 = gw_plim_get(&w[0], p2, &def, wake);
+    lv = gw_plim_get(&w[0], v, &def, wake);
+    ck_assert_ptr_ne(l1, l2);
+    ck_assert_int_eq(gw_plim_free(l2, 1), 0); /* 9001: the old request's slot */
+    ck_assert_int_eq(gw_plim_free(l2, 0), 1);
+    ck_assert_int_eq(gw_plim_free(l2, 2), 1);
+    ck_assert_int_eq(gw_plim_free(lv, 0), 1); /* another pool's 9001 */
+    ck_assert_uint_eq(l2->nbusy, 0);
+    /* a request of the new pool waits; the old request's end wakes it */
+    ck_assert_int_eq(up_queue_push(l2->queue, &req, 10), 0);
+    gw_plim_release(&w[0], l1, 0);
+    event_base_loop(w[0].base, EVLOOP_NONBLOCK);
+    ck_assert_int_eq(wakes, 1);
+    ck_assert_int_eq(gw_plim_free(l2, 1), 1);
+    gw_plim_take(l2, 1); /* and the old pool's requests see the new ones' */
+    ck_assert_int_eq(gw_plim_free(l1, 0), 0);
+    ck_assert_ptr_eq(up_queue_pop(l2->queue), &req);
+    /* the old limits pruned: the new ones keep the shared count */
+    gw_plim_release(&w[0], l1, 2);
+    gw_plim_put(l1);
+    pools[0] = p2;
+    gw_plim_prune(&w[0]);
+    for (struct gw_plim *l = w[0].plims; l; l = l->next)
+        ck_assert_ptr_ne(l, l1);
+    ck_assert_int_eq(gw_plim_free(l2, 1), 0);
+    gw_plim_release(&w[0], l2, 1);
+    ck_assert_int_eq(gw_plim_free(l2, 1), 1);
+    pools[0] = pool;
+    gw_plim_free_all(&w[0]);
+    up_pool_release(p2);
+    up_pool_release(v);
+}
+END_TEST
+
 static Suite *limits_suite(void)
 {
     Suite *s = suite_create("gateway_limits");
@@ -187,6 +249,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, retries_only);
     tcase_add_test(tc, slots_and_the_next_server);
     tcase_add_test(tc, prune);
+    tcase_add_test(tc, a_changed_pool_keeps_the_slots_taken);
     suite_add_tcase(s, tc);
     return s;
 }
