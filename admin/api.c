@@ -11,7 +11,9 @@
  *   GET  /status, /healthz, /metrics
  *
  * The handlers of /metrics and of /upstreams... live in api_metrics.c and
- * api_upstreams.c (api_int.h: what they share with this file).
+ * api_upstreams.c; applying a whole config (PUT /config, the /upstreams
+ * writes, the gateway's reload) is api_apply.c (api_int.h: what they share
+ * with this file).
  *
  * The endpoints are one table of (methods, pattern, handler), routed by
  * Switchyard's own router: the most specific pattern wins (/routes/match
@@ -116,14 +118,14 @@ void adm_api_reply_error(struct adm_api *api, struct adm_req *req, int code, con
     adm_api_reply(api, req, code, o);
 }
 
-static void reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
-                       struct adm_errors *errs)
+void adm_api_reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
+                        struct adm_errors *errs)
 {
     adm_api_reply_error(api, req, code, msg, adm_errors_json(errs));
 }
 
 /* The write answer: the new generation and ETag. */
-static void reply_written(struct adm_api *api, struct adm_req *req, int code, json_t *o)
+void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, json_t *o)
 {
     char etag[64];
     struct adm_snapshot *s = current(api);
@@ -213,7 +215,7 @@ int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req)
 /* Logs one audit line for an accepted change of <req>: the client, the
  * method and path, the generation before (<before>) and after, and the
  * route id of a route change (<route>, NULL for others). */
-static void audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route)
+void adm_api_audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route)
 {
     char line[1024];
 
@@ -287,175 +289,7 @@ static int query_flag(const char *query, const char *name)
     return query_each(query, query_flag_one, &c) < 0 ? -1 : c.on;
 }
 
-/* ---- whole configs ---- */
-
-/* After check_lifecycle() accepted <cfg>: its new listeners are handed to
- * the workers when <published>, else closed again. */
-static void listeners_done(struct adm_api *api, const struct adm_config *cfg, int published)
-{
-    if (api->hooks.listeners_done)
-        api->hooks.listeners_done(api->hooks.arg, current(api) ? current(api)->cfg : NULL, cfg,
-                                  published);
-}
-
-/* What a push is checked for beyond the schema (<cfg> valid): what the next
- * start would refuse (files, the admin rule), listeners it adds that cannot
- * be bound, and the keys only a restart applies, compared with the running
- * config. Every problem goes to <errs>. 0 fine (the new listeners are bound:
- * listeners_done() must follow), -1 refused (some error is not a
- * restart-only one), -3 refused only for restart-only keys (a 409). */
-static int check_lifecycle(struct adm_api *api, const struct adm_config *cfg,
-                           struct adm_errors *errs)
-{
-    const struct adm_config *live = current(api) ? current(api)->cfg : NULL;
-    size_t nenv = adm_config_check_env(cfg, errs);
-    size_t nrestart = live ? adm_config_restart_diff(live, cfg, errs) : 0;
-    size_t nbind = api->hooks.listeners_prepare
-                       ? api->hooks.listeners_prepare(api->hooks.arg, live, cfg, errs)
-                       : 0;
-    int rc = nenv || nbind ? -1 : nrestart ? -3 : 0;
-
-    if (rc)
-        listeners_done(api, cfg, 0);
-    return rc;
-}
-
-/* adm_api_apply, with the document's text when the caller has it (a pushed
- * body): then it is persisted as it came instead of encoded again. */
-static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t rawlen,
-                     struct adm_errors *errs, char *msg, size_t cap)
-{
-    struct adm_config *cfg;
-    struct adm_route_binder binder;
-    struct adm_bind_ctx bctx;
-    struct adm_snapshot *s;
-    const struct adm_config *live;
-    struct adm_state *st = api->st;
-    json_t *copy, *old, *routes, *r, *tmp;
-    uint64_t hb, hr = 0;
-    double t0;
-    size_t i;
-    int rc;
-    int same;
-
-    /* an identical document keeps its generation (the live one is valid) */
-    routes = json_object_get(doc, "routes");
-    json_array_foreach(routes, i, r) hr ^= adm_json_hash(r);
-    tmp = json_copy(doc);
-    json_object_del(tmp, "routes");
-    hb = adm_json_hash(tmp);
-    json_decref(tmp);
-    same = current(api) && (hb ^ hr) == adm_state_hash(st);
-    if (same && !adm_tls_doc_reads_files(doc))
-        return 1;
-    /* the validator's conflict-finding table becomes the snapshot's */
-    t0 = adm_now_ms();
-    adm_bind_ctx_init(&bctx, api->sw->nworkers, current(api));
-    binder = adm_snapshot_binder(&bctx);
-    cfg = adm_config_from_json_bound(doc, &binder, errs);
-    adm_bind_ctx_clear(&bctx);
-    if (!cfg) {
-        snprintf(msg, cap, "invalid config");
-        return -1;
-    }
-    if ((rc = check_lifecycle(api, cfg, errs)) < 0) {
-        adm_config_free(cfg);
-        snprintf(msg, cap, rc == -3 ? "needs a restart" : "invalid config");
-        return rc;
-    }
-    if (same && adm_tls_same(cfg, current(api)->cfg)) { /* the files did not change either */
-        listeners_done(api, cfg, 0);
-        adm_config_free(cfg);
-        return 1;
-    }
-    s = adm_snapshot_build_res(cfg, current(api), api->sw->nworkers, api->hooks.resolver, errs);
-    if (!s) {
-        listeners_done(api, NULL, 0);
-        snprintf(msg, cap, "invalid config");
-        return -1;
-    }
-    s->build_ms = adm_now_ms() - t0; /* validation built the router table */
-    /* the document is ours from now on: callers hand over a fresh one */
-    copy = doc;
-    json_incref(copy);
-    old = st->doc;
-    json_incref(old);
-    if (adm_state_set_doc_hashed(st, copy, 1, hb, hr) < 0 ||
-        (raw ? adm_state_save_bytes(st, raw, rawlen, msg, cap) : adm_state_save(st, msg, cap)) <
-            0) {
-        adm_state_set_doc(st, old);
-        json_decref(copy);
-        json_decref(old);
-        listeners_done(api, s->cfg, 0);
-        adm_snapshot_free(s);
-        return -2;
-    }
-    json_decref(copy);
-    json_decref(old);
-    live = current(api)->cfg;
-    adm_swap_publish(api->sw, s);
-    if (api->hooks.resolver) /* the build looked up every name the config uses */
-        adm_resolver_sweep(api->hooks.resolver);
-    /* the old snapshot lives on until its grace period, on this thread */
-    if (api->hooks.listeners_done)
-        api->hooks.listeners_done(api->hooks.arg, live, s->cfg, 1);
-    return 0;
-}
-
-int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
-{
-    return apply_doc(api, doc, NULL, 0, errs, msg, cap);
-}
-
-/* The error line of a refused config: -1 invalid, -3 restart-only keys. */
-static const char *refusal(int rc)
-{
-    return rc == -3 ? "the config changes keys that only a restart applies" : "invalid config";
-}
-
-/* Validates <doc> (borrowed) as the next config, builds it and swaps it in
- * (unless <dry>). Answers the request, with <code> on success. */
-void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
-                        const char *what, int code, const char *raw, size_t rawlen)
-{
-    struct adm_errors errs;
-    uint64_t before = current(api)->gen;
-    char msg[512];
-    int rc;
-
-    adm_errors_init(&errs);
-    if (dry) {
-        struct adm_config *cfg = adm_config_from_json(doc, &errs);
-        if (cfg && (rc = check_lifecycle(api, cfg, &errs)) < 0) {
-            adm_config_free(cfg);
-            cfg = NULL;
-        } else if (!cfg) {
-            rc = -1;
-        } else {
-            listeners_done(api, cfg, 0); /* bindable: that is all a dry run asks */
-        }
-        if (!cfg) {
-            reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
-        } else {
-            adm_api_reply(api, req, 200,
-                          json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes));
-            adm_config_free(cfg);
-        }
-        adm_errors_clear(&errs);
-        return;
-    }
-    rc = apply_doc(api, doc, raw, rawlen, &errs, msg, sizeof(msg));
-    if (rc == -1 || rc == -3)
-        reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
-    else if (rc == -2)
-        adm_api_reply_error(api, req, 500, "cannot persist the config; nothing changed",
-                            json_pack("[{s:s,s:s}]", "path", "", "message", msg));
-    else {
-        audit(api, req, before, NULL);
-        reply_written(api, req, code, json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
-    }
-    adm_errors_clear(&errs);
-}
+/* ---- /config ---- */
 
 static void config_get(struct adm_api *api, struct adm_req *req, const char *unused)
 {
@@ -508,7 +342,7 @@ static void config_put(struct adm_api *api, struct adm_req *req, const char *unu
     adm_errors_init(&errs);
     if ((kept = adm_tls_unredact(doc, api->st->doc, &errs)) < 0) {
         if (errs.n)
-            reply_errs(api, req, 400, "invalid config", &errs);
+            adm_api_reply_errs(api, req, 400, "invalid config", &errs);
         else
             adm_api_send_oom(req);
         adm_errors_clear(&errs);
@@ -570,7 +404,7 @@ static struct adm_config *validate_route(struct adm_api *api, struct adm_req *re
             if (strncmp(p, "/routes/0", 9) == 0)
                 memmove(p, p + 9, strlen(p + 9) + 1);
         }
-        reply_errs(api, req, 400, "invalid route", &errs);
+        adm_api_reply_errs(api, req, 400, "invalid route", &errs);
         adm_errors_clear(&errs);
     }
     return cfg;
@@ -650,8 +484,8 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     json_decref(old);
     before = current(api)->gen;
     adm_swap_publish(api->sw, s);
-    audit(api, req, before, id);
-    reply_written(api, req, code, json_pack("{s:s}", "id", id));
+    adm_api_audit(api, req, before, id);
+    adm_api_reply_written(api, req, code, json_pack("{s:s}", "id", id));
 }
 
 /* POST /routes (path_id NULL) and PUT /routes/{id}. */

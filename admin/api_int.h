@@ -1,8 +1,8 @@
 /*
  * api_int.h - what the admin API's files share: the API's state, the
  * live snapshot, and the helpers more than one endpoint file needs
- * (api.c: endpoints and dispatch; api_metrics.c: /metrics;
- * api_upstreams.c: /upstreams).
+ * (api.c: endpoints and dispatch; api_apply.c: applying a whole config;
+ * api_metrics.c: /metrics; api_upstreams.c: /upstreams).
  */
 #ifndef SY_ADMIN_API_INT_H
 #define SY_ADMIN_API_INT_H
@@ -43,9 +43,18 @@ json_t *adm_api_read_body(struct adm_api *api, struct adm_req *req);
 int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req);
 /* Validates <doc> (borrowed) as the next config and, unless <dry>, swaps it
  * in (<raw>, <rawlen>: its text to persist, NULL to encode it). Answers the
- * request: <code> on success, with "what": <what>. */
+ * request: <code> on success, with "what": <what> (api_apply.c). */
 void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
                         const char *what, int code, const char *raw, size_t rawlen);
+/* adm_api_reply_error with the errors of <errs> (borrowed). */
+void adm_api_reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
+                        struct adm_errors *errs);
+/* The write answer, <o> (stolen, NULL: an empty object) with the new
+ * generation, ETag and build time. */
+void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, json_t *o);
+/* Logs one audit line for an accepted change of <req>; <before> is the
+ * generation it replaced, <route> the id of a route change (NULL: none). */
+void adm_api_audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route);
 /* The checker's view of server <address> of <pool> (NULL: the pool's). */
 void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
                         struct adm_srv_health *h);
