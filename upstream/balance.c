@@ -36,14 +36,29 @@ size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int igno
     return UP_NONE;
 }
 
-/* Panic is looked for only when the balancer found nothing: every server
- * down is the rare case, and it is found by looking at the health words
- * (health.c), which stops at the first server up. */
+/* What the balancer does when its first pick found nothing, both rare:
+ * - slow start may have refused every usable server (each admits with its
+ *   ramp's probability: a lone server up, or every server back at once),
+ *   and a server that is up must not make the request fail: the pick is
+ *   made again without the ramp (the hash balancer has none);
+ * - every server may be down: a panicking pool picks again ignoring
+ *   health. "Every server down" is found by looking at the health words
+ *   (health.c), which stops at the first server up. */
 size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
 {
     size_t s = p->lb_ops->select(p, w, rq, 0);
+    struct up_pick flat;
 
-    if (s == UP_NONE && p->opts.panic && up_pool_all_down(p))
+    if (s != UP_NONE)
+        return s;
+    if (rq && rq->now_ms && p->opts.slow_start_ms && p->lb_ops != &up_lb_hash) {
+        flat = *rq;
+        flat.now_ms = 0;
+        rq = &flat;
+        if (!up_pool_all_down(p) && (s = p->lb_ops->select(p, w, rq, 0)) != UP_NONE)
+            return s;
+    }
+    if (p->opts.panic && up_pool_all_down(p))
         s = p->lb_ops->select(p, w, rq, 1);
     return s;
 }

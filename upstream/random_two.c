@@ -3,9 +3,11 @@
  * two candidates drawn at random in proportion to their weights, and the one
  * with fewer requests in flight per unit of weight wins (the first drawn on a
  * tie, so a pool with no load follows its weights). Slow start scales the
- * weight in the comparison and admits a ramping winner with its ramp's
- * probability (else the other candidate wins). Drawing is a binary
- * search in the cumulative weights: O(log n) a pick.
+ * weights in both: a candidate is drawn in proportion to its ramped weight
+ * (a ramping server drawn is kept with its ramp's probability, else drawn
+ * again), and the comparison divides by the ramped weights, so a server
+ * back up gets its ramp's share of an idle pool, not the share of every
+ * pair it is drawn in. Drawing is one slot of an alias table: O(1).
  *
  * The counts are this worker's own, as in least_conn.c and for the same
  * reason; the generator is the worker's too (struct up_wfix.rng).
@@ -86,32 +88,39 @@ static inline size_t draw(const up_pool *p, const struct r2 *r, uint64_t x)
     return coin < sl.prob ? i : sl.alias;
 }
 
-/* Slow start on: the weights in the comparison ramp, and a ramping winner
- * is admitted with its ramp's probability (else the other one wins). */
-static size_t ramped(up_pool *p, unsigned w, size_t a, size_t b, uint64_t now)
+/* A server drawn in proportion to its weight scaled by slow start at
+ * <now>: rejection sampling, a ramping server drawn being kept with its
+ * ramp's probability; after R2_DRAWS rejections the last one drawn. */
+static size_t draw_ramped(up_pool *p, unsigned w, const struct r2 *r, uint64_t now)
 {
-    uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
-    uint64_t wa = up_eweight(p, a, now), wb = up_eweight(p, b, now);
-    size_t win = lb * wa < la * wb ? b : a;
+    size_t s = 0;
 
-    /* with no load the comparison alone would not hold it back */
-    return up_slow_admit(p, w, win, now) ? win : (win == a ? b : a);
+    for (int i = 0; i < R2_DRAWS; i++)
+        if (up_slow_admit(p, w, (s = draw(p, r, up_rand(p, w))), now))
+            break;
+    return s;
 }
 
 static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     const struct r2 *r = p->lb;
-    uint64_t now = rq ? rq->now_ms : 0;
+    uint64_t now = p->opts.slow_start_ms && rq ? rq->now_ms : 0;
     size_t a = 0;
 
     for (int i = 0; i < R2_DRAWS; i++) {
-        a = draw(p, r, up_rand(p, w));
-        size_t b = draw(p, r, up_rand(p, w));
+        size_t b;
+        if (now) {
+            a = draw_ramped(p, w, r, now);
+            b = draw_ramped(p, w, r, now);
+        } else {
+            a = draw(p, r, up_rand(p, w));
+            b = draw(p, r, up_rand(p, w));
+        }
         int ua = up_usable(p, a, rq, ignore_health), ub = up_usable(p, b, rq, ignore_health);
         if (ua && ub) {
-            if (p->opts.slow_start_ms && now)
-                return ramped(p, w, a, b, now);
             uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
+            if (now)
+                return lb * up_eweight(p, a, now) < la * up_eweight(p, b, now) ? b : a;
             return lb * p->weight[a] < la * p->weight[b] ? b : a;
         }
         if (ua || ub)

@@ -187,12 +187,20 @@ static inline int up_usable(const up_pool *p, size_t s, const struct up_pick *rq
     return !rq || !rq->tried || !up_tried_has(rq->tried, s);
 }
 
-/* Slow start's share of server <s> at <now_ms>, in thousandths. */
+/* Slow start's share of server <s> at <now_ms>, in thousandths. Only a
+ * server that is up ramps: one that is down is picked only by a panicking
+ * pool, which spreads over every server alike (its since is when it went
+ * down, not when it came back). */
 static inline unsigned up_ramp(const up_pool *p, size_t s, uint64_t now_ms)
 {
+    uint64_t h;
+
     if (!p->opts.slow_start_ms || !now_ms)
         return 1000;
-    return up_slow_start_permille(up_health_since(p, s), now_ms, p->opts.slow_start_ms);
+    h = atomic_load_explicit(&p->st[s]->health, memory_order_relaxed);
+    if (h & UP_FLAG_MASK)
+        return 1000;
+    return up_slow_start_permille(h >> UP_FLAG_BITS, now_ms, p->opts.slow_start_ms);
 }
 
 /* Server <s>'s weight in thousandths, scaled down by slow start at <now>. */

@@ -2,7 +2,8 @@
  * test_balance.c - upstream/balance.c: the interface every balancer sits
  * behind. Each balancer never picks a tried or a down server, answers
  * UP_NONE when every server is down (or, in panic mode, ignores health),
- * and the in-flight counts follow request start and end; the tried set.
+ * never fails a pick because slow start held back every usable server, and
+ * the in-flight counts follow request start and end; the tried set.
  */
 #include "utest.h"
 
@@ -76,6 +77,74 @@ START_TEST(all_down_and_panic)
             up_pool_release(p);
         }
     }
+}
+END_TEST
+
+START_TEST(slow_start_never_fails_a_pick)
+{
+    /* each ramping server is admitted with its ramp's probability (10 % at
+     * the start): with the only server up ramping, or every server back at
+     * once, a pick must still find one */
+    for (size_t b = 0; b < NELEM(all); b++) {
+        struct up_pool_opts o = {
+            .balance = all[b], .slow_start_ms = 10000, .table_size = 101, .fallback = 1};
+        up_pool *p = ut_pool_opts(NULL, 3, 1, 1, &o);
+        struct up_pick rq = {.now_ms = 100000};
+
+        for (size_t s = 0; s < 3; s++)
+            up_health_set(p, s, UP_H_CHECK, 1, 90000);
+        up_health_set(p, 1, UP_H_CHECK, 0, 100000); /* the only one up, ramping */
+        for (unsigned i = 0; i < 500; i++) {
+            rq.hash = i;
+            ck_assert_uint_eq(up_select(p, 0, &rq), 1);
+        }
+        up_health_set(p, 0, UP_H_CHECK, 0, 100000);
+        up_health_set(p, 2, UP_H_CHECK, 0, 100000); /* all back at once */
+        for (unsigned i = 0; i < 500; i++) {
+            rq.hash = i;
+            ck_assert_uint_lt(up_select(p, 0, &rq), 3);
+        }
+        up_pool_release(p);
+    }
+}
+END_TEST
+
+START_TEST(panic_spreads_without_ramp)
+{
+    /* every server down in a panicking pool with slow start: each is picked
+     * as often as the others (none ramps: its since is when it went down),
+     * with or without the ramp's clock */
+    for (size_t b = 0; b + 1 < NELEM(all); b++) { /* the hash: one key, one server */
+        struct up_pool_opts o = {.balance = all[b], .panic = 1, .slow_start_ms = 10000};
+        up_pool *p = ut_pool_opts(NULL, 2, 1, 1, &o);
+        struct up_pick rq = {.now_ms = 100000};
+        unsigned count[2];
+
+        up_health_set(p, 0, UP_H_CHECK, 1, 50000);
+        up_health_set(p, 1, UP_H_CHECK, 1, 99999); /* down just now */
+        ut_picks(p, &rq, 4000, 0, count);
+        ut_check_shares(count, NULL, 2, 4000, 0.05);
+        up_pool_release(p);
+    }
+}
+END_TEST
+
+START_TEST(hash_has_no_slow_start)
+{
+    /* a ramping server keeps its keys (Envoy ramps round robin and least
+     * request only): moving keys away and back would defeat the hash */
+    struct up_pool_opts o = {.balance = UP_HASH, .slow_start_ms = 10000, .table_size = 101};
+    up_pool *p = ut_pool_opts(NULL, 3, 1, 1, &o), *q = ut_pool_opts(NULL, 3, 1, 1, &o);
+    struct up_pick rq = {.now_ms = 100000};
+
+    up_health_set(p, 1, UP_H_CHECK, 1, 90000);
+    up_health_set(p, 1, UP_H_CHECK, 0, 100000);
+    for (unsigned i = 0; i < 1000; i++) {
+        rq.hash = up_hash(&i, sizeof(i));
+        ck_assert_uint_eq(up_select(p, 0, &rq), up_select(q, 0, &rq));
+    }
+    up_pool_release(p);
+    up_pool_release(q);
 }
 END_TEST
 
@@ -154,6 +223,9 @@ static Suite *suite(void)
     tcase_add_test(tc, tried_set);
     tcase_add_test(tc, never_tried_nor_down);
     tcase_add_test(tc, all_down_and_panic);
+    tcase_add_test(tc, slow_start_never_fails_a_pick);
+    tcase_add_test(tc, panic_spreads_without_ramp);
+    tcase_add_test(tc, hash_has_no_slow_start);
     tcase_add_test(tc, inflight_counts);
     tcase_add_test(tc, weights_within_3_percent);
     tcase_add_test(tc, refuses_bad_options);

@@ -1,7 +1,8 @@
 /*
  * test_random_two.c - upstream/random_two.c: two weighted candidates, the
  * less loaded one wins: a loaded server loses most picks, a slow one gets
- * less, and with no load the weights hold (test_balance.c checks ±3 %).
+ * less, and with no load the weights hold (test_balance.c checks ±3 %);
+ * slow start gives a server back up its ramp's share.
  */
 #include "utest.h"
 
@@ -65,6 +66,24 @@ START_TEST(same_seed_same_picks)
 }
 END_TEST
 
+START_TEST(slow_start_ramps)
+{
+    /* as ut_check_slow_start, with a random draw's margins: the second
+     * server's share of 10k picks with no load is 0.1 / 1.1 at the start
+     * (909), 0.5 / 1.5 half way (3333), a half after (5000); sd ~29, ~47
+     * and 50. Under load (20 in flight) it stays well below half. */
+    unsigned got[3];
+
+    ut_slow_start_counts(UP_RANDOM_TWO, 0, got);
+    ck_assert_msg(got[0] > 750 && got[0] < 1070, "ramp start: %u of 10000", got[0]);
+    ck_assert_msg(got[1] > 3100 && got[1] < 3570, "half way: %u of 10000", got[1]);
+    ck_assert_msg(got[2] > 4750 && got[2] < 5250, "ramp over: %u of 10000", got[2]);
+    ut_slow_start_counts(UP_RANDOM_TWO, 20, got);
+    ck_assert_msg(got[0] > 500 && got[0] < 2500, "loaded ramp start: %u", got[0]);
+    ck_assert_msg(got[2] > 4000 && got[2] < 6000, "loaded ramp over: %u", got[2]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_random_two");
@@ -73,6 +92,7 @@ static Suite *suite(void)
     tcase_add_test(tc, prefers_less_loaded);
     tcase_add_test(tc, slow_server_gets_less);
     tcase_add_test(tc, same_seed_same_picks);
+    tcase_add_test(tc, slow_start_ramps);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -106,22 +106,30 @@ void ut_check_shares(const unsigned *count, const unsigned *weights, size_t n, u
     }
 }
 
-void ut_check_slow_start(enum up_balance b)
+void ut_slow_start_counts(enum up_balance b, unsigned window, unsigned *got)
 {
+    static const uint64_t at[] = {100000, 100500, 101000};
     struct up_pool_opts o = {.balance = b, .slow_start_ms = 1000, .seed = 7};
     up_pool *p = ut_pool_opts(NULL, 2, 1, 1, &o);
-    struct up_pick rq = {.now_ms = 100000};
+    struct up_pick rq = {0};
     unsigned count[2];
 
     up_health_set(p, 1, UP_H_CHECK, 1, 99000);
     up_health_set(p, 1, UP_H_CHECK, 0, 100000);
-    ut_picks(p, &rq, 10000, 0, count);
-    ck_assert_msg(count[1] > 800 && count[1] < 1020, "ramp start: %u of 10000", count[1]);
-    rq.now_ms = 100500;
-    ut_picks(p, &rq, 10000, 0, count);
-    ck_assert_msg(count[1] > 3150 && count[1] < 3500, "half way: %u of 10000", count[1]);
-    rq.now_ms = 101000;
-    ut_picks(p, &rq, 10000, 0, count);
-    ck_assert_msg(count[1] >= 4990 && count[1] <= 5010, "ramp over: %u of 10000", count[1]);
+    for (size_t i = 0; i < NELEM(at); i++) {
+        rq.now_ms = at[i];
+        ut_picks(p, &rq, 10000, window, count);
+        got[i] = count[1];
+    }
     up_pool_release(p);
+}
+
+void ut_check_slow_start(enum up_balance b)
+{
+    unsigned got[3];
+
+    ut_slow_start_counts(b, 0, got);
+    ck_assert_msg(got[0] > 800 && got[0] < 1020, "ramp start: %u of 10000", got[0]);
+    ck_assert_msg(got[1] > 3150 && got[1] < 3500, "half way: %u of 10000", got[1]);
+    ck_assert_msg(got[2] >= 4990 && got[2] <= 5010, "ramp over: %u of 10000", got[2]);
 }

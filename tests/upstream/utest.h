@@ -36,6 +36,10 @@ void ut_check_shares(const unsigned *count, const unsigned *weights, size_t n, u
  * second just back up: it gets about 0.1 / 1.1 of 10k sequential picks,
  * 0.5 / 1.5 half way, and half once the ramp is over. */
 void ut_check_slow_start(enum up_balance b);
+/* The same pool's picks of the second server (of 10k each, <window> in
+ * flight as ut_picks) at the ramp's start, half way and after it, into
+ * <got> (3 entries), for a balancer whose draws need their own margins. */
+void ut_slow_start_counts(enum up_balance b, unsigned window, unsigned *got);
 
 /* Runs <s> and returns main()'s exit status. */
 int ut_run(Suite *s);
