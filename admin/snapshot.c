@@ -569,7 +569,7 @@ static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigne
 {
     struct up_pool_opts opts = pool_opts(u);
     up_pool *p = up_pool_new_opts(u->name, key, l->defs, l->n, nworkers, u->keepalive, &opts);
-    uint64_t now = (uint64_t)adm_now_ms();
+    uint64_t now = adm_clock_ms();
 
     if (p && up_pool_set_tags(p, l->tags) < 0) {
         up_pool_release(p);
@@ -623,7 +623,7 @@ static unsigned marks(const struct adm_upstream *u)
 static void health_start(up_pool *p, const struct adm_upstream *u, const struct adm_snapshot *prev)
 {
     const up_pool *old = NULL;
-    uint64_t now = (uint64_t)adm_now_ms();
+    uint64_t now = adm_clock_ms();
     unsigned keep = marks(u), drop = 0;
 
     for (size_t j = 0; prev && j < prev->npools && !old; j++)
@@ -651,6 +651,14 @@ static void health_start(up_pool *p, const struct adm_upstream *u, const struct 
                 up_health_set(p, k, flag, 0, now);
         }
     }
+}
+
+uint64_t adm_clock_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 double adm_now_ms(void)

@@ -202,7 +202,8 @@ static inline void gw_ob_field(struct gw_obuf *o, const char *name, size_t nlen,
 
 /* ---- time ---- */
 
-/* CLOCK_MONOTONIC_COARSE, in ms: what timeouts are measured with. */
+/* CLOCK_MONOTONIC_COARSE, in ms: what timeouts are measured with, and
+ * slow start's now (the health words' clock too: adm_clock_ms). */
 static inline long long gw_now_ms(void)
 {
     struct timespec ts;

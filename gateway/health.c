@@ -43,6 +43,7 @@ struct hdef {
     int initially_unhealthy;
     int outlier; /* outlier.on and consecutive_failures > 0 */
     struct up_outlier_cfg ocfg;
+    int panic;    /* every server down: the pool spreads over them all */
     SSL_CTX *tls; /* a reference, NULL: plain */
 };
 
@@ -124,12 +125,11 @@ static struct {
     _Atomic uint64_t dropped; /* reports lost to a full ring */
 } H = {.wake = {-1, -1}, .mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* The health words' clock (since, ejection ends, check timers): the one
+ * the workers ramp slow start with. */
 static uint64_t now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return adm_clock_ms();
 }
 
 static struct timeval tv_ms(uint64_t ms)
@@ -196,6 +196,7 @@ static int hpool_init(struct hpool *hp, const struct adm_snapshot *s, size_t i)
     up_pool_retain(p);
     if (!(hp->name = strdup(u->name)))
         return -1;
+    hp->def.panic = u->panic;
     if (hc) {
         hp->def.check = 1;
         hp->def.interval_ms = hc->interval_ms;
@@ -271,14 +272,21 @@ fail:
 /* ---- publishing to the health words ---- */
 
 /* Logs and counts a transition of <hp> (every server down, or one back:
- * <v>). */
+ * <v>). A panicking pool counts it alike: it is as much an outage, only
+ * answered otherwise. */
 static void pool_transition(struct hpool *hp, const struct hsrv *v)
 {
     if (up_pool_all_down(hp->pool)) {
         hp->all_down++;
-        gw_log(GW_LOG_WARN,
-               "upstream %s: every server is down: requests get 503 until one comes back",
-               hp->name);
+        if (hp->def.panic)
+            gw_log(GW_LOG_WARN,
+                   "upstream %s: every server is down: panic: requests go to all of them "
+                   "until one comes back",
+                   hp->name);
+        else
+            gw_log(GW_LOG_WARN,
+                   "upstream %s: every server is down: requests get 503 until one comes back",
+                   hp->name);
     } else {
         gw_log(GW_LOG_NOTICE, "upstream %s: server %s is up: the pool serves again", hp->name,
                v ? v->address : "(after a push)");
