@@ -79,6 +79,19 @@ static void fail_busy(struct gw_conn *c)
     fail_with(c, 503, ra, sizeof(ra) - 1);
 }
 
+/* No server left to pick for <c>'s first try. Every server down (and no
+ * panic) is answered as a full queue is: 503 with Retry-After: 1, nothing
+ * tried, so that a client or a CDN backs off a moment rather than hammer a
+ * pool that health checks may bring back any second (Envoy sends its "no
+ * healthy upstream" 503 without one; we keep our two 503s alike). */
+static void fail_none_left(struct gw_conn *c)
+{
+    if (none_left_status(c) == 503)
+        fail_busy(c);
+    else
+        gw_proxy_fail(c, 502);
+}
+
 /* The try on <c>'s current server is over: its slot and its place in the
  * retry budget are given back. */
 static void try_end(struct gw_conn *c)
@@ -868,7 +881,7 @@ static void go_upstream(struct gw_conn *c)
         return;
     }
     if (s == UP_NONE) {
-        gw_proxy_fail(c, none_left_status(c));
+        fail_none_left(c);
         return;
     }
     if (send_to(c, s, 0) < 0) {
