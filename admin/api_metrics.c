@@ -82,7 +82,8 @@ static void limits_metrics(struct evbuffer *b, const struct adm_snapshot *s)
 }
 
 /* The health lines of /metrics: per server up or down, ejections and
- * failed checks, per pool the times every server went down. */
+ * failed checks, per pool the times every server went down and whether it
+ * is in panic now. */
 static void health_metrics(const struct adm_api *api, struct evbuffer *b,
                            const struct adm_snapshot *s)
 {
@@ -97,18 +98,23 @@ static void health_metrics(const struct adm_api *api, struct evbuffer *b,
                                        "Failed active checks.",
                                        "switchyard_upstream_all_down_total",
                                        "counter",
-                                       "Times every server of a pool was down."};
+                                       "Times every server of a pool was down.",
+                                       "switchyard_upstream_panic",
+                                       "gauge",
+                                       "1 while every server is down and the pool spreads over "
+                                       "them all (panic)."};
     struct adm_srv_health h;
 
-    for (size_t m = 0; m < 4; m++) {
+    for (size_t m = 0; m < 5; m++) {
         evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", help[3 * m], help[3 * m + 2],
                             help[3 * m], help[3 * m + 1]);
         for (size_t i = 0; i < s->npools; i++) {
             up_pool *p = s->pools[i];
-            if (m == 3) {
+            if (m >= 3) {
                 adm_api_srv_health(api, up_pool_name(p), NULL, &h);
                 evbuffer_add_printf(b, "%s{upstream=\"%s\"} %llu\n", help[3 * m], up_pool_name(p),
-                                    (unsigned long long)h.all_down);
+                                    m == 3 ? (unsigned long long)h.all_down
+                                           : (unsigned long long)up_pool_panicking(p));
                 continue;
             }
             for (size_t k = 0; k < up_pool_nservers(p); k++) {

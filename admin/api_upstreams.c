@@ -141,7 +141,8 @@ void adm_api_srv_health(const struct adm_api *api, const char *pool, const char 
 
 /* When server <s> of <p> last went down or came back, in RFC 3339 UTC,
  * or null when it never changed since its pool was built. Health words
- * keep CLOCK_MONOTONIC milliseconds: the wall clock is derived. */
+ * keep CLOCK_MONOTONIC_COARSE milliseconds (adm_clock_ms): the wall clock
+ * is derived. */
 static json_t *health_since(const up_pool *p, size_t s)
 {
     uint64_t since = up_health_since(p, s);
@@ -153,7 +154,7 @@ static json_t *health_since(const up_pool *p, size_t s)
 
     if (!since)
         return json_null();
-    clock_gettime(CLOCK_MONOTONIC, &mono);
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
     clock_gettime(CLOCK_REALTIME, &real);
     ms = ((long long)(real.tv_sec - mono.tv_sec) * 1000000 + (real.tv_nsec - mono.tv_nsec) / 1000) /
              1000 +
@@ -197,8 +198,9 @@ void adm_api_upstream_health(struct adm_api *api, struct adm_req *req, const cha
         for (size_t k = 0; k < up_pool_nservers(p); k++)
             json_array_append_new(servers, server_health_json(api, p, k));
         adm_api_reply(api, req, 200,
-                      json_pack("{s:s,s:b,s:o}", "upstream", name, "all_down", up_pool_all_down(p),
-                                "servers", servers));
+                      json_pack("{s:s,s:b,s:b,s:o}", "upstream", name, "all_down",
+                                up_pool_all_down(p), "panic", up_pool_panicking(p), "servers",
+                                servers));
         return;
     }
     adm_api_reply_error(api, req, 404, "no such upstream", NULL);

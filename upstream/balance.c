@@ -58,7 +58,7 @@ size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
         if (!up_pool_all_down(p) && (s = p->lb_ops->select(p, w, rq, 0)) != UP_NONE)
             return s;
     }
-    if (p->opts.panic && up_pool_all_down(p))
+    if (up_pool_panicking(p))
         s = p->lb_ops->select(p, w, rq, 1);
     return s;
 }

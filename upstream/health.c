@@ -63,6 +63,11 @@ int up_pool_all_down(const up_pool *p)
     return 1;
 }
 
+int up_pool_panicking(const up_pool *p)
+{
+    return p->opts.panic && up_pool_all_down(p);
+}
+
 unsigned up_slow_start_permille(uint64_t since_ms, uint64_t now_ms, uint64_t ramp_ms)
 {
     uint64_t share;

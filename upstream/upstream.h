@@ -186,6 +186,9 @@ unsigned up_health_flags(const up_pool *p, size_t s);
 uint64_t up_health_since(const up_pool *p, size_t s);
 /* 1 when every server is down: answer 503 at once, or panic. */
 int up_pool_all_down(const up_pool *p);
+/* 1 when <p> is in panic now: every server down, and the pool has panic
+ * on, so it spreads over them all instead of answering 503. */
+int up_pool_panicking(const up_pool *p);
 /* Slow start: the share, in thousandths, of its weight that a server up
  * since <since_ms> gets at <now_ms> with a ramp of <ramp_ms>: from 100
  * (10 %, Envoy's min_weight_percent) up to 1000 once the ramp is over. */

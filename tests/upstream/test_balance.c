@@ -121,11 +121,46 @@ START_TEST(panic_spreads_without_ramp)
         unsigned count[2];
 
         up_health_set(p, 0, UP_H_CHECK, 1, 50000);
+        ck_assert(!up_pool_panicking(p));
         up_health_set(p, 1, UP_H_CHECK, 1, 99999); /* down just now */
+        ck_assert(up_pool_panicking(p));
         ut_picks(p, &rq, 4000, 0, count);
         ut_check_shares(count, NULL, 2, 4000, 0.05);
         up_pool_release(p);
     }
+}
+END_TEST
+
+START_TEST(panic_hash_without_fallback)
+{
+    /* without fallback a key goes to its own server or nowhere: in panic,
+     * to its own server, down as it is */
+    struct up_pool_opts o = {.balance = UP_HASH, .panic = 1, .table_size = 101};
+    up_pool *p = ut_pool_opts(NULL, 3, 1, 1, &o);
+    struct up_pick rq = {0};
+    size_t own[50];
+
+    for (unsigned i = 0; i < 50; i++) {
+        rq.hash = up_hash(&i, sizeof(i));
+        own[i] = up_select(p, 0, &rq);
+    }
+    for (size_t s = 0; s < 3; s++)
+        up_health_set(p, s, UP_H_CHECK, 1, 10);
+    ck_assert(up_pool_panicking(p));
+    for (unsigned i = 0; i < 50; i++) {
+        rq.hash = up_hash(&i, sizeof(i));
+        ck_assert_uint_eq(up_select(p, 0, &rq), own[i]);
+    }
+    o.panic = 0;
+    up_pool *q = ut_pool_opts(NULL, 3, 1, 1, &o);
+    up_health_set(q, own[0], UP_H_CHECK, 1, 10);
+    ck_assert(!up_pool_panicking(q));
+    for (unsigned i = 0; i < 50; i++) {
+        rq.hash = up_hash(&i, sizeof(i));
+        ck_assert_uint_eq(up_select(q, 0, &rq), own[i] == own[0] ? UP_NONE : own[i]);
+    }
+    up_pool_release(p);
+    up_pool_release(q);
 }
 END_TEST
 
@@ -225,6 +260,7 @@ static Suite *suite(void)
     tcase_add_test(tc, all_down_and_panic);
     tcase_add_test(tc, slow_start_never_fails_a_pick);
     tcase_add_test(tc, panic_spreads_without_ramp);
+    tcase_add_test(tc, panic_hash_without_fallback);
     tcase_add_test(tc, hash_has_no_slow_start);
     tcase_add_test(tc, inflight_counts);
     tcase_add_test(tc, weights_within_3_percent);
