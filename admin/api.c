@@ -394,10 +394,6 @@ static struct adm_config *validate_route(struct adm_api *api, struct adm_req *re
     json_object_set_new(tmp, "routes", arr);
     cfg = adm_config_from_json(tmp, &errs);
     json_decref(tmp);
-    if (cfg && adm_config_unserved(cfg, &errs)) {
-        adm_config_free(cfg);
-        cfg = NULL;
-    }
     if (!cfg) {
         for (size_t i = 0; i < errs.n; i++) {
             char *p = errs.v[i].path;

@@ -384,8 +384,7 @@ int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size
 /* What a start checks beyond the schema, so that a config accepted by a
  * push, a SIGHUP or --check also starts (config_lifecycle.c): the token
  * file readable and not empty, no open admin API off loopback, the state
- * directory and the access-log file usable, no key adm_config_unserved()
- * refuses. Binding is not tried. Appends
+ * directory and the access-log file usable. Binding is not tried. Appends
  * one error per problem to <errs>; returns how many. Nothing is created. */
 size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs);
 /* The restart-only keys that differ between the running <old> and <c>:
@@ -397,12 +396,6 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
 /* Lookups by name / id; NULL when absent. Linear. */
 const struct adm_upstream *adm_config_upstream(const struct adm_config *c, const char *name);
 const struct adm_route *adm_config_route(const struct adm_config *c, const char *id);
-
-/* The keys of <c> that parse but that the gateway does not act on yet
- * (issue 12's wiring): each is an error appended to <errs> at its JSON
- * path, so that a push or a start refuses them instead of accepting and
- * ignoring them. Returns how many (0: all served). config_upstreams.c. */
-size_t adm_config_unserved(const struct adm_config *c, struct adm_errors *errs);
 
 /* Builds a router table from <c>'s routes (options from c->router) in one
  * transaction. Each route's udata is make_udata(route, arg), or the route

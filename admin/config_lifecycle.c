@@ -1,9 +1,8 @@
 /*
  * config_lifecycle.c - what a config needs beyond its schema before it may
  * be started or swapped in: the files and directories it names usable by
- * this process, the non-loopback admin rule and the keys not served yet
- * (adm_config_check_env), and which keys only a restart applies
- * (adm_config_restart_diff); and the one reading of a token file
+ * this process and the non-loopback admin rule (adm_config_check_env), and which keys only a
+ * restart applies (adm_config_restart_diff); and the one reading of a token file
  * (adm_token_file_read), shared by those checks and a start. The same
  * checks serve a start, --check, a push and a SIGHUP, so that an accepted
  * config is one the next start accepts too.
@@ -133,7 +132,6 @@ size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
                        strerror(errno));
     if (c->group && !getgrnam(c->group))
         adm_errors_add(errs, "/group", "no group %s on this host", c->group);
-    adm_config_unserved(c, errs);
     return errs->n - n0;
 }
 

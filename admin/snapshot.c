@@ -720,10 +720,6 @@ struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct
     double t0 = adm_now_ms();
     struct adm_snapshot *s;
 
-    if (adm_config_unserved(cfg, errs)) { /* refused, not accepted and ignored */
-        adm_config_free(cfg);
-        return NULL;
-    }
     if (res && adm_resolver_configure(res, cfg, errs) < 0) {
         adm_config_free(cfg);
         return NULL;

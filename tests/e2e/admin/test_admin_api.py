@@ -491,30 +491,33 @@ class UpstreamsTest(ApiCase):
         self.assertWrite(r, 200)
         self.assertEqual(self.backend_of("/e/x"), "b1")
 
-    def test_unserved_upstream_keys_refused(self):
-        # parsed and checked, but refused until the gateway acts on them
+    def test_every_upstream_key_served(self):
+        # panic and slow_start_ms were refused as "not served yet" until the
+        # gateway acted on them; now every pool key is accepted
         api = self.start()
         before = self.snapshot()
-        for body, key in (({"slow_start_ms": 3000}, "slow_start_ms"),
-                          ({"panic": True}, "panic")):
-            body["servers"] = [{"address": self.b2.addr}]
-            r = api.put("/upstreams/u", body)
-            self.assertStatus(r, 400)
-            self.assertTrue(any(e["path"].endswith("/" + key) and "not served yet" in e["message"]
-                                for e in r.json["errors"]), r.json)
-            self.assertUnchanged(before)
         # a bad value is still its own error, at its path
+        r = api.put("/upstreams/u", {"servers": [{"address": self.b2.addr}],
+                                     "slow_start_ms": -1})
+        self.assertStatus(r, 400)
+        self.assertTrue(any(e["path"].endswith("/slow_start_ms") for e in r.json["errors"]),
+                        r.json)
+        self.assertUnchanged(before)
         r = api.put("/upstreams/u", {"servers": [{"address": self.b2.addr}], "retries": 11})
         self.assertStatus(r, 400)
         self.assertTrue(any(e["path"].endswith("/retries") and "between 0 and 10" in e["message"]
                             for e in r.json["errors"]), r.json)
         self.assertEqual(self.backend_of("/e/x"), "b1")
-        # what is served still is (retries, buffering and limits since issue 12)
+        # what is served still is (retries, buffering and limits since issue 12),
+        # and panic and slow_start_ms are too
         r = api.put("/upstreams/u", {"servers": [{"address": self.b2.addr}],
                                      "balance": "round_robin", "response_timeout_ms": 5000,
-                                     "retry_on_status": [503], "max_connections": 10})
+                                     "retry_on_status": [503], "max_connections": 10,
+                                     "panic": True, "slow_start_ms": 3000})
         self.assertWrite(r, 200)
         self.assertEqual(self.backend_of("/e/x"), "b2")
+        r = api.get("/upstreams/u")
+        self.assertEqual((r.json["panic"], r.json["slow_start_ms"]), (True, 3000), r.json)
 
     def test_delete_upstream(self):
         api = self.start()

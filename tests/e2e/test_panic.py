@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""test_panic.py - a pool's panic mode and slow start (upstream/balance.c,
+gateway/health.c) with real backends that the tests take down and bring
+back: with every server failing its active check a pool with "panic": true
+still sends requests to all of them, one without answers 503 at once (no
+server tried, Retry-After: 1), and either way the all-down transition is
+logged and counted once; a server back up with slow_start_ms gets clearly
+fewer than its share at the start of its ramp and its full share after it.
+Counts are of the backends' answers (X-Backend); proportions are asserted
+with wide margins, never durations. Every wait is bounded (wait_for)."""
+import re
+import time
+
+from harness import Client, GatewayCase, gateway_config, main, upstream_cfg, wait_for
+from test_health import admin, admin_accepts, health, stamp
+
+# the check's path answers 500 on every backend: both fail their checks
+FAILING = {"path": "/hz?mode=status&status=500", "interval_ms": 100, "timeout_ms": 100,
+           "healthy_threshold": 2, "unhealthy_threshold": 2}
+PASSING = dict(FAILING, path="/hz")
+
+
+class PanicTest(GatewayCase):
+    def gateway(self, ups):
+        cfg = gateway_config(upstreams=ups, workers=1,
+                             routes=[{"id": "all", "path": "/*{r}", "upstream": "u"}])
+        gw = self.own_gateway(cfg)
+        wait_for(lambda: admin_accepts(gw), what="the admin API")
+        return gw
+
+    def answers(self, gw, n, path="/n"):
+        """(status, X-Backend, Retry-After) of <n> requests on one connection."""
+        got = []
+        with Client(gw.port) as c:
+            for i in range(n):
+                r = c.request("GET", "%s/%d" % (path, i))
+                got.append((r.status, r.header("X-Backend"), r.header("Retry-After")))
+        return got
+
+    def all_down_lines(self, gw):
+        return re.findall(r"upstream u: every server is down", gw.log())
+
+    def test_panic_spreads_then_503_without(self):
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=FAILING, panic=True)})
+        wait_for(lambda: health(gw)[1]["all_down"], what="both servers down")
+        self.assertTrue(health(gw)[1]["panic"])
+        gw.wait_log(r"upstream u: every server is down: panic: requests go to all of them")
+        # panic: the backends answer, both of them (round robin over all)
+        got = self.answers(gw, 20)
+        self.assertEqual({st for st, _, _ in got}, {200}, got)
+        self.assertEqual({b for _, b, _ in got}, {"b1", "b2"}, got)
+        self.assertTrue(all(not health(gw)[0][b.addr]["healthy"] for b in (b1, b2)))
+        # the transition is logged and counted once, not per request
+        self.assertEqual(len(self.all_down_lines(gw)), 1)
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_all_down_total{upstream="u"} 1', m)
+        self.assertIn('switchyard_upstream_panic{upstream="u"} 1', m)
+
+        # panic off, the same servers and checks: their health is kept, and
+        # every request is answered 503 by Switchyard (a backend would say
+        # 200), with Retry-After as the queue's 503
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, health_check=FAILING))
+        self.assertEqual(st, 200)
+        self.assertEqual((health(gw)[1]["all_down"], health(gw)[1]["panic"]), (True, False))
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_panic{upstream="u"} 0', m)
+        got = self.answers(gw, 10)
+        self.assertEqual(set(got), {(503, None, "1")}, got)
+        self.assertEqual(len(self.all_down_lines(gw)), 1)
+
+        # checks that pass bring the pool back: logged once
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, health_check=PASSING))
+        self.assertEqual(st, 200)
+        wait_for(lambda: not health(gw)[1]["all_down"], what="a server back")
+        gw.wait_log(r"upstream u: server 127\.0\.0\.1:\d+ is up: the pool serves again")
+        self.assertEqual({st for st, _, _ in self.answers(gw, 6)}, {200})
+        self.assertEqual(len(self.all_down_lines(gw)), 1)
+        self.assertEqual(len(re.findall(r"upstream u: server \S+ is up: the pool serves again",
+                                        gw.log())), 1)
+
+    def test_slow_start_ramps_a_server_back(self):
+        ramp_ms = 8000
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=PASSING,
+                                             slow_start_ms=ramp_ms)})
+        # before any server went down nothing ramps: round robin alternates
+        got = [b for _, b, _ in self.answers(gw, 20)]
+        self.assertEqual(got.count("b2"), 10, got)
+        b2.stop()
+        wait_for(lambda: not health(gw)[0][b2.addr]["healthy"], what="b2 down")
+        b2.start()  # same port: its checks pass again
+        wait_for(lambda: health(gw)[0][b2.addr]["healthy"], what="b2 back up")
+        since = stamp(health(gw)[0][b2.addr]["since"])
+        # the first part of the ramp: from 10 % of its weight up, so well
+        # under its half (at a quarter of the ramp it would get 20 %)
+        early = [b for _, b, _ in self.answers(gw, 40)]
+        self.assertEqual(set(early) - {"b1", "b2"}, set(), early)
+        self.assertLessEqual(early.count("b2"), 12, early)
+        self.assertGreater(early.count("b1"), 2 * early.count("b2"), early)
+        # after the ramp: its full share again
+        wait_for(lambda: time.time() > since + ramp_ms / 1000.0 + 0.2,
+                 timeout=ramp_ms / 1000.0 + 30, what="the ramp's end")
+        late = [b for _, b, _ in self.answers(gw, 40)]
+        self.assertGreaterEqual(late.count("b2"), 16, late)
+        self.assertGreaterEqual(late.count("b1"), 16, late)
+        # its health reply says since when it is up
+        self.assertTrue(health(gw)[0][b2.addr]["healthy"])
+
+
+if __name__ == "__main__":
+    main()
