@@ -5,7 +5,8 @@ back: with every server failing its active check a pool with "panic": true
 still sends requests to all of them, one without answers 503 at once (no
 server tried, Retry-After: 1), and either way the all-down transition is
 logged and counted once; a server back up with slow_start_ms gets clearly
-fewer than its share at the start of its ramp and its full share after it.
+fewer than its share at the start of its ramp and its full share after it,
+with round_robin, least_conn and random_two (hash does not ramp).
 Counts are of the backends' answers (X-Backend); proportions are asserted
 with wide margins, never durations. Every wait is bounded (wait_for)."""
 import re
@@ -79,14 +80,16 @@ class PanicTest(GatewayCase):
         self.assertEqual(len(re.findall(r"upstream u: server \S+ is up: the pool serves again",
                                         gw.log())), 1)
 
-    def test_slow_start_ramps_a_server_back(self):
+    def ramp(self, balance):
+        """b2 goes down and comes back in a pool of <balance> with slow start:
+        far fewer than half of the next requests reach it, then about half."""
         ramp_ms = 8000
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
-        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=PASSING,
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=PASSING, balance=balance,
                                              slow_start_ms=ramp_ms)})
-        # before any server went down nothing ramps: round robin alternates
+        # before any server went down nothing ramps: both take requests
         got = [b for _, b, _ in self.answers(gw, 20)]
-        self.assertEqual(got.count("b2"), 10, got)
+        self.assertTrue(got.count("b1") and got.count("b2"), got)
         b2.stop()
         wait_for(lambda: not health(gw)[0][b2.addr]["healthy"], what="b2 down")
         b2.start()  # same port: its checks pass again
@@ -98,15 +101,24 @@ class PanicTest(GatewayCase):
         self.assertEqual(set(early) - {"b1", "b2"}, set(), early)
         self.assertLessEqual(early.count("b2"), 12, early)
         self.assertGreater(early.count("b1"), 2 * early.count("b2"), early)
-        # after the ramp: its full share again
+        # after the ramp: its full share again (round robin: exactly half;
+        # the others within wide margins of it)
         wait_for(lambda: time.time() > since + ramp_ms / 1000.0 + 0.2,
                  timeout=ramp_ms / 1000.0 + 30, what="the ramp's end")
-        late = [b for _, b, _ in self.answers(gw, 40)]
-        self.assertGreaterEqual(late.count("b2"), 16, late)
-        self.assertGreaterEqual(late.count("b1"), 16, late)
-        # its health reply says since when it is up
+        late = [b for _, b, _ in self.answers(gw, 80)]
+        self.assertGreaterEqual(late.count("b2"), 28, late)
+        self.assertGreaterEqual(late.count("b1"), 28, late)
         self.assertTrue(health(gw)[0][b2.addr]["healthy"])
+        return late
 
+    def test_slow_start_round_robin(self):
+        self.assertEqual(self.ramp("round_robin").count("b2"), 40)
+
+    def test_slow_start_least_conn(self):
+        self.ramp("least_conn")
+
+    def test_slow_start_random_two(self):
+        self.ramp("random_two")
 
 if __name__ == "__main__":
     main()
