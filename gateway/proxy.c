@@ -771,11 +771,14 @@ static size_t pick(struct gw_conn *c, up_pool *pool)
 }
 
 /* The try starts on <server>: it takes a slot there, and counts in the
- * retry budget (as the retry admitted for it, or as a first try). */
+ * retry budget (as the retry admitted for it, or as a first try). Its wait
+ * for a slot, if it waited, is over: should this try fail and its retry
+ * wait again, that is a new wait with a deadline of its own. */
 static void try_start(struct gw_conn *c, size_t server)
 {
     struct gw_plim *l = c->plim;
 
+    c->queue_deadline = 0;
     if (!l)
         return;
     if (l->share) {
@@ -897,8 +900,9 @@ static void go_upstream(struct gw_conn *c)
 
 /* Every usable server is at its max_connections: <c> waits in the worker's
  * queue for the pool, or is answered 503 at once when that is full. A
- * request queued again (woken, it found no slot; or a retry) keeps the
- * deadline of its first wait: queue_timeout_ms bounds its whole wait. */
+ * request queued again before it got a slot (woken, it found none it may
+ * use) keeps the deadline of its first wait: queue_timeout_ms bounds its
+ * whole wait for a slot. */
 static void wait_for_slot(struct gw_conn *c)
 {
     struct gw_plim *l = c->plim;

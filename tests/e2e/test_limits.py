@@ -364,6 +364,42 @@ class RetryQueueTest(LimitsCase):
         self.assertEqual(m["switchyard_upstream_queue_timeouts_total"], 1, m)
         self.assertEqual(good.stats()["requests"], 1)
 
+    def test_a_retry_after_a_sent_try_waits_anew(self):
+        # /r queues (both slots held), gets bad's slot when a POST there
+        # ends, is answered 503 by bad 1.5 s later and queues again for
+        # good. That is a new wait: its first deadline (3 s after it first
+        # queued) has about passed by then, and good frees only later (the
+        # slow request's 4.2 s). /r must be served by good, not answered 503.
+        bad = self.py_backend("bad-3", status=503, delay_ms=1500)
+        good = self.own_backend("good")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(bad.addr, good, retries=1, retry_on_status=[503],
+                                         max_connections=1, max_pending=4,
+                                         queue_timeout_ms=3000)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        good.reset()
+        slow, post, r = Client(gw.port), Client(gw.port), Client(gw.port)
+        try:
+            slow.send(build_request("GET", "/slow?delay_ms=4200"))
+            wait_for(lambda: good.stats()["requests"] == 1, what="the slow request on good")
+            base = bad.hits()  # 1 when the slow GET went to bad first and was retried
+            post.send(build_request("POST", "/p", body=b"x"))
+            wait_for(lambda: bad.hits() == base + 1, what="the POST on bad")
+            r.send(build_request("GET", "/r"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
+                     what="/r queued")
+            self.assertEqual(post.read_response().status, 503)
+            self.assertEqual(slow.read_response().status, 200)
+            resp = r.read_response()
+            self.assertEqual(resp.status, 200, resp)
+            self.assertEqual(resp.json()["path"], "/r")
+        finally:
+            for c in (slow, post, r):
+                c.close()
+        m = metrics(gw)
+        self.assertEqual(m["switchyard_upstream_queue_timeouts_total"], 0, m)
+        self.assertEqual(bad.hits(), base + 2)  # the POST and /r's first try
+
 
 class PerPoolTest(LimitsCase):
     """The retry and queue lines are per pool (upstream="NAME"): traffic on
