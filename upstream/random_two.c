@@ -90,14 +90,17 @@ static inline size_t draw(const up_pool *p, const struct r2 *r, uint64_t x)
 
 /* A server drawn in proportion to its weight scaled by slow start at
  * <now>: rejection sampling, a ramping server drawn being kept with its
- * ramp's probability; after R2_DRAWS rejections the last one drawn. */
-static size_t draw_ramped(up_pool *p, unsigned w, const struct r2 *r, uint64_t now)
+ * ramp's probability; after R2_DRAWS rejections the last one drawn. Its
+ * ramp, in thousandths, goes to <*share> (for the comparison). */
+static size_t draw_ramped(up_pool *p, unsigned w, const struct r2 *r, uint64_t now, unsigned *share)
 {
     size_t s = 0;
 
-    for (int i = 0; i < R2_DRAWS; i++)
-        if (up_slow_admit(p, w, (s = draw(p, r, up_rand(p, w))), now))
+    for (int i = 0; i < R2_DRAWS; i++) {
+        s = draw(p, r, up_rand(p, w));
+        if ((*share = up_ramp(p, s, now)) >= 1000 || up_below(up_rand(p, w), 1000) < *share)
             break;
+    }
     return s;
 }
 
@@ -105,13 +108,14 @@ static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
 {
     const struct r2 *r = p->lb;
     uint64_t now = p->opts.slow_start_ms && rq ? rq->now_ms : 0;
+    unsigned sa = 1, sb = 1; /* the ramps, when slow start is on */
     size_t a = 0;
 
     for (int i = 0; i < R2_DRAWS; i++) {
         size_t b;
         if (now) {
-            a = draw_ramped(p, w, r, now);
-            b = draw_ramped(p, w, r, now);
+            a = draw_ramped(p, w, r, now, &sa);
+            b = draw_ramped(p, w, r, now, &sb);
         } else {
             a = draw(p, r, up_rand(p, w));
             b = draw(p, r, up_rand(p, w));
@@ -119,9 +123,7 @@ static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
         int ua = up_usable(p, a, rq, ignore_health), ub = up_usable(p, b, rq, ignore_health);
         if (ua && ub) {
             uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
-            if (now)
-                return lb * up_eweight(p, a, now) < la * up_eweight(p, b, now) ? b : a;
-            return lb * p->weight[a] < la * p->weight[b] ? b : a;
+            return lb * p->weight[a] * sa < la * p->weight[b] * sb ? b : a;
         }
         if (ua || ub)
             return ua ? a : b;

@@ -200,6 +200,9 @@ static inline unsigned up_ramp(const up_pool *p, size_t s, uint64_t now_ms)
     h = atomic_load_explicit(&p->st[s]->health, memory_order_relaxed);
     if (h & UP_FLAG_MASK)
         return 1000;
+    /* the common case inline: up for longer than the ramp */
+    if (now_ms >= (h >> UP_FLAG_BITS) && now_ms - (h >> UP_FLAG_BITS) >= p->opts.slow_start_ms)
+        return 1000;
     return up_slow_start_permille(h >> UP_FLAG_BITS, now_ms, p->opts.slow_start_ms);
 }
 
