@@ -2,7 +2,8 @@
  * api_int.h - what the admin API's files share: the API's state, the
  * live snapshot, and the helpers more than one endpoint file needs
  * (api.c: endpoints and dispatch; api_apply.c: applying a whole config;
- * api_metrics.c: /metrics; api_upstreams.c: /upstreams).
+ * api_routes.c: /routes; api_metrics.c: /metrics; api_upstreams.c:
+ * /upstreams).
  */
 #ifndef SY_ADMIN_API_INT_H
 #define SY_ADMIN_API_INT_H
@@ -55,11 +56,23 @@ void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, j
 /* Logs one audit line for an accepted change of <req>; <before> is the
  * generation it replaced, <route> the id of a route change (NULL: none). */
 void adm_api_audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route);
+/* Calls <fn>(<arg>, key, value) on each parameter of the query <q> (NULL:
+ * none), both decoded, the value NULL when bare; stops at the first nonzero
+ * return of <fn> and returns it, -1 out of memory. */
+int adm_api_query_each(const char *q, int (*fn)(void *arg, const char *key, const char *val),
+                       void *arg);
 /* The checker's view of server <address> of <pool> (NULL: the pool's). */
 void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
                         struct adm_srv_health *h);
 /* GET /metrics (api_metrics.c). */
 void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unused);
+/* The route endpoints (api_routes.c): GET and POST /routes, GET, PUT and
+ * DELETE /routes/{id}, GET /routes/match. */
+void adm_api_routes_list(struct adm_api *api, struct adm_req *req, const char *unused);
+void adm_api_route_get(struct adm_api *api, struct adm_req *req, const char *id);
+void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *path_id);
+void adm_api_route_delete(struct adm_api *api, struct adm_req *req, const char *id);
+void adm_api_route_match(struct adm_api *api, struct adm_req *req, const char *unused);
 /* The upstream endpoints (api_upstreams.c): GET and POST /upstreams, GET,
  * PUT and DELETE /upstreams/{name}, GET /upstreams/{name}/health. */
 void adm_api_upstreams_list(struct adm_api *api, struct adm_req *req, const char *unused);
