@@ -65,13 +65,6 @@ static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u
            why);
 }
 
-/* The answer when no server was left to pick: 503 when the pool is all
- * down, else 502. */
-static int none_left_status(const struct gw_conn *c)
-{
-    return up_pool_all_down(c->snap->pools[c->sr->upstream]) ? 503 : 502;
-}
-
 /* An overflow or a timeout of the queue: 503 at once, come back soon. */
 static void fail_busy(struct gw_conn *c)
 {
@@ -79,14 +72,15 @@ static void fail_busy(struct gw_conn *c)
     fail_with(c, 503, ra, sizeof(ra) - 1);
 }
 
-/* No server left to pick for <c>'s first try. Every server down (and no
- * panic) is answered as a full queue is: 503 with Retry-After: 1, nothing
- * tried, so that a client or a CDN backs off a moment rather than hammer a
- * pool that health checks may bring back any second (Envoy sends its "no
- * healthy upstream" 503 without one; we keep our two 503s alike). */
+/* No server left to pick for <c>'s try, first or retry. Every server down
+ * (and no panic) is answered as a full queue is: 503 with Retry-After: 1,
+ * so that a client or a CDN backs off a moment rather than hammer a pool
+ * that health checks may bring back any second (Envoy sends its "no
+ * healthy upstream" 503 without one; we keep our two 503s alike). Servers
+ * left that were all tried already: 502, the try's failure. */
 static void fail_none_left(struct gw_conn *c)
 {
-    if (none_left_status(c) == 503)
+    if (up_pool_all_down(c->snap->pools[c->sr->upstream]))
         fail_busy(c);
     else
         gw_proxy_fail(c, 502);
@@ -645,7 +639,7 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
         if (answered) /* the answer we have is the best one */
             return 0;
         detach_try(c);
-        gw_proxy_fail(c, none_left_status(c));
+        fail_none_left(c);
         return 1;
     }
     if (l && l->budget_on) {
