@@ -12,8 +12,9 @@
  *
  * The handlers of /routes..., /metrics and /upstreams... live in
  * api_routes.c, api_metrics.c and api_upstreams.c; applying a whole config
- * (PUT /config, the /upstreams writes, the gateway's reload) is api_apply.c
- * (api_int.h: what they share with this file).
+ * (PUT /config, the /upstreams writes, the gateway's reload) is api_apply.c,
+ * reading and checking query strings api_query.c (api_int.h: what they
+ * share with this file).
  *
  * The endpoints are one table of (methods, pattern, handler), routed by
  * Switchyard's own router: the most specific pattern wins (/routes/match
@@ -227,68 +228,6 @@ void adm_api_audit(struct adm_api *api, struct adm_req *req, uint64_t before, co
     api->hooks.audit(api->hooks.arg, line);
 }
 
-/* <n> bytes at <s>, %-decoded ('+' is a space, as in forms); NULL on OOM. */
-static char *query_decode(const char *s, size_t n)
-{
-    char *raw = strndup(s, n), *out = raw ? evhttp_uridecode(raw, 1, NULL) : NULL;
-
-    free(raw);
-    return out;
-}
-
-/* Calls <fn>(<arg>, key, value) on each parameter of the query <q> (NULL:
- * none), both decoded, the value NULL when the parameter is bare (?a).
- * Empty pieces (a&&b, a trailing &) name nothing and are skipped. Stops at
- * the first nonzero return of <fn> and returns it; -1 out of memory. Every
- * reader of a query goes through here, so that what is checked is what is
- * used. */
-int adm_api_query_each(const char *q, int (*fn)(void *arg, const char *key, const char *val),
-                       void *arg)
-{
-    for (; q && *q; q += strcspn(q, "&") + (q[strcspn(q, "&")] == '&')) {
-        size_t n = strcspn(q, "&"), kl = strcspn(q, "=&");
-        char *key, *val = NULL;
-        int rc;
-
-        if (!n)
-            continue;
-        key = query_decode(q, kl);
-        if (!key || (kl < n && !(val = query_decode(q + kl + 1, n - kl - 1)))) {
-            free(key);
-            return -1;
-        }
-        rc = fn(arg, key, val);
-        free(key);
-        free(val);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-struct query_flag_ctx {
-    const char *name;
-    int on;
-};
-
-static int query_flag_one(void *arg, const char *key, const char *val)
-{
-    struct query_flag_ctx *c = arg;
-
-    if (strcmp(key, c->name) == 0)
-        c->on = val && (strcmp(val, "1") == 0 || strcmp(val, "true") == 0);
-    return 0;
-}
-
-/* The flag <name> in <query>, already checked by query_check(): 1 for 1
- * or true, 0 for 0, false or absent, -1 out of memory. */
-static int query_flag(const char *query, const char *name)
-{
-    struct query_flag_ctx c = {name, 0};
-
-    return adm_api_query_each(query, query_flag_one, &c) < 0 ? -1 : c.on;
-}
-
 /* ---- /config ---- */
 
 static void config_get(struct adm_api *api, struct adm_req *req, const char *unused)
@@ -326,7 +265,7 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
 static void config_put(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct evbuffer *in = adm_req_body(req);
-    int dry = query_flag(adm_req_query(req), "dry_run"), kept;
+    int dry = adm_api_query_flag(adm_req_query(req), "dry_run"), kept;
     struct adm_errors errs;
     json_t *doc;
     size_t n;
@@ -401,32 +340,13 @@ static void healthz(struct adm_api *api, struct adm_req *req, const char *unused
 
 /* ---- dispatch ---- */
 
-/* A handler gets the pattern's one parameter ({id}, {name}) as a checked
- * name, or NULL when the pattern has none. It answers exactly once. */
-typedef void (*endpoint_fn)(struct adm_api *api, struct adm_req *req, const char *name);
-
 #define EP_OPEN 1u /* answered without the bearer token */
 
-/* A query parameter an endpoint takes: free text, or a flag (1, true, 0,
- * false). */
-struct qparam {
-    const char *name;
-    enum { QP_TEXT, QP_FLAG } kind;
-};
-
+/* The query parameters of each endpoint, ended by a NULL name. */
 static const struct qparam q_none[] = {{NULL, QP_TEXT}};
 static const struct qparam q_dry_run[] = {{"dry_run", QP_FLAG}, {NULL, QP_TEXT}};
 static const struct qparam q_match[] = {
     {"method", QP_TEXT}, {"host", QP_TEXT}, {"path", QP_TEXT}, {NULL, QP_TEXT}};
-
-struct endpoint {
-    const char *methods[4]; /* the router's method tokens; HEAD comes with GET */
-    const char *pattern;    /* a router pattern (router/router.h) */
-    endpoint_fn fn;
-    unsigned flags;
-    const char *missing;        /* the 404 for a parameter that cannot be a name */
-    const struct qparam *query; /* the query parameters it takes */
-};
 
 /* The admin API. The router picks the most specific pattern (static
  * /routes/match beats /routes/{id}) and answers 405 with the path's methods
@@ -522,93 +442,6 @@ static void not_allowed(struct adm_api *api, struct adm_req *req, uint64_t allow
     adm_api_reply_error(api, req, 405, "method not allowed", NULL);
 }
 
-/* Makes every byte of <s> outside printable ASCII a '?', so that a string
- * made of what a client sent is valid JSON. */
-static void printable(char *s)
-{
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-            *s = '?';
-}
-
-/* A query parameter refused: 400 naming it (<name>, changed), with <why>
- * (changed). */
-static void query_refused(struct adm_api *api, struct adm_req *req, char *name, char *why)
-{
-    printable(name);
-    printable(why);
-    adm_api_reply_error(
-        api, req, 400, why,
-        json_pack("[{s:s,s:s,s:s}]", "path", "", "parameter", name, "message", why));
-}
-
-/* Why the parameter <key> (value <val>, NULL when bare) is refused by <e>
- * (<seen> counts each known one), into <why>; 0 when it is fine. */
-static int query_refusal(const struct endpoint *e, unsigned char *seen, const char *key,
-                         const char *val, char *why, size_t cap)
-{
-    const struct qparam *p;
-
-    for (p = e->query; p->name && strcmp(p->name, key) != 0; p++)
-        ;
-    if (!p->name) {
-        size_t o =
-            (size_t)snprintf(why, cap, "unknown query parameter %.64s (this endpoint takes", key);
-        if (!e->query[0].name)
-            o += (size_t)snprintf(why + o, cap - o, " none");
-        for (const struct qparam *k = e->query; k->name && o < cap; k++)
-            o += (size_t)snprintf(why + o, cap - o, "%s %s", k == e->query ? "" : ",", k->name);
-        if (o < cap)
-            snprintf(why + o, cap - o, ")");
-        return -1;
-    }
-    if (seen[p - e->query]++) {
-        snprintf(why, cap, "query parameter %s given twice", key);
-        return -1;
-    }
-    if (p->kind == QP_FLAG && (!val || (strcmp(val, "1") && strcmp(val, "true") &&
-                                        strcmp(val, "0") && strcmp(val, "false")))) {
-        if (val)
-            snprintf(why, cap, "query parameter %s takes 1, true, 0 or false, not \"%.64s\"", key,
-                     val);
-        else
-            snprintf(why, cap, "query parameter %s takes 1, true, 0 or false, and has no value",
-                     key);
-        return -1;
-    }
-    return 0;
-}
-
-struct query_check_ctx {
-    const struct endpoint *e;
-    unsigned char seen[8]; /* per known parameter: how often given */
-    char key[80], why[320];
-};
-
-static int query_check_one(void *arg, const char *key, const char *val)
-{
-    struct query_check_ctx *c = arg;
-
-    if (!query_refusal(c->e, c->seen, key, val, c->why, sizeof(c->why)))
-        return 0;
-    snprintf(c->key, sizeof(c->key), "%s", key);
-    return 1;
-}
-
-/* Checks the query of <req> against what <e> takes: every parameter known,
- * none twice, flags 1, true, 0 or false. 0 ok; -1 with the answer sent. */
-static int query_check(struct adm_api *api, struct adm_req *req, const struct endpoint *e)
-{
-    struct query_check_ctx c = {.e = e};
-    int rc = adm_api_query_each(adm_req_query(req), query_check_one, &c);
-
-    if (rc < 0)
-        adm_api_send_oom(req);
-    else if (rc > 0)
-        query_refused(api, req, c.key, c.why);
-    return rc ? -1 : 0;
-}
-
 /* A name segment of the URL: ids and names are plain tokens, never escaped. */
 static int segment_ok(const char *s, size_t n)
 {
@@ -642,7 +475,7 @@ static void handle(struct adm_req *req, void *arg)
         adm_api_reply_error(api, req, 404, "no such endpoint", NULL);
         return;
     }
-    if (query_check(api, req, e) < 0)
+    if (adm_api_query_check(api, req, e) < 0)
         return;
     if (!m.nparams) {
         e->fn(api, req, NULL);

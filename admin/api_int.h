@@ -1,9 +1,9 @@
 /*
  * api_int.h - what the admin API's files share: the API's state, the
  * live snapshot, and the helpers more than one endpoint file needs
- * (api.c: endpoints and dispatch; api_apply.c: applying a whole config;
- * api_routes.c: /routes; api_metrics.c: /metrics; api_upstreams.c:
- * /upstreams).
+ * (api.c: endpoints and dispatch; api_query.c: query strings;
+ * api_apply.c: applying a whole config; api_routes.c: /routes;
+ * api_metrics.c: /metrics; api_upstreams.c: /upstreams).
  */
 #ifndef SY_ADMIN_API_INT_H
 #define SY_ADMIN_API_INT_H
@@ -23,6 +23,27 @@ struct adm_api {
     rt_table *endpoints; /* the dispatch table, routed */
     char *token;
     time_t started;
+};
+
+/* A handler gets the pattern's one parameter ({id}, {name}) as a checked
+ * name, or NULL when the pattern has none. It answers exactly once. */
+typedef void (*endpoint_fn)(struct adm_api *api, struct adm_req *req, const char *name);
+
+/* A query parameter an endpoint takes: free text, or a flag (1, true, 0,
+ * false). */
+struct qparam {
+    const char *name;
+    enum { QP_TEXT, QP_FLAG } kind;
+};
+
+/* One row of the dispatch table (api.c); the query check reads its query. */
+struct endpoint {
+    const char *methods[4]; /* the router's method tokens; HEAD comes with GET */
+    const char *pattern;    /* a router pattern (router/router.h) */
+    endpoint_fn fn;
+    unsigned flags;
+    const char *missing;        /* the 404 for a parameter that cannot be a name */
+    const struct qparam *query; /* the query parameters it takes */
 };
 
 static inline struct adm_snapshot *current(struct adm_api *api)
@@ -56,11 +77,18 @@ void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, j
 /* Logs one audit line for an accepted change of <req>; <before> is the
  * generation it replaced, <route> the id of a route change (NULL: none). */
 void adm_api_audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route);
-/* Calls <fn>(<arg>, key, value) on each parameter of the query <q> (NULL:
- * none), both decoded, the value NULL when bare; stops at the first nonzero
- * return of <fn> and returns it, -1 out of memory. */
+/* Query strings (api_query.c). Calls <fn>(<arg>, key, value) on each
+ * parameter of the query <q> (NULL: none), both decoded, the value NULL when
+ * bare; stops at the first nonzero return of <fn> and returns it, -1 out of
+ * memory. */
 int adm_api_query_each(const char *q, int (*fn)(void *arg, const char *key, const char *val),
                        void *arg);
+/* The flag <name> in <query>, already checked by adm_api_query_check(): 1
+ * for 1 or true, 0 for 0, false or absent, -1 out of memory. */
+int adm_api_query_flag(const char *query, const char *name);
+/* Checks the query of <req> against what <e> takes: every parameter known,
+ * none twice, flags 1, true, 0 or false. 0 ok; -1 with the answer sent. */
+int adm_api_query_check(struct adm_api *api, struct adm_req *req, const struct endpoint *e);
 /* The checker's view of server <address> of <pool> (NULL: the pool's). */
 void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
                         struct adm_srv_health *h);
