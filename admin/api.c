@@ -51,10 +51,8 @@
 
 #define ADM_BODY_MAX (64u * 1024 * 1024)
 
-const double adm_hist_bounds[ADM_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
-
-int adm_token_equal(const char *a, const char *b)
+/* Compares two strings in time independent of where they differ. */
+static int adm_token_equal(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     unsigned char d = (unsigned char)(la != lb);

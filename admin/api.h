@@ -17,7 +17,7 @@
 #include "admin/state.h"
 
 #define ADM_HIST_BUCKETS 14
-extern const double adm_hist_bounds[ADM_HIST_BUCKETS]; /* seconds */
+extern const double adm_hist_bounds[ADM_HIST_BUCKETS]; /* seconds (api_metrics.c) */
 
 /* The gateway's counters, summed over workers when scraped. */
 struct adm_gw_stats {
@@ -90,8 +90,5 @@ void adm_api_free(struct adm_api *api);
  * persisted (<msg>; nothing changed), -3 it changes keys only a restart
  * applies (each named in <errs>; nothing changed). */
 int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap);
-
-/* Compares two strings in time independent of where they differ. */
-int adm_token_equal(const char *a, const char *b);
 
 #endif

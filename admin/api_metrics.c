@@ -11,6 +11,11 @@
 #include <event2/buffer.h>
 #include <event2/http.h>
 
+/* The upper bounds of the duration histograms: the gateway's workers count
+ * into them (gateway.h), /metrics prints them. */
+const double adm_hist_bounds[ADM_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+
 struct route_metrics {
     struct evbuffer *b;
 };
