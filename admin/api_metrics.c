@@ -86,6 +86,40 @@ static void limits_metrics(struct evbuffer *b, const struct adm_snapshot *s)
     }
 }
 
+/* One line per upstream server: <name>, whose value <get> reads. */
+static void per_server(struct evbuffer *b, const struct adm_snapshot *s, const char *name,
+                       const char *type, const char *help, uint64_t (*get)(const up_pool *, size_t))
+{
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    for (size_t i = 0; i < s->npools; i++)
+        for (size_t k = 0; k < up_pool_nservers(s->pools[i]); k++)
+            evbuffer_add_printf(b, "%s{upstream=\"%s\",server=\"%s\"} %llu\n", name,
+                                up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
+                                (unsigned long long)get(s->pools[i], k));
+}
+
+/* The traffic lines of /metrics per upstream server: requests sent, in
+ * flight now, and the tries that failed, by kind (up_failure_name). */
+static void server_metrics(struct evbuffer *b, const struct adm_snapshot *s)
+{
+    per_server(b, s, "switchyard_upstream_requests_total", "counter",
+               "Requests sent per upstream server.", up_requests);
+    per_server(b, s, "switchyard_upstream_in_flight", "gauge",
+               "Requests on an upstream server now.", up_inflight);
+    evbuffer_add_printf(b, "# HELP switchyard_upstream_failures_total Tries on an upstream server "
+                           "that failed, by kind.\n"
+                           "# TYPE switchyard_upstream_failures_total counter\n");
+    for (size_t i = 0; i < s->npools; i++)
+        for (size_t k = 0; k < up_pool_nservers(s->pools[i]); k++)
+            for (unsigned f = 0; f < UP_NFAILURES; f++)
+                evbuffer_add_printf(b,
+                                    "switchyard_upstream_failures_total{upstream=\"%s\",server="
+                                    "\"%s\",kind=\"%s\"} %llu\n",
+                                    up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
+                                    up_failure_name(f),
+                                    (unsigned long long)up_failures(s->pools[i], k, f));
+}
+
 /* The health lines of /metrics: per server up or down, ejections and
  * failed checks, per pool the times every server went down and whether it
  * is in panic now. */
@@ -190,15 +224,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
         (unsigned long long)api->sw->swaps, (unsigned long long)s->gen, s->build_ms / 1000.0,
         rt_table_count(s->rt));
-    evbuffer_add_printf(
-        b, "# HELP switchyard_upstream_requests_total Requests sent per upstream server.\n"
-           "# TYPE switchyard_upstream_requests_total counter\n");
-    for (size_t i = 0; i < s->npools; i++)
-        for (size_t k = 0; k < up_pool_nservers(s->pools[i]); k++)
-            evbuffer_add_printf(
-                b, "switchyard_upstream_requests_total{upstream=\"%s\",server=\"%s\"} %llu\n",
-                up_pool_name(s->pools[i]), up_server_address(s->pools[i], k),
-                (unsigned long long)up_requests(s->pools[i], k));
+    server_metrics(b, s);
     limits_metrics(b, s);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);

@@ -447,6 +447,7 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
             resp_done(c); /* a close-delimited body ends here */
             return;
         }
+        up_count_failure(u->pool, c->w->id, u->server, UP_F_RESET);
         up_log(GW_LOG_WARN, c, u, "closed mid-body; closing client %s:%u", c->peer_ip,
                c->peer_port);
         gw_proxy_fail(c, 502);
@@ -535,6 +536,8 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         }
         /* a status retried elsewhere still counts against its server */
         gw_health_status(c->w->id, c->snap, c->sr->upstream, u->server, (unsigned)u->resp.status);
+        if (u->resp.status >= 500)
+            up_count_failure(u->pool, c->w->id, u->server, UP_F_5XX);
         if (status_retry(c, u))
             return;
         gw_upconn_set_state(u, GW_UP_BODY);
@@ -677,6 +680,20 @@ static int retry_elsewhere(struct gw_conn *c, struct gw_upconn *u, short what)
                  0);
 }
 
+/* Counts the failure (<what>) of the try on <u> against its server, by
+ * kind: a connect that never completed; a TLS handshake (connected, not
+ * yet open); a timeout; a close or reset. */
+static void count_failure(const struct gw_conn *c, const struct gw_upconn *u, short what)
+{
+    enum up_failure kind = UP_F_RESET;
+
+    if (u->st == GW_UP_CONNECTING)
+        kind = gw_upconn_reached(u) ? UP_F_TLS : UP_F_CONNECT;
+    else if (what & GW_IO_TIMEOUT)
+        kind = UP_F_TIMEOUT;
+    up_count_failure(u->pool, c->w->id, u->server, kind);
+}
+
 static void up_event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
@@ -713,6 +730,7 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
             gw_proxy_fail(c, 502);
         return;
     }
+    count_failure(c, u, what);
     if (u->st == GW_UP_CONNECTING || u->st == GW_UP_WAITING) /* no answer: outlier food */
         gw_health_outcome(c->w->id, c->snap, c->sr->upstream, u->server, 1);
     if (retry_elsewhere(c, u, what))

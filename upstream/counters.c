@@ -50,6 +50,22 @@ uint64_t up_connects(const up_pool *p, size_t s)
     return sum(p, s, UP_C_CONNECTS);
 }
 
+void up_count_failure(up_pool *p, unsigned w, size_t s, enum up_failure kind)
+{
+    bump(p, w, s, (enum up_counter)(UP_C_FAILURES + kind));
+}
+
+uint64_t up_failures(const up_pool *p, size_t s, enum up_failure kind)
+{
+    return sum(p, s, (enum up_counter)(UP_C_FAILURES + kind));
+}
+
+const char *up_failure_name(enum up_failure kind)
+{
+    static const char *const names[UP_NFAILURES] = {"connect", "tls", "timeout", "reset", "5xx"};
+    return (unsigned)kind < UP_NFAILURES ? names[kind] : "?";
+}
+
 unsigned up_failure_row(up_pool *p, unsigned w, size_t s, int failed)
 {
     _Atomic uint64_t *c = &p->ws[w].sw[s]->counts[UP_C_FAILROW];

@@ -31,8 +31,15 @@
 
 /* The per-worker, per-server counters (counters.c). */
 /* UP_C_FAILROW is not a count but worker w's failures in a row on the
- * server (outlier detection: up_failure_row). */
-enum up_counter { UP_C_REQUESTS, UP_C_CONNECTS, UP_C_FAILROW, UP_NCOUNTERS };
+ * server (outlier detection: up_failure_row). From UP_C_FAILURES on, one
+ * count per enum up_failure. */
+enum up_counter {
+    UP_C_REQUESTS,
+    UP_C_CONNECTS,
+    UP_C_FAILROW,
+    UP_C_FAILURES,
+    UP_NCOUNTERS = UP_C_FAILURES + UP_NFAILURES
+};
 
 struct up_server {
     char *address;

@@ -209,6 +209,15 @@ void up_count_request(up_pool *p, unsigned w, size_t s);
 void up_count_connect(up_pool *p, unsigned w, size_t s);
 uint64_t up_requests(const up_pool *p, size_t s);
 uint64_t up_connects(const up_pool *p, size_t s);
+/* Why a try on a server failed, counted per server: its TCP connect failed
+ * or timed out; its TLS handshake failed; no response (or the rest of one)
+ * within the timeout; the connection closed or reset before the response
+ * ended; it answered a 5xx status. */
+enum up_failure { UP_F_CONNECT, UP_F_TLS, UP_F_TIMEOUT, UP_F_RESET, UP_F_5XX, UP_NFAILURES };
+void up_count_failure(up_pool *p, unsigned w, size_t s, enum up_failure kind);
+uint64_t up_failures(const up_pool *p, size_t s, enum up_failure kind);
+/* "connect", "tls", "timeout", "reset", "5xx": the metrics' kind label. */
+const char *up_failure_name(enum up_failure kind);
 /* Per-worker counts of a pool as a whole (its requests, not one server's):
  * what /metrics shows per pool. They live in one block per pool name, not
  * in the pool: up_pool_carry() hands the block of the pool it carries from

@@ -32,6 +32,8 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -117,6 +119,20 @@ def wait_for(cond, timeout=TIMEOUT, interval=0.01, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
         time.sleep(interval)
+
+
+def metrics_text(gw):
+    """The text of <gw>'s GET /metrics (the admin API may still be starting:
+    waited for)."""
+    def fetch():
+        try:
+            with urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
+                                        timeout=TIMEOUT) as r:
+                return r.read().decode()
+        except urllib.error.URLError:
+            return None
+
+    return wait_for(fetch, what="/metrics")
 
 
 def wait_port_file(proc, pf, what, stderr=lambda: ""):

@@ -2,9 +2,10 @@
 """test_failures.py - what a client sees when things go wrong: an upstream
 that refuses connections or speaks garbage (502), one that never answers
 (504), one that dies mid-body (the client connection is closed short of the
-announced length), and clients that stall (408)."""
+announced length), and clients that stall (408). And how /metrics counts
+each failure against its server, by kind, and the requests in flight."""
 from harness import (Client, Closed, GatewayCase, build_request, free_port, gateway_config, main,
-                     pattern_bytes, upstream_cfg)
+                     metrics_text, pattern_bytes, upstream_cfg, wait_for)
 
 
 class FailureTest(GatewayCase):
@@ -190,6 +191,68 @@ class FailureTest(GatewayCase):
             self.still_usable(c)
             self.assertClosed(c)
             self.assertEqual(bytes(c.buf), b"")
+
+class FailureCountTest(GatewayCase):
+    """switchyard_upstream_failures_total{upstream,server,kind} counts each
+    failed try against its server; switchyard_upstream_in_flight shows the
+    requests on a server now."""
+
+    def server_lines(self, gw, name):
+        """The lines of /metrics named <name>, by their label text."""
+        text = metrics_text(gw)
+        out = {}
+        for line in text.splitlines():
+            if line.startswith(name + "{"):
+                k, v = line.split(" ", 1)
+                out[k[len(name):]] = float(v)
+        return out
+
+    def test_each_kind_counted_against_its_server(self):
+        b = self.own_backend("b")
+        dead = "127.0.0.1:%d" % free_port()
+        gw = self.own_gateway(gateway_config(
+            # "t" speaks TLS to the plain backend: its handshakes fail
+            upstreams={"u": upstream_cfg(b), "d": upstream_cfg(dead),
+                       "t": upstream_cfg(b, tls={"verify": False})},
+            routes=[{"id": "d", "path": "/d/*{r}", "upstream": "d"},
+                    {"id": "t", "path": "/t/*{r}", "upstream": "t"},
+                    {"id": "never", "path": "/never", "upstream": "u", "timeout_ms": 400},
+                    {"id": "u", "path": "/*{r}", "upstream": "u"}], workers=1))
+        lab = lambda up, srv, kind: '{upstream="%s",server="%s",kind="%s"}' % (up, srv, kind)
+        zero = self.server_lines(gw, "switchyard_upstream_failures_total")
+        self.assertEqual(len(zero), 3 * 5, zero)  # three servers, five kinds
+        self.assertEqual(set(zero.values()), {0.0}, zero)
+        with Client(gw.port) as c:
+            self.assertEqual(c.request("GET", "/d/x").status, 502)
+        with Client(gw.port) as c:
+            self.assertEqual(c.request("GET", "/t/x").status, 502)
+        for path, status in (("/?mode=status&status=503", 503), ("/?mode=status&status=500", 500),
+                             ("/never?mode=never", 504), ("/?mode=reset", 502)):
+            with Client(gw.port) as c:
+                self.assertEqual(c.request("GET", path).status, status, path)
+        with Client(gw.port) as c:  # dies mid-body: the client is closed short
+            c.send(build_request("GET", "/?mode=cutoff&size=4096"))
+            with self.assertRaises(Closed):
+                c.read_response()
+        with Client(gw.port) as c:  # a success and a 404 count as nothing
+            self.assertEqual(c.request("GET", "/ok").status, 200)
+            self.assertEqual(c.request("GET", "/?mode=status&status=404").status, 404)
+        f = self.server_lines(gw, "switchyard_upstream_failures_total")
+        want = {lab("d", dead, "connect"): 1, lab("t", b.addr, "tls"): 1, lab("u", b.addr, "5xx"): 2,
+                lab("u", b.addr, "timeout"): 1, lab("u", b.addr, "reset"): 2}
+        for k, v in f.items():
+            self.assertEqual(v, want.get(k, 0), (k, f))
+
+        # in flight: a request held 1.5 s by the backend shows, then goes
+        flight = lambda: self.server_lines(gw, "switchyard_upstream_in_flight")
+        key = '{upstream="u",server="%s"}' % b.addr
+        self.assertEqual(flight()[key], 0)
+        with Client(gw.port) as c:
+            c.send(build_request("GET", "/slow?delay_ms=1500&mode=echo"))
+            wait_for(lambda: flight()[key] == 1, what="the request in flight")
+            self.assertEqual(c.read_response().status, 200)
+        wait_for(lambda: flight()[key] == 0, what="the request over")
+
 
 if __name__ == "__main__":
     main()

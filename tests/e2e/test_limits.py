@@ -23,12 +23,11 @@ import select
 import subprocess
 import sys
 import threading
-import urllib.error
 import urllib.request
 
 import harness
 from harness import (Client, GatewayCase, build_request, chunked, free_port, gateway_config,
-                     main, upstream_cfg, wait_for)
+                     main, metrics_text, upstream_cfg, wait_for)
 
 PY_BACKEND = os.path.join(harness.HERE, "py_backend.py")
 
@@ -69,15 +68,7 @@ def metrics(gw, upstream="u"):
     """The switchyard_upstream_* lines of /metrics labelled only with pool
     <upstream>, by name without the label (the admin API may still be
     starting: waited for)."""
-    def fetch():
-        try:
-            with urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
-                                        timeout=harness.TIMEOUT) as r:
-                return r.read().decode()
-        except urllib.error.URLError:
-            return None
-
-    text = wait_for(fetch, what="/metrics")
+    text = metrics_text(gw)
     label = '{upstream="%s"}' % upstream
     out = {}
     for line in text.splitlines():
@@ -435,8 +426,7 @@ class PerPoolTest(LimitsCase):
         self.assertEqual(metrics(gw, "busy")["switchyard_upstream_retries_total"], hits)
         self.assertQuiet(gw, "quiet")
         # one line per pool, no unlabelled sum
-        text = urllib.request.urlopen("http://%s/metrics" % gw.cfg["admin"]["address"],
-                                      timeout=harness.TIMEOUT).read().decode()
+        text = metrics_text(gw)
         self.assertNotIn("\nswitchyard_upstream_retries_total ", text)
         # a changed definition (a weight, one more retry) is a new pool
         # under the same name: its count goes on from where it was

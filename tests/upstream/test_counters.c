@@ -1,6 +1,7 @@
 /*
  * test_counters.c - upstream/counters.c: per-worker counts, summed over the
- * workers per server, requests and connects apart; failure rows per worker;
+ * workers per server, requests, connects and failures by kind apart, kept
+ * by a changed pool for the servers it keeps; failure rows per worker;
  * pool counters summed over the workers, each worker's on a line of its
  * own, carried to a changed pool of the same name and never set back.
  */
@@ -46,6 +47,40 @@ START_TEST(failure_rows_per_worker)
     ck_assert_uint_eq(up_requests(p, 1), 0);
     ck_assert_uint_eq(up_connects(p, 1), 0);
     up_pool_release(p);
+}
+END_TEST
+
+START_TEST(failures_by_kind)
+{
+    up_pool *p = ut_pool(NULL, 2, 2, 1);
+    up_pool *q;
+
+    up_count_failure(p, 0, 1, UP_F_CONNECT);
+    up_count_failure(p, 1, 1, UP_F_CONNECT);
+    up_count_failure(p, 1, 1, UP_F_5XX);
+    up_count_failure(p, 0, 0, UP_F_TIMEOUT);
+    ck_assert_uint_eq(up_failures(p, 1, UP_F_CONNECT), 2);
+    ck_assert_uint_eq(up_failures(p, 1, UP_F_5XX), 1);
+    ck_assert_uint_eq(up_failures(p, 1, UP_F_TIMEOUT), 0);
+    ck_assert_uint_eq(up_failures(p, 0, UP_F_TIMEOUT), 1);
+    ck_assert_uint_eq(up_failures(p, 0, UP_F_RESET), 0);
+    ck_assert_uint_eq(up_failures(p, 0, UP_F_TLS), 0);
+    /* not requests, connects nor a row */
+    ck_assert_uint_eq(up_requests(p, 1), 0);
+    ck_assert_uint_eq(up_connects(p, 1), 0);
+    ck_assert_uint_eq(up_failure_row(p, 0, 1, 0), 0);
+    ck_assert_str_eq(up_failure_name(UP_F_CONNECT), "connect");
+    ck_assert_str_eq(up_failure_name(UP_F_TLS), "tls");
+    ck_assert_str_eq(up_failure_name(UP_F_TIMEOUT), "timeout");
+    ck_assert_str_eq(up_failure_name(UP_F_RESET), "reset");
+    ck_assert_str_eq(up_failure_name(UP_F_5XX), "5xx");
+    /* in the server's state: a changed pool that keeps the server keeps them */
+    q = ut_pool(NULL, 3, 2, 1);
+    ck_assert_uint_eq(up_pool_carry(q, p, 1), 2);
+    ck_assert_uint_eq(up_failures(q, 1, UP_F_CONNECT), 2);
+    ck_assert_uint_eq(up_failures(q, 2, UP_F_CONNECT), 0);
+    up_pool_release(p);
+    up_pool_release(q);
 }
 END_TEST
 
@@ -154,6 +189,7 @@ static Suite *suite(void)
 
     tcase_add_test(tc, sums_over_workers);
     tcase_add_test(tc, failure_rows_per_worker);
+    tcase_add_test(tc, failures_by_kind);
     tcase_add_test(tc, pool_counts_sum_over_workers);
     tcase_add_test(tc, pool_counts_on_lines_of_their_own);
     tcase_add_test(tc, pool_counts_carried_to_a_changed_pool);
