@@ -2,12 +2,14 @@
  * test_maglev.c - upstream/maglev.c: a key always goes to the same server,
  * the table follows the weights, removing one server of N moves at most
  * 1.2/N of the keys (at least its own; at 100 and 1,000 servers exactly its
- * own), and fallback sends an unusable server's keys to a next candidate
- * that does not change.
+ * own), the slots are shared within a bound at 100 and 1,000 servers, and
+ * fallback sends an unusable server's keys to a next candidate that does
+ * not change.
  */
 #include "utest.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -88,6 +90,12 @@ START_TEST(removing_one_moves_few)
 }
 END_TEST
 
+/* Server <i>'s weight in many()'s pools. */
+static unsigned many_weight(size_t i, int equal)
+{
+    return equal ? 1 : 1 + (unsigned)(i % 4);
+}
+
 /* <n> servers 10.0.x.y:80 of weights 1..4 (all 1 when <equal>), without
  * server <skip> (SIZE_MAX: none), the others keeping their addresses. */
 static up_pool *many(size_t n, size_t skip, int equal)
@@ -105,7 +113,7 @@ static up_pool *many(size_t n, size_t skip, int equal)
             continue;
         snprintf(names[k], sizeof(names[k]), "10.0.%zu.%zu:80", i / 256, i % 256);
         defs[k] = (struct up_server_def){names[k], (const struct sockaddr *)&sin, sizeof(sin),
-                                         equal ? 1 : 1 + (unsigned)(i % 4)};
+                                         many_weight(i, equal)};
         k++;
     }
     p = up_pool_new_opts("t", "", defs, k, 1, 1, &o);
@@ -143,6 +151,52 @@ START_TEST(removing_one_of_many_moves_its_keys_only)
             }
             up_pool_release(all);
             up_pool_release(less);
+        }
+    }
+}
+END_TEST
+
+/* The balance bound of the rendezvous fill, every slot's owner counted
+ * (key hash = slot number), each server's slots over its weight's share:
+ * a server's count varies like a binomial one, about 1/sqrt(M x share),
+ * so the bound loosens with N. Measured (loadtest/balancer_bench): 0.92
+ * to 1.06, 2.5 % rms at 100 servers; 0.70 to 1.31, 8.9 % rms at 1,000
+ * (0.57 to 1.30, 9.9 % with weights 1..4, whose weight-1 servers have 26
+ * slots). The bounds leave a margin over those, and fail if a change to
+ * the fill loses its exponential race (equal shares whatever the weights)
+ * or its permutations' spread. */
+START_TEST(balance_bound)
+{
+    static const struct {
+        size_t n;
+        double lo, hi, rms;
+    } b[] = {{100, 0.90, 1.10, 0.035}, {1000, 0.50, 1.40, 0.11}};
+
+    for (size_t a = 0; a < 2; a++) {
+        for (int equal = 1; equal >= 0; equal--) {
+            size_t n = b[a].n;
+            up_pool *p = many(n, SIZE_MAX, equal);
+            unsigned *count = calloc(n, sizeof(*count));
+            double total = 0, lo = 1e9, hi = 0, sq = 0;
+            ck_assert_ptr_nonnull(count);
+            for (uint64_t x = 0; x < UP_MAGLEV_SIZE; x++) {
+                struct up_pick rq = {.hash = x};
+                count[up_select(p, 0, &rq)]++;
+            }
+            for (size_t i = 0; i < n; i++)
+                total += many_weight(i, equal);
+            for (size_t i = 0; i < n; i++) {
+                double r = count[i] / (UP_MAGLEV_SIZE * many_weight(i, equal) / total);
+                lo = r < lo ? r : lo;
+                hi = r > hi ? r : hi;
+                sq += (r - 1) * (r - 1);
+            }
+            ck_assert_msg(lo >= b[a].lo && hi <= b[a].hi, "n=%zu %s: min %.3f max %.3f", n,
+                          equal ? "equal" : "1..4", lo, hi);
+            ck_assert_msg(sqrt(sq / (double)n) <= b[a].rms, "n=%zu %s: rms %.4f", n,
+                          equal ? "equal" : "1..4", sqrt(sq / (double)n));
+            free(count);
+            up_pool_release(p);
         }
     }
 }
@@ -213,6 +267,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stable);
     tcase_add_test(tc, removing_one_moves_few);
     tcase_add_test(tc, removing_one_of_many_moves_its_keys_only);
+    tcase_add_test(tc, balance_bound);
     tcase_add_test(tc, weighted_table);
     tcase_add_test(tc, fallback);
     tcase_add_test(tc, default_size);
