@@ -2,8 +2,11 @@
  * balancer_bench.c - micro-benchmark of upstream/'s balancers.
  *
  * Usage: balancer_bench [-q]
+ *        balancer_bench -m
  *        balancer_bench -c BALANCER N [equal]
  *   -q  quick: 3 runs of ~5 ms each, for checking the harness only
+ *   -m  the hash table's keys moved and balance only (below): no timing,
+ *       so it can run on a busy machine
  *   -c  for callgrind: BB_CG_PICKS picks of one scenario (N servers of
  *       weights 1..4, or all 1 with "equal"), no calibration and no report;
  *       bb_run is the function to count, e.g.
@@ -342,6 +345,13 @@ int main(int argc, char **argv)
     }
     for (unsigned k = 0; k < BB_KEYS; k++)
         keys[k] = up_hash(&k, sizeof(k));
+    if (argc > 1 && strcmp(argv[1], "-m") == 0) {
+        bb_keys_moved();
+        bb_table_balance();
+        free(scn);
+        free(keys);
+        return 0;
+    }
     if (argc >= 4 && strcmp(argv[1], "-c") == 0) {
         size_t a = 0, n = strtoul(argv[3], NULL, 10);
         while (a < 4 && strcmp(algs[a].name, argv[2]) != 0)

@@ -23,8 +23,9 @@
  * For each, at N servers of weights 1..4 (or all 1): the slots that change
  * owner when one server is removed, over its weight's share of the slots
  * (balancer_bench's measure, target <= 1.2) and over the slots it had
- * (1.00: only its own moved), averaged over several removed servers; and each server's
- * slots over its weight's share (min, max, rms), the full pool's.
+ * (1.00: only its own moved), averaged over several removed servers; each
+ * server's slots over its weight's share (min, max, rms), the full pool's;
+ * and the servers the bounded fill held at their limit, the full pool's.
  * Prints one Markdown table. Not a timing: no clock is read.
  */
 #include "upstream/up_int.h"
@@ -147,8 +148,10 @@ static double ft_time(size_t j)
     return -log1p(-(double)(j + 1) / (double)(FT_M + 1));
 }
 
-/* The table of candidate <c> for the servers <s>; the caller frees it. */
-static uint32_t *ft_fill(const struct ft_set *s, const struct ft_cand *c)
+/* The table of candidate <c> for the servers <s>; the caller frees it.
+ * <*held> is set to how many servers the bounded fill stopped at their
+ * limit. */
+static uint32_t *ft_fill(const struct ft_set *s, const struct ft_cand *c, size_t *held)
 {
     uint32_t *t = ft_xcalloc(FT_M, sizeof(*t));
     size_t n = s->n, filled = 0, *off = ft_xcalloc(n, sizeof(size_t));
@@ -176,6 +179,9 @@ static uint32_t *ft_fill(const struct ft_set *s, const struct ft_cand *c)
         if (++j[e.s] < FT_M && count[e.s] < limit[e.s])
             ft_push(&h, (struct ft_ev){ft_time(j[e.s]) / s->w[e.s], e.s});
     }
+    *held = 0;
+    for (size_t i = 0; i < n; i++)
+        *held += c->cap > 0 && count[i] >= limit[i];
     /* the rebalancing pass: the under-full walk on, from where they stopped */
     h.n = 0;
     for (size_t i = 0; c->lo > 0 && i < n; i++) {
@@ -236,7 +242,8 @@ static int ft_same_as_pool(const uint32_t *t, size_t n, int equal)
 static void ft_measure(const struct ft_cand *c, size_t n, int equal)
 {
     struct ft_set all = ft_set_new(n, SIZE_MAX, equal);
-    uint32_t *t = ft_fill(&all, c);
+    size_t held, unused;
+    uint32_t *t = ft_fill(&all, c, &held);
     size_t *count = ft_xcalloc(n, sizeof(size_t)), removals = n < FT_REMOVALS ? n : FT_REMOVALS;
     double lo = 1e9, hi = 0, sq = 0, own = 0, share = 0, worst = 0;
 
@@ -251,7 +258,7 @@ static void ft_measure(const struct ft_cand *c, size_t n, int equal)
     for (size_t k = 0; k < removals; k++) {
         size_t gone = k * n / removals + n / (2 * removals), moved = 0;
         struct ft_set less = ft_set_new(n, gone, equal);
-        uint32_t *u = ft_fill(&less, c);
+        uint32_t *u = ft_fill(&less, c, &unused);
         for (size_t x = 0; x < FT_M; x++)
             moved += t[x] != u[x] + (u[x] >= gone); /* indices past it shift down */
         double r = (double)moved / (FT_M * all.w[gone] / all.total);
@@ -265,8 +272,9 @@ static void ft_measure(const struct ft_cand *c, size_t n, int equal)
     const char *check = "";
     if (c->cap == 0 && c->lo == 0)
         check = ft_same_as_pool(t, n, equal) ? " (= the pool's table)" : " (NOT the pool's table)";
-    printf("| %s%s | %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f%% |\n", c->name, check,
-           equal ? "equal" : "1..4", n, share, worst, own, lo, hi, 100 * sqrt(sq / (double)n));
+    printf("| %s%s | %s | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.1f%% | %.0f%% |\n", c->name,
+           check, equal ? "equal" : "1..4", n, share, worst, own, lo, hi,
+           100 * sqrt(sq / (double)n), 100.0 * (double)held / (double)n);
     free(t);
     free(count);
     free(all.hash);

@@ -2,7 +2,7 @@
 # run.sh - builds balancer_bench in Release and runs it; the Markdown report
 # goes to stdout, the build's chatter to stderr.
 #
-#   loadtest/balancer_bench/run.sh [-q]
+#   loadtest/balancer_bench/run.sh [-q | -m]        (-m: keys moved and balance only, untimed)
 #   loadtest/balancer_bench/run.sh -c BALANCER N [equal]   (for callgrind: see balancer_bench.c)
 #
 # BUILD_DIR overrides the build directory (default: <repo>/build-bench).
