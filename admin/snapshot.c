@@ -615,8 +615,9 @@ static unsigned marks(const struct adm_upstream *u)
 /* The health flags a new pool <p> starts with, before any worker can pick
  * from it: a server that <prev>'s pool of the same name had keeps its
  * active-check and ejection flags (while <u> still checks and ejects), a
- * new one starts down when <u> has health_check and initially_unhealthy,
- * and a kept server loses the flags of checks or ejection <u> dropped.
+ * new one starts down when <u> has health_check and initially_unhealthy
+ * (or, up, starts its slow start now when the pool was there before), and
+ * a kept server loses the flags of checks or ejection <u> dropped.
  * The health thread (gateway/health.c), which owns these flags, then goes
  * on from there; reading the old words here races only with it, and it
  * sets the new ones right after it learns of the snapshot. */
@@ -640,6 +641,8 @@ static void health_start(up_pool *p, const struct adm_upstream *u, const struct 
         if (j == n) {
             if (u->health_check && u->initially_unhealthy)
                 up_health_set(p, k, UP_H_CHECK, 1, now);
+            else if (old && u->slow_start_ms)
+                up_health_added(p, k, now); /* new to a pool under load: ramp it */
             continue;
         }
         f = up_health_flags(old, j) & keep;

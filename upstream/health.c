@@ -45,6 +45,17 @@ int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
     return others_down(p, s);
 }
 
+void up_health_added(up_pool *p, size_t s, uint64_t now_ms)
+{
+    _Atomic uint64_t *h = &p->st[s]->health;
+    uint64_t old = atomic_load_explicit(h, memory_order_relaxed);
+
+    while (!(old & UP_FLAG_MASK) &&
+           !atomic_compare_exchange_weak_explicit(h, &old, now_ms << UP_FLAG_BITS,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
 unsigned up_health_flags(const up_pool *p, size_t s)
 {
     return up_hflags(p, s);

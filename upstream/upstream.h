@@ -181,6 +181,11 @@ enum {
  * or the first one up again: log it once, count it), else 0. Safe against
  * a second owner writing another flag at the same time. */
 int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms);
+/* Server <s>, up and new to its pool (added by a push or a DNS answer to a
+ * pool that was there before), counts as up since <now_ms>, so that slow
+ * start ramps it as one that came back (Envoy ramps new hosts too). The
+ * admin thread, before <p> is published. A no-op while it is down. */
+void up_health_added(up_pool *p, size_t s, uint64_t now_ms);
 /* The flags of server <s> (0: up) and when they last changed up/down. */
 unsigned up_health_flags(const up_pool *p, size_t s);
 uint64_t up_health_since(const up_pool *p, size_t s);

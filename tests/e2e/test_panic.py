@@ -6,7 +6,8 @@ still sends requests to all of them, one without answers 503 at once (no
 server tried, Retry-After: 1), and either way the all-down transition is
 logged and counted once; a server back up with slow_start_ms gets clearly
 fewer than its share at the start of its ramp and its full share after it,
-with round_robin, least_conn and random_two (hash does not ramp).
+with round_robin, least_conn and random_two (hash does not ramp), and so
+does a server a push adds to the pool.
 Counts are of the backends' answers (X-Backend); proportions are asserted
 with wide margins, never durations. Every wait is bounded (wait_for)."""
 import re
@@ -119,6 +120,25 @@ class PanicTest(GatewayCase):
 
     def test_slow_start_random_two(self):
         self.ramp("random_two")
+
+    def test_slow_start_of_a_server_added_by_a_push(self):
+        # b2 joins a pool that is serving (a push): it ramps as a server
+        # back up does (Envoy ramps new hosts). A pool's first servers do
+        # not: nothing ramps before any push.
+        ramp_ms = 8000
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, slow_start_ms=ramp_ms)})
+        self.assertEqual({b for _, b, _ in self.answers(gw, 4)}, {"b1"})
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, slow_start_ms=ramp_ms))
+        self.assertEqual(st, 200)
+        since = stamp(health(gw)[0][b2.addr]["since"])
+        early = [b for _, b, _ in self.answers(gw, 40)]
+        self.assertLessEqual(early.count("b2"), 12, early)
+        self.assertGreater(early.count("b1"), 2 * early.count("b2"), early)
+        wait_for(lambda: time.time() > since + ramp_ms / 1000.0 + 0.2,
+                 timeout=ramp_ms / 1000.0 + 30, what="the ramp's end")
+        self.assertEqual([b for _, b, _ in self.answers(gw, 80)].count("b2"), 40)
+
 
 if __name__ == "__main__":
     main()

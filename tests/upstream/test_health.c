@@ -1,6 +1,7 @@
 /*
  * test_health.c - upstream/health.c: the health word's flags and since,
- * the down count and its transitions, slow start's ramp.
+ * the down count and its transitions, slow start's ramp, a server added to
+ * a pool stamped as up since then.
  */
 #include "utest.h"
 
@@ -58,6 +59,23 @@ START_TEST(slow_start)
 }
 END_TEST
 
+START_TEST(added_is_up_since_then)
+{
+    up_pool *p = ut_pool(NULL, 2, 1, 1);
+
+    up_health_added(p, 0, 700);
+    ck_assert_uint_eq(up_health_flags(p, 0), 0);
+    ck_assert_uint_eq(up_health_since(p, 0), 700);
+    ck_assert_uint_eq(up_slow_start_permille(up_health_since(p, 0), 700, 1000), 100);
+    /* down: nothing to ramp, its since stays when it went down */
+    up_health_set(p, 1, UP_H_CHECK, 1, 100);
+    up_health_added(p, 1, 800);
+    ck_assert_uint_eq(up_health_flags(p, 1), UP_H_CHECK);
+    ck_assert_uint_eq(up_health_since(p, 1), 100);
+    up_pool_release(p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_health");
@@ -66,6 +84,7 @@ static Suite *suite(void)
     tcase_add_test(tc, flags_and_since);
     tcase_add_test(tc, transitions_once);
     tcase_add_test(tc, slow_start);
+    tcase_add_test(tc, added_is_up_since_then);
     suite_add_tcase(s, tc);
     return s;
 }
