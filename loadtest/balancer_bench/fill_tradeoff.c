@@ -7,14 +7,18 @@
  *
  * Every candidate walks the servers' permutations of upstream/maglev.c
  * ((offset + j * skip) mod M from the address hash) in weighted time
- * E(j) / weight, in one global time order (a heap of the servers), and
- * differs only in when a server may take a slot:
+ * E(j) / weight, in one global time order (a heap of the servers; the
+ * slot-order rows apart), and differs only in when a server may take a
+ * slot:
  *   - rendezvous: a free slot to the first server that reaches it, no
  *     limit (today's fill; the program checks that its table is the
  *     pool's, slot for slot);
  *   - bounded c: consistent hashing with bounded loads (Mirrokni, Thorup,
  *     Zadimoghaddam, SODA 2018; HAProxy's hash-balance-factor): a server
  *     stops walking at ceil(c x M x w / W) slots;
+ *   - bounded c, slot order: the same limits, in MTZ's own order: the
+ *     slots one by one in a fixed order, each to the first server in time
+ *     that is under its limit;
  *   - two-phase c/lo: the bounded fill, then a rebalancing pass in which
  *     every server under floor(lo x M x w / W) walks on (in time order)
  *     and takes each slot it reaches whose owner holds more than its share,
@@ -50,6 +54,7 @@ struct ft_cand {
     const char *name;
     double cap; /* 0: none */
     double lo;  /* 0: no rebalancing pass */
+    int slots;  /* bounded in a fixed order of the slots, not of time */
 };
 
 struct ft_ev {
@@ -148,11 +153,73 @@ static double ft_time(size_t j)
     return -log1p(-(double)(j + 1) / (double)(FT_M + 1));
 }
 
+/* Server <hash>'s permutation of the slots, as maglev.c's. */
+static void ft_permutation(uint64_t hash, size_t *off, size_t *skip)
+{
+    *off = (size_t)(hash % FT_M);
+    *skip = (size_t)(up_mix64(hash ^ 0x9e3779b97f4a7c15ULL) % (FT_M - 1)) + 1;
+}
+
+static uint64_t ft_powmod(uint64_t b, uint64_t e)
+{
+    uint64_t r = 1;
+
+    for (b %= FT_M; e; e >>= 1, b = b * b % FT_M)
+        if (e & 1)
+            r = r * b % FT_M;
+    return r;
+}
+
+/* Bounded loads in Mirrokni, Thorup and Zadimoghaddam's own order: the
+ * slots one by one in a fixed order (x = k * 40,503 mod M), each to the
+ * server that reaches it first in weighted time among those under their
+ * limit. A server reaches slot x at rank (x - offset) / skip mod M. */
+static uint32_t *ft_fill_slots(const struct ft_set *s, const struct ft_cand *c, size_t *held)
+{
+    uint32_t *t = ft_xcalloc(FT_M, sizeof(*t));
+    size_t n = s->n, *off = ft_xcalloc(n, sizeof(size_t)), *inv = ft_xcalloc(n, sizeof(size_t));
+    size_t *count = ft_xcalloc(n, sizeof(size_t)), *limit = ft_xcalloc(n, sizeof(size_t));
+
+    for (size_t i = 0; i < n; i++) {
+        size_t skip;
+        ft_permutation(s->hash[i], &off[i], &skip);
+        inv[i] = (size_t)ft_powmod(skip, FT_M - 2); /* M is prime */
+        limit[i] = (size_t)ceil(c->cap * FT_M * s->w[i] / s->total);
+    }
+    for (uint64_t k = 0; k < FT_M; k++) {
+        size_t x = (size_t)(k * 40503 % FT_M), best = SIZE_MAX;
+        double first = INFINITY;
+        for (size_t i = 0; i < n; i++) {
+            if (count[i] >= limit[i])
+                continue;
+            uint64_t rank = (uint64_t)(x + FT_M - off[i]) % FT_M * inv[i] % FT_M;
+            double at = ft_time((size_t)rank) / s->w[i];
+            if (at < first || (at == first && s->hash[i] < s->hash[best])) {
+                first = at;
+                best = i;
+            }
+        }
+        t[x] = (uint32_t)best;
+        count[best]++;
+    }
+    *held = 0;
+    for (size_t i = 0; i < n; i++)
+        *held += count[i] >= limit[i];
+    free(off);
+    free(inv);
+    free(count);
+    free(limit);
+    return t;
+}
+
 /* The table of candidate <c> for the servers <s>; the caller frees it.
  * <*held> is set to how many servers the bounded fill stopped at their
  * limit. */
 static uint32_t *ft_fill(const struct ft_set *s, const struct ft_cand *c, size_t *held)
 {
+    if (c->slots)
+        return ft_fill_slots(s, c, held);
+
     uint32_t *t = ft_xcalloc(FT_M, sizeof(*t));
     size_t n = s->n, filled = 0, *off = ft_xcalloc(n, sizeof(size_t));
     size_t *skip = ft_xcalloc(n, sizeof(size_t)), *j = ft_xcalloc(n, sizeof(size_t));
@@ -163,8 +230,7 @@ static uint32_t *ft_fill(const struct ft_set *s, const struct ft_cand *c, size_t
         t[x] = UINT32_MAX;
     for (size_t i = 0; i < n; i++) {
         double share = (double)FT_M * s->w[i] / s->total;
-        off[i] = (size_t)(s->hash[i] % FT_M);
-        skip[i] = (size_t)(up_mix64(s->hash[i] ^ 0x9e3779b97f4a7c15ULL) % (FT_M - 1)) + 1;
+        ft_permutation(s->hash[i], &off[i], &skip[i]);
         limit[i] = c->cap > 0 ? (size_t)ceil(c->cap * share) : FT_M;
         ft_push(&h, (struct ft_ev){ft_time(0) / s->w[i], (uint32_t)i});
     }
@@ -284,11 +350,17 @@ static void ft_measure(const struct ft_cand *c, size_t n, int equal)
 int main(int argc, char **argv)
 {
     static const struct ft_cand cands[] = {
-        {"rendezvous (today)", 0, 0},        {"bounded 1.20", 1.20, 0},
-        {"bounded 1.15", 1.15, 0},           {"bounded 1.10", 1.10, 0},
-        {"bounded 1.05", 1.05, 0},           {"bounded 1.02", 1.02, 0},
-        {"two-phase 1.20/0.80", 1.20, 0.80}, {"two-phase 1.10/0.90", 1.10, 0.90},
-        {"two-phase 1.05/0.95", 1.05, 0.95},
+        {"rendezvous (today)", 0, 0, 0},
+        {"bounded 1.20", 1.20, 0, 0},
+        {"bounded 1.15", 1.15, 0, 0},
+        {"bounded 1.10", 1.10, 0, 0},
+        {"bounded 1.05", 1.05, 0, 0},
+        {"bounded 1.02", 1.02, 0, 0},
+        {"two-phase 1.20/0.80", 1.20, 0.80, 0},
+        {"two-phase 1.10/0.90", 1.10, 0.90, 0},
+        {"two-phase 1.05/0.95", 1.05, 0.95, 0},
+        {"bounded 1.10, slot order", 1.10, 0, 1},
+        {"bounded 1.05, slot order", 1.05, 0, 1},
     };
     static const size_t ns[] = {3, 10, 100, 1000};
     size_t only = argc > 1 ? strtoul(argv[1], NULL, 10) : 0;
