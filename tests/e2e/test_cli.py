@@ -3,6 +3,8 @@
 default config."""
 import errno
 import json
+import os
+import re
 import socket
 import subprocess
 
@@ -54,6 +56,19 @@ class CheckTest(GatewayCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("ok", out)
         self.assertNotIn("not served", err)
+
+    def test_readme_configs_pass_check(self):
+        # every config the README writes with cat > /tmp/NAME.json <<'JSON' and then
+        # starts is one a new user copies first: it must pass --check as written
+        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
+        with open(readme) as f:
+            text = f.read()
+        blocks = re.findall(r"cat > (/tmp/[\w.-]+\.json) <<'JSON'\n(.*?)\nJSON\n", text, re.S)
+        self.assertGreaterEqual(len(blocks), 2)
+        for name, body in blocks:
+            rc, out, err = self.check(body)
+            self.assertEqual((name, rc), (name, 0), err)
+            self.assertEqual(out.strip(), "ok")
 
     def test_check_syntax_error(self):
         rc, out, err = self.check("{\n \"listeners\": [\n")
