@@ -159,7 +159,10 @@ struct gw_worker {
     size_t pmem_size;
     unsigned pmem_n;
     struct gw_up_session up_sessions[GW_UP_SESSIONS];
-    struct gw_plim *plims; /* limits on upstream pools (limits.c) */
+    /* limits on upstream pools (limits.c), oldest first: the wake event
+     * (proxy.c) serves the queues of a pool's older versions, whose
+     * requests waited longer, before those of the pool a push made */
+    struct gw_plim *plims;
     struct event *plim_ev; /* a slot freed while requests wait (proxy.c dispatches) */
     struct gw_counters ctr __attribute__((aligned(64)));
     struct gw_tls_counters tls_ctr;

@@ -34,8 +34,10 @@ static void plim_free(struct gw_plim *l)
 }
 
 /* <l> (new, not on the list yet) shares the slot counts of its servers
- * with the limits on <w> of older versions of its pool, the newest first:
- * what their requests hold counts against <l>'s share too. */
+ * with the limits on <w> of older versions of its pool: what their
+ * requests hold counts against <l>'s share too. Any order would do: each
+ * version took, when it was made, the counts of every older one still
+ * listed, so those that have a server share one count for it. */
 static int inherit_slots(struct gw_worker *w, struct gw_plim *l)
 {
     size_t *map = malloc(l->nservers * sizeof(*map));
@@ -103,9 +105,9 @@ fail:
 struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
                             event_callback_fn wake)
 {
-    struct gw_plim *l;
+    struct gw_plim **pp = &w->plims, *l;
 
-    for (l = w->plims; l; l = l->next)
+    for (; (l = *pp); pp = &l->next)
         if (l->pool == pool)
             break;
     if (!l) {
@@ -113,8 +115,7 @@ struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm
             return NULL;
         if (!(l = plim_new(w, pool, def)))
             return NULL;
-        l->next = w->plims;
-        w->plims = l;
+        *pp = l; /* at the tail: the list is oldest first (gateway.h) */
     }
     l->nreqs++;
     return l;

@@ -931,7 +931,10 @@ static void wait_for_slot(struct gw_conn *c)
 }
 
 /* The worker's wake event: slots freed while requests wait. Each pool's
- * queue goes on, oldest first, while a usable server has a slot free. Each
+ * queue goes on, oldest first, while a usable server has a slot free; the
+ * queues of a pool's older versions (a push changed it) go first, as the
+ * list is kept: their requests queued before any of the new one's, and a
+ * slot they share must not go to a newcomer while they wait. Each
  * request queued now gets one go: a retry whose free server is the one it
  * failed on finds its untried ones still full and is queued again, behind,
  * until the next slot frees (looping on it would never return). */

@@ -10,7 +10,8 @@ front of sy_test_backend and Python http.server processes (py_backend.py).
   503 with Retry-After at once, a queued request is served when the slot
   frees, a request that waits too long is answered 503, and queued again
   after a wake-up it keeps the deadline of its first wait; a push that
-  changes the pool keeps the slots its older requests hold.
+  changes the pool keeps the slots its older requests hold, and the order
+  of its queue (those queued before it go first).
 - request_buffering: a chunked upload reaches a Content-Length-only
   backend whole; over max_buffered_body_bytes answers 413; a buffered POST
   goes on after a connect failure but never after its body reached a
@@ -272,6 +273,32 @@ class QueueTest(LimitsCase):
             self.assertEqual(r.status, 200, r)
             self.assertEqual(r.json()["path"], "/second")
         self.assertEqual(self.b.stats()["requests"], 2)
+
+    def test_a_push_keeps_the_queue_in_order(self):
+        # a request queued before a push that changes the pool waits in the
+        # old pool's limits, one queued after it in the new one's, for the
+        # same slot: when the slot frees, the older request goes first
+        gw = self.gateway(max_pending=4, queue_timeout_ms=60000)
+        with Client(gw.port) as slow, Client(gw.port) as old, Client(gw.port) as new:
+            slow.send(build_request("GET", "/slow?delay_ms=3000"))
+            wait_for(lambda: self.b.stats()["requests"] == 1, what="the slow request upstream")
+            old.send(build_request("GET", "/old?delay_ms=2000"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
+                     what="the old request queued")
+            put_upstream(gw, "u", upstream_cfg(self.b, max_connections=1, max_pending=5,
+                                               queue_timeout_ms=60000))
+            new.send(build_request("GET", "/new?delay_ms=2000"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 2,
+                     what="the new request queued")
+            self.assertEqual(slow.read_response().status, 200)
+            # each holds the one slot 2 s: the first answered is the first served
+            ready, _, _ = select.select([old.sock, new.sock], [], [], harness.TIMEOUT)
+            self.assertEqual(ready, [old.sock], "the request queued after the push went first")
+            r = old.read_response()
+            self.assertEqual((r.status, r.json()["path"]), (200, "/old"))
+            r = new.read_response()
+            self.assertEqual((r.status, r.json()["path"]), (200, "/new"))
+        self.assertEqual(metrics(gw)["switchyard_upstream_queue_timeouts_total"], 0)
 
 
 class RetryQueueTest(LimitsCase):
