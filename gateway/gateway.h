@@ -226,8 +226,9 @@ void gw_upconn_sweep_idle(struct gw_worker *w);
 void gw_upconn_free_all(struct gw_worker *w);
 
 /* proxy.c */
-/* Every GW_SWEEP_MS: answers requests past their queue timeout, prunes the
- * limits of pools that left the config. */
+/* Every GW_SWEEP_MS: answers requests past their queue timeout, wakes the
+ * queues a server back up can serve, prunes the limits of pools that left
+ * the config. */
 void gw_proxy_sweep(struct gw_worker *w);
 
 /* log.c */

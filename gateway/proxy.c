@@ -956,9 +956,15 @@ static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* Requests that wait are woken by a slot given back (gw_plim_release),
+ * and also here: a server that was down may be up again (its check
+ * passed, its ejection ended) with slots free, and nothing on this worker
+ * gives those back. Without this its queue would wait for the busy
+ * servers, or time out, while a server sits idle. */
 void gw_proxy_sweep(struct gw_worker *w)
 {
     uint64_t now = (uint64_t)gw_now_ms();
+    int wake = 0;
 
     for (struct gw_plim *l = w->plims; l; l = l->next) {
         struct gw_conn *c;
@@ -968,7 +974,11 @@ void gw_proxy_sweep(struct gw_worker *w)
             up_pool_count(l->pool, w->id, UP_PC_QUEUE_TIMEOUTS, 1);
             fail_busy(c);
         }
+        if (l->queue && up_queue_len(l->queue) && gw_plim_any(l))
+            wake = 1;
     }
+    if (wake)
+        event_active(w->plim_ev, EV_TIMEOUT, 0);
     gw_plim_prune(w);
 }
 

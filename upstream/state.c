@@ -11,8 +11,10 @@
  * (counters.c): they belong to the pool's name, not to its definition.
  *
  * In-flight counts are not part of it: they stay with the pool a request
- * started on, because least_conn keeps its heaps ordered by them and a
- * count moved by another pool's request would go past the heap's back.
+ * started on, because least_conn keeps each server in the bucket of its
+ * key (its count per weight) and a count moved by another pool's request
+ * would leave the server in a bucket not its own, behind the balancer's
+ * back.
  */
 #include "upstream/up_int.h"
 

@@ -11,7 +11,8 @@ front of sy_test_backend and Python http.server processes (py_backend.py).
   frees, a request that waits too long is answered 503, and queued again
   after a wake-up it keeps the deadline of its first wait; a push that
   changes the pool keeps the slots its older requests hold, and the order
-  of its queue (those queued before it go first).
+  of its queue (those queued before it go first); a server back up serves
+  the queue without waiting for a busy one's slot.
 - request_buffering: a chunked upload reaches a Content-Length-only
   backend whole; over max_buffered_body_bytes answers 413; a buffered POST
   goes on after a connect failure but never after its body reached a
@@ -29,6 +30,7 @@ import urllib.request
 import harness
 from harness import (Client, GatewayCase, build_request, chunked, free_port, gateway_config,
                      main, metrics_text, upstream_cfg, wait_for)
+from test_health import admin_accepts, health
 
 PY_BACKEND = os.path.join(harness.HERE, "py_backend.py")
 
@@ -298,6 +300,35 @@ class QueueTest(LimitsCase):
             self.assertEqual((r.status, r.json()["path"]), (200, "/old"))
             r = new.read_response()
             self.assertEqual((r.status, r.json()["path"]), (200, "/new"))
+        self.assertEqual(metrics(gw)["switchyard_upstream_queue_timeouts_total"], 0)
+
+    def test_a_server_back_up_serves_the_queue(self):
+        # b's one slot is taken and c is down: a request waits. When c
+        # passes its checks again it has a slot free, and no request gives
+        # one back: the queue must still go on, to c, while b is busy
+        c = self.own_backend("c")
+        c.stop()
+        check = {"path": "/hz", "interval_ms": 100, "timeout_ms": 100,
+                 "healthy_threshold": 1, "unhealthy_threshold": 1}
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(self.b, c, max_connections=1, max_pending=4,
+                                         queue_timeout_ms=60000, health_check=check)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        wait_for(lambda: admin_accepts(gw), what="the admin API")
+        wait_for(lambda: not health(gw)[0][c.addr]["healthy"], what="c down")
+        with Client(gw.port) as slow, Client(gw.port) as queued:
+            slow.send(build_request("GET", "/slow?delay_ms=10000"))
+            wait_for(lambda: self.b.stats()["requests"] == 1, what="the slow request upstream")
+            queued.send(build_request("GET", "/queued"))
+            wait_for(lambda: metrics(gw)["switchyard_upstream_queue_length"] == 1,
+                     what="the second request queued")
+            c.start()  # the same port: its check passes
+            wait_for(lambda: health(gw)[0][c.addr]["healthy"], what="c back up")
+            ready, _, _ = select.select([slow.sock, queued.sock], [], [], harness.TIMEOUT)
+            self.assertEqual(ready, [queued.sock], "the queued request waited for b's slot")
+            r = queued.read_response()
+            self.assertEqual((r.status, r.header("X-Backend")), (200, "c"))
+            self.assertEqual(slow.read_response().status, 200)
         self.assertEqual(metrics(gw)["switchyard_upstream_queue_timeouts_total"], 0)
 
 
