@@ -85,7 +85,7 @@ static inline size_t draw(const up_pool *p, const struct r2 *r, uint64_t x)
     uint32_t coin = (uint32_t)(((x & 0xffffffffu) * (uint64_t)p->total_weight) >> 32);
     struct r2_slot sl = r->slot[i];
 
-    return coin < sl.prob ? i : sl.alias;
+    return up_sel(coin < sl.prob, i, sl.alias); /* the coin is random: no branch */
 }
 
 /* A server drawn in proportion to its weight scaled by slow start at
@@ -123,7 +123,7 @@ static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
         int ua = up_usable(p, a, rq, ignore_health), ub = up_usable(p, b, rq, ignore_health);
         if (ua && ub) {
             uint64_t la = up_load(p, w, a), lb = up_load(p, w, b);
-            return lb * p->weight[a] * sa < la * p->weight[b] * sb ? b : a;
+            return up_sel(lb * p->weight[a] * sa < la * p->weight[b] * sb, b, a); /* no branch */
         }
         if (ua || ub)
             return ua ? a : b;
