@@ -233,15 +233,15 @@ static size_t linear(up_pool *p, unsigned w, const struct up_pick *rq, int ignor
     return best;
 }
 
-/* The walk from server <s> of bucket <k> on, <visits> servers already
- * refused. Out of line: lc_select's common case keeps its few registers. */
+/* The walk from server <s>, the first of bucket <k>, on. Out of line, so
+ * that lc_select's common case saves no registers. */
 __attribute__((noinline)) static size_t lc_walk(up_pool *p, unsigned w, const struct up_pick *rq,
-                                                int ignore_health, uint32_t k, uint32_t s,
-                                                unsigned visits)
+                                                int ignore_health, uint32_t k, uint32_t s)
 {
     struct lc *l = p->lb;
     struct lc_view v = lc_view(p, l, w);
     uint64_t now = rq ? rq->now_ms : 0;
+    unsigned visits = 0;
     size_t best = UP_NONE;
 
     /* below the overflow, every server of a bucket has the lowest key */
@@ -279,22 +279,23 @@ scan:
 }
 
 /* The common case here, the rest in lc_walk: the lowest bucket's first
- * server, usable and admitted (refused, it counts as the walk's first
- * visit, its slow-start roll made once). */
+ * server when it is up and nothing else is asked (no tried set, no slow
+ * start: no call, so no registers to save). Else the walk starts there. */
 static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     struct lc *l = p->lb;
     struct lc_view v = lc_view(p, l, w);
     uint32_t k = bm_next(v.b, 0), s;
+    int plain;
 
     if (k >= LC_NB)
         return UP_NONE;
     s = v.link[v.n + k].next;
-    if (k == LC_OVF)
-        return lc_walk(p, w, rq, ignore_health, k, s, 0);
-    if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, rq ? rq->now_ms : 0))
+    /* nothing to check but health: no server tried yet, no slow-start roll */
+    plain = !rq || ((!rq->tried || !rq->tried->n) && (!rq->now_ms || !p->opts.slow_start_ms));
+    if (k < LC_OVF && plain && (ignore_health || !up_hflags(p, s)))
         return took(l, v, s, k);
-    return lc_walk(p, w, rq, ignore_health, k, v.link[s].next, 1);
+    return lc_walk(p, w, rq, ignore_health, k, s);
 }
 
 /* A request started or ended on <s>: its key moved. */
