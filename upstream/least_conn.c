@@ -15,8 +15,7 @@
  * less than 1 / S may share a key, and take turns as ties do.
  *
  * The buckets. Each worker keeps its servers in LC_NB buckets by key:
- * circular doubly linked lists, each with a sentinel link of its own (so
- * that a move tests nothing), and a two-level bitmap of
+ * circular doubly linked lists, one head each, and a two-level bitmap of
  * the non-empty ones (64 words, one word over them), so the lowest is two
  * __builtin_ctzll away. Keys from LC_OVF up share the last, overflow
  * bucket, where a pick compares the true ratios (inflight * weight cross
@@ -40,7 +39,7 @@
  * round robin among equals, in order.
  *
  * Memory. A worker's buckets and nodes live in its own cache-line-separated
- * block (up_slab_new): 32 KB of sentinels, the bitmap, 20 bytes a server. The
+ * block (up_slab_new): 16 KB of heads, the bitmap, 16 bytes a server. The
  * per-server constants (the key's multiplier, where the overflow starts,
  * the turn's length) are shared and read-only. The counts are this worker's
  * own (struct up_worker.inflight): a shared count would put two
@@ -53,34 +52,29 @@
 #include "upstream/up_int.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define LC_NB 4096            /* buckets by key */
 #define LC_OVF (LC_NB - 1)    /* the overflow bucket: keys >= LC_OVF */
 #define LC_WORDS (LC_NB / 64) /* the bitmap's lower level; one word over it */
+#define LC_NIL UINT32_MAX     /* an empty bucket's head */
 #define LC_VISIT 64           /* servers a pick may walk past before a linear scan */
 #define LC_SCAP 1024          /* the largest exact scale */
 #define LC_SMAX (1ull << 20)  /* the largest scale at all */
 
-/* One link of a bucket's ring. Links 0..n-1 are the servers, link n + k is
- * bucket k's sentinel: every ring holds its sentinel, so unlinking and
- * inserting never test for an empty ring or for the head (those tests
- * were most of a pick's branch mispredicts). */
-struct lc_link {
-    uint32_t next, prev;
-};
-
-/* A server's bucket and its turn (one per worker). */
+/* A server's place in its bucket's ring, and its turn (one per worker). */
 struct lc_node {
-    uint32_t bkt;  /* the bucket it is in */
-    uint32_t turn; /* the bucket its turn is at, when <left> */
+    uint32_t next, prev;
+    uint16_t bkt;  /* the bucket it is in */
+    uint16_t turn; /* the bucket its turn is at, when <left> */
     uint32_t left; /* picks left in its turn; 0: none under way */
 };
 
-/* A worker's buckets, at the start of its block; n + LC_NB links and n
- * nodes follow. */
+/* A worker's buckets, at the start of its block; its nodes follow. */
 struct lc_buckets {
-    uint64_t top;            /* bit i: word[i] may not be 0; set if it is not */
+    uint64_t top;            /* bit i: word[i] is not 0 */
     uint64_t word[LC_WORDS]; /* bit k % 64 of word k / 64: bucket k not empty */
+    uint32_t head[LC_NB];    /* the ring's first server, LC_NIL when empty */
 };
 
 /* A server's constants, shared by the workers. */
@@ -91,25 +85,19 @@ struct lc_srv {
 };
 
 struct lc {
-    void *slab; /* per-worker buckets, links and nodes, up_slab_new */
+    void *slab; /* per-worker buckets and nodes, up_slab_new */
     size_t stride;
     struct lc_srv *srv; /* n of them */
 };
 
-/* Worker <w>'s buckets, links and nodes in one view. */
-struct lc_view {
-    struct lc_buckets *b;
-    struct lc_link *link;
-    struct lc_node *node;
-    uint32_t n; /* the servers: bucket k's sentinel is link n + k */
-};
-
-static inline struct lc_view lc_view(const up_pool *p, const struct lc *l, unsigned w)
+static inline struct lc_buckets *lc_bk(const struct lc *l, unsigned w)
 {
-    struct lc_buckets *b = (struct lc_buckets *)((char *)l->slab + (size_t)w * l->stride);
-    struct lc_link *link = (struct lc_link *)(b + 1);
+    return (struct lc_buckets *)((char *)l->slab + (size_t)w * l->stride);
+}
 
-    return (struct lc_view){b, link, (struct lc_node *)(link + p->n + LC_NB), (uint32_t)p->n};
+static inline struct lc_node *lc_nodes(struct lc_buckets *b)
+{
+    return (struct lc_node *)(b + 1);
 }
 
 /* Server <s>'s key on worker <w>, capped at the overflow bucket. */
@@ -120,10 +108,20 @@ static inline uint32_t key_of(const up_pool *p, const struct lc *l, unsigned w, 
     return c >= l->srv[s].ovf ? LC_OVF : (uint32_t)((c * l->srv[s].mul) >> 32);
 }
 
-/* The lowest non-empty bucket from <k> on, LC_NB when there is none. A
- * top bit may outlive its word's last bucket (bk_unlink leaves it, saving
- * every move a test): it is cleared here when found. */
-static inline uint32_t bm_next(struct lc_buckets *b, uint32_t k)
+static inline void bm_set(struct lc_buckets *b, uint32_t k)
+{
+    b->word[k / 64] |= 1ull << (k % 64);
+    b->top |= 1ull << (k / 64);
+}
+
+static inline void bm_clear(struct lc_buckets *b, uint32_t k)
+{
+    if (!(b->word[k / 64] &= ~(1ull << (k % 64))))
+        b->top &= ~(1ull << (k / 64));
+}
+
+/* The lowest non-empty bucket from <k> on, LC_NB when there is none. */
+static inline uint32_t bm_next(const struct lc_buckets *b, uint32_t k)
 {
     uint32_t i = k / 64;
     uint64_t m, t;
@@ -132,84 +130,84 @@ static inline uint32_t bm_next(struct lc_buckets *b, uint32_t k)
         return LC_NB;
     if ((m = b->word[i] & (~0ull << (k % 64))))
         return i * 64 + (uint32_t)__builtin_ctzll(m);
-    for (t = i + 1 < LC_WORDS ? b->top & (~0ull << (i + 1)) : 0; t; t &= t - 1) {
-        i = (uint32_t)__builtin_ctzll(t);
-        if (b->word[i])
-            return i * 64 + (uint32_t)__builtin_ctzll(b->word[i]);
-        b->top &= ~(1ull << i);
+    t = i + 1 < LC_WORDS ? b->top & (~0ull << (i + 1)) : 0;
+    if (!t)
+        return LC_NB;
+    i = (uint32_t)__builtin_ctzll(t);
+    return i * 64 + (uint32_t)__builtin_ctzll(b->word[i]);
+}
+
+/* Takes <s> out of its bucket's ring. */
+static inline void bk_unlink(struct lc_buckets *b, struct lc_node *node, uint32_t s)
+{
+    struct lc_node *x = &node[s];
+
+    if (x->next == s) {
+        b->head[x->bkt] = LC_NIL;
+        bm_clear(b, x->bkt);
+        return;
     }
-    return LC_NB;
+    node[x->prev].next = x->next;
+    node[x->next].prev = x->prev;
+    if (b->head[x->bkt] == s)
+        b->head[x->bkt] = x->next;
 }
 
-/* Takes link <s> out of its ring. */
-static inline void ring_unlink(struct lc_link *link, uint32_t s)
+/* Puts <s> (in no ring) at the tail of bucket <k>: just before its head. */
+static inline void bk_append(struct lc_buckets *b, struct lc_node *node, uint32_t s, uint32_t k)
 {
-    link[link[s].prev].next = link[s].next;
-    link[link[s].next].prev = link[s].prev;
-}
+    struct lc_node *x = &node[s];
+    uint32_t h = b->head[k];
 
-/* Puts link <s> (in no ring) just before link <at>. */
-static inline void ring_insert(struct lc_link *link, uint32_t s, uint32_t at)
-{
-    link[s].prev = link[at].prev;
-    link[s].next = at;
-    link[link[at].prev].next = s;
-    link[at].prev = s;
-}
-
-/* Takes <s> out of its bucket, clearing the bucket's bit if it empties
- * (with a mask: whether it empties is as good as random; the top bit is
- * left for bm_next). */
-static inline void bk_unlink(struct lc_view v, uint32_t s)
-{
-    uint32_t k = v.node[s].bkt, sent = v.n + k;
-    uint64_t empty;
-
-    ring_unlink(v.link, s);
-    empty = v.link[sent].next == sent;
-    v.b->word[k / 64] &= ~(empty << (k % 64));
-}
-
-/* Puts <s> (in no ring) into bucket <k>: at its head when <head>, else at
- * its tail (just before the sentinel). */
-static inline void bk_insert(struct lc_view v, uint32_t s, uint32_t k, int head)
-{
-    uint32_t sent = v.n + k;
-
-    v.node[s].bkt = k;
-    ring_insert(v.link, s, (uint32_t)up_sel(head, v.link[sent].next, sent));
-    v.b->word[k / 64] |= 1ull << (k % 64);
-    v.b->top |= 1ull << (k / 64);
+    x->bkt = (uint16_t)k;
+    if (h == LC_NIL) {
+        x->next = x->prev = s;
+        b->head[k] = s;
+        bm_set(b, k);
+        return;
+    }
+    x->prev = node[h].prev;
+    x->next = h;
+    node[x->prev].next = s;
+    node[h].prev = s;
 }
 
 /* Moves <s> to the bucket of its key on worker <w>: to the tail, or to the
  * head if its turn at that key is under way. */
 static void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s)
 {
-    struct lc_view v = lc_view(p, l, w);
-    struct lc_node *x = &v.node[s];
+    struct lc_buckets *b = lc_bk(l, w);
+    struct lc_node *node = lc_nodes(b), *x = &node[s];
     uint32_t k = key_of(p, l, w, s);
 
-    bk_unlink(v, s);
-    bk_insert(v, s, k, (x->left != 0) & (x->turn == k));
+    bk_unlink(b, node, s);
+    bk_append(b, node, s, k);
+    if (x->left && x->turn == k)
+        b->head[k] = s; /* the ring's tail is its head's predecessor */
 }
 
-/* <s> (in bucket <k>) was picked: one pick of its turn is used (a new turn
- * of <turn> picks starts unless one is under way at <k>), and when the
- * turn is over it goes to the tail of its bucket. Branch-free: <s> is
- * taken out and put back before <at>, its own successor while the turn
- * lasts (the same place), the sentinel when it is over (the tail). */
-static inline size_t took(const struct lc *l, struct lc_view v, uint32_t s, uint32_t k)
+/* <s> (in bucket <k>) was picked: one pick of its turn is used, and when
+ * the turn is over it goes to the tail of its bucket. A turn of one pick
+ * (weight 1, or equal weights) needs no count. */
+static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, uint32_t k)
 {
-    struct lc_node *x = &v.node[s];
-    int fresh = (x->left == 0) | (x->turn != k);
-    uint32_t at;
+    struct lc_node *node = lc_nodes(b), *x = &node[s];
+    uint32_t len = l->srv[s].turn;
 
-    x->left = (uint32_t)up_sel(fresh, l->srv[s].turn, x->left) - 1;
-    x->turn = k;
-    at = (uint32_t)up_sel(x->left != 0, v.link[s].next, v.n + k);
-    ring_unlink(v.link, s);
-    ring_insert(v.link, s, at);
+    if (len > 1) {
+        if (!x->left || x->turn != k) {
+            x->left = len;
+            x->turn = (uint16_t)k;
+        }
+        if (--x->left)
+            return s;
+    }
+    if (b->head[k] == s) {
+        b->head[k] = x->next; /* a ring: the head turned into the tail */
+    } else {
+        bk_unlink(b, node, s);
+        bk_append(b, node, s, k);
+    }
     return s;
 }
 
@@ -233,69 +231,50 @@ static size_t linear(up_pool *p, unsigned w, const struct up_pick *rq, int ignor
     return best;
 }
 
-/* The walk from server <s>, the first of bucket <k>, on. Out of line, so
- * that lc_select's common case saves no registers. */
-__attribute__((noinline)) static size_t lc_walk(up_pool *p, unsigned w, const struct up_pick *rq,
-                                                int ignore_health, uint32_t k, uint32_t s)
+static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     struct lc *l = p->lb;
-    struct lc_view v = lc_view(p, l, w);
+    struct lc_buckets *b = lc_bk(l, w);
+    struct lc_node *node = lc_nodes(b);
     uint64_t now = rq ? rq->now_ms : 0;
     unsigned visits = 0;
+    uint32_t k, s;
     size_t best = UP_NONE;
 
     /* below the overflow, every server of a bucket has the lowest key */
-    while (k < LC_OVF) {
-        for (; s != v.n + k; s = v.link[s].next) {
+    for (k = bm_next(b, 0); k < LC_OVF; k = bm_next(b, k + 1)) {
+        s = b->head[k];
+        do {
             if (++visits > LC_VISIT)
                 goto scan;
             if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now)) {
                 best = s;
                 goto take;
             }
-        }
-        if ((k = bm_next(v.b, k + 1)) < LC_NB)
-            s = v.link[v.n + k].next;
+            s = node[s].next;
+        } while (s != b->head[k]);
     }
     if (k == LC_NB)
         return UP_NONE;
     /* the overflow bucket: its lightest, the first of them */
-    for (s = v.link[v.n + LC_OVF].next; s != v.n + LC_OVF; s = v.link[s].next) {
+    s = b->head[LC_OVF];
+    do {
         if (++visits > LC_VISIT)
             goto scan;
         if ((best == UP_NONE || lighter(p, w, s, best)) && up_usable(p, s, rq, ignore_health) &&
             up_slow_admit(p, w, s, now))
             best = s;
-    }
+        s = node[s].next;
+    } while (s != b->head[LC_OVF]);
     if (best == UP_NONE)
         return UP_NONE;
 take:
-    return took(l, v, (uint32_t)best, k);
+    return took(l, b, (uint32_t)best, k);
 scan:
     if ((best = linear(p, w, rq, ignore_health)) == UP_NONE)
         return UP_NONE;
-    k = v.node[best].bkt;
+    k = node[best].bkt;
     goto take;
-}
-
-/* The common case here, the rest in lc_walk: the lowest bucket's first
- * server when it is up and nothing else is asked (no tried set, no slow
- * start: no call, so no registers to save). Else the walk starts there. */
-static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
-{
-    struct lc *l = p->lb;
-    struct lc_view v = lc_view(p, l, w);
-    uint32_t k = bm_next(v.b, 0), s;
-    int plain;
-
-    if (k >= LC_NB)
-        return UP_NONE;
-    s = v.link[v.n + k].next;
-    /* nothing to check but health: no server tried yet, no slow-start roll */
-    plain = !rq || ((!rq->tried || !rq->tried->n) && (!rq->now_ms || !p->opts.slow_start_ms));
-    if (k < LC_OVF && plain && (ignore_health || !up_hflags(p, s)))
-        return took(l, v, s, k);
-    return lc_walk(p, w, rq, ignore_health, k, s);
 }
 
 /* A request started or ended on <s>: its key moved. */
@@ -349,12 +328,10 @@ static int lc_init(up_pool *p)
     size_t n = p->n;
     uint64_t g = 0, top = 0;
 
-    if (!(p->lb = l) || n >= UINT32_MAX - LC_NB)
+    if (!(p->lb = l) || n >= UINT32_MAX)
         return -1;
     if (!(l->srv = calloc(n ? n : 1, sizeof(*l->srv))) ||
-        !(l->slab = up_slab_new(p->nworkers,
-                                sizeof(struct lc_buckets) + (n + LC_NB) * sizeof(struct lc_link) +
-                                    n * sizeof(struct lc_node),
+        !(l->slab = up_slab_new(p->nworkers, sizeof(struct lc_buckets) + n * sizeof(struct lc_node),
                                 &l->stride)))
         return -1;
     for (size_t s = 0; s < n; s++) {
@@ -364,11 +341,10 @@ static int lc_init(up_pool *p)
     top = g ? top / g : 1;
     constants(p, l, scale(p, g ? g : 1, top), g ? g : 1);
     for (unsigned w = 0; w < p->nworkers; w++) {
-        struct lc_view v = lc_view(p, l, w);
-        for (uint32_t k = 0; k < LC_NB; k++) /* every ring empty: its sentinel alone */
-            v.link[n + k].next = v.link[n + k].prev = (uint32_t)n + k;
+        struct lc_buckets *b = lc_bk(l, w);
+        memset(b->head, 0xff, sizeof(b->head)); /* LC_NIL */
         for (size_t s = 0; s < n; s++)
-            bk_insert(v, (uint32_t)s, key_of(p, l, w, s), 0);
+            bk_append(b, lc_nodes(b), (uint32_t)s, key_of(p, l, w, s));
     }
     return 0;
 }
