@@ -13,17 +13,6 @@
 
 #include <string.h>
 
-/* The value of the first field named <name> (<nlen> bytes), or NULL. */
-static const struct h1_slice *field(const struct h1_request *rq, const char *name, size_t nlen)
-{
-    struct h1_slice want = {name, nlen};
-
-    for (size_t i = 0; i < rq->nheaders; i++)
-        if (h1_names_eq(&rq->headers[i].name, &want))
-            return &rq->headers[i].value;
-    return NULL;
-}
-
 /* The value of cookie <name> in the Cookie fields (RFC 6265 5.4:
  * "a=1; b=2"), or NULL. Names compare exactly. */
 static const char *cookie(const struct h1_request *rq, const char *name, size_t *len)
@@ -56,7 +45,7 @@ static const char *cookie(const struct h1_request *rq, const char *name, size_t 
 uint64_t gw_hashkey(struct gw_conn *c, const struct adm_upstream *u)
 {
     const struct h1_request *rq = &c->rp.req;
-    const struct h1_slice *v;
+    const struct h1_header *h;
     const void *key = "";
     size_t len = 0;
 
@@ -65,9 +54,9 @@ uint64_t gw_hashkey(struct gw_conn *c, const struct adm_upstream *u)
         key = gw_client_ip(c, &len); /* under client_ip, the derived address */
         break;
     case ADM_HASH_HEADER:
-        if ((v = field(rq, u->hash_name, strlen(u->hash_name))) && v->ptr) {
-            key = v->ptr;
-            len = v->len;
+        if ((h = h1_request_header(rq, u->hash_name)) && h->value.ptr) {
+            key = h->value.ptr;
+            len = h->value.len;
         }
         break;
     case ADM_HASH_COOKIE: {

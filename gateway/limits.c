@@ -145,26 +145,32 @@ int gw_plim_free(const struct gw_plim *l, size_t s)
     return l->slot[s]->busy < l->share;
 }
 
-/* Whether server <k> can take a try now: a slot free, up (or the pool all
- * down: it panics, or nothing is picked anyway), not tried. */
-static int usable(const struct gw_plim *l, size_t k, const struct up_tried *tried)
+/* Whether server <k> can take a try now: a slot free, up (or <all_down>,
+ * the pool's every server down: it panics, or nothing is picked anyway),
+ * not tried. The callers look at the whole pool once for <all_down>, not
+ * once a server. */
+static int usable(const struct gw_plim *l, size_t k, const struct up_tried *tried, int all_down)
 {
-    return gw_plim_free(l, k) && (!up_health_flags(l->pool, k) || up_pool_all_down(l->pool)) &&
+    return gw_plim_free(l, k) && (all_down || !up_health_flags(l->pool, k)) &&
            !(tried && up_tried_has(tried, k));
 }
 
 size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *tried)
 {
+    int all_down = up_pool_all_down(l->pool);
+
     for (size_t i = 1; i < l->nservers; i++)
-        if (usable(l, (s + i) % l->nservers, tried))
+        if (usable(l, (s + i) % l->nservers, tried, all_down))
             return (s + i) % l->nservers;
     return UP_NONE;
 }
 
 int gw_plim_any(const struct gw_plim *l)
 {
+    int all_down = up_pool_all_down(l->pool);
+
     for (size_t k = 0; k < l->nservers; k++)
-        if (usable(l, k, NULL))
+        if (usable(l, k, NULL, all_down))
             return 1;
     return 0;
 }

@@ -283,16 +283,6 @@ static void lc_moved(up_pool *p, unsigned w, size_t s)
     bk_move(p, p->lb, w, (uint32_t)s);
 }
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* The pool's scale S for weights divided by <g>, the largest <top>: the
  * smaller of their lcm and top^2 when that is at most LC_SCAP (exact keys),
  * else LC_SCAP or <top> (up to LC_SMAX), whichever is larger. */
@@ -302,7 +292,7 @@ static uint64_t scale(const up_pool *p, uint64_t g, uint64_t top)
 
     for (size_t s = 0; s < p->n && lcm <= LC_SCAP; s++) {
         uint64_t w = p->weight[s] / g;
-        lcm = lcm / gcd(lcm, w) * w;
+        lcm = lcm / up_gcd(lcm, w) * w;
     }
     if (lcm <= LC_SCAP || sq <= LC_SCAP)
         return lcm < sq ? lcm : sq;
@@ -335,7 +325,7 @@ static int lc_init(up_pool *p)
                                 &l->stride)))
         return -1;
     for (size_t s = 0; s < n; s++) {
-        g = gcd(p->weight[s], g);
+        g = up_gcd(p->weight[s], g);
         top = p->weight[s] > top ? p->weight[s] : top;
     }
     top = g ? top / g : 1;

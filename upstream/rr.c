@@ -36,16 +36,6 @@ static size_t swrr_step(const up_pool *p, long long *cw)
     return best;
 }
 
-static unsigned long long gcd(unsigned long long a, unsigned long long b)
-{
-    while (b) {
-        unsigned long long t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 static int rr_init(up_pool *p)
 {
     struct up_rr *r = calloc(1, sizeof(*r));
@@ -55,7 +45,7 @@ static int rr_init(up_pool *p)
     if (!(p->lb = r))
         return -1;
     for (size_t i = 0; i < p->n; i++)
-        g = gcd((unsigned long long)p->weight[i], g);
+        g = up_gcd(p->weight[i], g);
     r->period = (size_t)((unsigned long long)p->total_weight / g);
     if (r->period > RR_MAX_PERIOD || (unsigned long long)r->period * p->n > RR_MAX_WORK)
         return 0; /* live */

@@ -213,10 +213,16 @@ static inline unsigned up_ramp(const up_pool *p, size_t s, uint64_t now_ms)
     return up_slow_start_permille(h >> UP_FLAG_BITS, now_ms, p->opts.slow_start_ms);
 }
 
-/* Server <s>'s weight in thousandths, scaled down by slow start at <now>. */
-static inline uint64_t up_eweight(const up_pool *p, size_t s, uint64_t now_ms)
+/* The greatest common divisor of <a> and <b> (of a pool's weights: rr's
+ * period, least_conn's scale). */
+static inline uint64_t up_gcd(uint64_t a, uint64_t b)
 {
-    return (uint64_t)p->weight[s] * up_ramp(p, s, now_ms);
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
 }
 
 /* Worker <w>'s next pseudo-random number (xorshift64*). */
