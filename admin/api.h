@@ -31,7 +31,6 @@ struct adm_gw_stats {
     double up_sum;
     uint64_t tls_handshakes[ADM_TLS_NVERSIONS][2]; /* [version][resumed] */
     uint64_t tls_failures[ADM_TLS_NFAIL];
-    /* upstream pools' limits */
 };
 
 struct evbuffer;

@@ -194,6 +194,10 @@ struct adm_hdr_part {
 int adm_hdr_part_next(const char *v, size_t *pos, struct adm_hdr_part *part);
 /* 0 {client_ip}, 1 {request_id}, 2 {host}; -1 for another name. */
 int adm_hdr_builtin(const char *s, size_t n);
+/* The index of parameter <name> among <pattern>'s parameters (host first,
+ * then path, as the router fills them; a regexp's or a catch-all's name
+ * too); -1 when it has none such. config_routes.c. */
+int adm_pattern_param_index(const char *pattern, const char *name, size_t nlen);
 
 struct adm_route {
     char *id;      /* unique, [A-Za-z0-9_.:-]+ */

@@ -255,7 +255,8 @@ static void check_names(struct adm_cf *x, const char *op, const struct adm_heade
         struct adm_hdr_part part;
         size_t pos = 0, hm = adm_cf_push_key(x, h[i].name);
         while (adm_hdr_part_next(h[i].value, &pos, &part) > 0) {
-            if (part.slot != ADM_HDR_NAME || adm_cf_pattern_has_param(pattern, part.s, part.len) ||
+            if (part.slot != ADM_HDR_NAME ||
+                adm_pattern_param_index(pattern, part.s, part.len) >= 0 ||
                 adm_hdr_builtin(part.s, part.len) >= 0)
                 continue;
             adm_cf_err(x,

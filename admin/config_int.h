@@ -163,8 +163,6 @@ void adm_cf_hdr_actions_check(struct adm_cf *x, const char *key, const struct ad
                               const char *pattern);
 int adm_cf_header_value_ok(struct adm_cf *x, const char *val);
 void adm_hdr_actions_free(struct adm_hdr_actions *a);
-/* config_routes.c: whether <pattern> has a parameter <name>[0..<len>). */
-int adm_cf_pattern_has_param(const char *pattern, const char *name, size_t len);
 
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);

@@ -404,17 +404,16 @@ enum {
 };
 #define RBIT(f) (UINT32_C(1) << (f))
 
-/* Whether pattern <p> has a parameter (or catch-all) called <name>/<len>. */
 /* The pattern's parameter names come from the router, which knows regexps
  * ("{id:[0-9]{3}}" names "id") and catch-alls. */
-int adm_cf_pattern_has_param(const char *p, const char *name, size_t len)
+int adm_pattern_param_index(const char *p, const char *name, size_t len)
 {
     size_t off, n;
 
     for (size_t i = 0; rt_pattern_param(p, i, &off, &n) == 0; i++)
         if (n == len && !memcmp(p + off, name, len))
-            return 1;
-    return 0;
+            return (int)i;
+    return -1;
 }
 
 static void pattern_param_list(const char *p, char *buf, size_t cap)
@@ -436,7 +435,7 @@ static void route_check_rewrite(struct adm_cf *x, const struct adm_route *r)
     for (const char *o = strchr(s, '{'); o; o = strchr(o + 1, '{')) {
         const char *e = strchr(o, '}');
         size_t len = (size_t)(e - o - 1);
-        if (adm_cf_pattern_has_param(r->pattern, o + 1, len))
+        if (adm_pattern_param_index(r->pattern, o + 1, len) >= 0)
             continue;
         char have[200];
         pattern_param_list(r->pattern, have, sizeof(have));

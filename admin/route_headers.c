@@ -13,16 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-int adm_pattern_param_index(const char *pattern, const char *name, size_t nlen)
-{
-    size_t off, len;
-
-    for (size_t i = 0; rt_pattern_param(pattern, i, &off, &len) == 0; i++)
-        if (len == nlen && memcmp(pattern + off, name, nlen) == 0)
-            return (int)i;
-    return -1;
-}
-
 /* The encoder's cursor: bytes and parts are sized before, filled here. */
 struct enc {
     struct adm_shdrs *h;

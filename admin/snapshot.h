@@ -63,9 +63,6 @@ struct adm_shdrs {
  * (or a template the validator would refuse). */
 struct adm_shdrs *adm_shdrs_new(const struct adm_hdr_actions *a, const char *pattern);
 void adm_shdrs_free(struct adm_shdrs *h);
-/* The index of parameter <name> among <pattern>'s parameters (host first,
- * then path, as the router fills them); -1 when it has none such. */
-int adm_pattern_param_index(const char *pattern, const char *name, size_t nlen);
 
 /* Per-worker, per-route counters (single writer each: relaxed stores). */
 struct adm_rctr {

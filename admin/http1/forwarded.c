@@ -54,7 +54,7 @@ bool h1_forwarded_next(struct h1_slice v, size_t *pos, enum h1_fwd_elem *kind,
     }
     *kind = H1_FWD_NO_FOR;
     for (;;) {
-        size_t name = i, name_len;
+        size_t name, name_len;
         struct h1_slice val;
         i = skip_ows(v, i);
         if (i < v.len && v.ptr[i] == ';') { /* an empty pair */
