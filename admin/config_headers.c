@@ -189,32 +189,38 @@ static void remove_of(struct adm_cf *x, const json_t *v, int response, struct ad
     }
 }
 
-/* Each name appears once across set, add and remove. */
+/* Each name appears once across set, add and remove: <seen> maps every
+ * name met so far, in lower case, to the action it was first met in. */
 static void check_once(struct adm_cf *x, const struct adm_hdr_actions *a)
 {
-    const char *seen[256];
-    size_t n = 0;
-    const char *what[256];
+    static const char *const ops[] = {"set", "add", "remove"};
+    json_t *seen = json_object();
 
-    for (int pass = 0; pass < 3; pass++) {
+    if (!seen) {
+        x->nomem = 1;
+        return;
+    }
+    for (int pass = 0; pass < 3 && !x->nomem; pass++) {
         size_t cnt = pass == 0 ? a->nset : pass == 1 ? a->nadd : a->nremove;
-        for (size_t i = 0; i < cnt; i++) {
+        for (size_t i = 0; i < cnt && !x->nomem; i++) {
             const char *name = pass == 0   ? a->set[i].name
                                : pass == 1 ? a->add[i].name
                                            : a->remove[i];
-            const char *op = pass == 0 ? "set" : pass == 1 ? "add" : "remove";
-            if (!name)
+            char *key = name ? adm_cf_strdup(x, name) : NULL;
+            const json_t *first;
+            if (!key)
                 continue;
-            for (size_t k = 0; k < n; k++)
-                if (!strcasecmp(seen[k], name))
-                    adm_cf_err_key(x, op, "%s is also in \"%s\": one action per field", name,
-                                   what[k]);
-            if (n < NFIELDS(seen)) {
-                what[n] = op;
-                seen[n++] = name;
-            }
+            for (char *p = key; *p; p++)
+                *p = to_lower(*p);
+            if ((first = json_object_get(seen, key)))
+                adm_cf_err_key(x, ops[pass], "%s is also in \"%s\": one action per field", name,
+                               ops[json_integer_value(first)]);
+            else if (json_object_set_new(seen, key, json_integer(pass)) < 0)
+                x->nomem = 1;
+            free(key);
         }
     }
+    json_decref(seen);
 }
 
 void adm_cf_hdr_actions(struct adm_cf *x, const json_t *v, struct adm_hdr_actions **out,

@@ -300,7 +300,7 @@ END_TEST
 /* HR() with a run-time <extra> */
 static const char *HR_DYN(const char *extra)
 {
-    static char buf[1024];
+    static char buf[20480];
     snprintf(buf, sizeof(buf),
              UPS "'routes': [{'id': 'a', 'path': '/u/{id}', 'upstream': 'users', %s}]", extra);
     return doc(buf);
@@ -367,6 +367,56 @@ START_TEST(header_actions)
 }
 END_TEST
 
+/* expect_error() for a document too long to quote in a message. */
+static void expect_error_long(const char *json, const char *path, const char *needle)
+{
+    struct adm_errors e;
+    struct adm_config *c = parse(json, &e);
+
+    if (c) {
+        adm_config_free(c);
+        ck_abort_msg("accepted a config that should fail at %s (%s)", path, needle);
+    }
+    ck_has_error(&e, path, needle);
+    adm_errors_clear(&e);
+}
+
+/* <head>, then <n> names '<name>0', '<name>1'... each followed by <after>
+ * and separated by ", ", then <tail>, in the static buffer it returns. */
+static const char *repeated(const char *head, const char *name, const char *after, int n,
+                            const char *tail)
+{
+    static char buf[16384];
+    size_t o = (size_t)snprintf(buf, sizeof(buf), "%s", head);
+
+    for (int i = 0; i < n && o < sizeof(buf); i++) {
+        if (i)
+            o += (size_t)snprintf(buf + o, sizeof(buf) - o, ", ");
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "'%s%d'%s", name, i, after);
+    }
+    if (o < sizeof(buf))
+        o += (size_t)snprintf(buf + o, sizeof(buf) - o, "%s", tail);
+    ck_assert_uint_lt(o, sizeof(buf));
+    return buf;
+}
+
+/* Duplicates are caught however many names the actions have: the check
+ * once stopped remembering names past 256. */
+START_TEST(header_actions_many)
+{
+    expect_error_long(HR_DYN(repeated("'request_headers': {'set': {", "X-H", ": 'v'", 300,
+                                      "}, 'remove': ['x-h299']}")),
+                      "/routes/0/request_headers/remove", "x-h299 is also in \"set\"");
+    /* and within one list, past the same point */
+    expect_error_long(
+        HR_DYN(repeated("'response_headers': {'remove': [", "X-R", "", 300, ", 'X-R280']}")),
+        "/routes/0/response_headers/remove", "X-R280 is also in \"remove\"");
+    /* 300 distinct names are fine */
+    adm_config_free(
+        expect_ok(HR_DYN(repeated("'request_headers': {'remove': [", "X-R", "", 300, "]}"))));
+}
+END_TEST
+
 static Suite *config_routes_suite(void)
 {
     Suite *s = suite_create("admin_config_routes");
@@ -376,6 +426,7 @@ static Suite *config_routes_suite(void)
     tcase_add_test(tc, conflicts);
     tcase_add_test(tc, build_routes);
     tcase_add_test(tc, header_actions);
+    tcase_add_test(tc, header_actions_many);
     suite_add_tcase(s, tc);
     return s;
 }
