@@ -5,7 +5,8 @@
  * them. Each limit holds a reference on its pool, so a pool's address never
  * names another pool's limits. The per-server slot counts are reference
  * counted: the limits of a pool's versions share those of the servers they
- * have in common (limits.h).
+ * have in common (limits.h), and so is the block they share by the pool's
+ * name (its retry budget).
  */
 #include "gateway/limits.h"
 
@@ -28,6 +29,8 @@ static void plim_free(struct gw_plim *l)
         if (l->slot[k] && !--l->slot[k]->refs)
             free(l->slot[k]);
     free(l->slot);
+    if (l->name && !--l->name->refs)
+        free(l->name);
     up_queue_free(l->queue);
     up_pool_release(l->pool);
     free(l);
@@ -77,6 +80,41 @@ static int slots_new(struct gw_worker *w, struct gw_plim *l)
     return 0;
 }
 
+/* Whether snapshot <s> still uses <pool>. */
+static int in_use(const struct adm_snapshot *s, const up_pool *pool)
+{
+    for (size_t i = 0; i < s->npools; i++)
+        if (s->pools[i] == pool)
+            return 1;
+    return 0;
+}
+
+/* <l> (new, not on the list yet, defined by <def>) shares the block of
+ * its pool's name with the limits on <w> of the pool's older versions, or
+ * gets a new one. The budget's percent becomes <def>'s unless <l>'s pool
+ * already left the current snapshot (a request that started before a push
+ * made it late): the newest definition's applies. */
+static int name_new(struct gw_worker *w, struct gw_plim *l, const struct adm_upstream *def)
+{
+    const struct adm_snapshot *cur =
+        atomic_load_explicit(&w->proc->swap.current, memory_order_acquire);
+
+    for (struct gw_plim *o = w->plims; o; o = o->next) {
+        if (strcmp(up_pool_name(o->pool), up_pool_name(l->pool)) != 0)
+            continue;
+        l->name = o->name;
+        l->name->refs++;
+        if (in_use(cur, l->pool))
+            up_budget_set(&l->name->budget, def->retry_budget_percent, 3);
+        return 0;
+    }
+    if (!(l->name = calloc(1, sizeof(*l->name))))
+        return -1;
+    l->name->refs = 1;
+    up_budget_init(&l->name->budget, def->retry_budget_percent, 3);
+    return 0;
+}
+
 static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def)
 {
     struct gw_plim *l = calloc(1, sizeof(*l));
@@ -86,6 +124,8 @@ static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct
     l->pool = pool;
     up_pool_retain(pool);
     l->nservers = up_pool_nservers(pool);
+    if (name_new(w, l, def) < 0)
+        goto fail;
     if (def->max_connections) {
         l->share = share_of(w, def->max_connections);
         l->queue_timeout_ms = def->queue_timeout_ms;
@@ -95,7 +135,6 @@ static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct
             goto fail;
     }
     l->budget_on = def->retries > 0;
-    up_budget_init(&l->budget, def->retry_budget_percent, 3);
     return l;
 fail:
     plim_free(l);
@@ -175,15 +214,6 @@ int gw_plim_any(const struct gw_plim *l)
     return 0;
 }
 
-/* Whether snapshot <s> still uses <pool>. */
-static int in_use(const struct adm_snapshot *s, const up_pool *pool)
-{
-    for (size_t i = 0; i < s->npools; i++)
-        if (s->pools[i] == pool)
-            return 1;
-    return 0;
-}
-
 void gw_plim_prune(struct gw_worker *w)
 {
     const struct adm_snapshot *s =
@@ -191,7 +221,7 @@ void gw_plim_prune(struct gw_worker *w)
     struct gw_plim **pp = &w->plims, *l;
 
     while ((l = *pp)) {
-        if (!l->nreqs && !l->nbusy && !(l->queue && up_queue_len(l->queue)) && !l->budget.active &&
+        if (!l->nreqs && !l->nbusy && !(l->queue && up_queue_len(l->queue)) &&
             !in_use(s, l->pool)) {
             *pp = l->next;
             plim_free(l);

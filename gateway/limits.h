@@ -20,7 +20,11 @@
  * worker meanwhile, each server's count of slots taken (struct gw_pslot)
  * is shared by the limits of every version of the pool (same name) that
  * has the server at the same address: the new limits start with the old
- * requests' slots taken, and those give them back to both.
+ * requests' slots taken, and those give them back to both. The retry
+ * budget is shared the same way, by every version of the pool (struct
+ * gw_pname): the old version's tries and retries still in flight count
+ * against the new one's, so that a storm of pushes during an outage does
+ * not grant the budget's floor afresh at each push.
  */
 #ifndef SY_GATEWAY_LIMITS_H
 #define SY_GATEWAY_LIMITS_H
@@ -35,6 +39,13 @@ struct gw_pslot {
     unsigned busy; /* slots taken (requests holding a connection) */
 };
 
+/* What the limits of a pool's versions on one worker share by the pool's
+ * name: the retry budget, whose percent is the newest definition's. */
+struct gw_pname {
+    unsigned refs; /* the limits pointing at it */
+    struct up_budget budget;
+};
+
 /* One worker's limits on one pool; its worker alone touches it. */
 struct gw_plim {
     struct gw_plim *next; /* the worker's list */
@@ -46,15 +57,16 @@ struct gw_plim {
     unsigned nbusy;         /* the slots its own requests hold */
     up_queue *queue;        /* requests waiting for a slot; NULL: none may wait */
     unsigned queue_timeout_ms;
-    int budget_on; /* the pool retries: its requests count in the budget */
-    struct up_budget budget;
+    int budget_on;         /* the pool retries: its requests count in the budget */
+    struct gw_pname *name; /* shared with the pool's other versions on the worker */
 };
 
 /* Worker <w>'s limits on <pool> (defined by <def>), made at the first call
  * (sharing the slot counts of the servers that older versions of the pool
- * on <w> have); NULL when out of memory. The first one made also makes the worker's wake
- * event, which runs <wake> (proxy.c dispatches queued requests there). The
- * caller's request holds them (they are not pruned) until gw_plim_put(). */
+ * on <w> have, and their retry budget); NULL when out of memory. The first
+ * one made also makes the worker's wake event, which runs <wake> (proxy.c
+ * dispatches queued requests there). The caller's request holds them
+ * (they are not pruned) until gw_plim_put(). */
 struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
                             event_callback_fn wake);
 /* The request that got <l> from gw_plim_get() is over. */
@@ -62,7 +74,8 @@ void gw_plim_put(struct gw_plim *l);
 /* Takes a slot on server <s> (the caller checked there is one). */
 void gw_plim_take(struct gw_plim *l, size_t s);
 /* Gives back the slot on server <s>; wakes the worker when requests wait
- * (here, or in another version's limits that share the slot). */
+ * (here, or in the limits of another version of the pool that share the
+ * slot). */
 void gw_plim_release(struct gw_worker *w, struct gw_plim *l, size_t s);
 /* Whether server <s> has a slot free on this worker. */
 int gw_plim_free(const struct gw_plim *l, size_t s);
@@ -75,7 +88,9 @@ size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *t
 int gw_plim_any(const struct gw_plim *l);
 /* Frees the limits of pools no longer in the current snapshot that nothing
  * holds (no request points at them: none buffers its body for them, takes
- * a slot, waits in the queue or counts in the budget). */
+ * a slot, waits in the queue or counts in the budget; those that count in
+ * the budget hold the limits, as the budget is shared with the pool's
+ * other versions). */
 void gw_plim_prune(struct gw_worker *w);
 /* Frees every limit of <w> (the worker is done; its connections are gone). */
 void gw_plim_free_all(struct gw_worker *w);

@@ -99,7 +99,7 @@ static void try_end(struct gw_conn *c)
         c->slot = 0;
     }
     if (c->budget) {
-        up_budget_end(&l->budget, c->budget == 2);
+        up_budget_end(&l->name->budget, c->budget == 2);
         c->budget = 0;
     }
 }
@@ -137,7 +137,7 @@ static void req_end(struct gw_conn *c)
     c->queue_deadline = 0;
     try_end(c);
     if (c->next_retry) { /* admitted, but never sent */
-        up_budget_end(&l->budget, 1);
+        up_budget_end(&l->name->budget, 1);
         c->next_retry = 0;
     }
     gw_plim_put(l);
@@ -646,7 +646,7 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
         return 1;
     }
     if (l && l->budget_on) {
-        int r = up_budget_retry(&l->budget, gw_upconn_reached(u));
+        int r = up_budget_retry(&l->name->budget, gw_upconn_reached(u));
         if (r < 0) {
             up_pool_count(l->pool, c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
             return 0;
@@ -799,7 +799,7 @@ static void try_start(struct gw_conn *c, size_t server)
     }
     if (l->budget_on) {
         if (!c->next_retry)
-            up_budget_start(&l->budget);
+            up_budget_start(&l->name->budget);
         c->budget = c->next_retry ? 2 : 1;
     }
     c->next_retry = 0;

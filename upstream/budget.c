@@ -15,10 +15,15 @@
  */
 #include "upstream/upstream.h"
 
-void up_budget_init(struct up_budget *b, unsigned percent, unsigned floor)
+void up_budget_set(struct up_budget *b, unsigned percent, unsigned floor)
 {
     b->percent = percent ? percent : 20;
     b->floor = floor ? floor : 3;
+}
+
+void up_budget_init(struct up_budget *b, unsigned percent, unsigned floor)
+{
+    up_budget_set(b, percent, floor);
     b->active = b->retries = 0;
     b->exhausted = 0;
 }

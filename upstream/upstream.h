@@ -286,13 +286,16 @@ void up_outlier_carry(up_outlier *o, size_t s, const up_outlier *from, size_t fr
 
 /* Retry budget (Envoy's): at most <percent> of the requests in flight may
  * be retries, with a floor of <floor> retries. A value kept per worker and
- * pool; zeros mean 20 % and 3. */
+ * pool (by name: its versions share one); zeros mean 20 % and 3. */
 struct up_budget {
     unsigned percent, floor;
     uint32_t active, retries;
     uint64_t exhausted; /* retries refused so far */
 };
 void up_budget_init(struct up_budget *b, unsigned percent, unsigned floor);
+/* Changes the settings of <b> (zeros as in up_budget_init), keeping what
+ * it counts: a pool's changed definition goes on with the same budget. */
+void up_budget_set(struct up_budget *b, unsigned percent, unsigned floor);
 /* A request starts and ends (<retry>: it was admitted by up_budget_retry). */
 void up_budget_start(struct up_budget *b);
 void up_budget_end(struct up_budget *b, int retry);

@@ -4,8 +4,9 @@
  * worker and pool, slots taken and given back, the server a full one
  * passes a try to (free, up, not tried), the wake-up when a slot frees while
  * requests wait, the budget's settings, pruning once a pool has left
- * the current snapshot and nothing holds its limits, and the slots that
- * a changed pool's limits share with the old one's for the servers kept.
+ * the current snapshot and nothing holds its limits, the slots that
+ * a changed pool's limits share with the old one's for the servers kept,
+ * and the retry budget its versions share.
  */
 #include "gateway/limits.h"
 
@@ -106,8 +107,8 @@ START_TEST(retries_only)
     ck_assert_uint_eq(l->share, 0); /* no slots, no queue */
     ck_assert_ptr_null(l->queue);
     ck_assert_int_eq(l->budget_on, 1);
-    ck_assert_uint_eq(l->budget.percent, 30);
-    ck_assert_uint_eq(l->budget.floor, 3);
+    ck_assert_uint_eq(l->name->budget.percent, 30);
+    ck_assert_uint_eq(l->name->budget.floor, 3);
 }
 END_TEST
 
@@ -166,10 +167,10 @@ START_TEST(prune)
     gw_plim_prune(&w[0]); /* a slot is taken */
     ck_assert_ptr_eq(w[0].plims, l);
     gw_plim_release(&w[0], l, 1);
-    up_budget_start(&l->budget);
+    up_budget_start(&l->name->budget);
     gw_plim_prune(&w[0]); /* a request counts in its budget */
     ck_assert_ptr_eq(w[0].plims, l);
-    up_budget_end(&l->budget, 0);
+    up_budget_end(&l->name->budget, 0);
     gw_plim_prune(&w[0]); /* the request still holds it (it buffers its body) */
     ck_assert_ptr_eq(w[0].plims, l);
     gw_plim_put(l);
@@ -240,6 +241,53 @@ START_TEST(a_changed_pool_keeps_the_slots_taken)
 }
 END_TEST
 
+START_TEST(a_changed_pool_keeps_the_retry_budget)
+{
+    /* "u" changed (a server swapped, another percent); "v" is another pool */
+    up_pool *p2 = pool_of("u", (const uint16_t[]){9004, 9001, 9002}, 3);
+    up_pool *v = pool_of("v", (const uint16_t[]){9001}, 1);
+    struct adm_upstream def = {.retries = 2, .retry_budget_percent = 20};
+    struct adm_upstream def2 = {.retries = 2, .retry_budget_percent = 50};
+    struct gw_plim *l1 = gw_plim_get(&w[0], pool, &def, wake), *l2, *lv;
+    struct up_budget *b;
+
+    /* an outage: the old version's one request in flight took the floor's 3 retries */
+    up_budget_start(&l1->name->budget);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(up_budget_retry(&l1->name->budget, 1), 0);
+    /* the push: the new version's request finds the budget spent, not a fresh floor */
+    pools[0] = p2;
+    l2 = gw_plim_get(&w[0], p2, &def2, wake);
+    lv = gw_plim_get(&w[0], v, &def, wake);
+    b = &l2->name->budget;
+    ck_assert_uint_eq(b->percent, 50); /* the newest definition's */
+    up_budget_start(b);
+    ck_assert_uint_eq(b->active, 5);
+    ck_assert_int_eq(up_budget_retry(b, 1), -1);   /* 4 retries of 6 > max(3, 50 %) */
+    ck_assert_uint_eq(lv->name->budget.active, 0); /* another pool's is its own */
+    ck_assert_int_eq(up_budget_retry(&lv->name->budget, 1), 0);
+    /* a late request of the old version (it started before the push) has
+     * made its limits on another worker: the percent stays the newest's */
+    ck_assert_uint_eq(gw_plim_get(&w[1], p2, &def2, wake)->name->budget.percent, 50);
+    ck_assert_uint_eq(gw_plim_get(&w[1], pool, &def, wake)->name->budget.percent, 50);
+    /* the old version's requests end, its limits are pruned: the count goes on */
+    for (int i = 0; i < 3; i++)
+        up_budget_end(&l1->name->budget, 1);
+    up_budget_end(&l1->name->budget, 0);
+    gw_plim_put(l1);
+    gw_plim_prune(&w[0]);
+    for (struct gw_plim *l = w[0].plims; l; l = l->next)
+        ck_assert_ptr_ne(l, l1);
+    ck_assert_uint_eq(b->active, 1);
+    ck_assert_int_eq(up_budget_retry(b, 1), 0);
+    pools[0] = pool;
+    for (unsigned i = 0; i < 2; i++)
+        gw_plim_free_all(&w[i]);
+    up_pool_release(p2);
+    up_pool_release(v);
+}
+END_TEST
+
 static Suite *limits_suite(void)
 {
     Suite *s = suite_create("gateway_limits");
@@ -250,6 +298,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, slots_and_the_next_server);
     tcase_add_test(tc, prune);
     tcase_add_test(tc, a_changed_pool_keeps_the_slots_taken);
+    tcase_add_test(tc, a_changed_pool_keeps_the_retry_budget);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,7 +2,8 @@
  * test_budget.c - upstream/budget.c: retries in flight are capped at 20 %
  * of the requests in flight, or 3 when that is more; ending retries frees
  * the budget; refusals are counted; a retry of a try that reached no
- * server is admitted outside the budget, as a first attempt.
+ * server is admitted outside the budget, as a first attempt; new settings
+ * keep the counts.
  */
 #include "utest.h"
 
@@ -67,15 +68,22 @@ START_TEST(custom)
 }
 END_TEST
 
+/* <b> at 20 % and 3, with 10 requests in flight that took the floor's 3
+ * retries. */
+static void floor_spent(struct up_budget *b)
+{
+    up_budget_init(b, 20, 3);
+    for (int i = 0; i < 10; i++)
+        up_budget_start(b);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(up_budget_retry(b, 1), 0);
+}
+
 START_TEST(unreached_is_not_a_retry)
 {
     struct up_budget b;
 
-    up_budget_init(&b, 20, 3);
-    for (int i = 0; i < 10; i++)
-        up_budget_start(&b);
-    for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(up_budget_retry(&b, 1), 0);
+    floor_spent(&b);
     ck_assert_int_eq(up_budget_retry(&b, 1), -1); /* the floor is spent */
     ck_assert_uint_eq(b.exhausted, 1);
     /* a burst of refused connects: each is admitted, none counted */
@@ -94,6 +102,23 @@ START_TEST(unreached_is_not_a_retry)
 }
 END_TEST
 
+START_TEST(new_settings_keep_the_counts)
+{
+    struct up_budget b;
+
+    floor_spent(&b);
+    up_budget_set(&b, 0, 0); /* the defaults */
+    ck_assert_uint_eq(b.percent, 20);
+    ck_assert_uint_eq(b.floor, 3);
+    ck_assert_int_eq(up_budget_retry(&b, 1), -1);
+    up_budget_set(&b, 50, 3);
+    ck_assert_uint_eq(b.active, 13);
+    ck_assert_uint_eq(b.retries, 3);
+    ck_assert_uint_eq(b.exhausted, 1);
+    ck_assert_int_eq(up_budget_retry(&b, 1), 0); /* 4 of 14 <= 50 % */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_budget");
@@ -103,6 +128,7 @@ static Suite *suite(void)
     tcase_add_test(tc, twenty_percent);
     tcase_add_test(tc, custom);
     tcase_add_test(tc, unreached_is_not_a_retry);
+    tcase_add_test(tc, new_settings_keep_the_counts);
     suite_add_tcase(s, tc);
     return s;
 }
