@@ -13,10 +13,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* Fields no route may set, add or remove: hop-by-hop and framing fields,
- * whatever the connection owns. */
-static const char *const framing[] = {
-    "connection", "keep-alive", "te", "trailer", "upgrade", "transfer-encoding", "content-length"};
 /* Fields the gateway writes into every upstream request itself. */
 static const char *const request_owned[] = {
     "x-forwarded-for",
@@ -105,13 +101,16 @@ static int in_list(const char *name, const char *const *list, size_t n)
  * reporting why not. */
 static int name_ok(struct adm_cf *x, const char *name, size_t nlen, const char *op, int response)
 {
+    const struct h1_slice n = {name, nlen};
     struct adm_cf_qbuf q;
 
     if (strlen(name) != nlen || !h1_is_token(name, nlen)) {
         adm_cf_err(x, "invalid header name %s (an HTTP token)", adm_cf_quote(&q, name));
         return 0;
     }
-    if (in_list(name, framing, NFIELDS(framing)) || !strncasecmp(name, "proxy-", 6)) {
+    /* no route touches what the connection owns (h1_conn_fields), nor
+     * any other proxy-* field */
+    if (h1_conn_field(&n) >= 0 || !strncasecmp(name, "proxy-", 6)) {
         adm_cf_err(x, "%s is a hop-by-hop or framing field: the gateway manages it", name);
         return 0;
     }

@@ -140,13 +140,6 @@ static void route_upstream(struct adm_cf *x, const json_t *v, void *target)
         r->upstream = adm_cf_strdup(x, s);
 }
 
-/* The header fields a direct response may not set: computed by the gateway,
- * or hop-by-hop fields of the connection it manages. */
-static const char *const reserved_headers[] = {
-    "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Upgrade", "TE",
-    "Trailer",        "Proxy-Connection",
-};
-
 static void response_headers(struct adm_cf *x, const json_t *v, void *target)
 {
     struct adm_route *r = target;
@@ -164,18 +157,16 @@ static void response_headers(struct adm_cf *x, const json_t *v, void *target)
     {
         size_t mark = adm_cf_push_key(x, name);
         const char *val = adm_cf_str(x, hv, 0);
-        int ok = 1;
+        const struct h1_slice n = {name, nlen};
+        int ok = 1, f;
         if (strlen(name) != nlen || !h1_is_token(name, nlen)) {
             adm_cf_err(x, "invalid header name %s (an HTTP token)", adm_cf_quote(&q, name));
             ok = 0;
-        } else {
-            for (size_t i = 0; i < NFIELDS(reserved_headers); i++) {
-                if (!strcasecmp(name, reserved_headers[i])) {
-                    adm_cf_err(x, "%s is set by the gateway and cannot be configured",
-                               reserved_headers[i]);
-                    ok = 0;
-                }
-            }
+        } else if ((f = h1_conn_field(&n)) >= 0) {
+            /* the framing the gateway computes, the connection it manages */
+            adm_cf_err(x, "%s is set by the gateway and cannot be configured",
+                       h1_conn_fields[f].name);
+            ok = 0;
         }
         if (val && !adm_cf_header_value_ok(x, val))
             ok = 0;

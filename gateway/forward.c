@@ -20,8 +20,7 @@
  * that way (a "Connection: content-length" must not change the framing). */
 int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, size_t ntok)
 {
-    if (h1_name_is(n, "content-length") || h1_name_is(n, "transfer-encoding") ||
-        h1_name_is(n, "host"))
+    if (h1_is_framing_field(n) || h1_name_is(n, "host"))
         return 0;
     for (size_t i = 0; i < ntok; i++)
         if (tok[i].len == n->len && strncasecmp(tok[i].ptr, n->ptr, n->len) == 0)

@@ -2,7 +2,7 @@
  * admin/http1/token.h - the character classes of HTTP/1.1 (RFC 9110 5.6.2,
  * RFC 3986 2) and the small helpers every reader of field names and field
  * values needs: case-insensitive comparison, list elements, OWS trimming and
- * the hop-by-hop field names.
+ * the names of the hop-by-hop and framing fields.
  *
  * The classes are asked once per byte by the request and response parsers,
  * so they are static inline over tables that token.c defines once. Nothing
@@ -171,22 +171,71 @@ static inline bool h1_list_next(struct h1_slice v, size_t *pos, struct h1_slice 
     return true;
 }
 
-/* Is <name> a hop-by-hop field (RFC 9110 7.6.1: Connection, Keep-Alive,
- * Proxy-Connection, TE, Trailer, Upgrade), which a proxy never forwards? */
+/*
+ * The fields that belong to one connection, not to the message: the
+ * hop-by-hop fields (RFC 9110 7.6.1), which a proxy never forwards, then
+ * the framing fields (RFC 9112 6), which it writes anew for each hop. The
+ * one list of them: the gateway drops and re-frames by it, and the config
+ * refuses a route that would set one.
+ */
+enum h1_conn_field {
+    H1_CF_CONNECTION,
+    H1_CF_KEEP_ALIVE,
+    H1_CF_PROXY_CONNECTION,
+    H1_CF_TE,
+    H1_CF_TRAILER,
+    H1_CF_UPGRADE,
+    H1_CF_CONTENT_LENGTH, /* the first framing field */
+    H1_CF_TRANSFER_ENCODING,
+    H1_CF_COUNT
+};
+
+/* Each with its name in lower case and its length, which the lookup
+ * compares, and as messages spell it. A static table, so that the lookup
+ * below knows every length and byte at compile time
+ * (tests/admin/http1/test_token.c checks the lengths). */
+struct h1_conn_field_name {
+    const char *lc;
+    size_t len;
+    const char *name;
+};
+static const struct h1_conn_field_name h1_conn_fields[H1_CF_COUNT] = {
+    {"connection", 10, "Connection"},
+    {"keep-alive", 10, "Keep-Alive"},
+    {"proxy-connection", 16, "Proxy-Connection"},
+    {"te", 2, "TE"},
+    {"trailer", 7, "Trailer"},
+    {"upgrade", 7, "Upgrade"},
+    {"content-length", 14, "Content-Length"},
+    {"transfer-encoding", 17, "Transfer-Encoding"},
+};
+
+/* Which of h1_conn_fields <name> is, ignoring case, or -1. Unrolled, the
+ * loop is a compare per distinct length for a name not in the list (most
+ * names, on every request), as a switch on the length would be. */
+static inline int h1_conn_field(const struct h1_slice *name)
+{
+#pragma GCC unroll 8
+    for (int i = 0; i < H1_CF_COUNT; i++)
+        if (name->len == h1_conn_fields[i].len &&
+            h1_ci_eq(name->ptr, name->len, h1_conn_fields[i].lc))
+            return i;
+    return -1;
+}
+
+/* Is <name> a hop-by-hop field (Connection, Keep-Alive, Proxy-Connection,
+ * TE, Trailer, Upgrade), which a proxy never forwards? */
 static inline bool h1_is_hop_field(const struct h1_slice *name)
 {
-    switch (name->len) {
-    case 2:
-        return h1_name_is(name, "te");
-    case 7:
-        return h1_name_is(name, "trailer") || h1_name_is(name, "upgrade");
-    case 10:
-        return h1_name_is(name, "connection") || h1_name_is(name, "keep-alive");
-    case 16:
-        return h1_name_is(name, "proxy-connection");
-    default:
-        return false;
-    }
+    int f = h1_conn_field(name);
+
+    return f >= 0 && f < H1_CF_CONTENT_LENGTH;
+}
+
+/* Is <name> a framing field (Content-Length, Transfer-Encoding)? */
+static inline bool h1_is_framing_field(const struct h1_slice *name)
+{
+    return h1_conn_field(name) >= H1_CF_CONTENT_LENGTH;
 }
 
 #endif /* SY_ADMIN_HTTP1_TOKEN_H */

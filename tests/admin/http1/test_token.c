@@ -102,6 +102,34 @@ START_TEST(hop_fields)
 }
 END_TEST
 
+/* The one list of connection fields: its lengths are its names', each is
+ * found whatever its case, and the framing ones are framing, not hop. */
+START_TEST(conn_fields)
+{
+    static const char *const framing[] = {"content-length", "TRANSFER-ENCODING"};
+    static const char *const other[] = {
+        "Host", "Content-Type", "Transfer", "Proxy-Authorization", "TE", ""};
+    size_t k;
+
+    for (int i = 0; i < H1_CF_COUNT; i++) {
+        const struct h1_conn_field_name *f = &h1_conn_fields[i];
+        struct h1_slice n = {f->name, f->len};
+        ck_assert_uint_eq(f->len, strlen(f->lc));
+        ck_assert_uint_eq(f->len, strlen(f->name));
+        ck_assert_msg(h1_ci_eq(f->name, f->len, f->lc), "%s", f->name);
+        ck_assert_int_eq(h1_conn_field(&n), i);
+    }
+    for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++) {
+        struct h1_slice n = {framing[k], strlen(framing[k])};
+        ck_assert_msg(h1_is_framing_field(&n) && !h1_is_hop_field(&n), "%s", framing[k]);
+    }
+    for (k = 0; k < sizeof(other) / sizeof(other[0]); k++) {
+        struct h1_slice n = {other[k], strlen(other[k])};
+        ck_assert_msg(!h1_is_framing_field(&n), "%s", other[k]);
+    }
+}
+END_TEST
+
 START_TEST(lists)
 {
     static const char v[] = " close ,, Upgrade\t,keep-alive ";
@@ -137,6 +165,7 @@ int main(void)
     tcase_add_test(tc, tokens);
     tcase_add_test(tc, names);
     tcase_add_test(tc, hop_fields);
+    tcase_add_test(tc, conn_fields);
     tcase_add_test(tc, lists);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
