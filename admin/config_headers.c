@@ -188,11 +188,42 @@ static void remove_of(struct adm_cf *x, const json_t *v, int response, struct ad
     }
 }
 
+/* What the keys of one request_headers or response_headers object fill
+ * in (the <target> of hdr_fields' functions). */
+struct hdr_target {
+    struct adm_hdr_actions *a;
+    int response;
+};
+
+static void hdr_set(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct hdr_target *t = target;
+    fields_of(x, v, "set", t->response, &t->a->set, &t->a->nset);
+}
+
+static void hdr_add(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct hdr_target *t = target;
+    fields_of(x, v, "add", t->response, &t->a->add, &t->a->nadd);
+}
+
+static void hdr_remove(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct hdr_target *t = target;
+    remove_of(x, v, t->response, t->a);
+}
+
+/* In the order check_once meets them. */
+static const struct adm_cf_field hdr_fields[] = {
+    {.key = "set", .kind = FK_FN, .fn = hdr_set},
+    {.key = "add", .kind = FK_FN, .fn = hdr_add},
+    {.key = "remove", .kind = FK_FN, .fn = hdr_remove},
+};
+
 /* Each name appears once across set, add and remove: <seen> maps every
  * name met so far, in lower case, to the action it was first met in. */
 static void check_once(struct adm_cf *x, const struct adm_hdr_actions *a)
 {
-    static const char *const ops[] = {"set", "add", "remove"};
     json_t *seen = json_object();
 
     if (!seen) {
@@ -212,8 +243,9 @@ static void check_once(struct adm_cf *x, const struct adm_hdr_actions *a)
             for (char *p = key; *p; p++)
                 *p = to_lower(*p);
             if ((first = json_object_get(seen, key)))
-                adm_cf_err_key(x, ops[pass], "%s is also in \"%s\": one action per field", name,
-                               ops[json_integer_value(first)]);
+                adm_cf_err_key(x, hdr_fields[pass].key,
+                               "%s is also in \"%s\": one action per field", name,
+                               hdr_fields[json_integer_value(first)].key);
             else if (json_object_set_new(seen, key, json_integer(pass)) < 0)
                 x->nomem = 1;
             free(key);
@@ -225,28 +257,13 @@ static void check_once(struct adm_cf *x, const struct adm_hdr_actions *a)
 void adm_cf_hdr_actions(struct adm_cf *x, const json_t *v, struct adm_hdr_actions **out,
                         int response)
 {
-    static const char *const keys[] = {"set", "add", "remove"};
-    struct adm_hdr_actions *a;
-    const char *key;
-    json_t *kv;
+    struct hdr_target t = {NULL, response};
 
-    if (!adm_cf_want_object(x, v) || !(a = adm_cf_calloc(x, 1, sizeof(*a))))
+    if (!adm_cf_want_object(x, v) || !(t.a = adm_cf_calloc(x, 1, sizeof(*t.a))))
         return;
-    *out = a;
-    json_object_foreach((json_t *)v, key, kv)
-    {
-        size_t mark = adm_cf_push_key(x, key);
-        if (!strcmp(key, keys[0]))
-            fields_of(x, kv, "set", response, &a->set, &a->nset);
-        else if (!strcmp(key, keys[1]))
-            fields_of(x, kv, "add", response, &a->add, &a->nadd);
-        else if (!strcmp(key, keys[2]))
-            remove_of(x, kv, response, a);
-        else
-            adm_cf_err(x, "unknown key (one of \"set\", \"add\", \"remove\")");
-        adm_cf_pop(x, mark);
-    }
-    check_once(x, a);
+    *out = t.a;
+    adm_cf_fields(x, v, hdr_fields, NFIELDS(hdr_fields), &t);
+    check_once(x, t.a);
 }
 
 /* Every placeholder of <h>[0..<n>) (under x->path + "/<op>") names a

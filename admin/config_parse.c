@@ -290,6 +290,19 @@ char *adm_cf_pathname(struct adm_cf *x, const json_t *v)
 
 /* ---- key tables ---- */
 
+/* Appends "<name>" to the list of <n> names so far in <list> (of <cap>
+ * bytes), after a ", " unless it is the first. */
+static void list_add(char *list, size_t cap, size_t n, const char *name)
+{
+    size_t o = strlen(list);
+
+    snprintf(list + o, cap - o, "%s\"%s\"", n ? ", " : "", name);
+}
+
+/* A table of at most this many keys is named whole when an unknown key is
+ * close to none of them: the reader sees every choice. */
+#define KEYS_LISTED 8
+
 static void unknown_key(struct adm_cf *x, const char *key, const struct adm_cf_field *f, size_t nf)
 {
     const char *best = NULL;
@@ -305,10 +318,16 @@ static void unknown_key(struct adm_cf *x, const char *key, const struct adm_cf_f
             best = f[i].key;
         }
     }
-    if (best)
+    if (best) {
         adm_cf_err(x, "unknown key (did you mean \"%s\"?)", best);
-    else
+    } else if (nf <= KEYS_LISTED) {
+        char list[256] = "";
+        for (size_t i = 0; i < nf; i++)
+            list_add(list, sizeof(list), i, f[i].key);
+        adm_cf_err(x, "unknown key (one of %s)", list);
+    } else {
         adm_cf_err(x, "unknown key");
+    }
 }
 
 static void apply_field(struct adm_cf *x, const struct adm_cf_field *f, const json_t *v,
@@ -385,10 +404,8 @@ int adm_cf_enum(struct adm_cf *x, const json_t *v, const char *const *names, siz
         if (!strcmp(s, names[i]))
             return (int)i;
     char list[200] = "";
-    for (size_t i = 0; i < n; i++) {
-        size_t o = strlen(list);
-        snprintf(list + o, sizeof(list) - o, "%s\"%s\"", i ? ", " : "", names[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        list_add(list, sizeof(list), i, names[i]);
     struct adm_cf_qbuf q;
     adm_cf_err(x, "invalid value %s (expected one of %s)", adm_cf_quote(&q, s), list);
     return -1;

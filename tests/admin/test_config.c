@@ -339,6 +339,10 @@ START_TEST(unknown_keys)
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', "
                      "'redirect': {'location': '/x', 'code': 301}}]"),
                  "/routes/0/redirect/code", "unknown key");
+    /* a small table is named whole when no key is close */
+    expect_error(doc("'routes': [{'id': 'a', 'path': '/', "
+                     "'redirect': {'location': '/x', 'code': 301}}]"),
+                 "/routes/0/redirect/code", "unknown key (one of \"status\", \"location\")");
     /* JSON pointer escaping of '/' and '~' */
     expect_error(doc("'a/b~c': 1"), "/a~1b~0c", "unknown key");
 }

@@ -361,6 +361,14 @@ START_TEST(header_actions)
                  "/routes/0/request_headers/remove", "x-a is also in \"set\"");
     expect_error(HR("'request_headers': {'replace': {}}"), "/routes/0/request_headers/replace",
                  "unknown key");
+    /* the keys are a table like every other object's: a typo gets its
+     * "did you mean", a key like none of them the list */
+    expect_error(HR("'request_headers': {'replace': {}}"), "/routes/0/request_headers/replace",
+                 "unknown key (one of \"set\", \"add\", \"remove\")");
+    expect_error(HR("'request_headers': {'sett': {'X-A': '1'}}"), "/routes/0/request_headers/sett",
+                 "unknown key (did you mean \"set\"?)");
+    expect_error(HR("'response_headers': {'remve': ['Server']}"),
+                 "/routes/0/response_headers/remve", "unknown key (did you mean \"remove\"?)");
     expect_error(doc("'routes': [{'id': 'a', 'path': '/x', 'response': {},"
                      " 'response_headers': {'set': {'X-A': '1'}}}]"),
                  "/routes/0/response_headers", "only allowed with \"upstream\"");
