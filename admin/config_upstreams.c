@@ -23,6 +23,14 @@ static void server_address(struct adm_cf *x, const json_t *v, void *target)
 
     if (!str)
         return;
+    if (strstr(str, "://")) {
+        /* a URL, as nginx's proxy_pass takes: the parser would call it a bad IPv6 address */
+        adm_cf_err(x,
+                   "invalid address %s: a server is HOST:PORT, without a scheme (TLS to the "
+                   "servers is the pool's \"tls\")",
+                   adm_cf_quote(&q, str));
+        return;
+    }
     if (adm_addr_parse(&s->addr, str, 1, why, sizeof(why)) < 0) {
         if (errno == ENOMEM)
             x->nomem = 1;
@@ -134,8 +142,28 @@ static void statuses_range(struct adm_statuses *set, long long lo, long long hi)
         set->bits[c / 64] |= UINT64_C(1) << (c % 64);
 }
 
-/* One element of a status set: a code, or a range "LO-HI". */
-static void statuses_add(struct adm_cf *x, const json_t *v, struct adm_statuses *set)
+/* Why string <s> is no "LO-HI" range, for the two forms users write
+ * instead: a code in quotes ("503") and a class ("5xx"). */
+static void statuses_bad_range(struct adm_cf *x, const char *s)
+{
+    struct adm_cf_qbuf q;
+    size_t n = strspn(s, "0123456789");
+
+    if (n == 3 && !s[n])
+        adm_cf_err(x, "invalid status range %s (a single code is a number: %s, without quotes)",
+                   adm_cf_quote(&q, s), s);
+    else if (strlen(s) == 3 && s[0] >= '1' && s[0] <= '5' && (s[1] | 0x20) == 'x' &&
+             (s[2] | 0x20) == 'x')
+        adm_cf_err(x, "invalid status range %s (expected \"LO-HI\": \"%c00-%c99\")",
+                   adm_cf_quote(&q, s), s[0], s[0]);
+    else
+        adm_cf_err(x, "invalid status range %s (expected \"LO-HI\", e.g. \"200-399\")",
+                   adm_cf_quote(&q, s));
+}
+
+/* One element of a status set: a code, or a range "LO-HI", none of it
+ * below <min>. */
+static void statuses_add(struct adm_cf *x, const json_t *v, struct adm_statuses *set, long long min)
 {
     long long lo, hi;
     struct adm_cf_qbuf q;
@@ -151,8 +179,7 @@ static void statuses_add(struct adm_cf *x, const json_t *v, struct adm_statuses 
         lo = strtoll(s, &end, 10);
         if (end == s || *end != '-' || !is_digit((unsigned char)end[1]) ||
             (hi = strtoll(end + 1, &end, 10), *end) || errno || !is_digit((unsigned char)*s)) {
-            adm_cf_err(x, "invalid status range %s (expected \"LO-HI\", e.g. \"200-399\")",
-                       adm_cf_quote(&q, s));
+            statuses_bad_range(x, s);
             return;
         }
         if (lo < 100 || hi > 599 || lo > hi) {
@@ -163,28 +190,32 @@ static void statuses_add(struct adm_cf *x, const json_t *v, struct adm_statuses 
         adm_cf_err(x, "expected a status code or a range string, got %s", adm_cf_type_name(v));
         return;
     }
+    if (lo < min) {
+        adm_cf_err(x, "%lld is an answer, not a failure: only %lld-599 can be retried", lo, min);
+        return;
+    }
     statuses_range(set, lo, hi);
 }
 
 /* A set of statuses: a code, a range "LO-HI", or an array of those (an
- * empty array is the empty set). Replaces the default. */
-static void statuses(struct adm_cf *x, const json_t *v, struct adm_statuses *set)
+ * empty array is the empty set), none below <min>. Replaces the default. */
+static void statuses(struct adm_cf *x, const json_t *v, struct adm_statuses *set, long long min)
 {
     *set = (struct adm_statuses){{0}};
     if (!json_is_array(v)) {
-        statuses_add(x, v, set);
+        statuses_add(x, v, set, min);
         return;
     }
     for (size_t i = 0; i < json_array_size(v); i++) {
         size_t mark = adm_cf_push_index(x, i);
-        statuses_add(x, json_array_get(v, i), set);
+        statuses_add(x, json_array_get(v, i), set, min);
         adm_cf_pop(x, mark);
     }
 }
 
 static void check_expect(struct adm_cf *x, const json_t *v, void *target)
 {
-    statuses(x, v, &((struct adm_health_check *)target)->expect);
+    statuses(x, v, &((struct adm_health_check *)target)->expect, 100);
 }
 
 static void check_path(struct adm_cf *x, const json_t *v, void *target)
@@ -221,6 +252,15 @@ static void check_host(struct adm_cf *x, const json_t *v, void *target)
     h->host = adm_cf_strdup(x, s);
 }
 
+/* "initially_unhealthy" inside "health_check", where the issue lists it:
+ * it is a pool key, and "unknown key" alone would not say where it goes. */
+static void check_misplaced(struct adm_cf *x, const json_t *v, void *target)
+{
+    (void)v;
+    (void)target;
+    adm_cf_err(x, "a key of the pool, not of its health_check: put it next to \"health_check\"");
+}
+
 static const struct adm_cf_field check_fields[] = {
     {.key = "path", .kind = FK_FN, .fn = check_path},
     {.key = "host", .kind = FK_FN, .fn = check_host},
@@ -245,6 +285,7 @@ static const struct adm_cf_field check_fields[] = {
      .off = offsetof(struct adm_health_check, unhealthy_threshold),
      .min = 1,
      .max = 1000},
+    {.key = "initially_unhealthy", .kind = FK_FN, .fn = check_misplaced},
 };
 
 static void upstream_health_check(struct adm_cf *x, const json_t *v, void *target)
@@ -271,7 +312,7 @@ static void upstream_health_check(struct adm_cf *x, const json_t *v, void *targe
 
 static void outlier_statuses(struct adm_cf *x, const json_t *v, void *target)
 {
-    statuses(x, v, &((struct adm_outlier *)target)->statuses);
+    statuses(x, v, &((struct adm_outlier *)target)->statuses, 100);
 }
 
 static const struct adm_cf_field outlier_fields[] = {
@@ -312,15 +353,28 @@ static void upstream_outlier(struct adm_cf *x, const json_t *v, void *target)
                        o->max_ejection_ms, o->base_ejection_ms);
 }
 
+/* Only failures are retried: a 1xx is interim, a 2xx or 3xx the answer
+ * (retrying it would send every request twice), as nginx's
+ * proxy_next_upstream and HAProxy's retry-on take 4xx and 5xx alone. */
 static void upstream_retry_on(struct adm_cf *x, const json_t *v, void *target)
 {
-    statuses(x, v, &((struct adm_upstream *)target)->retry_on_status);
+    statuses(x, v, &((struct adm_upstream *)target)->retry_on_status, 400);
 }
 
 static void upstream_tls(struct adm_cf *x, const json_t *v, void *target)
 {
     adm_cf_count(
         x, adm_tls_upstream_parse(v, x->path, x->errs, &((struct adm_upstream *)target)->tls));
+}
+
+/* "timeout_ms" on a pool: a route's key, and the pool's two are named
+ * apart. */
+static void upstream_timeout_ms(struct adm_cf *x, const json_t *v, void *target)
+{
+    (void)v;
+    (void)target;
+    adm_cf_err(x, "a route key; a pool has \"connect_timeout_ms\" and \"response_timeout_ms\" "
+                  "(its routes' default timeout_ms)");
 }
 
 #define UINT_KEY(k, lo, hi)                                                                        \
@@ -363,9 +417,17 @@ static const struct adm_cf_field upstream_fields[] = {
     UINT_KEY(max_pending, 0, 1000000),
     UINT_KEY(queue_timeout_ms, 1, ADM_CF_MAX_MS),
     UINT_KEY(resolve_interval_ms, 1000, ADM_CF_MAX_MS),
+    {.key = "timeout_ms", .kind = FK_FN, .fn = upstream_timeout_ms},
 };
 
-enum { UF_BALANCE = 2, UF_HASH_KEY = 3, UF_FALLBACK = 4, UF_TABLE_SIZE = 5 };
+enum {
+    UF_BALANCE = 2,
+    UF_HASH_KEY = 3,
+    UF_FALLBACK = 4,
+    UF_TABLE_SIZE = 5,
+    UF_HEALTH_CHECK = 10,
+    UF_INITIALLY_UNHEALTHY = 11
+};
 
 /* A pool's defaults, before its keys are read. */
 static void upstream_defaults(struct adm_upstream *u)
@@ -417,10 +479,17 @@ void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
                     if (seen & (UINT32_C(1) << k))
                         adm_cf_err_key(x, upstream_fields[k].key,
                                        "only allowed with \"balance\": \"hash\"");
-            if ((seen & (UINT32_C(1) << UF_TABLE_SIZE)) &&
+            /* a table_size of 0 was refused as a value already */
+            if ((seen & (UINT32_C(1) << UF_TABLE_SIZE)) && u->table_size &&
                 !up_maglev_size_ok(u->table_size, u->nservers))
                 adm_cf_err_key(x, "table_size", "%u is not a prime above the %zu servers",
                                u->table_size, u->nservers);
+            /* accepted, it would be ignored: nothing but a check brings a server up */
+            if (u->initially_unhealthy && !u->health_check &&
+                !(seen & (UINT32_C(1) << UF_HEALTH_CHECK)))
+                adm_cf_err_key(x, upstream_fields[UF_INITIALLY_UNHEALTHY].key,
+                               "only allowed with \"health_check\" (a server held down is let up "
+                               "by a passing check)");
         }
         adm_cf_pop(x, mark);
     }

@@ -3,8 +3,9 @@
  * every pool key with its default and its errors at their JSON pointers
  * (balancers and hash keys, health_check, outlier, retries, buffering,
  * limits, per-pool timeouts falling back to "timeouts"), a route's buffering
- * keys falling back to its pool's, and a config with every pool key
- * accepted (the gateway acts on each).
+ * keys falling back to its pool's, a config with every pool key
+ * accepted (the gateway acts on each), and the mistakes a new operator
+ * makes named with what to write instead.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -294,6 +295,47 @@ START_TEST(every_key_served)
 }
 END_TEST
 
+START_TEST(mistakes_named)
+{
+    /* what a new operator writes first, each refused with what to write
+     * instead (and nothing refused twice) */
+    struct adm_errors e;
+    struct adm_config *c;
+
+    expect_error(pool("'timeout_ms': 100"), "/upstreams/u/timeout_ms",
+                 "a pool has \"connect_timeout_ms\" and \"response_timeout_ms\"");
+    expect_error(doc("'upstreams': {'u': {'servers': [{'address': 'http://127.0.0.1:9001'}]}}"),
+                 "/upstreams/u/servers/0/address", "without a scheme");
+    expect_error(pool("'health_check': {'expect_status': '200'}"),
+                 "/upstreams/u/health_check/expect_status",
+                 "a single code is a number: 200, without quotes");
+    expect_error(pool("'outlier': {'statuses': '5xx'}"), "/upstreams/u/outlier/statuses",
+                 "expected \"LO-HI\": \"500-599\"");
+    expect_error(pool("'retries': 1, 'retry_on_status': [503, 200]"),
+                 "/upstreams/u/retry_on_status/1", "200 is an answer, not a failure");
+    expect_error(pool("'retries': 1, 'retry_on_status': '200-599'"), "/upstreams/u/retry_on_status",
+                 "only 400-599 can be retried");
+    c = expect_ok(pool("'retries': 1, 'retry_on_status': ['400-404', 599]"));
+    ck_assert(adm_statuses_has(&adm_config_upstream(c, "u")->retry_on_status, 404));
+    adm_config_free(c);
+    expect_error(pool("'initially_unhealthy': true"), "/upstreams/u/initially_unhealthy",
+                 "only allowed with \"health_check\"");
+    c = expect_ok(pool("'initially_unhealthy': false"));
+    adm_config_free(c);
+    expect_error(pool("'health_check': {'initially_unhealthy': true}"),
+                 "/upstreams/u/health_check/initially_unhealthy", "a key of the pool");
+    /* a table_size of the wrong type is one error, not two */
+    ck_assert_ptr_null(parse(pool("'balance': 'hash', 'table_size': '65537'"), &e));
+    ck_has_error(&e, "/upstreams/u/table_size", "expected an integer");
+    ck_assert_uint_eq(e.n, 1);
+    adm_errors_clear(&e);
+    /* a health_check that is no object is its own error only */
+    ck_assert_ptr_null(parse(pool("'health_check': [], 'initially_unhealthy': true"), &e));
+    ck_assert_uint_eq(e.n, 1);
+    adm_errors_clear(&e);
+}
+END_TEST
+
 static Suite *config_upstreams_suite(void)
 {
     Suite *s = suite_create("admin_config_upstreams");
@@ -302,6 +344,7 @@ static Suite *config_upstreams_suite(void)
     tcase_add_test(tc, every_key);
     tcase_add_test(tc, errors);
     tcase_add_test(tc, every_key_served);
+    tcase_add_test(tc, mistakes_named);
     suite_add_tcase(s, tc);
     return s;
 }
