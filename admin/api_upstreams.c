@@ -7,6 +7,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api_int.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -27,6 +29,24 @@ void adm_api_upstream_get(struct adm_api *api, struct adm_req *req, const char *
         adm_api_reply_error(api, req, 404, "no such upstream", NULL);
 }
 
+/* A one-error list for adm_api_reply_error: <path> and the message made
+ * from <fmt>. */
+static json_t *one_error(const char *path, const char *fmt, ...) ADM_PRINTF(2, 3);
+static json_t *one_error(const char *path, const char *fmt, ...)
+{
+    struct adm_errors e;
+    json_t *list;
+    va_list ap;
+
+    adm_errors_init(&e);
+    va_start(ap, fmt);
+    adm_errors_vadd(&e, path, fmt, ap);
+    va_end(ap);
+    list = adm_errors_json(&e);
+    adm_errors_clear(&e);
+    return list;
+}
+
 /* POST /upstreams (<name> NULL: it comes in the body) creates, 409 when the
  * name exists; PUT /upstreams/{name} replaces, 404 when it does not. */
 void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *name)
@@ -37,28 +57,37 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
     if (!adm_api_if_match_ok(api, req) || !(body = adm_api_read_body(api, req)))
         return;
     if (!json_is_object(body)) {
-        adm_api_reply_error(api, req, 400, "an upstream must be an object", NULL);
+        adm_api_reply_error(api, req, 400, "an upstream must be an object",
+                            one_error("", "an upstream must be an object"));
         json_decref(body);
         return;
     }
     if (create) { /* POST /upstreams: {"name": ..., ...} */
         n = json_object_get(body, "name");
         if (!json_is_string(n)) {
-            adm_api_reply_error(
-                api, req, 400, "invalid upstream",
-                json_pack("[{s:s,s:s}]", "path", "/name", "message", "a name is required"));
+            adm_api_reply_error(api, req, 400, "invalid upstream",
+                                n ? one_error("/name", "must be a string")
+                                  : one_error("/name", "a name is required (POST /upstreams "
+                                                       "takes {\"name\": ..., \"servers\": ...})"));
             json_decref(body);
             return;
         }
         name = json_string_value(n);
         if (json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
-            adm_api_reply_error(api, req, 409, "an upstream with this name exists", NULL);
+            adm_api_reply_error(api, req, 409, "an upstream with this name exists",
+                                one_error("/name",
+                                          "upstream \"%s\" exists: PUT /upstreams/%s replaces it",
+                                          name, name));
             json_decref(body);
             return;
         }
     } else if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
         /* PUT replaces, like PUT /routes/{id}: POST /upstreams creates */
-        adm_api_reply_error(api, req, 404, "no such upstream", NULL);
+        adm_api_reply_error(api, req, 404, "no such upstream",
+                            one_error("",
+                                      "upstream \"%s\" does not exist: POST /upstreams creates it, "
+                                      "with {\"name\": \"%s\", \"servers\": ...}",
+                                      name, name));
         json_decref(body);
         return;
     } else if ((n = json_object_get(body, "name")) &&
@@ -88,6 +117,7 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
 void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const char *name)
 {
     json_t *doc, *ups, *users, *r;
+    struct adm_errors errs;
     size_t i;
 
     if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
@@ -97,15 +127,22 @@ void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const cha
     if (!adm_api_if_match_ok(api, req))
         return;
     users = json_array();
+    adm_errors_init(&errs);
     json_array_foreach(json_object_get(api->st->doc, "routes"), i, r)
     {
         const char *u = json_string_value(json_object_get(r, "upstream"));
-        if (u && strcmp(u, name) == 0)
+        char path[64];
+        if (u && strcmp(u, name) == 0) {
             json_array_append(users, json_object_get(r, "id"));
+            snprintf(path, sizeof(path), "/routes/%zu/upstream", i);
+            adm_errors_add(&errs, path, "route \"%s\" uses it",
+                           json_string_value(json_object_get(r, "id")));
+        }
     }
     if (json_array_size(users)) {
-        json_t *o =
-            json_pack("{s:s,s:o}", "error", "routes still use this upstream", "routes", users);
+        json_t *o = json_pack("{s:s,s:o,s:o}", "error", "routes still use this upstream", "routes",
+                              users, "errors", adm_errors_json(&errs));
+        adm_errors_clear(&errs);
         adm_api_reply(api, req, 409, o);
         return;
     }
