@@ -27,16 +27,24 @@
  * (slow start) servers, then the next non-empty bucket's; after LC_VISIT
  * servers without one it falls back to a linear scan of the pool.
  *
- * Ties take turns, weighted. Servers that share a key are picked in list
- * order, and a picked server keeps its place for <w> picks in a row at that
- * key (its turn), then goes to the tail of the bucket. A server entering a
- * bucket goes to its tail, unless it is in the middle of its turn at that
- * very key: then it goes back to the head to finish it. So an idle pool
- * (every key 0, each request ending before the next pick) follows the
- * weights exactly, w picks of each server in turn, as weighted round robin
- * does: HAProxy's leastconn is not weighted at zero load, the tests and
- * operators here expect it to be. With equal weights a turn is one pick:
- * round robin among equals, in order.
+ * Ties take turns in arrival order: servers that share a key are picked
+ * in list order, a picked server goes to the tail of its bucket, and a
+ * server entering a bucket goes to its tail. Under load that is all the
+ * weight needs, since the key carries it (a weight-4 server's key climbs
+ * a quarter as fast). At key 0 it is not: every idle server has key 0,
+ * whatever its weight. So there a server takes turns of <w> picks: picked
+ * at key 0, it has w - 1 picks of its turn left, and when its request
+ * ends while they are left, it goes back to the head of bucket 0, not the
+ * tail, to take the next. An idle pool (each request ending before the
+ * next pick) thus follows the weights exactly, w picks of each server in a
+ * row, as weighted round robin does, and a lightly loaded one (bucket 0
+ * never empty) in proportion: HAProxy's leastconn is not weighted at zero
+ * load, the tests and operators here expect it to be. A pick at another
+ * key ends the turn. Turns were once kept at every key: under load that
+ * made each move a coin toss (did the server come back to its turn's
+ * key?) and cost a third of the pick's time, for no weighting the key
+ * does not already give. With equal weights there are no turns: round
+ * robin among equals, in order.
  *
  * Memory. A worker's buckets and nodes live in its own cache-line-separated
  * block (up_slab_new): 16 KB of heads, the bitmap, 16 bytes a server. The
@@ -62,12 +70,12 @@
 #define LC_SCAP 1024          /* the largest exact scale */
 #define LC_SMAX (1ull << 20)  /* the largest scale at all */
 
-/* A server's place in its bucket's ring, and its turn (one per worker). */
+/* A server's place in its bucket's ring, and its turn at key 0 (one per
+ * worker). */
 struct lc_node {
     uint32_t next, prev;
-    uint16_t bkt;  /* the bucket it is in */
-    uint16_t turn; /* the bucket its turn is at, when <left> */
-    uint32_t left; /* picks left in its turn; 0: none under way */
+    uint32_t bkt;  /* the bucket it is in */
+    uint32_t left; /* picks left in its turn at key 0; 0: none under way */
 };
 
 /* A worker's buckets, at the start of its block; its nodes follow. */
@@ -88,6 +96,7 @@ struct lc {
     void *slab; /* per-worker buckets and nodes, up_slab_new */
     size_t stride;
     struct lc_srv *srv; /* n of them */
+    int turns;          /* unequal weights: turns at key 0 of more than one pick */
 };
 
 static inline struct lc_buckets *lc_bk(const struct lc *l, unsigned w)
@@ -172,9 +181,11 @@ static inline void bk_append(struct lc_buckets *b, struct lc_node *node, uint32_
     node[h].prev = s;
 }
 
-/* Moves <s> to the bucket of its key on worker <w>: to the tail, or to the
- * head if its turn at that key is under way. */
-static void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s)
+/* Moves <s> to the bucket of its key on worker <w>: to the tail, or, when
+ * <resume> and it is back at key 0 with its turn there under way, to the
+ * head (the ring's tail is its head's predecessor). A select, not a
+ * branch: whether a turn resumes is a coin toss with unequal weights. */
+static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s, int resume)
 {
     struct lc_buckets *b = lc_bk(l, w);
     struct lc_node *node = lc_nodes(b), *x = &node[s];
@@ -182,26 +193,19 @@ static void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s
 
     bk_unlink(b, node, s);
     bk_append(b, node, s, k);
-    if (x->left && x->turn == k)
-        b->head[k] = s; /* the ring's tail is its head's predecessor */
+    if (resume)
+        b->head[k] = (uint32_t)up_sel((k == 0) & (x->left != 0), s, b->head[k]);
 }
 
-/* <s> (in bucket <k>) was picked: one pick of its turn is used, and when
- * the turn is over it goes to the tail of its bucket. A turn of one pick
- * (weight 1, or equal weights) needs no count. */
+/* <s> (in bucket <k>) was picked: it goes to the tail of its bucket, and
+ * at key 0 one pick of its turn is used (a new turn when none was left);
+ * at any other key its turn is over. */
 static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, uint32_t k)
 {
     struct lc_node *node = lc_nodes(b), *x = &node[s];
-    uint32_t len = l->srv[s].turn;
 
-    if (len > 1) {
-        if (!x->left || x->turn != k) {
-            x->left = len;
-            x->turn = (uint16_t)k;
-        }
-        if (--x->left)
-            return s;
-    }
+    if (l->turns)
+        x->left = k ? 0 : (uint32_t)up_sel(x->left == 0, l->srv[s].turn, x->left) - 1;
     if (b->head[k] == s) {
         b->head[k] = x->next; /* a ring: the head turned into the tail */
     } else {
@@ -238,11 +242,16 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     struct lc_node *node = lc_nodes(b);
     uint64_t now = rq ? rq->now_ms : 0;
     unsigned visits = 0;
-    uint32_t k, s;
+    uint32_t k = bm_next(b, 0), s;
     size_t best = UP_NONE;
 
+    /* the common pick, before the walk: the lowest bucket's head is up,
+     * nothing is tried and no server ramps */
+    if (k < LC_OVF && (ignore_health || !up_hflags(p, b->head[k])) && !(rq && rq->tried) &&
+        (!now || !p->opts.slow_start_ms))
+        return took(l, b, b->head[k], k);
     /* below the overflow, every server of a bucket has the lowest key */
-    for (k = bm_next(b, 0); k < LC_OVF; k = bm_next(b, k + 1)) {
+    for (; k < LC_OVF; k = bm_next(b, k + 1)) {
         s = b->head[k];
         do {
             if (++visits > LC_VISIT)
@@ -277,10 +286,19 @@ scan:
     goto take;
 }
 
-/* A request started or ended on <s>: its key moved. */
-static void lc_moved(up_pool *p, unsigned w, size_t s)
+/* A request started on <s>: its key went up, off 0 (S >= w: see scale()),
+ * so no turn resumes. */
+static void lc_start(up_pool *p, unsigned w, size_t s)
 {
-    bk_move(p, p->lb, w, (uint32_t)s);
+    bk_move(p, p->lb, w, (uint32_t)s, 0);
+}
+
+/* A request ended on <s>: its key went down, maybe to 0 in its turn. */
+static void lc_end(up_pool *p, unsigned w, size_t s)
+{
+    const struct lc *l = p->lb;
+
+    bk_move(p, l, w, (uint32_t)s, l->turns);
 }
 
 /* The pool's scale S for weights divided by <g>, the largest <top>: the
@@ -309,6 +327,7 @@ static void constants(const up_pool *p, struct lc *l, uint64_t S, uint64_t g)
         l->srv[s].mul = ((S << 32) + w - 1) / w;
         l->srv[s].ovf = ovf < UINT32_MAX ? (uint32_t)ovf : UINT32_MAX;
         l->srv[s].turn = (uint32_t)w;
+        l->turns |= w > 1;
     }
 }
 
@@ -354,7 +373,7 @@ const struct up_lb_ops up_lb_least_conn = {
     .name = "least_conn",
     .init = lc_init,
     .select = lc_select,
-    .start = lc_moved,
-    .end = lc_moved,
+    .start = lc_start,
+    .end = lc_end,
     .destroy = lc_destroy,
 };

@@ -413,6 +413,43 @@ START_TEST(idle_pool_follows_weights)
 }
 END_TEST
 
+START_TEST(turns_at_key_zero_only)
+{
+    /* weights 1 and 3. Idle, 1 takes its turn of 3 picks in a row. Loaded,
+     * 0 holding 1 and 1 holding 3 tie (1/1, 3/3): they take plain turns,
+     * one pick each, since the key already carries the weight (before,
+     * turns were at every key and 1 took 3 picks in a row here too) */
+    unsigned weights[] = {1, 3};
+    static const size_t idle[] = {0, 1, 1, 1};
+    up_pool *p = lc_pool(weights, 2, 1);
+
+    for (size_t i = 0; i < 8; i++) {
+        size_t s = up_pick(p, 0);
+        ck_assert_uint_eq(s, idle[i % 4]);
+        up_request_start(p, 0, s);
+        up_request_end(p, 0, s);
+    }
+    up_request_start(p, 0, 0);
+    for (int i = 0; i < 3; i++)
+        up_request_start(p, 0, 1);
+    for (size_t i = 0; i < 8; i++) {
+        size_t s = up_pick(p, 0);
+        ck_assert_uint_eq(s, i % 2); /* 0 went into the tie's bucket first */
+        up_request_start(p, 0, s);
+        up_request_end(p, 0, s);
+    }
+    /* back to idle: the weights again, 1's turn whole */
+    up_request_end(p, 0, 0);
+    for (int i = 0; i < 3; i++)
+        up_request_end(p, 0, 1);
+    unsigned count[2];
+    ut_picks(p, NULL, 4000, 0, count);
+    ck_assert_uint_eq(count[0], 1000);
+    ck_assert_uint_eq(count[1], 3000);
+    up_pool_release(p);
+}
+END_TEST
+
 START_TEST(weights_1_and_1000)
 {
     /* 0 weighs 1, 1 weighs 1000: idle, 1 takes 1000 picks in a row, then 0
@@ -509,6 +546,7 @@ static Suite *suite(void)
     tcase_add_test(tc, counts_above_bucket_cap);
     tcase_add_test(tc, weight_mixes_against_reference);
     tcase_add_test(tc, idle_pool_follows_weights);
+    tcase_add_test(tc, turns_at_key_zero_only);
     tcase_add_test(tc, weights_1_and_1000);
     tcase_add_test(tc, long_walk_falls_back_to_scan);
     suite_add_tcase(s, tc);
