@@ -71,7 +71,8 @@ int adm_hdr_builtin(const char *s, size_t n)
     return -1;
 }
 
-int adm_cf_header_value_ok(struct adm_cf *x, const char *val)
+/* A value without control characters or outer whitespace (else reported). */
+static int value_ok(struct adm_cf *x, const char *val)
 {
     size_t n = strlen(val);
 
@@ -97,17 +98,31 @@ static int in_list(const char *name, const char *const *list, size_t n)
     return 0;
 }
 
-/* Whether <name> may be touched by <op> ("set", "add", "remove"), after
- * reporting why not. */
-static int name_ok(struct adm_cf *x, const char *name, size_t nlen, const char *op, int response)
+/* Which rule list a name is checked for: the action, and the side. */
+struct rule {
+    const char *op; /* "set", "add", "remove" */
+    int response;
+};
+
+/* Whether <name> is an HTTP token, after reporting why not. */
+static int token_ok(struct adm_cf *x, const char *name, size_t nlen)
 {
-    const struct h1_slice n = {name, nlen};
     struct adm_cf_qbuf q;
 
-    if (strlen(name) != nlen || !h1_is_token(name, nlen)) {
-        adm_cf_err(x, "invalid header name %s (an HTTP token)", adm_cf_quote(&q, name));
-        return 0;
-    }
+    if (strlen(name) == nlen && h1_is_token(name, nlen))
+        return 1;
+    adm_cf_err(x, "invalid header name %s (an HTTP token)", adm_cf_quote(&q, name));
+    return 0;
+}
+
+/* Whether the token <name> may be touched by rule <arg> (a struct rule),
+ * after reporting why not. */
+static int name_ok(struct adm_cf *x, const char *name, const void *arg)
+{
+    const struct rule *r = arg;
+    const struct h1_slice n = {name, strlen(name)};
+    int response = r->response;
+
     /* no route touches what the connection owns (h1_conn_fields), nor
      * any other proxy-* field */
     if (h1_conn_field(&n) >= 0 || !strncasecmp(name, "proxy-", 6)) {
@@ -120,7 +135,7 @@ static int name_ok(struct adm_cf *x, const char *name, size_t nlen, const char *
                    response ? "" : " (see client_ip and trusted_proxies)");
         return 0;
     }
-    if (!response && !strcasecmp(name, "host") && strcmp(op, "set")) {
+    if (!response && !strcasecmp(name, "host") && strcmp(r->op, "set")) {
         adm_cf_err(x, "Host can only be set (a request has exactly one)");
         return 0;
     }
@@ -145,8 +160,8 @@ static int template_ok(struct adm_cf *x, const char *val)
     return 1;
 }
 
-static void fields_of(struct adm_cf *x, const json_t *v, const char *op, int response,
-                      struct adm_header **out, size_t *nout)
+void adm_cf_header_fields(struct adm_cf *x, const json_t *v, adm_cf_name_rule rule, const void *arg,
+                          int templates, struct adm_header **out, size_t *nout)
 {
     const char *name;
     size_t nlen;
@@ -160,8 +175,10 @@ static void fields_of(struct adm_cf *x, const json_t *v, const char *op, int res
     {
         size_t mark = adm_cf_push_key(x, name);
         const char *val = adm_cf_str(x, hv, 0);
-        int ok = name_ok(x, name, nlen, op, response);
-        if (val && ok && adm_cf_header_value_ok(x, val) && template_ok(x, val)) {
+        int ok = token_ok(x, name, nlen) && rule(x, name, arg);
+        if (val && (!value_ok(x, val) || (templates && !template_ok(x, val))))
+            ok = 0;
+        if (val && ok) {
             struct adm_header *h = &(*out)[(*nout)++];
             h->name = adm_cf_strdup(x, name);
             h->value = adm_cf_strdup(x, val);
@@ -182,7 +199,7 @@ static void remove_of(struct adm_cf *x, const json_t *v, int response, struct ad
     for (size_t i = 0; i < n; i++) {
         size_t mark = adm_cf_push_index(x, i);
         const char *s = adm_cf_str(x, json_array_get(v, i), 1);
-        if (s && name_ok(x, s, strlen(s), "remove", response))
+        if (s && token_ok(x, s, strlen(s)) && name_ok(x, s, &(struct rule){"remove", response}))
             a->remove[a->nremove++] = adm_cf_strdup(x, s);
         adm_cf_pop(x, mark);
     }
@@ -198,13 +215,15 @@ struct hdr_target {
 static void hdr_set(struct adm_cf *x, const json_t *v, void *target)
 {
     struct hdr_target *t = target;
-    fields_of(x, v, "set", t->response, &t->a->set, &t->a->nset);
+    adm_cf_header_fields(x, v, name_ok, &(struct rule){"set", t->response}, 1, &t->a->set,
+                         &t->a->nset);
 }
 
 static void hdr_add(struct adm_cf *x, const json_t *v, void *target)
 {
     struct hdr_target *t = target;
-    fields_of(x, v, "add", t->response, &t->a->add, &t->a->nadd);
+    adm_cf_header_fields(x, v, name_ok, &(struct rule){"add", t->response}, 1, &t->a->add,
+                         &t->a->nadd);
 }
 
 static void hdr_remove(struct adm_cf *x, const json_t *v, void *target)

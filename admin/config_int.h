@@ -155,14 +155,25 @@ void adm_client_ip_free(struct adm_client_ip *ci);
 /* config_headers.c: a route's request_headers (<response> 0) or
  * response_headers into *out; their placeholders checked against
  * <pattern> once it is valid (under the member <key> of the route at
- * x->path); a header value without control characters or outer
- * whitespace (else reported: 0); freeing. */
+ * x->path); freeing. */
 void adm_cf_hdr_actions(struct adm_cf *x, const json_t *v, struct adm_hdr_actions **out,
                         int response);
 void adm_cf_hdr_actions_check(struct adm_cf *x, const char *key, const struct adm_hdr_actions *a,
                               const char *pattern);
-int adm_cf_header_value_ok(struct adm_cf *x, const char *val);
 void adm_hdr_actions_free(struct adm_hdr_actions *a);
+
+/* Whether header name <name> (a token) is allowed where <arg> says, after
+ * reporting why not. */
+typedef int (*adm_cf_name_rule)(struct adm_cf *x, const char *name, const void *arg);
+
+/* Reads the object <v> of "Name": "value" strings (a direct response's
+ * headers, a rule's set or add) into a new array *<out> of *<nout>
+ * fields: each name an HTTP token that <rule>(x, name, <arg>) allows,
+ * each value without control characters or outer whitespace and, with
+ * <templates>, a template whose placeholders are well formed. A field in
+ * error is reported at its path and left out (config_headers.c). */
+void adm_cf_header_fields(struct adm_cf *x, const json_t *v, adm_cf_name_rule rule, const void *arg,
+                          int templates, struct adm_header **out, size_t *nout);
 
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);

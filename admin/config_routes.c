@@ -140,43 +140,25 @@ static void route_upstream(struct adm_cf *x, const json_t *v, void *target)
         r->upstream = adm_cf_strdup(x, s);
 }
 
+/* A direct response may not set the framing the gateway computes nor the
+ * fields of the connection it manages (h1_conn_fields). */
+static int response_name_ok(struct adm_cf *x, const char *name, const void *arg)
+{
+    const struct h1_slice n = {name, strlen(name)};
+    int f = h1_conn_field(&n);
+
+    (void)arg;
+    if (f < 0)
+        return 1;
+    adm_cf_err(x, "%s is set by the gateway and cannot be configured", h1_conn_fields[f].name);
+    return 0;
+}
+
 static void response_headers(struct adm_cf *x, const json_t *v, void *target)
 {
     struct adm_route *r = target;
-    const char *name;
-    size_t nlen;
-    json_t *hv;
-    struct adm_cf_qbuf q;
-
-    if (!adm_cf_want_object(x, v))
-        return;
-    r->response.headers = adm_cf_calloc(x, json_object_size(v), sizeof(*r->response.headers));
-    if (!r->response.headers)
-        return;
-    json_object_keylen_foreach((json_t *)v, name, nlen, hv)
-    {
-        size_t mark = adm_cf_push_key(x, name);
-        const char *val = adm_cf_str(x, hv, 0);
-        const struct h1_slice n = {name, nlen};
-        int ok = 1, f;
-        if (strlen(name) != nlen || !h1_is_token(name, nlen)) {
-            adm_cf_err(x, "invalid header name %s (an HTTP token)", adm_cf_quote(&q, name));
-            ok = 0;
-        } else if ((f = h1_conn_field(&n)) >= 0) {
-            /* the framing the gateway computes, the connection it manages */
-            adm_cf_err(x, "%s is set by the gateway and cannot be configured",
-                       h1_conn_fields[f].name);
-            ok = 0;
-        }
-        if (val && !adm_cf_header_value_ok(x, val))
-            ok = 0;
-        if (ok && val) {
-            struct adm_header *h = &r->response.headers[r->response.nheaders++];
-            h->name = adm_cf_strdup(x, name);
-            h->value = adm_cf_strdup(x, val);
-        }
-        adm_cf_pop(x, mark);
-    }
+    adm_cf_header_fields(x, v, response_name_ok, NULL, 0, &r->response.headers,
+                         &r->response.nheaders);
 }
 
 static void response_body(struct adm_cf *x, const json_t *v, void *target)

@@ -349,6 +349,12 @@ START_TEST(header_actions)
         snprintf(path, sizeof(path), "/routes/0/request_headers/set/%s", framing[i]);
         expect_error(HR_DYN(extra), path, "hop-by-hop or framing");
     }
+    /* a field's name and value are both checked, as a direct response's
+     * headers are (one reader for both) */
+    expect_error(HR("'request_headers': {'set': {'Connection': 'a\\nb'}}"),
+                 "/routes/0/request_headers/set/Connection", "hop-by-hop or framing");
+    expect_error(HR("'request_headers': {'set': {'Connection': 'a\\nb'}}"),
+                 "/routes/0/request_headers/set/Connection", "control character 0x0a");
     expect_error(HR("'request_headers': {'add': {'Host': 'b'}}"),
                  "/routes/0/request_headers/add/Host", "Host can only be set");
     expect_error(HR("'request_headers': {'remove': ['host']}"),
