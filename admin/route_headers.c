@@ -72,8 +72,8 @@ static void add_drop(struct enc *e, const char *name)
     size_t n = strlen(name);
 
     for (size_t i = 0; i < n; i++)
-        e->b[i] = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] + 32) : name[i];
-    e->h->drop[e->h->ndrop++] = (struct adm_hpart){ADM_HS_BYTES, e->b, n};
+        e->b[i] = (char)h1_lower((unsigned char)name[i]);
+    e->h->drop[e->h->ndrop++] = (struct h1_slice){e->b, n};
     e->b += n;
 }
 

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "admin/config.h"
+#include "admin/http1/token.h"
 #include "admin/resolve.h"
 #include "admin/tls.h"
 #include "router/router.h"
@@ -53,7 +54,7 @@ struct adm_hpart {
 struct adm_shdrs {
     struct adm_hpart *parts; /* "Name: value\r\n" for every set and add, in order */
     size_t nparts;
-    struct adm_hpart *drop; /* lower-case names whose fields are dropped */
+    struct h1_slice *drop; /* lower-case names whose fields are dropped */
     size_t ndrop;
     int sets_host; /* request_headers.set has Host: the client's is dropped */
     char *bytes;   /* what the parts point into */

@@ -30,11 +30,9 @@ int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, si
 
 int gw_hdrs_drops(const struct adm_shdrs *h, const struct h1_slice *name)
 {
-    for (size_t i = 0; i < h->ndrop; i++) {
-        const struct h1_slice d = {h->drop[i].s, h->drop[i].len};
-        if (h1_names_eq(&d, name))
+    for (size_t i = 0; i < h->ndrop; i++)
+        if (h1_names_eq(&h->drop[i], name))
             return 1;
-    }
     return 0;
 }
 
