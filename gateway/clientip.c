@@ -16,13 +16,14 @@
 #include "gateway/conn.h"
 
 /* The walk from the right, fed from the left: the answer for the hops seen
- * so far if they were the whole list, in O(1) state. */
+ * so far if they were the whole list, in O(1) state. Whatever led to it
+ * (only trusted hops, an untrusted one, a trusted one right of a
+ * non-address), the answer is an address or none, and the next hop
+ * changes it the same way: so two states. */
 enum walk_state {
-    W_EMPTY,   /* no hop yet */
-    W_TRUSTED, /* only trusted hops: <addr> is the leftmost */
-    W_FOUND,   /* <addr> is the rightmost untrusted hop */
-    W_BLOCKED, /* a hop that is not an address, nothing right of it yet */
-    W_AFTER,   /* <addr> is the trusted hop right of the rightmost non-address */
+    W_NONE, /* no hop yet, or a non-address with no hop right of it yet */
+    W_ADDR, /* <addr>: the rightmost untrusted hop; without one, the leftmost
+             * trusted hop right of the rightmost non-address (or of all) */
 };
 
 struct walk {
@@ -38,16 +39,12 @@ static void walk_hop(struct walk *w, const char *s, size_t n)
     struct sockaddr_storage a;
 
     if (h1_node_addr(s, n, &a) < 0) {
-        w->st = W_BLOCKED;
+        w->st = W_NONE;
         return;
     }
-    if (!adm_cidr_match(w->trusted, w->ntrusted, (const struct sockaddr *)&a)) {
-        w->st = W_FOUND;
-        w->addr = a;
-        return;
-    }
-    if (w->st == W_EMPTY || w->st == W_BLOCKED) {
-        w->st = w->st == W_EMPTY ? W_TRUSTED : W_AFTER;
+    /* an untrusted hop is the answer; a trusted one only when there is none */
+    if (w->st == W_NONE || !adm_cidr_match(w->trusted, w->ntrusted, (const struct sockaddr *)&a)) {
+        w->st = W_ADDR;
         w->addr = a;
     }
 }
@@ -73,7 +70,7 @@ static void walk_forwarded(struct walk *w, const struct h1_header *h)
         if (kind == H1_FWD_FOR)
             walk_hop(w, v.ptr, v.len);
         else
-            w->st = W_BLOCKED; /* an element without "for" names no hop */
+            w->st = W_NONE; /* an element without "for" names no hop */
     }
 }
 
@@ -82,7 +79,7 @@ int gw_cip_derive(const struct adm_client_ip *ci, const struct adm_cidr *trusted
                   struct sockaddr_storage *out)
 {
     const struct h1_header *one = NULL;
-    struct walk w = {.st = W_EMPTY, .trusted = trusted, .ntrusted = ntrusted};
+    struct walk w = {.st = W_NONE, .trusted = trusted, .ntrusted = ntrusted};
 
     if (ci->source == ADM_CIP_PEER || !adm_cidr_match(trusted, ntrusted, peer))
         return 0; /* what an untrusted peer says of others is not believed */
@@ -111,7 +108,7 @@ int gw_cip_derive(const struct adm_client_ip *ci, const struct adm_cidr *trusted
         return one && h1_node_addr(one->value.ptr, one->value.len, out) == 0;
     /* the peer, trusted, is the rightmost hop: a list ending in a
      * non-address falls back to it */
-    if (w.st == W_EMPTY || w.st == W_BLOCKED)
+    if (w.st == W_NONE)
         return 0;
     *out = w.addr;
     return 1;
