@@ -197,6 +197,15 @@ static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uin
         b->head[k] = (uint32_t)up_sel((k == 0) & (x->left != 0), s, b->head[k]);
 }
 
+/* <s> (picked past the head of bucket <k>) goes to the tail. Out of line:
+ * rare, and the common pick is leaner without it. */
+__attribute__((noinline)) static void requeue(struct lc_buckets *b, struct lc_node *node,
+                                              uint32_t s, uint32_t k)
+{
+    bk_unlink(b, node, s);
+    bk_append(b, node, s, k);
+}
+
 /* <s> (in bucket <k>) was picked: it goes to the tail of its bucket, and
  * at key 0 one pick of its turn is used (a new turn when none was left);
  * at any other key its turn is over. */
@@ -206,12 +215,10 @@ static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, 
 
     if (l->turns)
         x->left = k ? 0 : (uint32_t)up_sel(x->left == 0, l->srv[s].turn, x->left) - 1;
-    if (b->head[k] == s) {
+    if (b->head[k] == s)
         b->head[k] = x->next; /* a ring: the head turned into the tail */
-    } else {
-        bk_unlink(b, node, s);
-        bk_append(b, node, s, k);
-    }
+    else
+        requeue(b, node, s, k);
     return s;
 }
 
@@ -235,21 +242,20 @@ static size_t linear(up_pool *p, unsigned w, const struct up_pick *rq, int ignor
     return best;
 }
 
-static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
+/* The pick when the lowest bucket's head will not do (down, tried, held
+ * back by slow start) or is the overflow bucket: a walk from bucket <k>.
+ * Out of line, so that the common pick needs no frame of its own. */
+__attribute__((noinline)) static size_t walk(up_pool *p, unsigned w, const struct up_pick *rq,
+                                             int ignore_health, uint32_t k)
 {
     struct lc *l = p->lb;
     struct lc_buckets *b = lc_bk(l, w);
     struct lc_node *node = lc_nodes(b);
     uint64_t now = rq ? rq->now_ms : 0;
     unsigned visits = 0;
-    uint32_t k = bm_next(b, 0), s;
+    uint32_t s;
     size_t best = UP_NONE;
 
-    /* the common pick, before the walk: the lowest bucket's head is up,
-     * nothing is tried and no server ramps */
-    if (k < LC_OVF && (ignore_health || !up_hflags(p, b->head[k])) && !(rq && rq->tried) &&
-        (!now || !p->opts.slow_start_ms))
-        return took(l, b, b->head[k], k);
     /* below the overflow, every server of a bucket has the lowest key */
     for (; k < LC_OVF; k = bm_next(b, k + 1)) {
         s = b->head[k];
@@ -284,6 +290,20 @@ scan:
         return UP_NONE;
     k = node[best].bkt;
     goto take;
+}
+
+/* The common pick: the lowest bucket's head, when it is up, nothing is
+ * tried and no server ramps; else the walk. */
+static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
+{
+    struct lc *l = p->lb;
+    struct lc_buckets *b = lc_bk(l, w);
+    uint32_t k = bm_next(b, 0);
+
+    if (k < LC_OVF && (ignore_health || !up_hflags(p, b->head[k])) && !(rq && rq->tried) &&
+        !(rq && rq->now_ms && p->opts.slow_start_ms))
+        return took(l, b, b->head[k], k);
+    return walk(p, w, rq, ignore_health, k);
 }
 
 /* A request started on <s>: its key went up, off 0 (S >= w: see scale()),
