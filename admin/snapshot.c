@@ -594,16 +594,19 @@ static int same_transport(const struct adm_upstream *a, const struct adm_upstrea
     return !memcmp(a->tls->id, b->tls->id, ADM_TLS_ID_LEN);
 }
 
-/* A changed pool <p> of upstream <u> takes over, from <prev>'s pool of the
- * same name, the state of the servers it keeps (up_pool_carry): health,
- * counters and, when the connections are alike, idle connections. */
-static void carry_pool(up_pool *p, const struct adm_upstream *u, const struct adm_snapshot *prev)
+/* <prev>'s pool of an upstream's name and its config there: what a new
+ * snapshot's pool of that name is compared with and takes state from. */
+struct prev_pool {
+    up_pool *pool; /* NULL: <prev> has no pool of that name */
+    const struct adm_upstream *u;
+};
+
+static struct prev_pool prev_pool_of(const struct adm_snapshot *prev, const char *name)
 {
     for (size_t j = 0; prev && j < prev->npools; j++)
-        if (strcmp(up_pool_name(prev->pools[j]), u->name) == 0) {
-            up_pool_carry(p, prev->pools[j], same_transport(&prev->cfg->upstreams[j], u));
-            return;
-        }
+        if (strcmp(up_pool_name(prev->pools[j]), name) == 0)
+            return (struct prev_pool){prev->pools[j], &prev->cfg->upstreams[j]};
+    return (struct prev_pool){NULL, NULL};
 }
 
 /* The health flags the health thread sets on <u>'s servers. */
@@ -612,48 +615,57 @@ static unsigned marks(const struct adm_upstream *u)
     return (u->health_check ? UP_H_CHECK : 0) | (u->outlier.on ? UP_H_EJECTED : 0);
 }
 
-/* The health flags a new pool <p> starts with, before any worker can pick
- * from it: a server that <prev>'s pool of the same name had keeps its
- * active-check and ejection flags (while <u> still checks and ejects), a
- * new one starts down when <u> has health_check and initially_unhealthy
- * (or, up, starts its slow start now when the pool was there before), and
- * a kept server loses the flags of checks or ejection <u> dropped.
- * The health thread (gateway/health.c), which owns these flags, then goes
- * on from there; reading the old words here races only with it, and it
- * sets the new ones right after it learns of the snapshot. */
-static void health_start(up_pool *p, const struct adm_upstream *u, const struct adm_snapshot *prev)
+/* The health flags a new pool <p> of upstream <u> starts with, before any
+ * worker can pick from it. <map> (up_pool_match's of <p> against
+ * old->pool; NULL without an old pool) says which servers it keeps: those
+ * have their old health word already (up_pool_carry_map), and lose only
+ * the flags of checks or ejection <u> dropped. A new one starts down when
+ * <u> has health_check and initially_unhealthy, or, up, starts its slow
+ * start now when the pool was there before. The health thread
+ * (gateway/health.c), which owns these flags, then goes on from there,
+ * matching its servers by the same map; it sets the new words right after
+ * it learns of the snapshot. */
+static void health_start(up_pool *p, const struct adm_upstream *u, const struct prev_pool *old,
+                         const size_t *map)
 {
-    const up_pool *old = NULL;
     uint64_t now = adm_clock_ms();
-    unsigned keep = marks(u), drop = 0;
+    /* carried over but no longer this pool's to mark */
+    unsigned drop = old->pool ? marks(old->u) & ~marks(u) : 0;
 
-    for (size_t j = 0; prev && j < prev->npools && !old; j++)
-        if (!strcmp(up_pool_name(prev->pools[j]), u->name)) {
-            old = prev->pools[j];
-            /* carried over (carry_pool) but no longer this pool's to mark */
-            drop = marks(&prev->cfg->upstreams[j]) & ~keep;
-        }
     for (size_t k = 0; k < up_pool_nservers(p); k++) {
-        size_t j = 0, n = old ? up_pool_nservers(old) : 0;
-        unsigned f;
-        while (j < n && strcmp(up_server_address(old, j), up_server_address(p, k)) != 0)
-            j++;
-        if (j == n) {
+        if (!map || map[k] == UP_NONE) {
             if (u->health_check && u->initially_unhealthy)
                 up_health_set(p, k, UP_H_CHECK, 1, now);
-            else if (old && u->slow_start_ms)
+            else if (old->pool && u->slow_start_ms)
                 up_health_added(p, k, now); /* new to a pool under load: ramp it */
             continue;
         }
-        f = up_health_flags(old, j) & keep;
-        for (unsigned flag = UP_H_CHECK; flag <= UP_H_EJECTED; flag <<= 1) {
-            unsigned now_f = up_health_flags(p, k);
-            if ((f & flag) && !(now_f & flag))
-                up_health_set(p, k, flag, 1, up_health_since(old, j));
-            else if ((drop & flag) && (now_f & flag))
+        for (unsigned flag = UP_H_CHECK; flag <= UP_H_EJECTED; flag <<= 1)
+            if ((drop & flag) && (up_health_flags(p, k) & flag))
                 up_health_set(p, k, flag, 0, now);
-        }
     }
+}
+
+/* A changed pool <p> of upstream <u> takes over, from <old>, the state of
+ * the servers it keeps at the same socket addresses (up_pool_match, each
+ * old server to one new one): health, counters and, when the connections
+ * are alike, idle connections; then its health flags start (health_start).
+ * -1 on out of memory. */
+static int carry_over(up_pool *p, const struct adm_upstream *u, const struct prev_pool *old)
+{
+    size_t *map = NULL;
+
+    if (old->pool) {
+        if (!(map = malloc(up_pool_nservers(p) * sizeof(*map))) ||
+            up_pool_match(p, old->pool, map) == UP_NONE) {
+            free(map);
+            return -1;
+        }
+        up_pool_carry_map(p, old->pool, map, same_transport(old->u, u));
+    }
+    health_start(p, u, old, map);
+    free(map);
+    return 0;
 }
 
 uint64_t adm_clock_ms(void)
@@ -680,12 +692,13 @@ struct adm_snapshot *adm_snapshot_build(struct adm_config *cfg, const struct adm
 
 /* The pool of upstream <i> of <cfg>: <prev>'s when its key is the same,
  * else a new one that takes over the state of the servers <prev>'s pool of
- * that name had at the same addresses. NULL after adding an error to
- * <errs>. */
+ * that name had at the same socket addresses (carry_over). NULL after
+ * adding an error to <errs>. */
 static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct adm_snapshot *prev,
                          unsigned nworkers, struct adm_resolver *res, struct adm_errors *errs)
 {
     const struct adm_upstream *u = &cfg->upstreams[i];
+    struct prev_pool old;
     struct srv_list l;
     up_pool *p = NULL;
     char *key;
@@ -699,17 +712,14 @@ static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct ad
         srv_list_clear(&l);
         return NULL;
     }
-    for (size_t j = 0; prev && j < prev->npools; j++) {
-        up_pool *old = prev->pools[j];
-        if (strcmp(up_pool_name(old), u->name) == 0 && strcmp(up_pool_key(old), key) == 0) {
-            up_pool_retain(old);
-            p = old;
-            break;
-        }
-    }
-    if (!p && (p = make_pool(u, key, nworkers, &l, errs, i))) {
-        carry_pool(p, u, prev);
-        health_start(p, u, prev);
+    old = prev_pool_of(prev, u->name);
+    if (old.pool && strcmp(up_pool_key(old.pool), key) == 0) {
+        up_pool_retain(old.pool);
+        p = old.pool;
+    } else if ((p = make_pool(u, key, nworkers, &l, errs, i)) && carry_over(p, u, &old) < 0) {
+        adm_errors_add(errs, "", "out of memory building upstream %zu", i);
+        up_pool_release(p);
+        p = NULL;
     }
     free(key);
     srv_list_clear(&l);

@@ -13,7 +13,8 @@
  * identical is carried over (same object), so its balancer state, counters
  * and idle connections survive a route-only change. A changed pool is new,
  * but takes over from the previous snapshot's pool of the same name the
- * state of every server it keeps at the same address (up_pool_carry):
+ * state of every server it keeps at the same socket address, however it is
+ * written (up_pool_match, up_pool_carry_map):
  * health, counters, and idle connections unless its TLS setup changed.
  */
 #ifndef SY_ADMIN_SNAPSHOT_H

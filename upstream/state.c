@@ -107,18 +107,12 @@ size_t up_pool_match(const up_pool *p, const up_pool *from, size_t *map)
     return kept;
 }
 
-size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
+void up_pool_carry_map(up_pool *p, const up_pool *from, const size_t *map, int share_idle)
 {
-    size_t *map, kept;
-
     if (!from || p == from)
-        return 0;
+        return;
     up_pcounts_carry(p, from); /* a pool's counts go on under its name */
-    if (!(map = malloc(p->n * sizeof(*map))))
-        return 0;
-    if ((kept = up_pool_match(p, from, map)) == UP_NONE)
-        kept = 0;
-    for (size_t s = 0; kept && s < p->n; s++) {
+    for (size_t s = 0; s < p->n; s++) {
         struct up_sstate *old = map[s] == UP_NONE ? NULL : from->st[map[s]];
         if (!old)
             continue;
@@ -126,6 +120,20 @@ size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
             share(p, s, old);
         else
             copy_state(p->st[s], old);
+    }
+}
+
+size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
+{
+    size_t *map, kept = 0;
+
+    if (!from || p == from)
+        return 0;
+    if ((map = malloc(p->n * sizeof(*map))) && (kept = up_pool_match(p, from, map)) != UP_NONE) {
+        up_pool_carry_map(p, from, map, share_idle);
+    } else {
+        kept = 0;
+        up_pcounts_carry(p, from); /* out of memory: the pool's counts at least */
     }
     free(map);
     return kept;

@@ -109,6 +109,10 @@ size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle);
  * order). Returns how many matched, UP_NONE on out of memory. Any thread;
  * both pools borrowed. */
 size_t up_pool_match(const up_pool *p, const up_pool *from, size_t *map);
+/* up_pool_carry() along <map>, up_pool_match()'s map of <p> against <from>
+ * (borrowed): for a caller that matches once and uses the match for more
+ * than the carry-over (admin/snapshot.c: the health flags too). */
+void up_pool_carry_map(up_pool *p, const up_pool *from, const size_t *map, int share_idle);
 /* The server of <p> that shares its state with server <s> of <other>, or
  * UP_NONE: where an idle connection of <other>'s server <s> now belongs. */
 size_t up_pool_same_server(const up_pool *p, const up_pool *other, size_t s);
