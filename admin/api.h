@@ -52,9 +52,11 @@ struct adm_srv_health {
 /* What the admin layer needs from the gateway above it. */
 struct adm_api_hooks {
     void (*stats)(void *arg, struct adm_gw_stats *st);
-    /* fills <out> for server <address> of pool <pool> (NULL: the pool's
-     * fields); zeroes with last_status -1 when the checker knows neither */
-    void (*health)(void *arg, const char *pool, const char *address, struct adm_srv_health *out);
+    /* fills <out> for server <server> of <pool> (UP_NONE: the pool's
+     * fields), found by index, not by address: a pool may list one address
+     * twice; leaves zeroes with last_status -1 when the checker knows
+     * neither */
+    void (*health)(void *arg, const up_pool *pool, size_t server, struct adm_srv_health *out);
     /* <line>: one accepted change, to log (NULL: not logged) */
     void (*audit)(void *arg, const char *line);
     /* Listeners are live: a whole config <cfg> checked to replace <live>

@@ -89,8 +89,8 @@ int adm_api_query_flag(const char *query, const char *name);
 /* Checks the query of <req> against what <e> takes: every parameter known,
  * none twice, flags 1, true, 0 or false. 0 ok; -1 with the answer sent. */
 int adm_api_query_check(struct adm_api *api, struct adm_req *req, const struct endpoint *e);
-/* The checker's view of server <address> of <pool> (NULL: the pool's). */
-void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
+/* The checker's view of server <server> of <pool> (UP_NONE: the pool's). */
+void adm_api_srv_health(const struct adm_api *api, const up_pool *pool, size_t server,
                         struct adm_srv_health *h);
 /* GET /metrics (api_metrics.c). */
 void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unused);

@@ -150,7 +150,7 @@ static void health_metrics(const struct adm_api *api, struct evbuffer *b,
         for (size_t i = 0; i < s->npools; i++) {
             up_pool *p = s->pools[i];
             if (m >= 3) {
-                adm_api_srv_health(api, up_pool_name(p), NULL, &h);
+                adm_api_srv_health(api, p, UP_NONE, &h);
                 evbuffer_add_printf(b, "%s{upstream=\"%s\"} %llu\n", help[3 * m], up_pool_name(p),
                                     m == 3 ? (unsigned long long)h.all_down
                                            : (unsigned long long)up_pool_panicking(p));
@@ -158,7 +158,7 @@ static void health_metrics(const struct adm_api *api, struct evbuffer *b,
             }
             for (size_t k = 0; k < up_pool_nservers(p); k++) {
                 uint64_t v;
-                adm_api_srv_health(api, up_pool_name(p), up_server_address(p, k), &h);
+                adm_api_srv_health(api, p, k, &h);
                 v = m == 0 ? up_health_flags(p, k) == 0 : m == 1 ? h.ejections : h.check_failures;
                 evbuffer_add_printf(b, "%s{upstream=\"%s\",server=\"%s\"} %llu\n", help[3 * m],
                                     up_pool_name(p), up_server_address(p, k),

@@ -167,13 +167,13 @@ static json_t *health_reason(unsigned flags)
     return json_null();
 }
 
-void adm_api_srv_health(const struct adm_api *api, const char *pool, const char *address,
+void adm_api_srv_health(const struct adm_api *api, const up_pool *pool, size_t server,
                         struct adm_srv_health *h)
 {
     memset(h, 0, sizeof(*h));
     h->last_status = -1;
     if (api->hooks.health)
-        api->hooks.health(api->hooks.arg, pool, address, h);
+        api->hooks.health(api->hooks.arg, pool, server, h);
 }
 
 /* When server <s> of <p> last went down or came back, in RFC 3339 UTC,
@@ -208,7 +208,7 @@ static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t 
     struct adm_srv_health h;
     json_t *check = json_null();
 
-    adm_api_srv_health(api, up_pool_name(p), up_server_address(p, k), &h);
+    adm_api_srv_health(api, p, k, &h);
     if (h.checked)
         check = json_pack("{s:o,s:o,s:I,s:I}", "status",
                           h.last_status < 0 ? json_null() : json_integer(h.last_status),

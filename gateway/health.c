@@ -9,7 +9,9 @@
  * the pools retained, their check and ejection settings copied) under a
  * mutex, and wakes the thread through a pipe; the workers' rings wake it
  * through the same pipe. The thread merges a plan into its state by pool
- * name and server address, so nothing is reset by an unrelated push. The
+ * name and server socket address (up_pool_match, the match the snapshot
+ * build carried the health words by), so nothing is reset by an unrelated
+ * push, nor by one that writes an address another way. The
  * mutex also guards the state against the admin API's reads
  * (gw_health_info); the thread holds it only while it runs a callback,
  * which never waits for I/O.
@@ -141,6 +143,38 @@ static struct timeval tv_ms(uint64_t ms)
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
+}
+
+/* up_pool_match's map of <p> against <from>: their servers at the same
+ * socket address however it is written, the n-th of an address listed
+ * twice to the n-th (what the snapshot build carried over by). To free;
+ * NULL on out of memory. */
+static size_t *match_map(const up_pool *p, const up_pool *from)
+{
+    size_t *map = malloc((up_pool_nservers(p) ? up_pool_nservers(p) : 1) * sizeof(*map));
+
+    if (map && up_pool_match(p, from, map) == UP_NONE) {
+        free(map);
+        map = NULL;
+    }
+    return map;
+}
+
+/* The index in <hp> of server <s> of <pool>: the same when <pool> is hp's,
+ * else the one at the same socket address (a report from a pool a push
+ * replaced since). UP_NONE when <hp> does not have it, or out of memory. */
+static size_t srv_index(const struct hpool *hp, const up_pool *pool, size_t s)
+{
+    size_t *map, k;
+
+    if (pool == hp->pool)
+        return s < hp->n ? s : UP_NONE;
+    if (!(map = match_map(hp->pool, pool)))
+        return UP_NONE;
+    for (k = 0; k < hp->n && map[k] != s; k++)
+        ;
+    free(map);
+    return k < hp->n ? k : UP_NONE;
 }
 
 /* ---- plans (built on the admin thread, freed on either) ---- */
@@ -355,27 +389,26 @@ static void expire_cb(evutil_socket_t fd, short what, void *arg)
 /* A worker's report: server <s> of <pool> failed a row of requests. */
 static void report(up_pool *pool, size_t s, uint64_t now)
 {
-    const char *name = up_pool_name(pool), *addr = up_server_address(pool, s);
+    const char *name = up_pool_name(pool);
 
     for (size_t i = 0; i < H.cur.n; i++) {
         struct hpool *hp = &H.cur.pools[i];
+        size_t k;
+        struct hsrv *v;
         if (!hp->o || strcmp(hp->name, name) != 0)
             continue;
-        for (size_t k = 0; k < hp->n; k++) {
-            struct hsrv *v = &hp->srv[k];
-            if (strcmp(v->address, addr) != 0 || v->ejected)
-                continue;
-            if (!up_outlier_report(hp->o, k, 1, now))
-                return; /* max_ejection_percent reached */
-            v->ejected = 1;
-            v->ejections++;
-            v->eject_until = now + up_outlier_ejection_ms(hp->o, k);
-            publish(v, UP_H_EJECTED, 1, now);
-            gw_log(GW_LOG_WARN, "upstream %s server %s: ejected for %llu ms (failures in a row)",
-                   hp->name, v->address, (unsigned long long)up_outlier_ejection_ms(hp->o, k));
-            arm_expire(hp, now);
+        if ((k = srv_index(hp, pool, s)) == UP_NONE || (v = &hp->srv[k])->ejected)
             return;
-        }
+        if (!up_outlier_report(hp->o, k, 1, now))
+            return; /* max_ejection_percent reached */
+        v->ejected = 1;
+        v->ejections++;
+        v->eject_until = now + up_outlier_ejection_ms(hp->o, k);
+        publish(v, UP_H_EJECTED, 1, now);
+        gw_log(GW_LOG_WARN, "upstream %s server %s: ejected for %llu ms (failures in a row)",
+               hp->name, v->address, (unsigned long long)up_outlier_ejection_ms(hp->o, k));
+        arm_expire(hp, now);
+        return;
     }
 }
 
@@ -594,34 +627,19 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- merging a plan ---- */
 
-static struct hsrv *find_srv(struct plan *pl, const char *pool, const char *address,
-                             struct hpool **hpp)
+static int same_servers(const struct hpool *a, const struct hpool *b, const size_t *map)
 {
-    for (size_t i = 0; i < pl->n; i++) {
-        if (strcmp(pl->pools[i].name, pool) != 0)
-            continue;
-        *hpp = &pl->pools[i];
-        for (size_t k = 0; k < pl->pools[i].n; k++)
-            if (!strcmp(pl->pools[i].srv[k].address, address))
-                return &pl->pools[i].srv[k];
-        return NULL;
-    }
-    *hpp = NULL;
-    return NULL;
-}
-
-static int same_servers(const struct hpool *a, const struct hpool *b)
-{
-    if (a->n != b->n)
+    if (!map || a->n != b->n)
         return 0;
     for (size_t i = 0; i < a->n; i++)
-        if (strcmp(a->srv[i].address, b->srv[i].address) != 0)
+        if (map[i] != i)
             return 0;
     return 1;
 }
 
 /* Makes <hp>'s events and carries over what <old> (may be NULL) knew of
- * the same pool: per server by address, its check counts, state,
+ * the same pool: per server at the same socket address (match_map, as the
+ * snapshot build carried its health word), its check counts, state,
  * ejection (with its row of ejections: up_outlier_carry), timer phase and
  * check in flight; the up_outlier object itself when the server list and
  * its settings are the same. Then the pool's health words are made to say
@@ -629,11 +647,14 @@ static int same_servers(const struct hpool *a, const struct hpool *b)
 static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
 {
     int was_down = old && up_pool_all_down(old->pool);
+    size_t *map = old ? match_map(hp->pool, old->pool) : NULL;
 
+    if (old && !map)
+        gw_log(GW_LOG_ERROR, "health: out of memory: the checks of %s start over", hp->name);
     if (!(hp->expire = evtimer_new(H.base, expire_cb, hp)))
         gw_log(GW_LOG_ERROR, "health: out of memory: ejections of %s never end", hp->name);
     if (hp->def.outlier) {
-        if (old && old->o && same_servers(hp, old) &&
+        if (old && old->o && same_servers(hp, old, map) &&
             !memcmp(&hp->def.ocfg, &old->def.ocfg, sizeof(hp->def.ocfg))) {
             hp->o = old->o;
             old->o = NULL;
@@ -642,11 +663,9 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
         }
     }
     for (size_t k = 0; k < hp->n; k++) {
-        struct hsrv *v = &hp->srv[k], *ov = NULL;
+        struct hsrv *v = &hp->srv[k];
+        struct hsrv *ov = map && map[k] != UP_NONE ? &old->srv[map[k]] : NULL;
         uint64_t first = 0;
-        for (size_t j = 0; old && j < old->n && !ov; j++)
-            if (!strcmp(old->srv[j].address, v->address))
-                ov = &old->srv[j];
         if (ov) {
             v->passes = ov->passes;
             v->fails = ov->fails;
@@ -659,7 +678,7 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
             v->check_failures = ov->check_failures;
             v->ejections = ov->ejections;
             if (hp->o && old->o)
-                up_outlier_carry(hp->o, k, old->o, (size_t)(ov - old->srv));
+                up_outlier_carry(hp->o, k, old->o, map[k]);
             if ((v->probe = ov->probe)) {
                 v->probe->srv = v;
                 ov->probe = NULL;
@@ -686,6 +705,7 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
     if (!up_pool_all_down(hp->pool) != !was_down)
         pool_transition(hp, NULL);
     arm_expire(hp, now);
+    free(map);
 }
 
 static void merge(struct plan *pl)
@@ -801,25 +821,28 @@ void gw_health_stop(void)
     H.rings = NULL;
 }
 
-void gw_health_info(void *arg, const char *pool, const char *address, struct adm_srv_health *out)
+void gw_health_info(void *arg, const up_pool *pool, size_t server, struct adm_srv_health *out)
 {
-    struct hpool *hp;
-    struct hsrv *v;
-
     (void)arg;
     pthread_mutex_lock(&H.mu);
-    v = address ? find_srv(&H.cur, pool, address, &hp) : NULL;
-    if (!address)
-        find_srv(&H.cur, pool, "", &hp);
-    if (hp && !address)
-        out->all_down = hp->all_down;
-    if (v) {
-        out->checked = hp->def.check;
-        out->last_status = v->last_status;
-        out->last_ms = v->last_ms;
-        out->checks = v->checks;
-        out->check_failures = v->check_failures;
-        out->ejections = v->ejections;
+    for (size_t i = 0; i < H.cur.n; i++) {
+        const struct hpool *hp = &H.cur.pools[i];
+        const struct hsrv *v;
+        size_t k;
+        if (strcmp(hp->name, up_pool_name(pool)) != 0)
+            continue;
+        if (server == UP_NONE) {
+            out->all_down = hp->all_down;
+        } else if ((k = srv_index(hp, pool, server)) != UP_NONE) {
+            v = &hp->srv[k];
+            out->checked = hp->def.check;
+            out->last_status = v->last_status;
+            out->last_ms = v->last_ms;
+            out->checks = v->checks;
+            out->check_failures = v->check_failures;
+            out->ejections = v->ejections;
+        }
+        break;
     }
     pthread_mutex_unlock(&H.mu);
 }

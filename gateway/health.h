@@ -37,7 +37,7 @@ void gw_health_update(const struct adm_snapshot *s);
 /* Stops the thread and frees its state (after the workers stopped). */
 void gw_health_stop(void);
 /* The admin API's hook (struct adm_api_hooks.health). */
-void gw_health_info(void *arg, const char *pool, const char *address, struct adm_srv_health *out);
+void gw_health_info(void *arg, const up_pool *pool, size_t server, struct adm_srv_health *out);
 
 /* Worker <w>: server <s> of <pool> failed consecutive_failures times in a
  * row on this worker; the health thread decides whether to eject it. */

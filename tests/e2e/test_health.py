@@ -5,10 +5,12 @@ unhealthy_threshold failed checks and up again after healthy_threshold
 passes; passive outlier detection ejects a server after consecutive_failures
 failed requests, for base_ejection_ms, and lets it back; initially_unhealthy
 keeps a new server out until it passes; a push that does not touch a pool,
-or changes it but keeps its servers, keeps their health; a push that adds a
-server keeps the ejection history of the others; the all-down 503 is
-logged once per transition; GET /upstreams/{name}/health and /metrics say
-all of it. Every wait is bounded (harness.wait_for)."""
+or changes it but keeps its servers, keeps their health, also when it
+writes a server's address another way (localhost:PORT, 127.0.0.1:PORT: the
+same socket address); a pool listing one address twice keeps a state for
+each; a push that adds a server keeps the ejection history of the others;
+the all-down 503 is logged once per transition; GET /upstreams/{name}/health
+and /metrics say all of it. Every wait is bounded (harness.wait_for)."""
 import datetime
 import http.client
 import json
@@ -291,6 +293,112 @@ class HealthTest(GatewayCase):
         self.assertEqual(st, 200)
         wait_for(lambda: health(gw)[0][b2.addr]["healthy"], what="no checks, no check flag")
         self.assertIsNone(health(gw)[0][b2.addr]["last_check"])
+
+    def test_push_that_respells_an_address_keeps_its_check_state(self):
+        # "localhost:PORT" (the test's hosts file says 127.0.0.1) and
+        # "127.0.0.1:PORT" are one socket address: a server its checks took
+        # down stays down, with its counts and its since, across a push that
+        # writes it the other way and changes the pool otherwise (a weight),
+        # both ways, and its next failed checks do not take it down anew
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        hosts = self.tmp.file("hosts-respell")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n")
+        named, numeric = "localhost:%d" % b2.port, b2.addr
+        shown = {named: "%s (127.0.0.1)" % named, numeric: numeric}  # as the pool names them
+        chk = dict(CHECK, interval_ms=200, timeout_ms=200)
+
+        def pool(address, weight):
+            return {"servers": [{"address": b1.addr, "weight": weight}, {"address": address}],
+                    "health_check": chk}
+
+        cfg = gateway_config(upstreams={"u": pool(named, 1)}, workers=1,
+                             routes=[{"id": "all", "path": "/*{r}", "upstream": "u"}],
+                             resolver={"hosts_file": hosts, "timeout_ms": 300, "attempts": 1,
+                                       "nameservers": ["127.0.0.1:%d" % free_port()]})
+        gw = self.own_gateway(cfg)
+        wait_for(lambda: admin_accepts(gw), what="the admin API")
+        wait_for(lambda: (health(gw)[0].get(shown[named]) or {}).get("last_check", {})
+                 .get("status") == 200, what="localhost resolved and checked")
+        b2.stop()
+        wait_for(lambda: not health(gw)[0][shown[named]]["healthy"], what="b2 down")
+        downs = r"failed \d+ checks \(no answer\): down"
+        self.assertEqual(len(re.findall(downs, gw.log())), 1, gw.log())
+        since = health(gw)[0][shown[named]]["since"]
+        for address, weight in ((numeric, 2), (named, 3)):
+            before = health(gw)[0]
+            old = before[shown[numeric if address == named else named]]
+            st, _ = admin(gw, "PUT", "/upstreams/u", pool(address, weight))
+            self.assertEqual(st, 200)
+            self.assertEqual(set(health(gw)[0]), {b1.addr, shown[address]})
+
+            def still_down():
+                s = health(gw)[0][shown[address]]
+                self.assertFalse(s["healthy"], (address, s))
+                self.assertEqual(s["reason"], "active_check")
+                self.assertLess(abs(stamp(s["since"]) - stamp(since)), 0.005)  # the same moment
+                self.assertGreaterEqual(s["last_check"]["checks"], old["last_check"]["checks"])
+                return s["last_check"]["checks"] >= old["last_check"]["checks"] + 3
+
+            # three checks more (each fails), down all along
+            wait_for(still_down, what="three more checks of %s" % address)
+            self.assertEqual(set(self.backend_names(gw, 6)), {(200, "b1")})
+            self.assertEqual(len(re.findall(downs, gw.log())), 1, gw.log())
+
+    def test_an_address_listed_twice_keeps_two_states(self):
+        # "127.0.0.1:PORT" and "localhost:PORT" in one pool are one socket
+        # address twice (the config refuses only the same spelling twice; a
+        # host name's answer can repeat an address too). Each entry has
+        # state of its own, as nginx's peers and HAProxy's servers do: the
+        # n-th at an address takes over the n-th's, and a new one starts
+        # afresh instead of copying the first's.
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        hosts = self.tmp.file("hosts-twice")
+        with open(hosts, "w") as f:
+            f.write("127.0.0.1 localhost\n")
+        numeric, named = b2.addr, "localhost:%d (127.0.0.1)" % b2.port
+
+        def pool(*servers, weight=1):
+            return {"servers": [{"address": b1.addr, "weight": weight}] +
+                    [{"address": a} for a in servers], "health_check": CHECK}
+
+        cfg = gateway_config(upstreams={"u": pool(numeric)}, workers=1,
+                             routes=[{"id": "all", "path": "/*{r}", "upstream": "u"}],
+                             resolver={"hosts_file": hosts, "timeout_ms": 300, "attempts": 1,
+                                       "nameservers": ["127.0.0.1:%d" % free_port()]})
+        gw = self.own_gateway(cfg)
+        wait_for(lambda: admin_accepts(gw), what="the admin API")
+        b2.stop()
+        wait_for(lambda: health(gw)[0][numeric]["last_check"]["checks"] >= 8,
+                 what="eight checks of b2")
+        self.assertFalse(health(gw)[0][numeric]["healthy"])
+        since = health(gw)[0][numeric]["since"]
+        st, _ = admin(gw, "PUT", "/upstreams/u", pool(numeric, "localhost:%d" % b2.port))
+        self.assertEqual(st, 200)
+        # the checker knows the new entry once it has taken the push
+        wait_for(lambda: health(gw)[0][named]["last_check"], what="the new entry checked")
+        h = health(gw)[0]
+        self.assertEqual(set(h), {b1.addr, numeric, named})
+        self.assertFalse(h[numeric]["healthy"])
+        self.assertLess(abs(stamp(h[numeric]["since"]) - stamp(since)), 0.005)
+        self.assertGreaterEqual(h[numeric]["last_check"]["checks"], 8)
+        self.assertLessEqual(h[named]["last_check"]["checks"], 2)  # its own, from none
+        # the new entry goes down by its own checks, logged as its own
+        gw.wait_log(r"server %s: failed 2 checks \(no answer\): down" % re.escape(named))
+        # a push that changes a weight: each entry keeps its own counts
+        wait_for(lambda: health(gw)[0][named]["last_check"]["checks"] >= 3,
+                 what="three checks of the new entry")
+        h = health(gw)[0]
+        st, _ = admin(gw, "PUT", "/upstreams/u", pool(numeric, "localhost:%d" % b2.port,
+                                                      weight=2))
+        self.assertEqual(st, 200)
+        g = health(gw)[0]
+        for a in (numeric, named):
+            self.assertFalse(g[a]["healthy"], a)
+            self.assertGreaterEqual(g[a]["last_check"]["checks"], h[a]["last_check"]["checks"])
+        self.assertLessEqual(g[named]["last_check"]["checks"] + 4,
+                             g[numeric]["last_check"]["checks"], g)
+        self.assertEqual(set(self.backend_names(gw, 6)), {(200, "b1")})
 
 
 if __name__ == "__main__":
