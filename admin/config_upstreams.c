@@ -88,10 +88,55 @@ static void upstream_servers(struct adm_cf *x, const json_t *v, void *target)
     json_decref(seen);
 }
 
+/* What the balancers (<balance> 1) and hash keys (0) of nginx, HAProxy and
+ * Envoy are called here, for the error a user who knows them gets. */
+static const struct {
+    int balance;
+    const char *theirs, *ours;
+} known_as[] = {
+    {1, "roundrobin", "\"round_robin\""},
+    {1, "leastconn", "\"least_conn\""},
+    {1, "least_request", "\"random_two\" (or \"least_conn\")"},
+    {1, "random", "\"random_two\""},
+    {1, "ip_hash", "\"hash\" (its hash_key is client_ip by default)"},
+    {1, "source", "\"hash\" (its hash_key is client_ip by default)"},
+    {1, "uri", "\"hash\" with \"hash_key\": \"path\""},
+    {1, "consistent_hash", "\"hash\" (a Maglev table)"},
+    {1, "maglev", "\"hash\" (a Maglev table)"},
+    {1, "ring_hash", "\"hash\" (a Maglev table)"},
+    {0, "ip", "\"client_ip\""},
+    {0, "source", "\"client_ip\""},
+    {0, "remote_addr", "\"client_ip\""},
+    {0, "uri", "\"path\""},
+    {0, "url", "\"path\""},
+    {0, "header", "\"header:NAME\", e.g. \"header:X-User\""},
+    {0, "cookie", "\"cookie:NAME\", e.g. \"cookie:session\""},
+};
+
+/* The value to write here for <s>, another proxy's name for a balancer
+ * (<balance> 1) or a hash key (0); NULL when it is none of known_as. */
+static const char *ours_for(const char *s, int balance)
+{
+    for (size_t i = 0; i < NFIELDS(known_as); i++)
+        if (known_as[i].balance == balance && !strcmp(s, known_as[i].theirs))
+            return known_as[i].ours;
+    return NULL;
+}
+
 static void upstream_balance(struct adm_cf *x, const json_t *v, void *target)
 {
     static const char *const names[] = {"round_robin", "least_conn", "random_two", "hash"};
     struct adm_upstream *u = target;
+    const char *ours = json_is_string(v) ? ours_for(json_string_value(v), 1) : NULL;
+    struct adm_cf_qbuf q;
+
+    if (ours) {
+        adm_cf_err(x,
+                   "invalid value %s (expected one of \"round_robin\", \"least_conn\", "
+                   "\"random_two\", \"hash\"): write %s",
+                   adm_cf_quote(&q, json_string_value(v)), ours);
+        return;
+    }
     int i = adm_cf_enum(x, v, names, NFIELDS(names));
     if (i >= 0)
         u->balance = (enum adm_balance)i;
@@ -129,10 +174,11 @@ static void upstream_hash_key(struct adm_cf *x, const json_t *v, void *target)
             u->hash_name = adm_cf_strdup(x, s + n);
         return;
     }
+    const char *ours = ours_for(s, 0);
     adm_cf_err(x,
                "invalid value %s (expected \"client_ip\", \"path\", \"header:NAME\" or "
-               "\"cookie:NAME\")",
-               adm_cf_quote(&q, s));
+               "\"cookie:NAME\")%s%s",
+               adm_cf_quote(&q, s), ours ? ": write " : "", ours ? ours : "");
 }
 
 /* Adds the codes <lo>..<hi> to <set>. */

@@ -324,6 +324,16 @@ START_TEST(mistakes_named)
     adm_config_free(c);
     expect_error(pool("'health_check': {'initially_unhealthy': true}"),
                  "/upstreams/u/health_check/initially_unhealthy", "a key of the pool");
+    /* another proxy's name for a balancer or a hash key: ours, named */
+    expect_error(pool("'balance': 'leastconn'"), "/upstreams/u/balance",
+                 "expected one of \"round_robin\", \"least_conn\", \"random_two\", \"hash\"): "
+                 "write \"least_conn\"");
+    expect_error(pool("'balance': 'ip_hash'"), "/upstreams/u/balance",
+                 "write \"hash\" (its hash_key is client_ip by default)");
+    expect_error(pool("'balance': 'hash', 'hash_key': 'uri'"), "/upstreams/u/hash_key",
+                 "or \"cookie:NAME\"): write \"path\"");
+    expect_error(pool("'balance': 'hash', 'hash_key': 'header'"), "/upstreams/u/hash_key",
+                 "write \"header:NAME\", e.g. \"header:X-User\"");
     /* a table_size of the wrong type is one error, not two */
     ck_assert_ptr_null(parse(pool("'balance': 'hash', 'table_size': '65537'"), &e));
     ck_has_error(&e, "/upstreams/u/table_size", "expected an integer");
