@@ -4,6 +4,8 @@
  * name a token the gateway lets a route touch and each value a template
  * whose {placeholders} are the route's parameters or {client_ip},
  * {request_id}, {host}. The snapshot encodes them once (route_headers.c).
+ * Also the one reader of an object of header fields, which a direct
+ * response's "headers" goes through too (config_routes.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -323,7 +325,7 @@ void adm_cf_hdr_actions_check(struct adm_cf *x, const char *key, const struct ad
     adm_cf_pop(x, mark);
 }
 
-static void headers_free(struct adm_header *h, size_t n)
+void adm_cf_header_fields_free(struct adm_header *h, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(h[i].name);
@@ -336,8 +338,8 @@ void adm_hdr_actions_free(struct adm_hdr_actions *a)
 {
     if (!a)
         return;
-    headers_free(a->set, a->nset);
-    headers_free(a->add, a->nadd);
+    adm_cf_header_fields_free(a->set, a->nset);
+    adm_cf_header_fields_free(a->add, a->nadd);
     for (size_t i = 0; i < a->nremove; i++)
         free(a->remove[i]);
     free(a->remove);

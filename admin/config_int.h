@@ -174,6 +174,8 @@ typedef int (*adm_cf_name_rule)(struct adm_cf *x, const char *name, const void *
  * error is reported at its path and left out (config_headers.c). */
 void adm_cf_header_fields(struct adm_cf *x, const json_t *v, adm_cf_name_rule rule, const void *arg,
                           int templates, struct adm_header **out, size_t *nout);
+/* Frees the <n> fields of <h> and the array. */
+void adm_cf_header_fields_free(struct adm_header *h, size_t n);
 
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);

@@ -580,11 +580,7 @@ static void route_free(struct adm_route *r)
     free(r->upgrades);
     adm_hdr_actions_free(r->request_headers);
     adm_hdr_actions_free(r->response_headers);
-    for (size_t i = 0; i < r->response.nheaders; i++) {
-        free(r->response.headers[i].name);
-        free(r->response.headers[i].value);
-    }
-    free(r->response.headers);
+    adm_cf_header_fields_free(r->response.headers, r->response.nheaders);
     free(r->response.body);
     free(r->redirect.location);
 }
