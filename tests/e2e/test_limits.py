@@ -5,7 +5,8 @@ front of sy_test_backend and Python http.server processes (py_backend.py).
 
 - retry_on_status: a GET answered 503 goes on to the other server; a POST
   is never sent twice; the retry budget caps the extra load (backend hits
-  counted) and counts what it refused.
+  counted) and counts what it refused, also across pushes that change the
+  pool during the outage.
 - max_connections / max_pending / queue_timeout_ms: a full queue answers
   503 with Retry-After at once, a queued request is served when the slot
   frees, a request that waits too long is answered 503, and queued again
@@ -163,6 +164,57 @@ class RetryOnStatusTest(LimitsCase):
         self.assertEqual(hits, n + m["switchyard_upstream_retries_total"], m)
         self.assertGreater(m["switchyard_upstream_retry_budget_exhausted_total"], 0, m)
 
+
+    def test_a_push_storm_does_not_refill_the_budget(self):
+        # an outage: "fast" answers 503 at once, "slow" after 60 s (after the
+        # test, however loaded the machine: its answers never count). Round
+        # robin sends some of each wave's first tries to fast (a new pool's
+        # first pick is fast); their retries go to slow and stay there, so
+        # the first wave spends the budget's floor (3 retries). Each push
+        # between the waves changes the pool (its percent): the new version
+        # must find the budget spent by the old one's retries still in
+        # flight, not a fresh floor. (How many first tries go to fast
+        # depends on how the retries' picks interleave with them: counted.)
+        fast = self.py_backend("fast", status=503)
+        slow = self.py_backend("slow", status=503, delay_ms=60000)
+
+        def pool(percent):
+            return upstream_cfg(fast.addr, slow.addr, retries=1, retry_on_status=[503],
+                                retry_budget_percent=percent)
+
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": pool(10)}, routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}],
+            workers=1))
+        metrics(gw)  # the admin API is up
+        clients = []
+
+        def settled():
+            """(fast's tries, retries, refused) once every request sent has
+            reached a server and every 503 from fast has had its retry
+            admitted or refused; None before."""
+            m = metrics(gw)
+            f, r = fast.hits(), m["switchyard_upstream_retries_total"]
+            x = m["switchyard_upstream_retry_budget_exhausted_total"]
+            return (f, r, x) if f + slow.hits() - r == len(clients) and r + x == f else None
+
+        try:
+            before = 0
+            for wave, percent in enumerate((10, 9, 8)):
+                if wave:
+                    put_upstream(gw, "u", pool(percent))
+                for i in range(12 if wave == 0 else 4):
+                    clients.append(Client(gw.port))
+                    clients[-1].send(build_request("GET", "/w%d/%d" % (wave, i)))
+                f, retries, refused = wait_for(settled, what="wave %d settled" % wave)
+                self.assertGreaterEqual(f - before, 3 if wave == 0 else 1, (wave, f))
+                before = f
+            # the floor's 3 retries, all in the first wave; none after a push
+            self.assertEqual((retries, refused), (3, f - 3), metrics(gw))
+            self.assertEqual(slow.hits(), len(clients) - f + 3)
+        finally:
+            for c in clients:
+                c.close()
+            slow.stop()  # its tries end now: the gateway's drain need not wait for them
 
     def test_refused_connects_are_retried_outside_the_budget(self):
         # a server that died: every request that picks it in the same
