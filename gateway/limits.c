@@ -171,11 +171,35 @@ void gw_plim_take(struct gw_plim *l, size_t s)
     l->nbusy++;
 }
 
+/* Whether a request waits in <l>'s queue. */
+static int waiting(const struct gw_plim *l)
+{
+    return l->queue && up_queue_len(l->queue);
+}
+
+/* Whether a request waits in the limits on <w> of another version of
+ * <l>'s pool that share <slot> with <l> (a push changed the pool while
+ * <l>'s request held it). */
+static int waiting_on(const struct gw_worker *w, const struct gw_plim *l,
+                      const struct gw_pslot *slot)
+{
+    for (const struct gw_plim *o = w->plims; o; o = o->next) {
+        if (o == l || o->name != l->name || !o->slot || !waiting(o))
+            continue;
+        for (size_t k = 0; k < o->nservers; k++)
+            if (o->slot[k] == slot)
+                return 1;
+    }
+    return 0;
+}
+
 void gw_plim_release(struct gw_worker *w, struct gw_plim *l, size_t s)
 {
-    l->slot[s]->busy--;
+    struct gw_pslot *slot = l->slot[s];
+
+    slot->busy--;
     l->nbusy--;
-    if ((l->queue && up_queue_len(l->queue)) || l->slot[s]->refs > 1)
+    if (waiting(l) || (slot->refs > 1 && waiting_on(w, l, slot)))
         event_active(w->plim_ev, EV_TIMEOUT, 0);
 }
 
@@ -221,8 +245,7 @@ void gw_plim_prune(struct gw_worker *w)
     struct gw_plim **pp = &w->plims, *l;
 
     while ((l = *pp)) {
-        if (!l->nreqs && !l->nbusy && !(l->queue && up_queue_len(l->queue)) &&
-            !in_use(s, l->pool)) {
+        if (!l->nreqs && !l->nbusy && !waiting(l) && !in_use(s, l->pool)) {
             *pp = l->next;
             plim_free(l);
         } else {

@@ -5,8 +5,9 @@
  * passes a try to (free, up, not tried), the wake-up when a slot frees while
  * requests wait, the budget's settings, pruning once a pool has left
  * the current snapshot and nothing holds its limits, the slots that
- * a changed pool's limits share with the old one's for the servers kept,
- * and the retry budget its versions share.
+ * a changed pool's limits share with the old one's for the servers kept
+ * (and the wake-up when one frees for a request of another version that
+ * waits for it), and the retry budget its versions share.
  */
 #include "gateway/limits.h"
 
@@ -241,6 +242,41 @@ START_TEST(a_changed_pool_keeps_the_slots_taken)
 }
 END_TEST
 
+START_TEST(a_shared_slot_wakes_only_those_waiting_for_it)
+{
+    /* three versions of "u": 9001-9003, then 9004, 9001, 9002, then 9003 */
+    up_pool *p2 = pool_of("u", (const uint16_t[]){9004, 9001, 9002}, 3);
+    up_pool *p3 = pool_of("u", (const uint16_t[]){9003}, 1);
+    struct adm_upstream def = {.max_connections = 3, .max_pending = 4, .queue_timeout_ms = 10};
+    struct gw_plim *l1 = gw_plim_get(&w[0], pool, &def, wake), *l3;
+    int req;
+
+    gw_plim_take(l1, 0); /* 9001 */
+    gw_plim_get(&w[0], p2, &def, wake);
+    ck_assert_uint_eq(l1->slot[0]->refs, 2);
+    /* the shared slot frees and nobody waits: no wake-up */
+    gw_plim_release(&w[0], l1, 0);
+    event_base_loop(w[0].base, EVLOOP_NONBLOCK);
+    ck_assert_int_eq(wakes, 0);
+    /* a request waits in a version that does not have 9001: still none */
+    l3 = gw_plim_get(&w[0], p3, &def, wake);
+    ck_assert_int_eq(up_queue_push(l3->queue, &req, 10), 0);
+    gw_plim_take(l1, 0);
+    gw_plim_release(&w[0], l1, 0);
+    event_base_loop(w[0].base, EVLOOP_NONBLOCK);
+    ck_assert_int_eq(wakes, 0);
+    /* 9003, which it shares, frees: it is woken */
+    gw_plim_take(l1, 2);
+    gw_plim_release(&w[0], l1, 2);
+    event_base_loop(w[0].base, EVLOOP_NONBLOCK);
+    ck_assert_int_eq(wakes, 1);
+    ck_assert_ptr_eq(up_queue_pop(l3->queue), &req);
+    gw_plim_free_all(&w[0]);
+    up_pool_release(p2);
+    up_pool_release(p3);
+}
+END_TEST
+
 START_TEST(a_changed_pool_keeps_the_retry_budget)
 {
     /* "u" changed (a server swapped, another percent); "v" is another pool */
@@ -298,6 +334,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, slots_and_the_next_server);
     tcase_add_test(tc, prune);
     tcase_add_test(tc, a_changed_pool_keeps_the_slots_taken);
+    tcase_add_test(tc, a_shared_slot_wakes_only_those_waiting_for_it);
     tcase_add_test(tc, a_changed_pool_keeps_the_retry_budget);
     suite_add_tcase(s, tc);
     return s;
