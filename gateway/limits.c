@@ -228,6 +228,30 @@ size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *t
     return UP_NONE;
 }
 
+size_t gw_plim_pick(const struct gw_plim *l, up_pool *pool, unsigned w, const struct up_pick *pk)
+{
+    size_t s = up_select(pool, w, pk);
+    struct up_tried skip;
+    struct up_pick again;
+
+    if (s == UP_NONE || !l || !l->share || gw_plim_free(l, s))
+        return s;
+    skip = pk->tried ? *pk->tried : (struct up_tried){0};
+    again = *pk;
+    again.tried = &skip;
+    /* each re-ask leaves out one more full server: at most the pool's
+     * size, and the tried set's room */
+    while (skip.n < UP_TRIED_MAX) {
+        up_tried_add(&skip, s);
+        if ((s = up_select(pool, w, &again)) == UP_NONE)
+            return GW_PICK_FULL;
+        if (gw_plim_free(l, s))
+            return s;
+    }
+    s = gw_plim_other(l, s, pk->tried);
+    return s == UP_NONE ? GW_PICK_FULL : s;
+}
+
 int gw_plim_any(const struct gw_plim *l)
 {
     int all_down = up_pool_all_down(l->pool);

@@ -2,8 +2,9 @@
  * limits.h - a worker's limits on one upstream pool (limits.c): this
  * worker's share of upstreams.NAME.max_connections per server, the bounded
  * queue of requests waiting for a slot (max_pending, queue_timeout_ms), and
- * the retry budget (retry_budget_percent). Bookkeeping only: proxy.c takes
- * and gives back the slots, queues and dispatches the requests.
+ * the retry budget (retry_budget_percent); and the pick that heeds them
+ * (a server with a slot free). Bookkeeping otherwise: proxy.c takes and
+ * gives back the slots, queues and dispatches the requests.
  *
  * max_connections is divided over the workers (each gets its share, the
  * remainder going to the first ones, at least 1), not kept in one atomic
@@ -61,6 +62,10 @@ struct gw_plim {
     struct gw_pname *name; /* shared with the pool's other versions on the worker */
 };
 
+/* gw_plim_pick(): every usable server is at its max_connections on this
+ * worker (the request waits). */
+#define GW_PICK_FULL ((size_t)-2)
+
 /* Worker <w>'s limits on <pool> (defined by <def>), made at the first call
  * (sharing the slot counts of the servers that older versions of the pool
  * on <w> have, and their retry budget); NULL when out of memory. The first
@@ -83,6 +88,16 @@ int gw_plim_free(const struct gw_plim *l, size_t s);
  * panicking: the balancer picked <s> anyway) and not in <tried>; UP_NONE
  * when there is none: the request waits. */
 size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *tried);
+/* Worker <w>'s server for a try of a request on <pool> (<pk>: what the
+ * pick depends on, its tried set included): the balancer's pick, or when
+ * that one has no slot free in <l>, the balancer's pick again with the
+ * full ones left out as if tried (HAProxy's balancers skip full servers),
+ * so that their requests spread as the balancer spreads (by weight, load
+ * or key) rather than all onto the next server. The re-asks stop when
+ * the tried set would forget a server; then gw_plim_other() decides.
+ * UP_NONE when no server is usable, GW_PICK_FULL when every usable one is
+ * full. <l> NULL (no limits): the balancer's pick. */
+size_t gw_plim_pick(const struct gw_plim *l, up_pool *pool, unsigned w, const struct up_pick *pk);
 /* Whether some server (up, or the pool all down) has a slot free: a queued
  * request can go on. */
 int gw_plim_any(const struct gw_plim *l);

@@ -36,9 +36,6 @@
 #include "gateway/local.h"
 #include "gateway/upconn.h"
 
-/* pick(): every usable server is at its max_connections */
-#define PICK_FULL ((size_t)-2)
-
 static int send_to(struct gw_conn *c, size_t server, int fresh);
 static void tunnel_start(struct gw_conn *c);
 static void fail_with(struct gw_conn *c, int status, const char *extra, size_t extra_len);
@@ -657,7 +654,7 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
     up_pool_count(c->snap->pools[c->sr->upstream], c->w->id, UP_PC_RETRIES, 1);
     c->tries++;
     detach_try(c);
-    if (s == PICK_FULL)
+    if (s == GW_PICK_FULL)
         wait_for_slot(c);
     else if (send_to(c, s, 0) < 0)
         gw_proxy_fail(c, 502);
@@ -761,25 +758,29 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
     gw_proxy_fail(c, 502);
 }
 
-/* A server for <c>'s next try, not in c->tried: the balancer's pick, or
- * when that one has no slot free on this worker, another one that has.
- * UP_NONE when no server is usable, PICK_FULL when every usable one is at
- * its max_connections (the request waits). */
-static size_t pick(struct gw_conn *c, up_pool *pool)
+/* What a pick for <c>'s next try depends on: c->tried, its hash key, the
+ * time for slow start. */
+static void pick_of(struct gw_conn *c, struct up_pick *pk)
 {
     const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
-    struct up_pick pk = {
+
+    *pk = (struct up_pick){
         .tried = c->tried.n ? &c->tried : NULL,
         .hash = def->balance == ADM_BALANCE_HASH ? gw_hashkey(c, def) : 0,
         .now_ms = def->slow_start_ms ? (uint64_t)gw_now_ms() : 0,
     };
-    size_t s = up_select(pool, c->w->id, &pk);
-    struct gw_plim *l = c->plim;
+}
 
-    if (s == UP_NONE || !l || !l->share || gw_plim_free(l, s))
-        return s;
-    s = gw_plim_other(l, s, pk.tried);
-    return s == UP_NONE ? PICK_FULL : s;
+/* A server for <c>'s next try, not in c->tried: the balancer's pick among
+ * those with a slot free on this worker (gw_plim_pick). UP_NONE when no
+ * server is usable, GW_PICK_FULL when every usable one is at its
+ * max_connections (the request waits). */
+static size_t pick(struct gw_conn *c, up_pool *pool)
+{
+    struct up_pick pk;
+
+    pick_of(c, &pk);
+    return gw_plim_pick(c->plim, pool, c->w->id, &pk);
 }
 
 /* The try starts on <server>: it takes a slot there, and counts in the
@@ -891,7 +892,7 @@ static void go_upstream(struct gw_conn *c)
 {
     size_t s = pick(c, c->snap->pools[c->sr->upstream]);
 
-    if (s == PICK_FULL) {
+    if (s == GW_PICK_FULL) {
         wait_for_slot(c);
         return;
     }

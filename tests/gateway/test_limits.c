@@ -7,12 +7,14 @@
  * the current snapshot and nothing holds its limits, the slots that
  * a changed pool's limits share with the old one's for the servers kept
  * (and the wake-up when one frees for a request of another version that
- * waits for it), and the retry budget its versions share.
+ * waits for it), the retry budget its versions share, and the balancer
+ * asked again without the full servers (gw_plim_pick).
  */
 #include "gateway/limits.h"
 
 #include <check.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 
 #define NW 3
@@ -181,20 +183,30 @@ START_TEST(prune)
 }
 END_TEST
 
-/* A pool <name> of 127.0.0.1 ports <ports> (<n> of them). */
-static up_pool *pool_of(const char *name, const uint16_t *ports, size_t n)
+/* A pool <name> of 127.0.0.1 ports <ports> (<n> of them) weighing
+ * <weights> (NULL: 1 each), balanced as <opts> says (NULL: round robin). */
+static up_pool *pool_with(const char *name, const uint16_t *ports, const unsigned *weights,
+                          size_t n, const struct up_pool_opts *opts)
 {
     static struct sockaddr_in sa[4];
+    static char addr[4][24]; /* the hash's table is made of them */
     struct up_server_def defs[4];
 
     for (size_t i = 0; i < n; i++) {
         sa[i].sin_family = AF_INET;
         sa[i].sin_port = htons(ports[i]);
         sa[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        defs[i] = (struct up_server_def){"127.0.0.1:900x", (const struct sockaddr *)&sa[i],
-                                         sizeof(sa[i]), 1};
+        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%u", (unsigned)ports[i]);
+        defs[i] = (struct up_server_def){addr[i], (const struct sockaddr *)&sa[i], sizeof(sa[i]),
+                                         weights ? weights[i] : 1};
     }
-    return up_pool_new(name, "k2", defs, n, NW, 4);
+    return up_pool_new_opts(name, "k2", defs, n, NW, 4, opts);
+}
+
+/* A pool <name> of 127.0.0.1 ports <ports> (<n> of them), round robin. */
+static up_pool *pool_of(const char *name, const uint16_t *ports, size_t n)
+{
+    return pool_with(name, ports, NULL, n, NULL);
 }
 
 START_TEST(a_changed_pool_keeps_the_slots_taken)
@@ -277,6 +289,74 @@ START_TEST(a_shared_slot_wakes_only_those_waiting_for_it)
 }
 END_TEST
 
+/* <n> picks through <l> on worker 0 (hash keys 0 .. n-1 hashed), counted
+ * per server in <count> (3), GW_PICK_FULL ones in count[3]. */
+static void picks(struct gw_plim *l, up_pool *p, int n, unsigned *count)
+{
+    memset(count, 0, 4 * sizeof(*count));
+    for (int i = 0; i < n; i++) {
+        struct up_pick pk = {.hash = up_hash(&i, sizeof(i))};
+        size_t s = gw_plim_pick(l, p, 0, &pk);
+
+        ck_assert(s < 3 || s == GW_PICK_FULL);
+        count[s < 3 ? s : 3]++;
+    }
+}
+
+/* New limits on <p> (one slot a server on worker 0) with server 0 full,
+ * and <n> picks through them counted as picks() does. */
+static struct gw_plim *picks_0_full(up_pool *p, int n, unsigned *count)
+{
+    struct adm_upstream def = {.max_connections = 3, .max_pending = 4};
+    struct gw_plim *l = gw_plim_get(&w[0], p, &def, wake);
+
+    ck_assert_uint_eq(l->share, 1);
+    gw_plim_take(l, 0);
+    picks(l, p, n, count);
+    ck_assert_uint_eq(count[0], 0);
+    return l;
+}
+
+START_TEST(a_full_server_leaves_its_requests_to_the_balancer)
+{
+    static const uint16_t ports[] = {9001, 9002, 9003};
+    struct up_pool_opts hash = {.balance = UP_HASH, .fallback = 1};
+    up_pool *rr = pool_with("w", ports, (const unsigned[]){3, 1, 2}, 3, NULL);
+    up_pool *mg = pool_with("h", ports, NULL, 3, &hash), *mg_strict;
+    unsigned count[4];
+    /* round robin 3:1:2 with 0 full: 1:2, as their weights (the next
+     * server by index took 0's share: 4:2) */
+    struct gw_plim *l = picks_0_full(rr, 600, count);
+
+    ck_assert_uint_eq(count[3], 0);
+    ck_assert_uint_ge(count[1], 194);
+    ck_assert_uint_le(count[1], 206);
+    ck_assert_uint_eq(count[1] + count[2], 600);
+    /* every usable one full: the request waits */
+    gw_plim_take(l, 1);
+    gw_plim_take(l, 2);
+    picks(l, rr, 10, count);
+    ck_assert_uint_eq(count[3], 10);
+
+    /* the hash with fallback: 0's keys go to their next candidates, over
+     * the others as their table slots are (the next by index took all) */
+    picks_0_full(mg, 3000, count);
+    ck_assert_uint_ge(count[1], 1350);
+    ck_assert_uint_ge(count[2], 1350);
+    /* without fallback a key keeps its server: its requests wait for it */
+    hash.fallback = 0;
+    mg_strict = pool_with("s", ports, NULL, 3, &hash);
+    picks_0_full(mg_strict, 3000, count);
+    ck_assert_uint_ge(count[3], 900);
+    ck_assert_uint_ge(count[1], 900);
+    ck_assert_uint_ge(count[2], 900);
+    gw_plim_free_all(&w[0]);
+    up_pool_release(rr);
+    up_pool_release(mg);
+    up_pool_release(mg_strict);
+}
+END_TEST
+
 START_TEST(a_changed_pool_keeps_the_retry_budget)
 {
     /* "u" changed (a server swapped, another percent); "v" is another pool */
@@ -336,6 +416,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, a_changed_pool_keeps_the_slots_taken);
     tcase_add_test(tc, a_shared_slot_wakes_only_those_waiting_for_it);
     tcase_add_test(tc, a_changed_pool_keeps_the_retry_budget);
+    tcase_add_test(tc, a_full_server_leaves_its_requests_to_the_balancer);
     suite_add_tcase(s, tc);
     return s;
 }
