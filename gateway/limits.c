@@ -252,6 +252,25 @@ size_t gw_plim_pick(const struct gw_plim *l, up_pool *pool, unsigned w, const st
     return s == UP_NONE ? GW_PICK_FULL : s;
 }
 
+size_t gw_plim_retry(struct gw_plim *l, up_pool *pool, unsigned w, const struct up_pick *pk,
+                     int reached, int *counted)
+{
+    int r = 1; /* outside the budget */
+    size_t s;
+
+    if (l && l->budget_on && (r = up_budget_retry(&l->name->budget, reached)) < 0) {
+        *counted = 0;
+        return GW_PICK_REFUSED;
+    }
+    s = gw_plim_pick(l, pool, w, pk);
+    if (s == UP_NONE && r == 0) { /* admitted, but there is nowhere to send it */
+        up_budget_end(&l->name->budget, 1);
+        r = 1;
+    }
+    *counted = r == 0;
+    return s;
+}
+
 int gw_plim_any(const struct gw_plim *l)
 {
     int all_down = up_pool_all_down(l->pool);

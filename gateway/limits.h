@@ -2,9 +2,10 @@
  * limits.h - a worker's limits on one upstream pool (limits.c): this
  * worker's share of upstreams.NAME.max_connections per server, the bounded
  * queue of requests waiting for a slot (max_pending, queue_timeout_ms), and
- * the retry budget (retry_budget_percent); and the pick that heeds them
- * (a server with a slot free). Bookkeeping otherwise: proxy.c takes and
- * gives back the slots, queues and dispatches the requests.
+ * the retry budget (retry_budget_percent); and the picks that heed them
+ * (a server with a slot free, a retry the budget admits). Bookkeeping
+ * otherwise: proxy.c takes and gives back the slots, queues and dispatches
+ * the requests.
  *
  * max_connections is divided over the workers (each gets its share, the
  * remainder going to the first ones, at least 1), not kept in one atomic
@@ -62,9 +63,11 @@ struct gw_plim {
     struct gw_pname *name; /* shared with the pool's other versions on the worker */
 };
 
-/* gw_plim_pick(): every usable server is at its max_connections on this
- * worker (the request waits). */
+/* gw_plim_pick(), gw_plim_retry(): every usable server is at its
+ * max_connections on this worker (the request waits). */
 #define GW_PICK_FULL ((size_t)-2)
+/* gw_plim_retry(): the retry budget refused the retry (counted in it). */
+#define GW_PICK_REFUSED ((size_t)-3)
 
 /* Worker <w>'s limits on <pool> (defined by <def>), made at the first call
  * (sharing the slot counts of the servers that older versions of the pool
@@ -98,6 +101,15 @@ size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *t
  * UP_NONE when no server is usable, GW_PICK_FULL when every usable one is
  * full. <l> NULL (no limits): the balancer's pick. */
 size_t gw_plim_pick(const struct gw_plim *l, up_pool *pool, unsigned w, const struct up_pick *pk);
+/* The server for the retry of a try that failed (<reached>: it reached its
+ * server, gw_upconn_reached()), <pk->tried> holding the servers tried. The
+ * budget is asked first: a retry it refuses returns GW_PICK_REFUSED and
+ * never moves the balancer. Then gw_plim_pick(); when it finds no server
+ * (UP_NONE), the budget is given back what it admitted. *<counted>: 1 when
+ * the retry was admitted as a retry (the try started for it ends with
+ * up_budget_end(.., 1)), 0 otherwise. <l> NULL or not retrying: no budget. */
+size_t gw_plim_retry(struct gw_plim *l, up_pool *pool, unsigned w, const struct up_pick *pk,
+                     int reached, int *counted);
 /* Whether some server (up, or the pool all down) has a slot free: a queued
  * request can go on. */
 int gw_plim_any(const struct gw_plim *l);

@@ -620,21 +620,29 @@ static void up_write_cb(struct gw_io *io, void *arg)
     }
 }
 
-static size_t pick(struct gw_conn *c, up_pool *pool);
+static void pick_of(struct gw_conn *c, struct up_pick *pk);
 static void wait_for_slot(struct gw_conn *c);
 
 /* The try of <c> on <u> failed (<why>; <answered>: with a response that
  * can still be dropped): the request goes to a server not tried yet, when
- * one is left and the pool's retry budget admits one more retry. 1 when
- * it went on (or waits for a slot, or was answered); 0 when the caller
- * answers as without retries. */
+ * the pool's retry budget admits one more retry and one is left (the
+ * budget is asked first, so that a retry it refuses does not move the
+ * balancer: gw_plim_retry). 1 when it went on (or waits for a slot, or
+ * was answered); 0 when the caller answers as without retries. */
 static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int answered)
 {
-    struct gw_plim *l = c->plim;
+    up_pool *pool = c->snap->pools[c->sr->upstream];
+    struct up_pick pk;
+    int counted;
     size_t s;
 
     up_tried_add(&c->tried, u->server);
-    s = pick(c, c->snap->pools[c->sr->upstream]);
+    pick_of(c, &pk);
+    s = gw_plim_retry(c->plim, pool, c->w->id, &pk, gw_upconn_reached(u), &counted);
+    if (s == GW_PICK_REFUSED) {
+        up_pool_count(pool, c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
+        return 0;
+    }
     if (s == UP_NONE) {
         if (answered) /* the answer we have is the best one */
             return 0;
@@ -642,16 +650,9 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
         fail_none_left(c);
         return 1;
     }
-    if (l && l->budget_on) {
-        int r = up_budget_retry(&l->name->budget, gw_upconn_reached(u));
-        if (r < 0) {
-            up_pool_count(l->pool, c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
-            return 0;
-        }
-        c->next_retry = r == 0; /* 1: admitted as the first attempt it still is */
-    }
+    c->next_retry = (unsigned char)counted; /* 0: admitted as the first attempt it still is */
     up_log(GW_LOG_WARN, c, u, "%s; retrying on another server", why);
-    up_pool_count(c->snap->pools[c->sr->upstream], c->w->id, UP_PC_RETRIES, 1);
+    up_pool_count(pool, c->w->id, UP_PC_RETRIES, 1);
     c->tries++;
     detach_try(c);
     if (s == GW_PICK_FULL)

@@ -7,8 +7,9 @@
  * the current snapshot and nothing holds its limits, the slots that
  * a changed pool's limits share with the old one's for the servers kept
  * (and the wake-up when one frees for a request of another version that
- * waits for it), the retry budget its versions share, and the balancer
- * asked again without the full servers (gw_plim_pick).
+ * waits for it), the retry budget its versions share, the balancer
+ * asked again without the full servers (gw_plim_pick), and the budget
+ * asked before the balancer for a retry (gw_plim_retry).
  */
 #include "gateway/limits.h"
 
@@ -357,6 +358,52 @@ START_TEST(a_full_server_leaves_its_requests_to_the_balancer)
 }
 END_TEST
 
+START_TEST(a_retry_asks_the_budget_before_the_balancer)
+{
+    up_pool *twin = pool_of("t", (const uint16_t[]){9001, 9002, 9003}, 3);
+    struct adm_upstream def = {.retries = 2, .max_connections = 3, .max_pending = 4};
+    struct gw_plim *l = gw_plim_get(&w[0], pool, &def, wake);
+    struct up_budget *b = &l->name->budget;
+    struct up_tried tried = {0};
+    struct up_pick pk = {.tried = &tried};
+    int counted;
+
+    /* the floor is spent: a retry of a try that reached its server is
+     * refused, and the round robin of the pool does not move for it */
+    up_budget_start(b);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(up_budget_retry(b, 1), 0);
+    up_tried_add(&tried, 0);
+    ck_assert_uint_eq(gw_plim_retry(l, pool, 0, &pk, 1, &counted), GW_PICK_REFUSED);
+    ck_assert_int_eq(counted, 0);
+    for (int i = 0; i < 6; i++)
+        ck_assert_uint_eq(up_pick(pool, 0), up_pick(twin, 0));
+    /* one whose connect failed goes, outside the budget */
+    ck_assert_uint_eq(gw_plim_retry(l, pool, 0, &pk, 0, &counted), 1);
+    ck_assert_int_eq(counted, 0);
+    ck_assert_uint_eq(b->retries, 3);
+    /* with room: admitted and counted as a retry, also when it must wait */
+    for (int i = 0; i < 3; i++)
+        up_budget_end(b, 1);
+    gw_plim_take(l, 1);
+    gw_plim_take(l, 2);
+    ck_assert_uint_eq(gw_plim_retry(l, pool, 0, &pk, 1, &counted), GW_PICK_FULL);
+    ck_assert_int_eq(counted, 1);
+    ck_assert_uint_eq(b->retries, 1);
+    up_budget_end(b, 1);
+    /* admitted, but every server was tried: the budget is given back */
+    up_tried_add(&tried, 1);
+    up_tried_add(&tried, 2);
+    ck_assert_uint_eq(gw_plim_retry(l, pool, 0, &pk, 1, &counted), UP_NONE);
+    ck_assert_int_eq(counted, 0);
+    ck_assert_uint_eq(b->retries, 0);
+    ck_assert_uint_eq(b->active, 1);
+    ck_assert_uint_eq(b->exhausted, 1);
+    gw_plim_free_all(&w[0]);
+    up_pool_release(twin);
+}
+END_TEST
+
 START_TEST(a_changed_pool_keeps_the_retry_budget)
 {
     /* "u" changed (a server swapped, another percent); "v" is another pool */
@@ -417,6 +464,7 @@ static Suite *limits_suite(void)
     tcase_add_test(tc, a_shared_slot_wakes_only_those_waiting_for_it);
     tcase_add_test(tc, a_changed_pool_keeps_the_retry_budget);
     tcase_add_test(tc, a_full_server_leaves_its_requests_to_the_balancer);
+    tcase_add_test(tc, a_retry_asks_the_budget_before_the_balancer);
     suite_add_tcase(s, tc);
     return s;
 }
