@@ -307,9 +307,14 @@ fail:
 
 /* Logs and counts a transition of <hp> (every server down, or one back:
  * <v>). A panicking pool counts it alike: it is as much an outage, only
- * answered otherwise. */
-static void pool_transition(struct hpool *hp, const struct hsrv *v)
+ * answered otherwise. <panic>: the pool spread over every server while
+ * they were all down (its definition before the transition), so a server
+ * back ends the panic rather than an outage: the pool never stopped
+ * serving. */
+static void pool_transition(struct hpool *hp, const struct hsrv *v, int panic)
 {
+    const char *who = v ? v->address : "(after a push)";
+
     if (up_pool_all_down(hp->pool)) {
         hp->all_down++;
         if (hp->def.panic)
@@ -321,9 +326,12 @@ static void pool_transition(struct hpool *hp, const struct hsrv *v)
             gw_log(GW_LOG_WARN,
                    "upstream %s: every server is down: requests get 503 until one comes back",
                    hp->name);
+    } else if (panic) {
+        gw_log(GW_LOG_NOTICE,
+               "upstream %s: server %s is up: panic over: requests go to the servers that are up",
+               hp->name, who);
     } else {
-        gw_log(GW_LOG_NOTICE, "upstream %s: server %s is up: the pool serves again", hp->name,
-               v ? v->address : "(after a push)");
+        gw_log(GW_LOG_NOTICE, "upstream %s: server %s is up: the pool serves again", hp->name, who);
     }
 }
 
@@ -341,7 +349,7 @@ static int set_flag(struct hsrv *v, unsigned flag, int on, uint64_t now)
 static void publish(struct hsrv *v, unsigned flag, int on, uint64_t now)
 {
     if (set_flag(v, flag, on, now))
-        pool_transition(v->hp, v);
+        pool_transition(v->hp, v, v->hp->def.panic);
 }
 
 static void arm_expire(struct hpool *hp, uint64_t now)
@@ -703,7 +711,7 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
     if (old)
         hp->all_down = old->all_down;
     if (!up_pool_all_down(hp->pool) != !was_down)
-        pool_transition(hp, NULL);
+        pool_transition(hp, NULL, old && old->def.panic);
     arm_expire(hp, now);
     free(map);
 }

@@ -4,10 +4,11 @@ gateway/health.c) with real backends that the tests take down and bring
 back: with every server failing its active check a pool with "panic": true
 still sends requests to all of them, one without answers 503 at once (no
 server tried, Retry-After: 1), and either way the all-down transition is
-logged and counted once; a server back up with slow_start_ms gets clearly
-fewer than its share at the start of its ramp and its full share after it,
-with round_robin, least_conn and random_two (hash does not ramp), and so
-does a server a push adds to the pool.
+logged and counted once, and so is the end of a panic when a server comes
+back; a server back up with slow_start_ms gets clearly fewer than its share
+at the start of its ramp and its full share after it, with round_robin,
+least_conn and random_two (hash does not ramp), and so does a server a push
+adds to the pool.
 Counts are of the backends' answers (X-Backend); proportions are asserted
 with wide margins, never durations. Every wait is bounded (wait_for)."""
 import re
@@ -80,6 +81,28 @@ class PanicTest(GatewayCase):
         self.assertEqual(len(self.all_down_lines(gw)), 1)
         self.assertEqual(len(re.findall(r"upstream u: server \S+ is up: the pool serves again",
                                         gw.log())), 1)
+
+    def test_a_server_back_ends_the_panic(self):
+        # a pool in panic never stopped serving: a server back up ends the
+        # panic (requests go to the servers up again), logged once as such,
+        # not as the pool serving again
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=FAILING, panic=True)})
+        wait_for(lambda: health(gw)[1]["panic"], what="both servers down: panic")
+        st, _ = admin(gw, "PUT", "/upstreams/u",
+                      upstream_cfg(b1, b2, health_check=PASSING, panic=True))
+        self.assertEqual(st, 200)
+        wait_for(lambda: all(s["healthy"] for s in health(gw)[0].values()), what="both back")
+        over = r"upstream u: server 127\.0\.0\.1:\d+ is up: panic over: requests go to the " \
+               r"servers that are up"
+        gw.wait_log(over)
+        self.assertEqual(len(re.findall(over, gw.log())), 1)
+        self.assertNotIn("the pool serves again", gw.log())
+        self.assertEqual((health(gw)[1]["all_down"], health(gw)[1]["panic"]), (False, False))
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_panic{upstream="u"} 0', m)
+        self.assertEqual(len(self.all_down_lines(gw)), 1)
+        self.assertEqual({st for st, _, _ in self.answers(gw, 6)}, {200})
 
     def ramp(self, balance):
         """b2 goes down and comes back in a pool of <balance> with slow start:
