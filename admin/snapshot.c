@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/snapshot.h"
+#include "admin/clock.h"
 #include "admin/state.h"
 #include "admin/http1/status.h"
 
@@ -666,14 +667,6 @@ static int carry_over(up_pool *p, const struct adm_upstream *u, const struct pre
     health_start(p, u, old, map);
     free(map);
     return 0;
-}
-
-uint64_t adm_clock_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 double adm_now_ms(void)

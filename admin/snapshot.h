@@ -188,13 +188,6 @@ struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_sn
 /* CLOCK_MONOTONIC in milliseconds, for build times. */
 double adm_now_ms(void);
 
-/* The clock of the health words: CLOCK_MONOTONIC_COARSE in milliseconds,
- * the one the workers read as gw_now_ms (their timeouts, and slow start's
- * now). A word's since (its server went down or came back) is stamped with
- * it, by the health thread and by the snapshot build, so that a server
- * just back up is never seen up since a moment still to come. */
-uint64_t adm_clock_ms(void);
-
 /* What the binder below needs: the number of workers, and the routes of the
  * live snapshot by id, whose counters the new config's routes take over. */
 struct adm_bind_ctx {

@@ -25,6 +25,7 @@
 #include <sys/queue.h>
 #include <time.h>
 
+#include "admin/clock.h"
 #include "gateway/gateway.h"
 #include "gateway/io.h"
 
@@ -202,14 +203,11 @@ static inline void gw_ob_field(struct gw_obuf *o, const char *name, size_t nlen,
 
 /* ---- time ---- */
 
-/* CLOCK_MONOTONIC_COARSE, in ms: what timeouts are measured with, and
- * slow start's now (the health words' clock too: adm_clock_ms). */
+/* adm_clock_ms (admin/clock.h), the health words' clock, as the signed
+ * milliseconds timeouts are measured in; slow start's now. */
 static inline long long gw_now_ms(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)adm_clock_ms();
 }
 
 /* Milliseconds since <t0> (CLOCK_MONOTONIC). */

@@ -32,6 +32,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include "admin/clock.h"
 #include "gateway/gateway.h"
 #include "gateway/io.h"
 #include "gateway/io_tls.h"
@@ -126,13 +127,6 @@ static struct {
     LIST_HEAD(, probe) probes;
     _Atomic uint64_t dropped; /* reports lost to a full ring */
 } H = {.wake = {-1, -1}, .mu = PTHREAD_MUTEX_INITIALIZER};
-
-/* The health words' clock (since, ejection ends, check timers): the one
- * the workers ramp slow start with. */
-static uint64_t now_ms(void)
-{
-    return adm_clock_ms();
-}
 
 static struct timeval tv_ms(uint64_t ms)
 {
@@ -376,7 +370,7 @@ static void unejected(struct hsrv *v, uint64_t now)
 static void expire_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct hpool *hp = arg;
-    uint64_t now = now_ms();
+    uint64_t now = adm_clock_ms();
     size_t s;
 
     (void)fd;
@@ -473,7 +467,7 @@ static void probe_free(struct probe *pr)
 static void probe_done(struct probe *pr, int status)
 {
     struct hsrv *v = pr->srv;
-    uint64_t now = now_ms();
+    uint64_t now = adm_clock_ms();
 
     if (v) {
         struct hpool *hp = v->hp;
@@ -624,7 +618,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     pthread_mutex_lock(&H.mu);
-    v->next_ms = now_ms() + v->hp->def.interval_ms;
+    v->next_ms = adm_clock_ms() + v->hp->def.interval_ms;
     evtimer_add(v->timer, &tv);
     /* a check slower than the interval is not doubled; a host name not
      * resolved yet has no address to check */
@@ -718,7 +712,7 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
 
 static void merge(struct plan *pl)
 {
-    uint64_t now = now_ms();
+    uint64_t now = adm_clock_ms();
 
     for (size_t i = 0; i < pl->n; i++) {
         struct hpool *old = NULL;
@@ -748,7 +742,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     H.pending = NULL;
     if (pl)
         merge(pl);
-    drain_rings(now_ms());
+    drain_rings(adm_clock_ms());
     pthread_mutex_unlock(&H.mu);
     if (stop)
         event_base_loopbreak(H.base);
