@@ -52,6 +52,13 @@ static void histogram(struct evbuffer *b, const char *name, const char *help, co
                         (unsigned long long)acc, name, sum, name, (unsigned long long)acc);
 }
 
+/* The HELP and TYPE lines of metric switchyard_upstream_<name>. */
+static void upstream_head(struct evbuffer *b, const char *name, const char *type, const char *help)
+{
+    evbuffer_add_printf(b, "# HELP switchyard_upstream_%s %s\n# TYPE switchyard_upstream_%s %s\n",
+                        name, help, name, type);
+}
+
 /* The lines of the pools' retries and queues: one per pool, labelled
  * upstream="NAME" as the per-server lines are (config_upstreams.c allows
  * only letters, digits, '_', '.' and '-' in a name: nothing to escape).
@@ -75,10 +82,7 @@ static void limits_metrics(struct evbuffer *b, const struct adm_snapshot *s)
     };
 
     for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
-        evbuffer_add_printf(b,
-                            "# HELP switchyard_upstream_%s %s\n"
-                            "# TYPE switchyard_upstream_%s %s\n",
-                            m[i].name, m[i].help, m[i].name, m[i].type);
+        upstream_head(b, m[i].name, m[i].type, m[i].help);
         for (size_t j = 0; j < s->npools; j++)
             evbuffer_add_printf(b, "switchyard_upstream_%s{upstream=\"%s\"} %llu\n", m[i].name,
                                 up_pool_name(s->pools[j]),
@@ -120,50 +124,84 @@ static void server_metrics(struct evbuffer *b, const struct adm_snapshot *s)
                                     (unsigned long long)up_failures(s->pools[i], k, f));
 }
 
+/* The values of the health lines, per server: of server <k> of <p>, given
+ * what the health thread knows of it (<h>)... */
+static uint64_t server_healthy(const up_pool *p, size_t k, const struct adm_srv_health *h)
+{
+    (void)h;
+    return up_health_flags(p, k) == 0;
+}
+
+static uint64_t server_ejections(const up_pool *p, size_t k, const struct adm_srv_health *h)
+{
+    (void)p;
+    (void)k;
+    return h->ejections;
+}
+
+static uint64_t server_check_failures(const up_pool *p, size_t k, const struct adm_srv_health *h)
+{
+    (void)p;
+    (void)k;
+    return h->check_failures;
+}
+
+/* ... and per pool: of <p>, given what the health thread knows of it. */
+static uint64_t pool_all_down(const up_pool *p, const struct adm_srv_health *h)
+{
+    (void)p;
+    return h->all_down;
+}
+
+static uint64_t pool_panic(const up_pool *p, const struct adm_srv_health *h)
+{
+    (void)h;
+    return (uint64_t)up_pool_panicking(p);
+}
+
 /* The health lines of /metrics: per server up or down, ejections and
  * failed checks, per pool the times every server went down and whether it
- * is in panic now. */
+ * is in panic now; what the health thread knows read through the API's
+ * hook (adm_api_srv_health). */
 static void health_metrics(const struct adm_api *api, struct evbuffer *b,
                            const struct adm_snapshot *s)
 {
-    static const char *const help[] = {"switchyard_upstream_server_healthy",
-                                       "gauge",
-                                       "1 when the server takes requests.",
-                                       "switchyard_upstream_ejections_total",
-                                       "counter",
-                                       "Ejections by outlier detection.",
-                                       "switchyard_upstream_health_check_failures_total",
-                                       "counter",
-                                       "Failed active checks.",
-                                       "switchyard_upstream_all_down_total",
-                                       "counter",
-                                       "Times every server of a pool was down.",
-                                       "switchyard_upstream_panic",
-                                       "gauge",
-                                       "1 while every server is down and the pool spreads over "
-                                       "them all (panic)."};
+    static const struct {
+        const char *name, *type, *help;
+        uint64_t (*get)(const up_pool *p, size_t k, const struct adm_srv_health *h);
+    } srv[] = {
+        {"server_healthy", "gauge", "1 when the server takes requests.", server_healthy},
+        {"ejections_total", "counter", "Ejections by outlier detection.", server_ejections},
+        {"health_check_failures_total", "counter", "Failed active checks.", server_check_failures},
+    };
+    static const struct {
+        const char *name, *type, *help;
+        uint64_t (*get)(const up_pool *p, const struct adm_srv_health *h);
+    } pool[] = {
+        {"all_down_total", "counter", "Times every server of a pool was down.", pool_all_down},
+        {"panic", "gauge",
+         "1 while every server is down and the pool spreads over them all (panic).", pool_panic},
+    };
     struct adm_srv_health h;
 
-    for (size_t m = 0; m < 5; m++) {
-        evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", help[3 * m], help[3 * m + 2],
-                            help[3 * m], help[3 * m + 1]);
-        for (size_t i = 0; i < s->npools; i++) {
-            up_pool *p = s->pools[i];
-            if (m >= 3) {
-                adm_api_srv_health(api, p, UP_NONE, &h);
-                evbuffer_add_printf(b, "%s{upstream=\"%s\"} %llu\n", help[3 * m], up_pool_name(p),
-                                    m == 3 ? (unsigned long long)h.all_down
-                                           : (unsigned long long)up_pool_panicking(p));
-                continue;
+    for (size_t i = 0; i < sizeof(srv) / sizeof(srv[0]); i++) {
+        upstream_head(b, srv[i].name, srv[i].type, srv[i].help);
+        for (size_t j = 0; j < s->npools; j++)
+            for (size_t k = 0; k < up_pool_nservers(s->pools[j]); k++) {
+                adm_api_srv_health(api, s->pools[j], k, &h);
+                evbuffer_add_printf(
+                    b, "switchyard_upstream_%s{upstream=\"%s\",server=\"%s\"} %llu\n", srv[i].name,
+                    up_pool_name(s->pools[j]), up_server_address(s->pools[j], k),
+                    (unsigned long long)srv[i].get(s->pools[j], k, &h));
             }
-            for (size_t k = 0; k < up_pool_nservers(p); k++) {
-                uint64_t v;
-                adm_api_srv_health(api, p, k, &h);
-                v = m == 0 ? up_health_flags(p, k) == 0 : m == 1 ? h.ejections : h.check_failures;
-                evbuffer_add_printf(b, "%s{upstream=\"%s\",server=\"%s\"} %llu\n", help[3 * m],
-                                    up_pool_name(p), up_server_address(p, k),
-                                    (unsigned long long)v);
-            }
+    }
+    for (size_t i = 0; i < sizeof(pool) / sizeof(pool[0]); i++) {
+        upstream_head(b, pool[i].name, pool[i].type, pool[i].help);
+        for (size_t j = 0; j < s->npools; j++) {
+            adm_api_srv_health(api, s->pools[j], UP_NONE, &h);
+            evbuffer_add_printf(b, "switchyard_upstream_%s{upstream=\"%s\"} %llu\n", pool[i].name,
+                                up_pool_name(s->pools[j]),
+                                (unsigned long long)pool[i].get(s->pools[j], &h));
         }
     }
 }

@@ -10,7 +10,7 @@ writes a server's address another way (localhost:PORT, 127.0.0.1:PORT: the
 same socket address); a pool listing one address twice keeps a state for
 each; a push that adds a server keeps the ejection history of the others;
 the all-down 503 is logged once per transition; GET /upstreams/{name}/health
-and /metrics say all of it. Every wait is bounded (harness.wait_for)."""
+and /metrics say all of it (the health block of /metrics checked whole). Every wait is bounded (harness.wait_for)."""
 import datetime
 import http.client
 import json
@@ -399,6 +399,63 @@ class HealthTest(GatewayCase):
         self.assertLessEqual(g[named]["last_check"]["checks"] + 4,
                              g[numeric]["last_check"]["checks"], g)
         self.assertEqual(set(self.backend_names(gw, 6)), {(200, "b1")})
+
+    def test_metrics_health_lines(self):
+        # the health block of /metrics, whole and in order: per server up or
+        # down, ejections, failed checks, then per pool all-down transitions
+        # and panic, on states that stand still (checks a minute apart)
+        b1 = self.own_backend("b1")
+        dead, dead2 = ("127.0.0.1:%d" % free_port() for _ in range(2))
+        slow = {"path": "/hz", "interval_ms": 60000, "timeout_ms": 1000,
+                "healthy_threshold": 2, "unhealthy_threshold": 1}
+        ups = {"a": upstream_cfg(b1, dead),
+               "b": upstream_cfg(b1, health_check=slow, initially_unhealthy=True, panic=True),
+               "c": upstream_cfg(dead2, health_check=slow)}
+        cfg = gateway_config(upstreams=ups, workers=1,
+                             routes=[{"id": "all", "path": "/*{r}", "upstream": "a"}])
+        gw = self.own_gateway(cfg)
+        wait_for(lambda: admin_accepts(gw), what="the admin API")
+        for pool, addr, status in (("b", b1.addr, 200), ("c", dead2, 0)):
+            wait_for(lambda: (health(gw, pool)[0][addr]["last_check"] or {}).get("status")
+                     == status, what="the first check of %s" % pool)
+        _, m = admin(gw, "GET", "/metrics")
+        start = m.index("# HELP switchyard_upstream_server_healthy ")
+        end = m.index("switchyard_upstream_panic{upstream=\"c\"}")
+        block = m[start:m.index("\n", end) + 1]
+        want = (
+            "# HELP switchyard_upstream_server_healthy 1 when the server takes requests.\n"
+            "# TYPE switchyard_upstream_server_healthy gauge\n"
+            "switchyard_upstream_server_healthy{upstream=\"a\",server=\"%(b1)s\"} 1\n"
+            "switchyard_upstream_server_healthy{upstream=\"a\",server=\"%(dead)s\"} 1\n"
+            "switchyard_upstream_server_healthy{upstream=\"b\",server=\"%(b1)s\"} 0\n"
+            "switchyard_upstream_server_healthy{upstream=\"c\",server=\"%(dead2)s\"} 0\n"
+            "# HELP switchyard_upstream_ejections_total Ejections by outlier detection.\n"
+            "# TYPE switchyard_upstream_ejections_total counter\n"
+            "switchyard_upstream_ejections_total{upstream=\"a\",server=\"%(b1)s\"} 0\n"
+            "switchyard_upstream_ejections_total{upstream=\"a\",server=\"%(dead)s\"} 0\n"
+            "switchyard_upstream_ejections_total{upstream=\"b\",server=\"%(b1)s\"} 0\n"
+            "switchyard_upstream_ejections_total{upstream=\"c\",server=\"%(dead2)s\"} 0\n"
+            "# HELP switchyard_upstream_health_check_failures_total Failed active checks.\n"
+            "# TYPE switchyard_upstream_health_check_failures_total counter\n"
+            "switchyard_upstream_health_check_failures_total{upstream=\"a\",server=\"%(b1)s\"} 0\n"
+            "switchyard_upstream_health_check_failures_total{upstream=\"a\",server=\"%(dead)s\"}"
+            " 0\n"
+            "switchyard_upstream_health_check_failures_total{upstream=\"b\",server=\"%(b1)s\"} 0\n"
+            "switchyard_upstream_health_check_failures_total{upstream=\"c\",server=\"%(dead2)s\"}"
+            " 1\n"
+            "# HELP switchyard_upstream_all_down_total Times every server of a pool was down.\n"
+            "# TYPE switchyard_upstream_all_down_total counter\n"
+            "switchyard_upstream_all_down_total{upstream=\"a\"} 0\n"
+            "switchyard_upstream_all_down_total{upstream=\"b\"} 1\n"
+            "switchyard_upstream_all_down_total{upstream=\"c\"} 1\n"
+            "# HELP switchyard_upstream_panic 1 while every server is down and the pool spreads"
+            " over them all (panic).\n"
+            "# TYPE switchyard_upstream_panic gauge\n"
+            "switchyard_upstream_panic{upstream=\"a\"} 0\n"
+            "switchyard_upstream_panic{upstream=\"b\"} 1\n"
+            "switchyard_upstream_panic{upstream=\"c\"} 0\n") % {
+                "b1": b1.addr, "dead": dead, "dead2": dead2}
+        self.assertEqual(block, want)
 
 
 if __name__ == "__main__":
