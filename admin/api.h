@@ -41,7 +41,6 @@ void adm_tls_metrics(struct evbuffer *b, const struct adm_config *cfg,
 /* What the gateway's health thread knows of one server of a pool, or of
  * the pool itself (gateway/health.c). */
 struct adm_srv_health {
-    int checked;     /* the pool has active checks */
     int last_status; /* the last check's status, 0: no answer, -1: none yet */
     double last_ms;  /* the last check's latency */
     uint64_t checks, check_failures;

@@ -203,13 +203,16 @@ static json_t *health_since(const up_pool *p, size_t s)
     return json_string(buf);
 }
 
-static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t k)
+/* Server <k> of <p>, whose upstream has active checks when <checked>: the
+ * definition the API serves decides whether last_check is shown, not the
+ * health thread, which may not have taken the push that changed it yet. */
+static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t k, int checked)
 {
     struct adm_srv_health h;
     json_t *check = json_null();
 
     adm_api_srv_health(api, p, k, &h);
-    if (h.checked)
+    if (checked)
         check = json_pack("{s:o,s:o,s:I,s:I}", "status",
                           h.last_status < 0 ? json_null() : json_integer(h.last_status),
                           "latency_ms", h.last_status < 0 ? json_null() : json_real(h.last_ms),
@@ -233,7 +236,8 @@ void adm_api_upstream_health(struct adm_api *api, struct adm_req *req, const cha
             continue;
         servers = json_array();
         for (size_t k = 0; k < up_pool_nservers(p); k++)
-            json_array_append_new(servers, server_health_json(api, p, k));
+            json_array_append_new(
+                servers, server_health_json(api, p, k, s->cfg->upstreams[i].health_check != NULL));
         adm_api_reply(api, req, 200,
                       json_pack("{s:s,s:b,s:b,s:o}", "upstream", name, "all_down",
                                 up_pool_all_down(p), "panic", up_pool_panicking(p), "servers",

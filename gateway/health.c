@@ -837,7 +837,6 @@ void gw_health_info(void *arg, const up_pool *pool, size_t server, struct adm_sr
             out->all_down = hp->all_down;
         } else if ((k = srv_index(hp, pool, server)) != UP_NONE) {
             v = &hp->srv[k];
-            out->checked = hp->def.check;
             out->last_status = v->last_status;
             out->last_ms = v->last_ms;
             out->checks = v->checks;
