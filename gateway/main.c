@@ -49,6 +49,16 @@ static void usage(FILE *f)
                "       switchyard --help\n");
 }
 
+/* libevent's own messages (evdns's "Nameserver ... has failed", a
+ * backend's warnings) in the error log's format instead of its raw
+ * "[msg] ..." lines on stderr: its warnings and errors as warnings, its
+ * informational and debug messages as debug. Called on any thread; gw_log()
+ * calls nothing in libevent, as such a callback must not. */
+static void libevent_log(int severity, const char *msg)
+{
+    gw_log(severity >= EVENT_LOG_WARN ? GW_LOG_WARN : GW_LOG_DEBUG, "libevent: %s", msg);
+}
+
 /* A command-line mistake: "<what> <arg>", then the usage, on stderr; the
  * exit status (2). */
 static int usage_error(const char *what, const char *arg)
@@ -930,6 +940,7 @@ int main(int argc, char **argv)
     if (check_path)
         return check_config(check_path);
     rc = 1;
+    event_set_log_callback(libevent_log);
     signal(SIGPIPE, SIG_IGN);
     /* Blocked from here until the admin thread's handlers are in place: the
      * listeners accept (and a supervisor may signal) before that, and a

@@ -171,6 +171,23 @@ class TestDns(DnsCase):
         self.wait_backends(gw, {"b3"}, "the rewritten hosts file")
         self.assertEqual(self.dns.queries(name), 0)
 
+    def test_libevent_messages_in_the_log_format(self):
+        """evdns's own messages (a nameserver that stops answering) come out
+        as the error log's lines, not as libevent's raw "[msg] ..." ones."""
+        name = "mute.sy-test"
+        self.dns.hang(name)
+        cfg = adminlib.gateway_config(
+            upstreams={"app": self.pool(name)},
+            routes=[{"id": "app", "path": "/*{rest}", "upstream": "app"}],
+            resolver={"nameservers": [self.dns.addr], "timeout_ms": 200, "attempts": 1},
+            log_level="debug")
+        gw = self.own_gateway(cfg)
+        gw.wait_log(r"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \[debug\] libevent: "
+                    r"Nameserver 127\.0\.0\.1:%d has failed: request timed out\.$" % self.dns.port)
+        # every line is one of the error log's
+        for line in gw.log().splitlines():
+            self.assertRegex(line, r"^\d{4}-\d\d-\d\dT\S+Z \[(error|warn|notice|info|debug)\] ")
+
     def test_resolver_settings_validated(self):
         gw, api = self.start_gateway({"app": self.pool(NAME)})
         cfg, etag, _ = api.config()
