@@ -68,10 +68,20 @@ static int usage_error(const char *what, const char *arg)
     return 2;
 }
 
+/* Logs <errs> under a "<what>:" line, one error a line; an error about
+ * the whole document that already names <what> (the file that cannot be
+ * read) is logged alone, so the path is not said twice. */
 static void print_errors(const char *what, struct adm_errors *errs)
 {
-    char *s = adm_errors_format(errs);
+    size_t wlen = strlen(what);
+    char *s;
 
+    if (errs->n == 1 && !errs->v[0].path[0] && strncmp(errs->v[0].msg, what, wlen) == 0 &&
+        errs->v[0].msg[wlen] == ':') {
+        gw_log(GW_LOG_ERROR, "%s", errs->v[0].msg);
+        return;
+    }
+    s = adm_errors_format(errs);
     gw_log(GW_LOG_ERROR, "%s:", what);
     if (s) {
         char *line = s, *nl;

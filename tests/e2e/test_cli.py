@@ -81,6 +81,14 @@ class CheckTest(GatewayCase):
         self.assertEqual(p.returncode, 1)
         self.assertIn("absent.json", p.stderr)
 
+    def test_start_missing_file_says_it_once(self):
+        path = self.tmp.file("absent.json")
+        p = subprocess.run([SY_BIN, "-c", path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, r"^\S+Z \[error\] %s: No such file or directory\n$"
+                         % re.escape(path))
+
     def test_start_refuses_bad_config(self):
         cfg = gateway_config(routes=[{"id": "r", "path": "/x", "upstream": "nope"}])
         path = self.tmp.file("bad.json")
