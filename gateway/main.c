@@ -927,9 +927,12 @@ static void run(const char *cfg_path)
 {
     struct adm_snapshot *snap = atomic_load(&proc.swap.current);
 
-    gw_log(GW_LOG_NOTICE, "switchyard %s: %u workers, %zu listeners (%s%s), %zu routes, config %s",
-           SY_VERSION, proc.nworkers, snap->cfg->nlisteners, snap->cfg->listeners[0].addr.text,
-           snap->cfg->nlisteners > 1 ? ", ..." : "", rt_table_count(snap->rt),
+    size_t nl = snap->cfg->nlisteners, nr = rt_table_count(snap->rt);
+
+    gw_log(GW_LOG_NOTICE,
+           "switchyard %s: %u worker%s, %zu listener%s (%s%s), %zu route%s, config %s", SY_VERSION,
+           proc.nworkers, proc.nworkers == 1 ? "" : "s", nl, nl == 1 ? "" : "s",
+           snap->cfg->listeners[0].addr.text, nl > 1 ? ", ..." : "", nr, nr == 1 ? "" : "s",
            cfg_path ? cfg_path : "(embedded default)");
     event_base_dispatch(proc.admin_base);
 }

@@ -241,7 +241,7 @@ def metric_sum(samples, name, **labels):
                if n == name and all(l.get(k) == x for k, x in labels.items()))
 
 
-STARTED_RE = re.compile(r"switchyard \S+: \d+ workers")
+STARTED_RE = re.compile(r"switchyard \S+: \d+ workers?")
 
 
 def wait_ready(gw, since=0):
