@@ -141,13 +141,22 @@ static void reload(void)
     json_error_t je;
     json_t *doc;
     char msg[512];
+    FILE *f;
     int rc;
 
     if (!proc.config_path) {
         gw_log(GW_LOG_WARN, "SIGHUP: running on the embedded default config, nothing to reload");
         return;
     }
-    doc = json_load_file(proc.config_path, JSON_REJECT_DUPLICATES, &je);
+    /* opened here, not by jansson, whose error for a missing file is
+     * "line -1, column -1: unable to open ..." */
+    if (!(f = fopen(proc.config_path, "rb"))) {
+        gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: cannot open %s: %s",
+               proc.config_path, strerror(errno));
+        return;
+    }
+    doc = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    fclose(f);
     if (!doc) {
         gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving:");
         gw_log(GW_LOG_ERROR, "  %s: line %d, column %d: %s", proc.config_path, je.line, je.column,

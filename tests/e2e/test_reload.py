@@ -98,6 +98,25 @@ class ReloadTest(GatewayCase):
         self.assertEqual(get(g.port, "/who/5").header("X-Backend"), "B")
         self.assertNotIn("config reloaded: generation 3", g.log())
 
+    def test_sighup_missing_file_says_so(self):
+        """A SIGHUP after the -c file was removed names the file and the OS
+        error in plain words (not jansson's "line -1, column -1"), and the
+        running config keeps serving."""
+        cfgs = two_configs(self.a, self.b)
+        g = self.own_gateway(cfgs["A"])
+        g.wait_log(r"\[notice\] switchyard \S+: 2 workers, 1 listener \(127\.0\.0\.1:\d+\), "
+                   r"3 routes, config ")
+        self.assertEqual(get(g.port, "/who/1").header("X-Backend"), "A")
+        since = g.log_size()
+        os.unlink(g.cfg_path)
+        g.signal(signal.SIGHUP)
+        m = g.wait_log(r"\[error\] reload refused, the running config keeps serving: "
+                       r"cannot open (\S+): No such file or directory\n", since=since)
+        self.assertEqual(m.group(1), g.cfg_path)
+        self.assertNotIn("line -1", g.log())
+        self.assertEqual(get(g.port, "/who/2").header("X-Backend"), "A")
+        self.assertEqual(get(g.port, "/config-name").body, b"A")
+
     def test_reloads_under_load(self):
         cfgs = two_configs(self.a, self.b)
         g = self.own_gateway(cfgs["A"])
