@@ -73,14 +73,22 @@ static void fail_busy(struct gw_conn *c)
  * (and no panic) is answered as a full queue is: 503 with Retry-After: 1,
  * so that a client or a CDN backs off a moment rather than hammer a pool
  * that health checks may bring back any second (Envoy sends its "no
- * healthy upstream" 503 without one; we keep our two 503s alike). Servers
- * left that were all tried already: 502, the try's failure. */
+ * healthy upstream" 503 without one; we keep our two 503s alike). So is a
+ * first try that has no server while others are up: the hash's server for
+ * this key is down and the pool has no fallback; nothing failed, the
+ * server is unavailable. Servers left that were all tried already: 502,
+ * the try's failure. */
 static void fail_none_left(struct gw_conn *c)
 {
-    if (up_pool_all_down(c->snap->pools[c->sr->upstream]))
+    if (up_pool_all_down(c->snap->pools[c->sr->upstream])) {
         fail_busy(c);
-    else
+    } else if (!c->tried.n) {
+        up_log(GW_LOG_INFO, c, NULL,
+               "the server for this request's hash key is down (no fallback)");
+        fail_busy(c);
+    } else {
         gw_proxy_fail(c, 502);
+    }
 }
 
 /* The try on <c>'s current server is over: its slot and its place in the

@@ -9,8 +9,10 @@ or changes it but keeps its servers, keeps their health, also when it
 writes a server's address another way (localhost:PORT, 127.0.0.1:PORT: the
 same socket address); a pool listing one address twice keeps a state for
 each; a push that adds a server keeps the ejection history of the others;
-the all-down 503 is logged once per transition; GET /upstreams/{name}/health
-and /metrics say all of it (the health block of /metrics checked whole). Every wait is bounded (harness.wait_for)."""
+the all-down 503 is logged once per transition; a hash key whose server is
+down gets 503 without fallback, its next candidate with; GET
+/upstreams/{name}/health and /metrics say all of it (the health block of
+/metrics checked whole). Every wait is bounded (harness.wait_for)."""
 import datetime
 import http.client
 import json
@@ -150,6 +152,32 @@ class HealthTest(GatewayCase):
         b = self.own_backend("late", port=port)
         wait_for(lambda: health(gw)[0][b.addr]["healthy"], what="the server passes")
         self.assertEqual(get(gw, "/x").status, 200)
+
+    def test_hash_key_of_a_down_server_answers_503(self):
+        """hash without fallback: a key whose server is down, while another
+        is up, gets 503 with Retry-After (nothing was tried: not a 502); with
+        fallback the key's next candidate answers."""
+        b = self.own_backend("live")
+        dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+        cfg = upstream_cfg(b, dead, balance="hash", hash_key="header:X-Key",
+                           health_check=CHECK, initially_unhealthy=True)
+        gw = self.gateway({"u": cfg})
+        wait_for(lambda: health(gw)[0][b.addr]["healthy"], what="the live server passes")
+        statuses = {}
+        with Client(gw.port) as c:
+            for i in range(40):
+                r = c.request("GET", "/x", headers=[("X-Key", "k%d" % i)])
+                statuses[r.status] = statuses.get(r.status, 0) + 1
+                if r.status == 503:
+                    self.assertEqual(r.header("Retry-After"), "1", r)
+        self.assertEqual(sorted(statuses), [200, 503], statuses)
+        self.assertEqual(health(gw)[0][dead]["requests"], 0)  # never tried
+        st, _ = admin(gw, "PUT", "/upstreams/u", dict(cfg, fallback=True))
+        self.assertEqual(st, 200)
+        with Client(gw.port) as c:
+            for i in range(40):
+                self.assertEqual(c.request("GET", "/x", headers=[("X-Key", "k%d" % i)]).status,
+                                 200)
 
     def test_without_initially_unhealthy_a_server_starts_up(self):
         port = free_port()
