@@ -88,7 +88,8 @@ struct gw_conn {
     size_t params_cap, nparams;
     struct gw_upconn *up;
     int body_done, resp_started, keep, is_head, http10, retried, read_paused;
-    unsigned tries;        /* retries on other servers so far (upstreams.NAME.retries) */
+    int body_fed;   /* the streamed body began to go to an upstream: a retry cannot resend it */
+    unsigned tries; /* retries on other servers so far (upstreams.NAME.retries) */
     struct up_tried tried; /* the servers those failed on */
     /* the pool's limits (limits.h), NULL: it has none. All zero between
      * requests: proxy.c clears them when a proxied request ends. */

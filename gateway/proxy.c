@@ -231,13 +231,19 @@ static int feed_body(struct gw_conn *c, h1_req_body_cb cb)
 static void buffer_body(struct gw_conn *c);
 
 /* Moves request body bytes from the client to the upstream, as far as the
- * upstream's output buffer allows. */
+ * upstream's output buffer allows. A streamed body waits for the upstream
+ * connection to be open (up_event_cb goes on then): until then it stays in
+ * the client's buffer, so that a connect that fails took none of it and
+ * the request can go to another server whole (resendable), as nginx does
+ * without request buffering. */
 void gw_proxy_body_up(struct gw_conn *c)
 {
     if (c->body && !c->body_done) {
         buffer_body(c);
         return;
     }
+    if (c->up && c->up->st == GW_UP_CONNECTING)
+        return;
     while (!c->body_done && c->up) {
         int rc;
 
@@ -246,6 +252,7 @@ void gw_proxy_body_up(struct gw_conn *c)
             c->read_paused = 1;
             return;
         }
+        c->body_fed = 1;
         if ((rc = feed_body(c, body_up_cb)) < FEED_MORE)
             return;
         if (rc == FEED_DONE && c->rp.req.body_kind == H1_BODY_CHUNKED)
@@ -472,7 +479,7 @@ static int resendable(const struct gw_conn *c)
     const struct h1_request *rq = &c->rp.req;
 
     return c->body || rq->body_kind == H1_BODY_NONE ||
-           (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0);
+           (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0) || !c->body_fed;
 }
 
 /* retry_on_status: the final response of <u> has a status the pool
@@ -588,7 +595,12 @@ static void fail_with(struct gw_conn *c, int status, const char *extra, size_t e
         gw_conn_request_done(c);
         return;
     }
-    if (!c->body_done || status < 500)
+    /* A body that went partly to an upstream leaves the connection out of
+     * step; one that never began to go (it waits for a connection that
+     * failed) is read and dropped after the answer, as for any local
+     * answer, unless we sent 100 Continue for it (the client may not send
+     * it now). */
+    if (status < 500 || (!c->body_done && (c->body_fed || c->rp.req.expect_continue)))
         c->keep = 0;
     gw_local_simple(c, status, extra, extra_len);
     if (!c->keep) {
@@ -667,6 +679,8 @@ static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int an
         wait_for_slot(c);
     else if (send_to(c, s, 0) < 0)
         gw_proxy_fail(c, 502);
+    else if (!c->body_done) /* a streamed body none of which went out yet */
+        gw_proxy_body_up(c);
     return 1;
 }
 
@@ -712,6 +726,8 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         gw_upconn_session_keep(u);
         /* from now on writes are held to the response timeout too */
         gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
+        if (!c->body_done) /* a streamed body waited for the connection */
+            gw_proxy_body_up(c);
         return;
     }
     if ((what & GW_IO_EOF) && u->st == GW_UP_BODY && !u->resp.msg_done) {

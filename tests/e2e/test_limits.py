@@ -14,6 +14,7 @@ front of sy_test_backend and Python http.server processes (py_backend.py).
   changes the pool keeps the slots its older requests hold, and the order
   of its queue (those queued before it go first); a server back up serves
   the queue without waiting for a busy one's slot.
+- a streamed POST goes on after a refused connect, its body still unsent;
 - request_buffering: a chunked upload reaches a Content-Length-only
   backend whole; over max_buffered_body_bytes answers 413; a buffered POST
   goes on after a connect failure but never after its body reached a
@@ -673,6 +674,17 @@ class BufferingTest(LimitsCase):
             self.assertEqual(r.status, 200, r)
             self.assertEqual(r.json()["body_bytes"], 10)
 
+    def assert_post_sent_once(self, gw, b1, b2):
+        """The server (b1 or b2, behind / with retries) reads the whole body,
+        then resets: the POST is not sent again."""
+        b1.reset()
+        b2.reset()
+        for i in range(4):
+            with Client(gw.port) as c:
+                r = c.request("POST", "/p%d?mode=reset" % i, body=b"x" * 5000)
+                self.assertEqual(r.status, 502)
+        self.assertEqual(b1.stats()["requests"] + b2.stats()["requests"], 4)
+
     def test_post_never_retried_once_its_body_was_sent(self):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
         dead = "127.0.0.1:%d" % free_port()
@@ -682,14 +694,7 @@ class BufferingTest(LimitsCase):
             routes=[{"id": "d", "path": "/d/*{p}", "upstream": "d"},
                     {"id": "r", "path": "/*{p}", "upstream": "u"}],
             workers=1))
-        b1.reset()
-        b2.reset()
-        # the server reads the whole body, then resets: the POST is not sent again
-        for i in range(4):
-            with Client(gw.port) as c:
-                r = c.request("POST", "/p%d?mode=reset" % i, body=b"x" * 5000)
-                self.assertEqual(r.status, 502)
-        self.assertEqual(b1.stats()["requests"] + b2.stats()["requests"], 4)
+        self.assert_post_sent_once(gw, b1, b2)
         # an idempotent PUT with the same buffered body is
         with Client(gw.port) as c:
             r = c.request("PUT", "/put?mode=reset", body=b"x" * 5000)
@@ -701,6 +706,31 @@ class BufferingTest(LimitsCase):
                 r = c.request("POST", "/d/%d" % i, body=b"q" * 3000)
                 self.assertEqual(r.status, 200, r)
                 self.assertEqual(r.json()["body_bytes"], 3000)
+
+    def test_streamed_post_goes_on_after_a_refused_connect(self):
+        # without request_buffering the body waits in the client's buffer
+        # until the upstream connection is open: a refused connect took none
+        # of it, so the POST goes to the next server whole (as nginx does);
+        # once its body went to a server it is never sent again
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        dead = "127.0.0.1:%d" % free_port()
+        gw = self.own_gateway(gateway_config(
+            upstreams={"d": upstream_cfg(dead, b1, retries=1, keepalive=0),
+                       "u": upstream_cfg(b1, b2, retries=2)},
+            routes=[{"id": "d", "path": "/d/*{p}", "upstream": "d"},
+                    {"id": "r", "path": "/*{p}", "upstream": "u"}],
+            workers=1))
+        for i in range(6):  # round robin: half of them pick the dead server first
+            with Client(gw.port) as c:
+                r = c.request("POST", "/d/%d" % i, body=b"q" * 3000)
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["body_bytes"], 3000)
+                r = c.request("POST", "/d/c%d" % i, headers=[("Transfer-Encoding", "chunked")],
+                              body=chunked([b"w" * 1500, b"w" * 1500]))
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["body_bytes"], 3000)
+                self.assertEqual(r.json()["body_framing"], "chunked")
+        self.assert_post_sent_once(gw, b1, b2)
 
 
 if __name__ == "__main__":
