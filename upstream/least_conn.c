@@ -27,24 +27,21 @@
  * (slow start) servers, then the next non-empty bucket's; after LC_VISIT
  * servers without one it falls back to a linear scan of the pool.
  *
- * Ties take turns in arrival order: servers that share a key are picked
- * in list order, a picked server goes to the tail of its bucket, and a
- * server entering a bucket goes to its tail. Under load that is all the
- * weight needs, since the key carries it (a weight-4 server's key climbs
- * a quarter as fast). At key 0 it is not: every idle server has key 0,
- * whatever its weight. So there a server takes turns of <w> picks: picked
- * at key 0, it has w - 1 picks of its turn left, and when its request
- * ends while they are left, it goes back to the head of bucket 0, not the
- * tail, to take the next. An idle pool (each request ending before the
- * next pick) thus follows the weights exactly, w picks of each server in a
- * row, as weighted round robin does, and a lightly loaded one (bucket 0
- * never empty) in proportion: HAProxy's leastconn is not weighted at zero
- * load, the tests and operators here expect it to be. A pick at another
- * key ends the turn. Turns were once kept at every key: under load that
- * made each move a coin toss (did the server come back to its turn's
- * key?) and cost a third of the pick's time, for no weighting the key
- * does not already give. With equal weights there are no turns: round
- * robin among equals, in order.
+ * Ties take turns, weighted. Servers that share a key are picked in list
+ * order; a picked server goes to the tail of its bucket with <w> - 1 picks
+ * of its turn at that key left (a new turn unless one was under way
+ * there), and a server that comes back to the key of its turn with picks
+ * left (its request started or ended) goes to the head, to take the next;
+ * any other entry into a bucket is at its tail. So an idle pool (every key
+ * 0, each request ending before the next pick) follows the weights
+ * exactly, w picks of each server in turn, as weighted round robin does,
+ * and so do loaded ties (weights 1 and 3 holding 1 and 3 requests): the
+ * key carries the weight between ties, the turns at them. HAProxy's
+ * leastconn is not weighted at ties, nginx's is (weighted round robin
+ * among the tied). With equal weights there are no turns: round robin
+ * among equals, in order. The turn's bookkeeping takes selects, not
+ * branches (whether a server comes back in its turn is a coin toss with
+ * unequal weights, and a mispredict costs more than the selects).
  *
  * Memory. A worker's buckets and nodes live in its own cache-line-separated
  * block (up_slab_new): 16 KB of heads, the bitmap, 16 bytes a server. The
@@ -70,12 +67,12 @@
 #define LC_SCAP 1024          /* the largest exact scale */
 #define LC_SMAX (1ull << 20)  /* the largest scale at all */
 
-/* A server's place in its bucket's ring, and its turn at key 0 (one per
- * worker). */
+/* A server's place in its bucket's ring, and its turn (one per worker). */
 struct lc_node {
     uint32_t next, prev;
-    uint32_t bkt;  /* the bucket it is in */
-    uint32_t left; /* picks left in its turn at key 0; 0: none under way */
+    uint16_t bkt;  /* the bucket it is in */
+    uint16_t turn; /* the bucket its turn is at, when <left> */
+    uint32_t left; /* picks left in its turn; 0: none under way */
 };
 
 /* A worker's buckets, at the start of its block; its nodes follow. */
@@ -96,7 +93,7 @@ struct lc {
     void *slab; /* per-worker buckets and nodes, up_slab_new */
     size_t stride;
     struct lc_srv *srv; /* n of them */
-    int turns;          /* unequal weights: turns at key 0 of more than one pick */
+    int turns;          /* unequal weights: turns of more than one pick */
 };
 
 static inline struct lc_buckets *lc_bk(const struct lc *l, unsigned w)
@@ -182,9 +179,9 @@ static inline void bk_append(struct lc_buckets *b, struct lc_node *node, uint32_
 }
 
 /* Moves <s> to the bucket of its key on worker <w>: to the tail, or, when
- * <resume> and it is back at key 0 with its turn there under way, to the
- * head (the ring's tail is its head's predecessor). A select, not a
- * branch: whether a turn resumes is a coin toss with unequal weights. */
+ * <resume> (the pool has turns) and it comes back to the key of its turn
+ * with picks left, to the head (the ring's tail is its head's
+ * predecessor). */
 static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s, int resume)
 {
     struct lc_buckets *b = lc_bk(l, w);
@@ -194,7 +191,7 @@ static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uin
     bk_unlink(b, node, s);
     bk_append(b, node, s, k);
     if (resume)
-        b->head[k] = (uint32_t)up_sel((k == 0) & (x->left != 0), s, b->head[k]);
+        b->head[k] = (uint32_t)up_sel((x->left != 0) & (x->turn == k), s, b->head[k]);
 }
 
 /* <s> (picked past the head of bucket <k>) goes to the tail. Out of line:
@@ -206,15 +203,19 @@ __attribute__((noinline)) static void requeue(struct lc_buckets *b, struct lc_no
     bk_append(b, node, s, k);
 }
 
-/* <s> (in bucket <k>) was picked: it goes to the tail of its bucket, and
- * at key 0 one pick of its turn is used (a new turn when none was left);
- * at any other key its turn is over. */
+/* <s> (in bucket <k>) was picked: one pick of its turn at <k> is used (a
+ * new turn when none was under way there), and it goes to the tail of its
+ * bucket; its next move brings it back to the head if it returns to <k>
+ * with picks left. */
 static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, uint32_t k)
 {
     struct lc_node *node = lc_nodes(b), *x = &node[s];
 
-    if (l->turns)
-        x->left = k ? 0 : (uint32_t)up_sel(x->left == 0, l->srv[s].turn, x->left) - 1;
+    if (l->turns) {
+        uint32_t fresh = (x->left == 0) | (x->turn != k);
+        x->left = (uint32_t)up_sel((int)fresh, l->srv[s].turn, x->left) - 1;
+        x->turn = (uint16_t)k;
+    }
     if (b->head[k] == s)
         b->head[k] = x->next; /* a ring: the head turned into the tail */
     else
@@ -306,15 +307,9 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     return walk(p, w, rq, ignore_health, k);
 }
 
-/* A request started on <s>: its key went up, off 0 (S >= w: see scale()),
- * so no turn resumes. */
-static void lc_start(up_pool *p, unsigned w, size_t s)
-{
-    bk_move(p, p->lb, w, (uint32_t)s, 0);
-}
-
-/* A request ended on <s>: its key went down, maybe to 0 in its turn. */
-static void lc_end(up_pool *p, unsigned w, size_t s)
+/* A request started or ended on <s>: its key moved, maybe back to the key
+ * of its turn (a start after an end of its own, or an end after a start). */
+static void lc_moved(up_pool *p, unsigned w, size_t s)
 {
     const struct lc *l = p->lb;
 
@@ -393,7 +388,7 @@ const struct up_lb_ops up_lb_least_conn = {
     .name = "least_conn",
     .init = lc_init,
     .select = lc_select,
-    .start = lc_start,
-    .end = lc_end,
+    .start = lc_moved,
+    .end = lc_moved,
     .destroy = lc_destroy,
 };
