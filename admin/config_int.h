@@ -6,9 +6,11 @@
  *
  * A section adds a key by adding a row to its table (struct adm_cf_field):
  * a plain number, flag or path goes straight into the struct through an
- * offset, anything else through a function of its own. A new section is a
- * file with a table and an adm_cf_<section>() entry point, a row in the root
- * table, and its part of adm_config_free() (adm_cf_<section>_free()).
+ * offset, anything else through a function of its own; a key people put in
+ * the wrong object is a row whose .misplaced says where it belongs. A new
+ * section is a file with a table and an adm_cf_<section>() entry point, a
+ * row in the root table, and its part of adm_config_free()
+ * (adm_cf_<section>_free()).
  */
 #ifndef SY_ADMIN_CONFIG_INT_H
 #define SY_ADMIN_CONFIG_INT_H
@@ -118,6 +120,10 @@ struct adm_cf_field {
     size_t off;
     long long min, max;
     adm_cf_field_fn fn;
+    /* Not a key of this object but one users put here: where it belongs
+     * ("a route key; ..."), the error for it. Such a row is never offered
+     * as a choice; a typo nearest to it is told this instead. */
+    const char *misplaced;
 };
 
 #define NFIELDS(t) (sizeof(t) / sizeof((t)[0]))

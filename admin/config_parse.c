@@ -303,27 +303,37 @@ static void list_add(char *list, size_t cap, size_t n, const char *name)
  * close to none of them: the reader sees every choice. */
 #define KEYS_LISTED 8
 
+/* Reports the unknown key <key>: the nearest key of <f> as "did you mean"
+ * (a real key winning a tie), or where it belongs when the nearest is a
+ * misplaced row, or the whole list when short. Misplaced rows are never
+ * offered: writing one is refused. */
 static void unknown_key(struct adm_cf *x, const char *key, const struct adm_cf_field *f, size_t nf)
 {
-    const char *best = NULL;
+    const struct adm_cf_field *best = NULL;
     size_t bestd = 3;
     size_t klen = strlen(key);
+    size_t nkeys = 0;
     for (size_t i = 0; i < nf; i++) {
         size_t d = edit_distance(key, f[i].key);
         /* "drain" for "drain_ms", "max_body" for "max_body_bytes" */
         if (klen >= 4 && !strncmp(key, f[i].key, klen))
             d = 1;
-        if (d < bestd) {
+        if (d < bestd || (d == bestd && best && best->misplaced && !f[i].misplaced)) {
             bestd = d;
-            best = f[i].key;
+            best = &f[i];
         }
+        nkeys += !f[i].misplaced;
     }
-    if (best) {
-        adm_cf_err(x, "unknown key (did you mean \"%s\"?)", best);
-    } else if (nf <= KEYS_LISTED) {
+    if (best && best->misplaced) {
+        adm_cf_err(x, "unknown key (\"%s\" is %s)", best->key, best->misplaced);
+    } else if (best) {
+        adm_cf_err(x, "unknown key (did you mean \"%s\"?)", best->key);
+    } else if (nkeys <= KEYS_LISTED) {
         char list[256] = "";
+        size_t n = 0;
         for (size_t i = 0; i < nf; i++)
-            list_add(list, sizeof(list), i, f[i].key);
+            if (!f[i].misplaced)
+                list_add(list, sizeof(list), n++, f[i].key);
         adm_cf_err(x, "unknown key (one of %s)", list);
     } else {
         adm_cf_err(x, "unknown key");
@@ -336,6 +346,10 @@ static void apply_field(struct adm_cf *x, const struct adm_cf_field *f, const js
     char *base = target;
     long long i;
 
+    if (f->misplaced) {
+        adm_cf_err(x, "%s", f->misplaced);
+        return;
+    }
     switch (f->kind) {
     case FK_UINT:
         if (adm_cf_int(x, v, f->min, f->max, &i) == 0)

@@ -298,15 +298,6 @@ static void check_host(struct adm_cf *x, const json_t *v, void *target)
     h->host = adm_cf_strdup(x, s);
 }
 
-/* "initially_unhealthy" inside "health_check", where the issue lists it:
- * it is a pool key, and "unknown key" alone would not say where it goes. */
-static void check_misplaced(struct adm_cf *x, const json_t *v, void *target)
-{
-    (void)v;
-    (void)target;
-    adm_cf_err(x, "a key of the pool, not of its health_check: put it next to \"health_check\"");
-}
-
 static const struct adm_cf_field check_fields[] = {
     {.key = "path", .kind = FK_FN, .fn = check_path},
     {.key = "host", .kind = FK_FN, .fn = check_host},
@@ -331,7 +322,9 @@ static const struct adm_cf_field check_fields[] = {
      .off = offsetof(struct adm_health_check, unhealthy_threshold),
      .min = 1,
      .max = 1000},
-    {.key = "initially_unhealthy", .kind = FK_FN, .fn = check_misplaced},
+    /* a setting of the checks, so written here: "unknown key" would not say where it goes */
+    {.key = "initially_unhealthy",
+     .misplaced = "a key of the pool, not of its health_check: put it next to \"health_check\""},
 };
 
 static void upstream_health_check(struct adm_cf *x, const json_t *v, void *target)
@@ -413,16 +406,6 @@ static void upstream_tls(struct adm_cf *x, const json_t *v, void *target)
         x, adm_tls_upstream_parse(v, x->path, x->errs, &((struct adm_upstream *)target)->tls));
 }
 
-/* "timeout_ms" on a pool: a route's key, and the pool's two are named
- * apart. */
-static void upstream_timeout_ms(struct adm_cf *x, const json_t *v, void *target)
-{
-    (void)v;
-    (void)target;
-    adm_cf_err(x, "a route key; a pool has \"connect_timeout_ms\" and \"response_timeout_ms\" "
-                  "(its routes' default timeout_ms)");
-}
-
 #define UINT_KEY(k, lo, hi)                                                                        \
     {                                                                                              \
         .key = #k, .kind = FK_UINT, .off = offsetof(struct adm_upstream, k), .min = (lo),          \
@@ -463,7 +446,10 @@ static const struct adm_cf_field upstream_fields[] = {
     UINT_KEY(max_pending, 0, 1000000),
     UINT_KEY(queue_timeout_ms, 1, ADM_CF_MAX_MS),
     UINT_KEY(resolve_interval_ms, 1000, ADM_CF_MAX_MS),
-    {.key = "timeout_ms", .kind = FK_FN, .fn = upstream_timeout_ms},
+    /* a route's key, and the pool's two are named apart */
+    {.key = "timeout_ms",
+     .misplaced = "a route key; a pool has \"connect_timeout_ms\" and \"response_timeout_ms\" "
+                  "(its routes' default timeout_ms)"},
 };
 
 enum {

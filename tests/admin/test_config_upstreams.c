@@ -346,6 +346,47 @@ START_TEST(mistakes_named)
 }
 END_TEST
 
+/* <json> is refused with the one error <msg>, whole, at <path>. */
+static void expect_only(const char *json, const char *path, const char *msg)
+{
+    struct adm_errors e;
+    ck_assert_ptr_null(parse(json, &e));
+    ck_assert_uint_eq(e.n, 1);
+    ck_assert_str_eq(e.v[0].path, path);
+    ck_assert_str_eq(e.v[0].msg, msg);
+    adm_errors_clear(&e);
+}
+
+START_TEST(misplaced_keys_not_offered)
+{
+    /* a row that exists only to say "wrong place" is no choice: a typo near
+     * it is told where the key belongs, not to write what is then refused */
+    expect_only(pool("'health_check': {'initialy_unhealthy': true}"),
+                "/upstreams/u/health_check/initialy_unhealthy",
+                "unknown key (\"initially_unhealthy\" is a key of the pool, not of its "
+                "health_check: put it next to \"health_check\")");
+    expect_only(pool("'health_check': {'initially': true}"), "/upstreams/u/health_check/initially",
+                "unknown key (\"initially_unhealthy\" is a key of the pool, not of its "
+                "health_check: put it next to \"health_check\")");
+    expect_only(pool("'health_check': {'frobnicate': 1}"), "/upstreams/u/health_check/frobnicate",
+                "unknown key (one of \"path\", \"host\", \"interval_ms\", \"timeout_ms\", "
+                "\"expect_status\", \"healthy_threshold\", \"unhealthy_threshold\")");
+    expect_only(pool("'timeout_m': 100"), "/upstreams/u/timeout_m",
+                "unknown key (\"timeout_ms\" is a route key; a pool has \"connect_timeout_ms\" "
+                "and \"response_timeout_ms\" (its routes' default timeout_ms))");
+    /* written where it belongs elsewhere, the key itself says so */
+    expect_only(pool("'health_check': {'initially_unhealthy': true}"),
+                "/upstreams/u/health_check/initially_unhealthy",
+                "a key of the pool, not of its health_check: put it next to \"health_check\"");
+    expect_only(pool("'timeout_ms': 100"), "/upstreams/u/timeout_ms",
+                "a route key; a pool has \"connect_timeout_ms\" and \"response_timeout_ms\" "
+                "(its routes' default timeout_ms)");
+    /* a real key as near as a misplaced one is the one suggested */
+    expect_only(pool("'health_check': {'timeout_m': 1}"), "/upstreams/u/health_check/timeout_m",
+                "unknown key (did you mean \"timeout_ms\"?)");
+}
+END_TEST
+
 static Suite *config_upstreams_suite(void)
 {
     Suite *s = suite_create("admin_config_upstreams");
@@ -355,6 +396,7 @@ static Suite *config_upstreams_suite(void)
     tcase_add_test(tc, errors);
     tcase_add_test(tc, every_key_served);
     tcase_add_test(tc, mistakes_named);
+    tcase_add_test(tc, misplaced_keys_not_offered);
     suite_add_tcase(s, tc);
     return s;
 }
