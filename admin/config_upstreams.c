@@ -237,7 +237,8 @@ static void statuses_add(struct adm_cf *x, const json_t *v, struct adm_statuses 
         return;
     }
     if (lo < min) {
-        adm_cf_err(x, "%lld is an answer, not a failure: only %lld-599 can be retried", lo, min);
+        adm_cf_err(x, "%lld is %s, not a failure: only %lld-599 can be retried", lo,
+                   lo < 200 ? "interim (the answer follows it)" : "an answer", min);
         return;
     }
     statuses_range(set, lo, hi);

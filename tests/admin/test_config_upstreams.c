@@ -387,6 +387,20 @@ START_TEST(misplaced_keys_not_offered)
 }
 END_TEST
 
+START_TEST(retry_on_interim)
+{
+    /* a 1xx is interim, the answer still to come: not "an answer" */
+    expect_only(pool("'retries': 1, 'retry_on_status': [101]"), "/upstreams/u/retry_on_status/0",
+                "101 is interim (the answer follows it), not a failure: only 400-599 can be "
+                "retried");
+    expect_only(pool("'retries': 1, 'retry_on_status': '100-599'"), "/upstreams/u/retry_on_status",
+                "100 is interim (the answer follows it), not a failure: only 400-599 can be "
+                "retried");
+    expect_only(pool("'retries': 1, 'retry_on_status': [302]"), "/upstreams/u/retry_on_status/0",
+                "302 is an answer, not a failure: only 400-599 can be retried");
+}
+END_TEST
+
 static Suite *config_upstreams_suite(void)
 {
     Suite *s = suite_create("admin_config_upstreams");
@@ -397,6 +411,7 @@ static Suite *config_upstreams_suite(void)
     tcase_add_test(tc, every_key_served);
     tcase_add_test(tc, mistakes_named);
     tcase_add_test(tc, misplaced_keys_not_offered);
+    tcase_add_test(tc, retry_on_interim);
     suite_add_tcase(s, tc);
     return s;
 }
