@@ -657,11 +657,8 @@ static int carry_over(up_pool *p, const struct adm_upstream *u, const struct pre
     size_t *map = NULL;
 
     if (old->pool) {
-        if (!(map = malloc(up_pool_nservers(p) * sizeof(*map))) ||
-            up_pool_match(p, old->pool, map) == UP_NONE) {
-            free(map);
+        if (!(map = up_pool_match_new(p, old->pool, NULL)))
             return -1;
-        }
         up_pool_carry_map(p, old->pool, map, same_transport(old->u, u));
     }
     health_start(p, u, old, map);

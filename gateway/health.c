@@ -139,21 +139,6 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
-/* up_pool_match's map of <p> against <from>: their servers at the same
- * socket address however it is written, the n-th of an address listed
- * twice to the n-th (what the snapshot build carried over by). To free;
- * NULL on out of memory. */
-static size_t *match_map(const up_pool *p, const up_pool *from)
-{
-    size_t *map = malloc((up_pool_nservers(p) ? up_pool_nservers(p) : 1) * sizeof(*map));
-
-    if (map && up_pool_match(p, from, map) == UP_NONE) {
-        free(map);
-        map = NULL;
-    }
-    return map;
-}
-
 /* The index in <hp> of server <s> of <pool>: the same when <pool> is hp's,
  * else the one at the same socket address (a report from a pool a push
  * replaced since). UP_NONE when <hp> does not have it, or out of memory. */
@@ -163,7 +148,7 @@ static size_t srv_index(const struct hpool *hp, const up_pool *pool, size_t s)
 
     if (pool == hp->pool)
         return s < hp->n ? s : UP_NONE;
-    if (!(map = match_map(hp->pool, pool)))
+    if (!(map = up_pool_match_new(hp->pool, pool, NULL)))
         return UP_NONE;
     for (k = 0; k < hp->n && map[k] != s; k++)
         ;
@@ -640,7 +625,7 @@ static int same_servers(const struct hpool *a, const struct hpool *b, const size
 }
 
 /* Makes <hp>'s events and carries over what <old> (may be NULL) knew of
- * the same pool: per server at the same socket address (match_map, as the
+ * the same pool: per server at the same socket address (up_pool_match, as the
  * snapshot build carried its health word), its check counts, state,
  * ejection (with its row of ejections: up_outlier_carry), timer phase and
  * check in flight; the up_outlier object itself when the server list and
@@ -649,7 +634,7 @@ static int same_servers(const struct hpool *a, const struct hpool *b, const size
 static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
 {
     int was_down = old && up_pool_all_down(old->pool);
-    size_t *map = old ? match_map(hp->pool, old->pool) : NULL;
+    size_t *map = old ? up_pool_match_new(hp->pool, old->pool, NULL) : NULL;
 
     if (old && !map)
         gw_log(GW_LOG_ERROR, "health: out of memory: the checks of %s start over", hp->name);

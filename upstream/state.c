@@ -123,18 +123,30 @@ void up_pool_carry_map(up_pool *p, const up_pool *from, const size_t *map, int s
     }
 }
 
+size_t *up_pool_match_new(const up_pool *p, const up_pool *from, size_t *kept)
+{
+    size_t *map = malloc((p->n ? p->n : 1) * sizeof(*map));
+    size_t n;
+
+    if (map && (n = up_pool_match(p, from, map)) != UP_NONE) {
+        if (kept)
+            *kept = n;
+        return map;
+    }
+    free(map);
+    return NULL;
+}
+
 size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle)
 {
     size_t *map, kept = 0;
 
     if (!from || p == from)
         return 0;
-    if ((map = malloc(p->n * sizeof(*map))) && (kept = up_pool_match(p, from, map)) != UP_NONE) {
+    if ((map = up_pool_match_new(p, from, &kept)))
         up_pool_carry_map(p, from, map, share_idle);
-    } else {
-        kept = 0;
+    else
         up_pcounts_carry(p, from); /* out of memory: the pool's counts at least */
-    }
     free(map);
     return kept;
 }

@@ -109,6 +109,10 @@ size_t up_pool_carry(up_pool *p, const up_pool *from, int share_idle);
  * order). Returns how many matched, UP_NONE on out of memory. Any thread;
  * both pools borrowed. */
 size_t up_pool_match(const up_pool *p, const up_pool *from, size_t *map);
+/* up_pool_match() into a new map (to free; <p>'s number of servers, at
+ * least one), and in <kept> (NULL: not wanted) how many matched; NULL on
+ * out of memory. The one way the admin and health threads match. */
+size_t *up_pool_match_new(const up_pool *p, const up_pool *from, size_t *kept);
 /* up_pool_carry() along <map>, up_pool_match()'s map of <p> against <from>
  * (borrowed): for a caller that matches once and uses the match for more
  * than the carry-over (admin/snapshot.c: the health flags too). */

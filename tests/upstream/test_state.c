@@ -165,6 +165,24 @@ START_TEST(a_server_listed_twice)
 }
 END_TEST
 
+/* up_pool_match_new: the match into a map of its own, with its count. */
+START_TEST(a_match_of_its_own)
+{
+    static const unsigned a_ports[] = {9001, 9002}, b_ports[] = {9003, 9002, 9001};
+    up_pool *a = pool_on(a_ports, 2, 1, 2), *b = pool_on(b_ports, 3, 1, 2);
+    size_t kept = 0, *map = up_pool_match_new(b, a, &kept);
+
+    ck_assert_ptr_nonnull(map);
+    ck_assert_uint_eq(kept, 2);
+    ck_assert_uint_eq(map[0], UP_NONE);
+    ck_assert_uint_eq(map[1], 1);
+    ck_assert_uint_eq(map[2], 0);
+    free(map);
+    up_pool_release(a);
+    up_pool_release(b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("upstream_state");
@@ -175,6 +193,7 @@ static Suite *suite(void)
     tcase_add_test(tc, inflight_stays_with_its_pool);
     tcase_add_test(tc, all_down_through_either_pool);
     tcase_add_test(tc, a_server_listed_twice);
+    tcase_add_test(tc, a_match_of_its_own);
     suite_add_tcase(s, tc);
     return s;
 }
