@@ -169,10 +169,12 @@ static void health_metrics(const struct adm_api *api, struct evbuffer *b,
     static const struct {
         const char *name, *type, *help;
         uint64_t (*get)(const up_pool *p, size_t k, const struct adm_srv_health *h);
+        int asks; /* reads what the health thread knows: ask it (under its lock) */
     } srv[] = {
-        {"server_healthy", "gauge", "1 when the server takes requests.", server_healthy},
-        {"ejections_total", "counter", "Ejections by outlier detection.", server_ejections},
-        {"health_check_failures_total", "counter", "Failed active checks.", server_check_failures},
+        {"server_healthy", "gauge", "1 when the server takes requests.", server_healthy, 0},
+        {"ejections_total", "counter", "Ejections by outlier detection.", server_ejections, 1},
+        {"health_check_failures_total", "counter", "Failed active checks.", server_check_failures,
+         1},
     };
     static const struct {
         const char *name, *type, *help;
@@ -188,7 +190,8 @@ static void health_metrics(const struct adm_api *api, struct evbuffer *b,
         upstream_head(b, srv[i].name, srv[i].type, srv[i].help);
         for (size_t j = 0; j < s->npools; j++)
             for (size_t k = 0; k < up_pool_nservers(s->pools[j]); k++) {
-                adm_api_srv_health(api, s->pools[j], k, &h);
+                if (srv[i].asks)
+                    adm_api_srv_health(api, s->pools[j], k, &h);
                 evbuffer_add_printf(
                     b, "switchyard_upstream_%s{upstream=\"%s\",server=\"%s\"} %llu\n", srv[i].name,
                     up_pool_name(s->pools[j]), up_server_address(s->pools[j], k),

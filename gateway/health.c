@@ -82,6 +82,11 @@ struct hpool {
     up_outlier *o;
     struct event *expire; /* the next ejection's end */
     uint64_t all_down;
+    /* srv_index's last match, kept while a push's pool waits for its
+     * merge: a pool that is not this one (a reference, NULL: none) and,
+     * for each of its servers, the index here or UP_NONE */
+    up_pool *other;
+    size_t *other_idx;
 };
 
 /* A check in flight; it outlives its server when a push removes it. */
@@ -139,21 +144,48 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
+/* Makes <pool> hp's other pool: up_pool_match's map of hp's pool against
+ * it (servers at the same socket address however it is written, the n-th
+ * of an address listed twice to the n-th: what the snapshot build carried
+ * over by), turned round to index hp's servers by <pool>'s. The reference
+ * taken keeps the pointer from naming another pool later. -1 on out of
+ * memory, the previous match kept. */
+static int match_other(struct hpool *hp, const up_pool *pool)
+{
+    size_t n = up_pool_nservers(pool);
+    size_t *map = up_pool_match_new(hp->pool, pool, NULL);
+    size_t *idx = map ? malloc((n ? n : 1) * sizeof(*idx)) : NULL;
+
+    if (!idx) {
+        free(map);
+        return -1;
+    }
+    for (size_t o = 0; o < n; o++)
+        idx[o] = UP_NONE;
+    for (size_t k = 0; k < hp->n; k++)
+        if (map[k] != UP_NONE)
+            idx[map[k]] = k;
+    free(map);
+    free(hp->other_idx);
+    up_pool_release(hp->other);
+    hp->other = (up_pool *)pool; /* a reference changes no pool */
+    up_pool_retain(hp->other);
+    hp->other_idx = idx;
+    return 0;
+}
+
 /* The index in <hp> of server <s> of <pool>: the same when <pool> is hp's,
  * else the one at the same socket address (a report from a pool a push
- * replaced since). UP_NONE when <hp> does not have it, or out of memory. */
-static size_t srv_index(const struct hpool *hp, const up_pool *pool, size_t s)
+ * replaced since, or the admin's pool before its merge), matched once per
+ * other pool (match_other). UP_NONE when <hp> does not have it, or out of
+ * memory. */
+static size_t srv_index(struct hpool *hp, const up_pool *pool, size_t s)
 {
-    size_t *map, k;
-
     if (pool == hp->pool)
         return s < hp->n ? s : UP_NONE;
-    if (!(map = up_pool_match_new(hp->pool, pool, NULL)))
+    if (pool != hp->other && match_other(hp, pool) < 0)
         return UP_NONE;
-    for (k = 0; k < hp->n && map[k] != s; k++)
-        ;
-    free(map);
-    return k < hp->n ? k : UP_NONE;
+    return s < up_pool_nservers(pool) ? hp->other_idx[s] : UP_NONE;
 }
 
 /* ---- plans (built on the admin thread, freed on either) ---- */
@@ -179,6 +211,8 @@ static void hpool_clear(struct hpool *hp)
     free(hp->def.path);
     free(hp->def.host);
     SSL_CTX_free(hp->def.tls);
+    free(hp->other_idx);
+    up_pool_release(hp->other);
     up_pool_release(hp->pool);
 }
 
@@ -813,7 +847,7 @@ void gw_health_info(void *arg, const up_pool *pool, size_t server, struct adm_sr
     (void)arg;
     pthread_mutex_lock(&H.mu);
     for (size_t i = 0; i < H.cur.n; i++) {
-        const struct hpool *hp = &H.cur.pools[i];
+        struct hpool *hp = &H.cur.pools[i];
         const struct hsrv *v;
         size_t k;
         if (strcmp(hp->name, up_pool_name(pool)) != 0)
