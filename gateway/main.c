@@ -51,12 +51,15 @@ static void usage(FILE *f)
 
 /* libevent's own messages (evdns's "Nameserver ... has failed", a
  * backend's warnings) in the error log's format instead of its raw
- * "[msg] ..." lines on stderr: its warnings and errors as warnings, its
- * informational and debug messages as debug. Called on any thread; gw_log()
+ * "[msg] ..." lines on stderr: its errors as errors, its warnings as
+ * warnings, its informational and debug messages as debug. Called on any thread; gw_log()
  * calls nothing in libevent, as such a callback must not. */
 static void libevent_log(int severity, const char *msg)
 {
-    gw_log(severity >= EVENT_LOG_WARN ? GW_LOG_WARN : GW_LOG_DEBUG, "libevent: %s", msg);
+    gw_log(severity >= EVENT_LOG_ERR    ? GW_LOG_ERROR
+           : severity >= EVENT_LOG_WARN ? GW_LOG_WARN
+                                        : GW_LOG_DEBUG,
+           "libevent: %s", msg);
 }
 
 /* A command-line mistake: "<what> <arg>", then the usage, on stderr; the

@@ -83,8 +83,10 @@ static void fail_none_left(struct gw_conn *c)
     if (up_pool_all_down(c->snap->pools[c->sr->upstream])) {
         fail_busy(c);
     } else if (!c->tried.n) {
-        up_log(GW_LOG_INFO, c, NULL,
-               "the server for this request's hash key is down (no fallback)");
+        up_log(GW_LOG_INFO, c, NULL, "%s",
+               c->snap->cfg->upstreams[c->sr->upstream].balance == ADM_BALANCE_HASH
+                   ? "the server for this request's hash key is down (no fallback)"
+                   : "no server can take this request");
         fail_busy(c);
     } else {
         gw_proxy_fail(c, 502);
@@ -242,8 +244,13 @@ void gw_proxy_body_up(struct gw_conn *c)
         buffer_body(c);
         return;
     }
-    if (c->up && c->up->st == GW_UP_CONNECTING)
+    if (c->up && c->up->st == GW_UP_CONNECTING) {
+        /* not read meanwhile: the client's read timeout (client_body_ms)
+         * must not blame it for a slow connect */
+        gw_io_read(&c->io, 0);
+        c->read_paused = 1;
         return;
+    }
     while (!c->body_done && c->up) {
         int rc;
 
@@ -598,8 +605,9 @@ static void fail_with(struct gw_conn *c, int status, const char *extra, size_t e
     /* A body that went partly to an upstream leaves the connection out of
      * step; one that never began to go (it waits for a connection that
      * failed) is read and dropped after the answer, as for any local
-     * answer, unless we sent 100 Continue for it (the client may not send
-     * it now). */
+     * answer. With Expect: 100-continue the connection closes instead, as
+     * gw_local_finish does: whether the client sends the body now is not
+     * known for sure. */
     if (status < 500 || (!c->body_done && (c->body_fed || c->rp.req.expect_continue)))
         c->keep = 0;
     gw_local_simple(c, status, extra, extra_len);
@@ -726,8 +734,13 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         gw_upconn_session_keep(u);
         /* from now on writes are held to the response timeout too */
         gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
-        if (!c->body_done) /* a streamed body waited for the connection */
+        if (!c->body_done) { /* a streamed body waited for the connection */
+            if (c->read_paused) {
+                c->read_paused = 0;
+                gw_io_read(&c->io, 1);
+            }
             gw_proxy_body_up(c);
+        }
         return;
     }
     if ((what & GW_IO_EOF) && u->st == GW_UP_BODY && !u->resp.msg_done) {

@@ -453,6 +453,18 @@ class GatewayCase(unittest.TestCase):
         return g.start()
 
     # per-test processes: stopped (and checked) at the end of the test
+    def hanging_server(self):
+        """The address of a server whose connects hang: it listens with a
+        backlog of 0 that one connection fills, so a new SYN is dropped.
+        Closed when the test ends."""
+        lsock = socket.socket()
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(0)
+        filler = socket.create_connection(lsock.getsockname())  # fills the queue
+        self.addCleanup(lsock.close)
+        self.addCleanup(filler.close)
+        return "127.0.0.1:%d" % lsock.getsockname()[1]
+
     def own_backend(self, name, **kw):
         b = Backend(self.tmp, name, **kw)
         self.addCleanup(b.stop)

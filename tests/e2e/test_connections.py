@@ -208,14 +208,9 @@ class HalfCloseBeforeUpstreamTest(GatewayCase):
         # hangs (its SYN is dropped). Meanwhile the client sends a request
         # with its whole body and half-closes: the request still gets its
         # answer (here the connect timeout's 504) instead of a bare close.
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(0)
-        filler = socket.create_connection(lsock.getsockname())  # fills the queue
-        self.addCleanup(lsock.close)
-        self.addCleanup(filler.close)
+        hang = self.hanging_server()
         g = self.own_gateway(gateway_config(
-            upstreams={"slow": upstream_cfg("127.0.0.1:%d" % lsock.getsockname()[1])},
+            upstreams={"slow": upstream_cfg(hang)},
             routes=[{"id": "all", "path": "/*{r}", "upstream": "slow"}], workers=1,
             timeouts={"upstream_connect_ms": 300}))
         for body in (b"x" * 300, b""):
@@ -232,13 +227,8 @@ class PoolConnectTimeoutTest(GatewayCase):
     def test_pool_connect_timeout_wins_over_the_global_one(self):
         # a connect that hangs (the upstream's accept queue is full) ends at
         # the pool's connect_timeout_ms, not at timeouts.upstream_connect_ms
-        lsock = socket.socket()
-        lsock.bind(("127.0.0.1", 0))
-        lsock.listen(0)
-        filler = socket.create_connection(lsock.getsockname())
-        self.addCleanup(lsock.close)
-        self.addCleanup(filler.close)
-        ups = {"slow": upstream_cfg("127.0.0.1:%d" % lsock.getsockname()[1],
+        hang = self.hanging_server()
+        ups = {"slow": upstream_cfg(hang,
                                     connect_timeout_ms=200)}
         g = self.own_gateway(gateway_config(
             upstreams=ups, routes=[{"id": "all", "path": "/*{r}", "upstream": "slow"}],

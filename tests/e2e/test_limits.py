@@ -732,6 +732,24 @@ class BufferingTest(LimitsCase):
                 self.assertEqual(r.json()["body_framing"], "chunked")
         self.assert_post_sent_once(gw, b1, b2)
 
+    def test_a_slow_connect_is_not_the_clients_body_timeout(self):
+        # the first server's connect hangs (its accept queue is full) for
+        # longer than client_body_ms: the client, whose small body already
+        # came, is not answered 408 while the gateway waits to send it, and
+        # the retry on the live server answers
+        hang = self.hanging_server()
+        b = self.own_backend("b")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(hang, b, retries=1, connect_timeout_ms=600,
+                                         keepalive=0)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1,
+            timeouts={"client_body_ms": 200}))
+        for i in range(2):  # round robin: one of the two picks the hanging server first
+            with Client(gw.port) as c:
+                r = c.request("POST", "/s%d" % i, body=b"z" * 100)
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(r.json()["body_bytes"], 100)
+
 
 if __name__ == "__main__":
     main()
