@@ -635,17 +635,25 @@ static void up_read_cb(struct gw_io *io, void *arg)
     up_handle(u->c, u);
 }
 
+/* The client is read again and its body goes on to the upstream: it was
+ * paused (the upstream's buffer was full, or it was connecting). */
+static void body_resume(struct gw_conn *c)
+{
+    if (c->read_paused) {
+        c->read_paused = 0;
+        gw_io_read(&c->io, 1);
+    }
+    gw_proxy_body_up(c);
+}
+
 static void up_write_cb(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
     struct gw_conn *c = u->c;
 
     (void)io;
-    if (c && c->read_paused && !c->body_done) {
-        c->read_paused = 0;
-        gw_io_read(&c->io, 1);
-        gw_proxy_body_up(c);
-    }
+    if (c && c->read_paused && !c->body_done)
+        body_resume(c);
 }
 
 static void pick_of(struct gw_conn *c, struct up_pick *pk);
@@ -734,13 +742,8 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         gw_upconn_session_keep(u);
         /* from now on writes are held to the response timeout too */
         gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
-        if (!c->body_done) { /* a streamed body waited for the connection */
-            if (c->read_paused) {
-                c->read_paused = 0;
-                gw_io_read(&c->io, 1);
-            }
-            gw_proxy_body_up(c);
-        }
+        if (!c->body_done) /* a streamed body waited for the connection */
+            body_resume(c);
         return;
     }
     if ((what & GW_IO_EOF) && u->st == GW_UP_BODY && !u->resp.msg_done) {

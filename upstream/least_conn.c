@@ -179,10 +179,9 @@ static inline void bk_append(struct lc_buckets *b, struct lc_node *node, uint32_
 }
 
 /* Moves <s> to the bucket of its key on worker <w>: to the tail, or, when
- * <resume> (the pool has turns) and it comes back to the key of its turn
- * with picks left, to the head (the ring's tail is its head's
- * predecessor). */
-static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s, int resume)
+ * the pool has turns and it comes back to the key of its turn with picks
+ * left, to the head (the ring's tail is its head's predecessor). */
+static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s)
 {
     struct lc_buckets *b = lc_bk(l, w);
     struct lc_node *node = lc_nodes(b), *x = &node[s];
@@ -190,7 +189,7 @@ static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uin
 
     bk_unlink(b, node, s);
     bk_append(b, node, s, k);
-    if (resume)
+    if (l->turns)
         b->head[k] = (uint32_t)up_sel((x->left != 0) & (x->turn == k), s, b->head[k]);
 }
 
@@ -294,7 +293,8 @@ scan:
 }
 
 /* The common pick: the lowest bucket's head, when it is up, nothing is
- * tried and no server ramps; else the walk. */
+ * tried and no server ramps; else the walk. Written out, not through
+ * up_usable: its tried test is a call, which would give this leaf a frame. */
 static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     struct lc *l = p->lb;
@@ -311,9 +311,7 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
  * of its turn (a start after an end of its own, or an end after a start). */
 static void lc_moved(up_pool *p, unsigned w, size_t s)
 {
-    const struct lc *l = p->lb;
-
-    bk_move(p, l, w, (uint32_t)s, l->turns);
+    bk_move(p, p->lb, w, (uint32_t)s);
 }
 
 /* The pool's scale S for weights divided by <g>, the largest <top>: the
