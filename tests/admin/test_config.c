@@ -1,7 +1,8 @@
 /*
  * test_config.c - the config parser/validator (admin/config*.c): the default
  * config, a config using every key, the defaults of a minimal one, every
- * class of error with its exact JSON pointer, many errors in one document,
+ * class of error with its exact JSON pointer, unknown keys against a key
+ * table of the test's own (config_parse.c), many errors in one document,
  * the entry points. The routes section and the router table built from a
  * config are test_config_routes.c, addresses and CIDRs on their own
  * test_addr.c, error lists test_errors.c.
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "admin/config.h"
+#include "admin/config_int.h"
 #include "router/router.h"
 #include "tests/admin/config_test.h"
 
@@ -308,6 +310,61 @@ START_TEST(resolver_section)
     expect_error(doc("'resolver': {'attempts': 11}"), "/resolver/attempts", "");
     expect_error(doc("'resolver': {'hosts_file': ''}"), "/resolver/hosts_file", "");
     expect_error(doc("'resolver': {'nameserver': ['127.0.0.1']}"), "/resolver/nameserver", "");
+}
+END_TEST
+
+/* ---- unknown keys against a table of one's own (config_parse.c) ---- */
+
+/* Reads the members of <json> through the key table <f> alone (no
+ * section, no config: the rows' targets are an int) and expects the one
+ * error <msg> at <path>. */
+static void table_error(const char *json, const struct adm_cf_field *f, size_t nf, const char *path,
+                        const char *msg)
+{
+    struct adm_errors e;
+    struct adm_cf x = {.errs = &e, .pcap = 16};
+    json_t *obj = json_loads(J(json), 0, NULL);
+    int target = 0;
+
+    adm_errors_init(&e);
+    x.path = calloc(1, x.pcap);
+    ck_assert_ptr_nonnull(obj);
+    ck_assert_ptr_nonnull(x.path);
+    adm_cf_fields(&x, obj, f, nf, &target);
+    ck_assert_uint_eq(e.n, 1);
+    ck_assert_str_eq(e.v[0].path, path);
+    ck_assert_str_eq(e.v[0].msg, msg);
+    adm_errors_clear(&e);
+    free(x.path);
+    json_decref(obj);
+}
+
+START_TEST(unknown_key_tie_goes_to_a_real_key)
+{
+    /* a typo as near a real key as a misplaced row is offered the real
+     * key, wherever the rows stand (writing the misplaced one is refused).
+     * No shipped table has such a tie (their misplaced rows stand last and
+     * are far from every real key), so these two tables make one, in both
+     * orders: "limit_xs" is one edit from either key */
+    static const struct adm_cf_field misplaced_first[] = {
+        {.key = "limit_ms", .misplaced = "a route key"},
+        {.key = "limit_us", .kind = FK_BOOL},
+    };
+    static const struct adm_cf_field real_first[] = {
+        {.key = "limit_us", .kind = FK_BOOL},
+        {.key = "limit_ms", .misplaced = "a route key"},
+    };
+
+    table_error("{'limit_xs': true}", misplaced_first, NFIELDS(misplaced_first), "/limit_xs",
+                "unknown key (did you mean \"limit_us\"?)");
+    table_error("{'limit_xs': true}", real_first, NFIELDS(real_first), "/limit_xs",
+                "unknown key (did you mean \"limit_us\"?)");
+    /* nearer to the misplaced row than to any real key: told where it goes */
+    table_error("{'limit_m': true}", real_first, NFIELDS(real_first), "/limit_m",
+                "unknown key (\"limit_ms\" is a route key)");
+    /* the misplaced key itself */
+    table_error("{'limit_ms': true}", misplaced_first, NFIELDS(misplaced_first), "/limit_ms",
+                "a route key");
 }
 END_TEST
 
@@ -784,6 +841,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, minimal_config_defaults);
     tcase_add_test(tc, resolver_section);
     tcase_add_test(tc, unknown_keys);
+    tcase_add_test(tc, unknown_key_tie_goes_to_a_real_key);
     tcase_add_test(tc, wrong_types);
     tcase_add_test(tc, missing_required);
     tcase_add_test(tc, out_of_range);

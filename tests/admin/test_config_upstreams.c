@@ -160,9 +160,14 @@ START_TEST(every_key)
     ck_assert_uint_eq(h->healthy_threshold, 2);
     ck_assert_uint_eq(h->unhealthy_threshold, 3);
     adm_config_free(c);
-    /* an empty list is the empty set; one code is a set of one */
-    c = expect_ok(pool("'retry_on_status': [], 'outlier': {'statuses': 503}"));
+    /* an empty list is the empty set, not the default (500-599 for
+     * outlier.statuses: retry_on_status is empty by default, so it alone
+     * could not tell); one code is a set of one */
+    c = expect_ok(pool("'retry_on_status': [], 'outlier': {'statuses': []}"));
     ck_assert(has_range(&adm_config_upstream(c, "u")->retry_on_status, 1, 0));
+    ck_assert(has_range(&adm_config_upstream(c, "u")->outlier.statuses, 1, 0));
+    adm_config_free(c);
+    c = expect_ok(pool("'outlier': {'statuses': 503}"));
     ck_assert(has_range(&adm_config_upstream(c, "u")->outlier.statuses, 503, 503));
     adm_config_free(c);
 }
@@ -381,7 +386,10 @@ START_TEST(misplaced_keys_not_offered)
     expect_only(pool("'timeout_ms': 100"), "/upstreams/u/timeout_ms",
                 "a route key; a pool has \"connect_timeout_ms\" and \"response_timeout_ms\" "
                 "(its routes' default timeout_ms)");
-    /* a real key as near as a misplaced one is the one suggested */
+    /* misplaced is per object: the typo told above that timeout_ms is a
+     * route key is offered timeout_ms in health_check, where it is a key
+     * (a real key winning a tie with a misplaced row is test_config.c's
+     * unknown_key_tie_goes_to_a_real_key: no table here has such a tie) */
     expect_only(pool("'health_check': {'timeout_m': 1}"), "/upstreams/u/health_check/timeout_m",
                 "unknown key (did you mean \"timeout_ms\"?)");
 }
