@@ -59,6 +59,7 @@ static void request_start(struct gw_conn *c)
     c->body_done = rq->body_kind == H1_BODY_NONE;
     c->resp_started = 0;
     c->body_fed = 0;
+    c->continued = 0;
     c->retried = 0;
     c->tries = 0;
     c->tried.n = 0;

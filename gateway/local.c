@@ -31,9 +31,10 @@ void gw_local_finish(struct gw_conn *c)
         gw_conn_request_done(c);
         return;
     }
-    if (c->rp.req.expect_continue) {
+    if (c->rp.req.expect_continue && !c->continued) {
         /* we never sent 100 Continue: the client may or may not send the
-         * body now, so this connection cannot be trusted to stay in step */
+         * body now, so this connection cannot be trusted to stay in step.
+         * After a 100 the body comes (RFC 9110 10.1.1) and is read away. */
         c->keep = 0;
         gw_conn_request_done(c);
         return;

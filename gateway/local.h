@@ -18,7 +18,9 @@ void gw_local_simple(struct gw_conn *c, int status, const char *extra, size_t ex
 /* A bad request: answer <status> and close. */
 void gw_local_error_close(struct gw_conn *c, int status);
 /* After a local answer is queued (GW_CONN_LOCAL): read the request's body
- * away so the connection stays in step, then end the request. */
+ * away so the connection stays in step, then end the request. A body the
+ * client may or may not send (Expect: 100-continue, and no 100 sent) is
+ * not waited for: the connection closes. */
 void gw_local_finish(struct gw_conn *c);
 /* Goes on reading the body away (the client's read callback). */
 void gw_local_discard(struct gw_conn *c);

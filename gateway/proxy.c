@@ -62,6 +62,26 @@ static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u
            why);
 }
 
+/* Whether <rq>'s framing says it has no body (Content-Length: 0 is none). */
+static int no_body(const struct h1_request *rq)
+{
+    return rq->body_kind == H1_BODY_NONE ||
+           (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0);
+}
+
+/* Answers Expect: 100-continue, once per request: the body may come now.
+ * We answer it ourselves (the field does not go upstream, as with nginx
+ * and Envoy) when the body is wanted: before it is buffered, or once the
+ * first try has a server. From then on the client sends its body, so a
+ * final answer of ours reads it away and keeps the connection. */
+static void send_continue(struct gw_conn *c)
+{
+    if (c->rp.req.expect_continue && !c->continued && !no_body(&c->rp.req)) {
+        evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+        c->continued = 1;
+    }
+}
+
 /* An overflow or a timeout of the queue: 503 at once, come back soon. */
 static void fail_busy(struct gw_conn *c)
 {
@@ -400,9 +420,16 @@ static void resp_done(struct gw_conn *c)
         gw_upconn_release(u, reuse, c->snap->cfg->upstreams[c->sr->upstream].idle_timeout_ms);
     }
     req_end(c);
-    if (!c->body_done) /* the upstream answered before taking the whole body */
-        c->keep = 0;
-    gw_conn_request_done(c);
+    if (c->body_done) {
+        gw_conn_request_done(c);
+        return;
+    }
+    /* The upstream answered before taking the whole body (a 413, a 401, a
+     * 417 after the head): the answer is whole, so the rest of the body is
+     * read away and the connection goes on, as nginx does, rather than
+     * closed under a client still sending (its answer said nothing of a
+     * close, and a reset could take the answer with it). */
+    gw_local_finish(c);
 }
 
 static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obuf *pend)
@@ -480,13 +507,10 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
 static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int answered);
 
 /* Whether <c>'s request can be sent again whole: it has no body, or its
- * body was buffered. */
+ * body was buffered, or none of it went to a server yet. */
 static int resendable(const struct gw_conn *c)
 {
-    const struct h1_request *rq = &c->rp.req;
-
-    return c->body || rq->body_kind == H1_BODY_NONE ||
-           (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0) || !c->body_fed;
+    return c->body || no_body(&c->rp.req) || !c->body_fed;
 }
 
 /* retry_on_status: the final response of <u> has a status the pool
@@ -605,10 +629,13 @@ static void fail_with(struct gw_conn *c, int status, const char *extra, size_t e
     /* A body that went partly to an upstream leaves the connection out of
      * step; one that never began to go (it waits for a connection that
      * failed) is read and dropped after the answer, as for any local
-     * answer. With Expect: 100-continue the connection closes instead, as
-     * gw_local_finish does: whether the client sends the body now is not
-     * known for sure. */
-    if (status < 500 || (!c->body_done && (c->body_fed || c->rp.req.expect_continue)))
+     * answer, also after our 100 Continue: the client sends it then (RFC
+     * 9110 10.1.1). With Expect: 100-continue and no 100 sent yet (its
+     * queue was full or timed out, or no server could take it) the
+     * connection closes instead, as gw_local_finish does: whether the
+     * client sends the body now is not known for sure. */
+    if (status < 500 ||
+        (!c->body_done && (c->body_fed || (c->rp.req.expect_continue && !c->continued))))
         c->keep = 0;
     gw_local_simple(c, status, extra, extra_len);
     if (!c->keep) {
@@ -912,8 +939,7 @@ static int send_to(struct gw_conn *c, size_t server, int fresh)
      * one, the head waits in the output until the body bytes already here
      * have passed the parser, so a request refused for its framing puts no
      * byte on the upstream. */
-    if (rq->body_kind == H1_BODY_NONE ||
-        (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0))
+    if (no_body(rq))
         gw_ob_init_io(&ob, &u->io);
     else
         gw_ob_init(&ob, u->io.out);
@@ -946,9 +972,7 @@ static void go_upstream(struct gw_conn *c)
         gw_proxy_fail(c, 502);
         return;
     }
-    if (c->rp.req.expect_continue && c->rp.req.body_kind != H1_BODY_NONE && !c->body && !c->tries) {
-        evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    }
+    send_continue(c);
     gw_proxy_body_up(c);
 }
 
@@ -1056,8 +1080,7 @@ static int buffer_start(struct gw_conn *c)
 {
     const struct h1_request *rq = &c->rp.req;
 
-    if (!c->sr->request_buffering || c->body_done ||
-        (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0))
+    if (!c->sr->request_buffering || c->body_done || no_body(rq))
         return 0;
     if (rq->body_kind == H1_BODY_LENGTH && rq->content_length > c->sr->max_buffered_body_bytes) {
         gw_proxy_fail(c, 413);
@@ -1067,8 +1090,7 @@ static int buffer_start(struct gw_conn *c)
         gw_proxy_fail(c, 503);
         return 1;
     }
-    if (rq->expect_continue)
-        evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    send_continue(c);
     buffer_body(c);
     return 1;
 }

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""test_expect.py - Expect: 100-continue through a pool that fails (RFC 9110
+10.1.1), end to end: the real gateway in front of sy_test_backend processes,
+a port where nothing listens, and small servers of the test's own that
+answer before the body.
+
+The gateway answers the expectation itself (as nginx and Envoy do: the
+field is not sent upstream) once the request's first try has a server,
+and the body waits in the client's buffer until an upstream connection is
+open, so that:
+- a refused connect goes on to the next server (retries: 1): one 100, one
+  final 200, the whole body upstream exactly once, the connection kept;
+  for a client that waits for the 100 and for curl's way (which sends the
+  body after a second anyway);
+- a request that fails once the 100 went out (no server left) gets a clean
+  502 and, its body being read away, the connection stays open;
+- a final status from the upstream before the body (a 413, a 417) is
+  passed on and the rest of the body read away: the connection stays open;
+- an expectation other than 100-continue is answered 417 (a server MAY,
+  RFC 9110 10.1.1) and nothing goes upstream; HTTP/1.0's is ignored.
+Every wait is bounded; nothing asserts a duration.
+"""
+import hashlib
+import os
+import socket
+import subprocess
+import threading
+
+import harness
+from harness import (Client, GatewayCase, build_request, chunked, free_port,
+                     gateway_config, main, upstream_cfg)
+
+
+def send_expect(c, target, body, headers=(), wait=True):
+    """Sends a POST of <body> to <target> with Expect: 100-continue: its
+    head, then (with <wait>) the interim response it waits for, then the
+    body. Returns (the interim responses read before the body, the final
+    response)."""
+    c.send(build_request("POST", target, [("Expect", "100-continue"),
+                                          ("Content-Length", str(len(body)))] + list(headers)))
+    before = []
+    if wait:
+        before.append(c.read_head())
+    c.send(body)
+    r = c.read_response("POST")
+    return before, r
+
+
+class EarlyServer:
+    """A server of the test's own that answers every request <status> as soon
+    as its head is read, before any of its body, keeps the connection
+    (reading and dropping whatever else comes) and counts the heads."""
+
+    def __init__(self, status):
+        self.status = status
+        self.heads = 0
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(8)
+        self.lsock.settimeout(harness.TIMEOUT)
+        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(s,), daemon=True).start()
+
+    def serve(self, s):
+        s.settimeout(harness.TIMEOUT)
+        buf = b""
+        try:
+            while b"\r\n\r\n" not in buf:
+                d = s.recv(65536)
+                if not d:
+                    return
+                buf += d
+            self.heads += 1
+            body = b"early %d\n" % self.status
+            s.sendall(b"HTTP/1.1 %d Early\r\nContent-Length: %d\r\n\r\n%s" %
+                      (self.status, len(body), body))
+            while s.recv(65536):  # the rest is dropped
+                pass
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def close(self):
+        self.stop = True
+        self.lsock.close()
+
+
+class ExpectTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        dead = "127.0.0.1:%d" % free_port()  # nothing listens there
+        cls.dead = dead
+        cls.gw = cls.shared_gateway(gateway_config(
+            upstreams={"retry": upstream_cfg(dead, cls.b, retries=1),
+                       "dead": upstream_cfg(dead, "127.0.0.1:%d" % free_port(), retries=1),
+                       "b": upstream_cfg(cls.b)},
+            routes=[{"id": "retry", "path": "/retry/*{p}", "upstream": "retry"},
+                    {"id": "dead", "path": "/dead/*{p}", "upstream": "dead"},
+                    {"id": "ping", "path": "/ping", "response": {"status": 200, "body": "pong"}},
+                    {"id": "all", "path": "/*{p}", "upstream": "b"}],
+            workers=1))
+
+    def still_usable(self, c):
+        r = c.request("GET", "/ping")
+        self.assertEqual((r.status, r.body), (200, b"pong"))
+
+    def test_retry_after_a_refused_connect(self):
+        # round robin with the dead server first or second: every POST gets
+        # one 100 and one 200, its body reaches the live server whole and
+        # once, on one connection kept throughout
+        self.b.reset()
+        n = 4
+        with Client(self.gw.port) as c:
+            for i in range(n):
+                data = os.urandom(20000 + i)
+                before, r = send_expect(c, "/retry/%d" % i, data)
+                self.assertEqual([h.status for h in before], [100])
+                self.assertEqual(r.interim, [])  # one 100 only
+                self.assertEqual(r.status, 200, r)
+                self.assertIsNone(r.header("Connection"))
+                e = r.json()
+                self.assertEqual(e["body_sha256"], hashlib.sha256(data).hexdigest())
+                self.assertNotIn("expect", [k.lower() for k, _ in e["headers"]])
+            # chunked, the same
+            c.send(build_request("POST", "/retry/c", [("Expect", "100-continue"),
+                                                      ("Transfer-Encoding", "chunked")]))
+            self.assertEqual(c.read_head().status, 100)
+            c.send(chunked([b"a" * 3000, b"b" * 3000]))
+            r = c.read_response("POST")
+            self.assertEqual((r.interim, r.status), ([], 200))
+            self.assertEqual(r.json()["body_bytes"], 6000)
+            self.still_usable(c)
+        self.assertEqual(self.b.stats()["requests"], n + 1)  # each exactly once
+        self.assertIn("retrying on another server", self.gw.log())
+
+    def curl_uploads(self, prefix, data):
+        """curl's way: two POSTs of <data> to <prefix>1 and <prefix>2 in one
+        run (curl waits a second for the 100 at most, then sends the body
+        anyway). Its -v trace, after a run that exited 0, and its output."""
+        path = self.tmp.file("upload.bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        url = "http://127.0.0.1:%d%s" % (self.gw.port, prefix)
+        p = subprocess.run(["curl", "-sv", "--max-time", str(int(harness.TIMEOUT)),
+                            "-H", "Expect: 100-continue", "--data-binary", "@" + path,
+                            url + "1", url + "2"],
+                           capture_output=True, timeout=harness.TIMEOUT * 2)
+        err = p.stderr.decode("latin-1")
+        self.assertEqual(p.returncode, 0, err)
+        self.assertEqual(err.count("< HTTP/1.1 100 Continue"), 2, err)
+        return err, p.stdout
+
+    def test_retry_the_curl_way(self):
+        # both uploads share one connection
+        self.b.reset()
+        data = os.urandom(300000)
+        err, out = self.curl_uploads("/retry/curl", data)
+        self.assertEqual(err.count("< HTTP/1.1 200 OK"), 2, err)
+        self.assertIn("Re-using existing connection", err)
+        self.assertEqual(out.count(hashlib.sha256(data).hexdigest().encode()), 2)
+        self.assertEqual(self.b.stats()["requests"], 2)
+
+    def test_no_server_left_after_the_100(self):
+        # both servers refuse: the 100 went out, so the body comes and is
+        # read away after the 502, and the connection goes on (before, it
+        # closed under the body the client was sending)
+        with Client(self.gw.port) as c:
+            for i in range(3):
+                before, r = send_expect(c, "/dead/%d" % i, b"x" * 50000)
+                self.assertEqual([h.status for h in before], [100])
+                self.assertEqual((r.interim, r.status), ([], 502))
+                self.assertIsNone(r.header("Connection"))
+                self.still_usable(c)
+            # chunked, and a body that was already on its way
+            c.send(build_request("POST", "/dead/c", [("Expect", "100-continue"),
+                                                     ("Transfer-Encoding", "chunked")]) +
+                   chunked([b"y" * 5000]))
+            r = c.read_response("POST")
+            self.assertEqual(([i.status for i in r.interim], r.status), ([100], 502))
+            self.still_usable(c)
+
+    def test_curl_way_no_server_left(self):
+        # the same 502 to curl, once each, and no reset: curl itself closes
+        # a connection it stopped sending on ("HTTP error before end of
+        # send"), or reuses it when its upload was done first
+        err, _ = self.curl_uploads("/dead/curl", b"z" * 200000)
+        self.assertEqual(err.count("< HTTP/1.1 502 Bad Gateway"), 2, err)
+        self.assertNotIn("Connection: close", err)
+        self.assertNotIn("reset", err.lower())
+
+    def early(self, status):
+        s = EarlyServer(status)
+        self.addCleanup(s.close)
+        gw = self.own_gateway(gateway_config(
+            upstreams={"e": upstream_cfg(s.addr)},
+            routes=[{"id": "ping", "path": "/ping", "response": {"status": 200, "body": "pong"}},
+                    {"id": "e", "path": "/*{p}", "upstream": "e"}],
+            workers=1))
+        return s, gw
+
+    def test_final_status_from_upstream_before_the_body(self):
+        # the upstream answers after the head and the first bytes of the
+        # body: its answer goes on, the rest of the body is read away, and
+        # the connection stays (before: closed after an answer that did not
+        # say so, under the body the client was still sending)
+        for status in (413, 417):
+            with self.subTest(status=status):
+                s, gw = self.early(status)
+                with Client(gw.port) as c:
+                    for i in range(2):
+                        total = 1 << 20
+                        c.send(build_request("POST", "/up/%d" % i,
+                                             [("Expect", "100-continue"),
+                                              ("Content-Length", str(total))]))
+                        self.assertEqual(c.read_head().status, 100)
+                        c.send(b"q" * 65536)
+                        r = c.read_response("POST")
+                        self.assertEqual((r.interim, r.status), ([], status))
+                        self.assertEqual(r.body, b"early %d\n" % status)
+                        self.assertIsNone(r.header("Connection"))
+                        c.send(b"q" * (total - 65536))
+                        self.still_usable(c)
+                self.assertEqual(s.heads, 2)
+
+    def test_other_expectations(self):
+        # anything but 100-continue is refused with 417, and the connection
+        # closes (the client's next bytes may be a body or not); nothing
+        # goes upstream
+        self.b.reset()
+        for value in ("200-ok", "100-continue, foo"):
+            with self.subTest(value=value), Client(self.gw.port) as c:
+                c.send(build_request("POST", "/x", [("Expect", value),
+                                                    ("Content-Length", "5")]) + b"hello")
+                r = c.read_response("POST")
+                self.assertEqual((r.interim, r.status), ([], 417))
+                self.assertEqual(r.header("Connection"), "close")
+                self.assertClosed(c)
+        self.assertEqual(self.b.stats()["requests"], 0)
+        # an HTTP/1.0 client's expectation is ignored: no 100, the body is
+        # read and goes upstream, without the field
+        with Client(self.gw.port) as c:
+            c.send(build_request("POST", "/ten", [("Expect", "100-continue"),
+                                                  ("Content-Length", "5")], version="1.0") +
+                   b"hello")
+            r = c.read_response("POST")
+            self.assertEqual((r.interim, r.status), ([], 200))
+            self.assertEqual(r.json()["body_bytes"], 5)
+            self.assertNotIn("expect", [k.lower() for k, _ in r.json()["headers"]])
+
+
+if __name__ == "__main__":
+    main()
