@@ -82,9 +82,13 @@ struct hpool {
     up_outlier *o;
     struct event *expire; /* the next ejection's end */
     uint64_t all_down;
-    /* srv_index's last match, kept while a push's pool waits for its
-     * merge: a pool that is not this one (a reference, NULL: none) and,
-     * for each of its servers, the index here or UP_NONE */
+    /* srv_index's last match: a pool that is not this one (a reference,
+     * NULL: none) and, for each of its servers, the index here or UP_NONE.
+     * Kept while a push's pool waits for its merge (the admin API reads it
+     * per server), which ends this record; one a worker's report asked
+     * for (a pool a push replaced) is forgotten once the reports are
+     * drained (forget_others), so that the cache never keeps a replaced
+     * pool alive. */
     up_pool *other;
     size_t *other_idx;
 };
@@ -144,6 +148,15 @@ static char *dup_or_null(const char *s)
     return s ? strdup(s) : NULL;
 }
 
+/* Drops hp's other pool and its match (match_other). */
+static void forget_other(struct hpool *hp)
+{
+    free(hp->other_idx);
+    hp->other_idx = NULL;
+    up_pool_release(hp->other);
+    hp->other = NULL;
+}
+
 /* Makes <pool> hp's other pool: up_pool_match's map of hp's pool against
  * it (servers at the same socket address however it is written, the n-th
  * of an address listed twice to the n-th: what the snapshot build carried
@@ -166,8 +179,7 @@ static int match_other(struct hpool *hp, const up_pool *pool)
         if (map[k] != UP_NONE)
             idx[map[k]] = k;
     free(map);
-    free(hp->other_idx);
-    up_pool_release(hp->other);
+    forget_other(hp);
     hp->other = (up_pool *)pool; /* a reference changes no pool */
     up_pool_retain(hp->other);
     hp->other_idx = idx;
@@ -186,6 +198,17 @@ static size_t srv_index(struct hpool *hp, const up_pool *pool, size_t s)
     if (pool != hp->other && match_other(hp, pool) < 0)
         return UP_NONE;
     return s < up_pool_nservers(pool) ? hp->other_idx[s] : UP_NONE;
+}
+
+/* After the merge and the reports of one wake-up: no pool but a record's
+ * own is asked about until the next push (the admin API reads the current
+ * snapshot's, which is merged first), so every other pool is let go: a
+ * replaced one that the reports named is freed with its last user, not
+ * kept until the next push. */
+static void forget_others(void)
+{
+    for (size_t i = 0; i < H.cur.n; i++)
+        forget_other(&H.cur.pools[i]);
 }
 
 /* ---- plans (built on the admin thread, freed on either) ---- */
@@ -211,8 +234,7 @@ static void hpool_clear(struct hpool *hp)
     free(hp->def.path);
     free(hp->def.host);
     SSL_CTX_free(hp->def.tls);
-    free(hp->other_idx);
-    up_pool_release(hp->other);
+    forget_other(hp);
     up_pool_release(hp->pool);
 }
 
@@ -762,6 +784,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     if (pl)
         merge(pl);
     drain_rings(adm_clock_ms());
+    forget_others();
     pthread_mutex_unlock(&H.mu);
     if (stop)
         event_base_loopbreak(H.base);

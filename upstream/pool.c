@@ -139,6 +139,11 @@ void up_pool_release(up_pool *p)
         pool_free(p);
 }
 
+unsigned up_pool_refs(const up_pool *p)
+{
+    return atomic_load_explicit(&((up_pool *)p)->refs, memory_order_acquire);
+}
+
 const char *up_pool_name(const up_pool *p)
 {
     return p->name;

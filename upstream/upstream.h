@@ -88,6 +88,9 @@ up_pool *up_pool_new(const char *name, const char *key, const struct up_server_d
 void up_pool_retain(up_pool *p);
 /* Drops a reference; frees the pool at zero. NULL is a no-op. */
 void up_pool_release(up_pool *p);
+/* The references held on <p> now: a count other threads may change at any
+ * moment, for tests and assertions (who still keeps a pool alive). */
+unsigned up_pool_refs(const up_pool *p);
 
 /* Carries over to <p> the pool's counters of <from> (the two then share
  * them: up_pool_count) and the state of each server of <from> that <p> has at

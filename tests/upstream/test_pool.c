@@ -48,8 +48,10 @@ START_TEST(reference_count)
     up_pool *p = ut_pool(NULL, 1, 1, 1);
 
     up_pool_retain(p);
+    ck_assert_uint_eq(up_pool_refs(p), 2);
     up_pool_release(p);
     ck_assert_uint_eq(atomic_load(&p->refs), 1);
+    ck_assert_uint_eq(up_pool_refs(p), 1);
     up_pool_release(p); /* frees: ASan builds catch a leak or a double free */
 }
 END_TEST
