@@ -36,7 +36,8 @@ size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int igno
     return UP_NONE;
 }
 
-/* What the balancer does when its first pick found nothing, both rare:
+/* What up_select does when the balancer's first pick found nothing, both
+ * rare:
  * - slow start may have refused every usable server (each admits with its
  *   ramp's probability: a lone server up, or every server back at once),
  *   and a server that is up must not make the request fail: the pick is
@@ -44,13 +45,11 @@ size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int igno
  * - every server may be down: a panicking pool picks again ignoring
  *   health. "Every server down" is found by looking at the health words
  *   (health.c), which stops at the first server up. */
-size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
+__attribute__((noinline)) static size_t reselect(up_pool *p, unsigned w, const struct up_pick *rq)
 {
-    size_t s = p->lb_ops->select(p, w, rq, 0);
     struct up_pick flat;
+    size_t s = UP_NONE;
 
-    if (s != UP_NONE)
-        return s;
     if (rq && rq->now_ms && p->opts.slow_start_ms && p->lb_ops != &up_lb_hash) {
         flat = *rq;
         flat.now_ms = 0;
@@ -61,6 +60,15 @@ size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
     if (up_pool_panicking(p))
         s = p->lb_ops->select(p, w, rq, 1);
     return s;
+}
+
+/* The first pick; the rest out of line, so that a pick that finds a
+ * server costs only the balancer's call. */
+size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
+{
+    size_t s = p->lb_ops->select(p, w, rq, 0);
+
+    return s != UP_NONE ? s : reselect(p, w, rq);
 }
 
 size_t up_pick(up_pool *p, unsigned w)
