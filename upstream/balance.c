@@ -76,27 +76,31 @@ size_t up_pick(up_pool *p, unsigned w)
     return up_select(p, w, NULL);
 }
 
-/* Single-writer counts: a relaxed load and store, no read-modify-write. */
-static void add_load(up_pool *p, unsigned w, size_t s, int d)
+/* Single-writer counts: a relaxed load and store, no read-modify-write.
+ * Returns the new count. */
+static uint32_t add_load(up_pool *p, unsigned w, size_t s, int d)
 {
     _Atomic uint32_t *c = &p->ws[w].inflight[s];
+    uint32_t n = atomic_load_explicit(c, memory_order_relaxed) + (uint32_t)d;
 
-    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + (uint32_t)d,
-                          memory_order_relaxed);
+    atomic_store_explicit(c, n, memory_order_relaxed);
+    return n;
 }
 
 void up_request_start(up_pool *p, unsigned w, size_t s)
 {
-    add_load(p, w, s, 1);
+    uint32_t n = add_load(p, w, s, 1);
+
     if (p->lb_ops->start)
-        p->lb_ops->start(p, w, s);
+        p->lb_ops->start(p, w, s, n);
 }
 
 void up_request_end(up_pool *p, unsigned w, size_t s)
 {
-    add_load(p, w, s, -1);
+    uint32_t n = add_load(p, w, s, -1);
+
     if (p->lb_ops->end)
-        p->lb_ops->end(p, w, s);
+        p->lb_ops->end(p, w, s, n);
 }
 
 uint64_t up_inflight(const up_pool *p, size_t s)

@@ -63,6 +63,7 @@
 #define LC_OVF (LC_NB - 1)    /* the overflow bucket: keys >= LC_OVF */
 #define LC_WORDS (LC_NB / 64) /* the bitmap's lower level; one word over it */
 #define LC_NIL UINT32_MAX     /* an empty bucket's head */
+#define LC_NOKEY UINT16_MAX   /* no turn under way: above every bucket */
 #define LC_VISIT 64           /* servers a pick may walk past before a linear scan */
 #define LC_SCAP 1024          /* the largest exact scale */
 #define LC_SMAX (1ull << 20)  /* the largest scale at all */
@@ -71,8 +72,8 @@
 struct lc_node {
     uint32_t next, prev;
     uint16_t bkt;  /* the bucket it is in */
-    uint16_t turn; /* the bucket its turn is at, when <left> */
-    uint32_t left; /* picks left in its turn; 0: none under way */
+    uint16_t rkey; /* the bucket of its turn while it has picks left there, else LC_NOKEY */
+    uint32_t left; /* picks left in its turn */
 };
 
 /* A worker's buckets, at the start of its block; its nodes follow. */
@@ -106,11 +107,10 @@ static inline struct lc_node *lc_nodes(struct lc_buckets *b)
     return (struct lc_node *)(b + 1);
 }
 
-/* Server <s>'s key on worker <w>, capped at the overflow bucket. */
-static inline uint32_t key_of(const up_pool *p, const struct lc *l, unsigned w, size_t s)
+/* The key of server <s> holding <c> requests, capped at the overflow
+ * bucket. */
+static inline uint32_t key_of(const struct lc *l, size_t s, uint32_t c)
 {
-    uint32_t c = up_load(p, w, s);
-
     return c >= l->srv[s].ovf ? LC_OVF : (uint32_t)((c * l->srv[s].mul) >> 32);
 }
 
@@ -155,8 +155,9 @@ static inline void bk_unlink(struct lc_buckets *b, struct lc_node *node, uint32_
     }
     node[x->prev].next = x->next;
     node[x->next].prev = x->prev;
-    if (b->head[x->bkt] == s)
-        b->head[x->bkt] = x->next;
+    /* a select (gcc makes this one a cmov): whether <s> heads its bucket
+     * is a coin toss where keys are sparse */
+    b->head[x->bkt] = b->head[x->bkt] == s ? x->next : b->head[x->bkt];
 }
 
 /* Puts <s> (in no ring) at the tail of bucket <k>: just before its head. */
@@ -178,19 +179,19 @@ static inline void bk_append(struct lc_buckets *b, struct lc_node *node, uint32_
     node[h].prev = s;
 }
 
-/* Moves <s> to the bucket of its key on worker <w>: to the tail, or, when
- * the pool has turns and it comes back to the key of its turn with picks
- * left, to the head (the ring's tail is its head's predecessor). */
-static inline void bk_move(const up_pool *p, const struct lc *l, unsigned w, uint32_t s)
+/* Moves <s>, now holding <c> requests, to the bucket of its key on worker
+ * <w>: to the tail, or, when it comes back to the key of its turn with
+ * picks left (never, with equal weights), to the head (the ring's tail is
+ * its head's predecessor). */
+static inline void bk_move(const struct lc *l, unsigned w, uint32_t s, uint32_t c)
 {
     struct lc_buckets *b = lc_bk(l, w);
     struct lc_node *node = lc_nodes(b), *x = &node[s];
-    uint32_t k = key_of(p, l, w, s);
+    uint32_t k = key_of(l, s, c);
 
     bk_unlink(b, node, s);
     bk_append(b, node, s, k);
-    if (l->turns)
-        b->head[k] = (uint32_t)up_sel((x->left != 0) & (x->turn == k), s, b->head[k]);
+    b->head[k] = x->rkey == k ? s : b->head[k];
 }
 
 /* <s> (picked past the head of bucket <k>) goes to the tail. Out of line:
@@ -211,9 +212,9 @@ static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, 
     struct lc_node *node = lc_nodes(b), *x = &node[s];
 
     if (l->turns) {
-        uint32_t fresh = (x->left == 0) | (x->turn != k);
-        x->left = (uint32_t)up_sel((int)fresh, l->srv[s].turn, x->left) - 1;
-        x->turn = (uint16_t)k;
+        uint32_t left = (uint32_t)up_sel(x->rkey != k, l->srv[s].turn, x->left) - 1;
+        x->left = left;
+        x->rkey = (uint16_t)up_sel(left != 0, k, LC_NOKEY);
     }
     if (b->head[k] == s)
         b->head[k] = x->next; /* a ring: the head turned into the tail */
@@ -309,9 +310,9 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
 
 /* A request started or ended on <s>: its key moved, maybe back to the key
  * of its turn (a start after an end of its own, or an end after a start). */
-static void lc_moved(up_pool *p, unsigned w, size_t s)
+static void lc_moved(up_pool *p, unsigned w, size_t s, uint32_t load)
 {
-    bk_move(p, p->lb, w, (uint32_t)s);
+    bk_move(p->lb, w, (uint32_t)s, load);
 }
 
 /* The pool's scale S for weights divided by <g>, the largest <top>: the
@@ -365,8 +366,10 @@ static int lc_init(up_pool *p)
     for (unsigned w = 0; w < p->nworkers; w++) {
         struct lc_buckets *b = lc_bk(l, w);
         memset(b->head, 0xff, sizeof(b->head)); /* LC_NIL */
-        for (size_t s = 0; s < n; s++)
-            bk_append(b, lc_nodes(b), (uint32_t)s, key_of(p, l, w, s));
+        for (size_t s = 0; s < n; s++) {
+            lc_nodes(b)[s].rkey = LC_NOKEY;
+            bk_append(b, lc_nodes(b), (uint32_t)s, key_of(l, s, up_load(p, w, s)));
+        }
     }
     return 0;
 }

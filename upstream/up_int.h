@@ -132,9 +132,9 @@ struct up_lb_ops {
     /* Worker <w> picks a usable server (up_usable), or UP_NONE. */
     size_t (*select)(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health);
     /* Optional: a request starts or ends on <s> (worker <w>), after the
-     * pool's own in-flight count moved. */
-    void (*start)(up_pool *p, unsigned w, size_t s);
-    void (*end)(up_pool *p, unsigned w, size_t s);
+     * pool's own in-flight count moved to <load>. */
+    void (*start)(up_pool *p, unsigned w, size_t s, uint32_t load);
+    void (*end)(up_pool *p, unsigned w, size_t s, uint32_t load);
     /* Optional: server <s> went up or down, on the health owner's thread
      * while workers pick: a balancer that uses these publishes with atomics. */
     void (*server_up)(up_pool *p, size_t s);
