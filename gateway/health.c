@@ -340,6 +340,21 @@ fail:
 
 /* ---- publishing to the health words ---- */
 
+/* Logs how <hp>, every server of it down, answers now: spread over them
+ * all (panic) or 503. */
+static void log_all_down(const struct hpool *hp)
+{
+    if (hp->def.panic)
+        gw_log(GW_LOG_WARN,
+               "upstream %s: every server is down: panic: requests go to all of them "
+               "until one comes back",
+               hp->name);
+    else
+        gw_log(GW_LOG_WARN,
+               "upstream %s: every server is down: requests get 503 until one comes back",
+               hp->name);
+}
+
 /* Logs and counts a transition of <hp> (every server down, or one back:
  * <v>). A panicking pool counts it alike: it is as much an outage, only
  * answered otherwise. <panic>: the pool spread over every server while
@@ -352,15 +367,7 @@ static void pool_transition(struct hpool *hp, const struct hsrv *v, int panic)
 
     if (up_pool_all_down(hp->pool)) {
         hp->all_down++;
-        if (hp->def.panic)
-            gw_log(GW_LOG_WARN,
-                   "upstream %s: every server is down: panic: requests go to all of them "
-                   "until one comes back",
-                   hp->name);
-        else
-            gw_log(GW_LOG_WARN,
-                   "upstream %s: every server is down: requests get 503 until one comes back",
-                   hp->name);
+        log_all_down(hp);
     } else if (panic) {
         gw_log(GW_LOG_NOTICE,
                "upstream %s: server %s is up: panic over: requests go to the servers that are up",
@@ -742,11 +749,16 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
         set_flag(v, UP_H_CHECK, v->check_down, now);
         set_flag(v, UP_H_EJECTED, v->ejected, now);
     }
-    /* the pool as a whole, old object or new, against what it said before */
+    /* the pool as a whole, old object or new, against what it said before;
+     * a push that turns panic on or off while every server stays down
+     * changes how the pool answers (not the outage, which is not counted
+     * again): said once too */
     if (old)
         hp->all_down = old->all_down;
     if (!up_pool_all_down(hp->pool) != !was_down)
         pool_transition(hp, NULL, old && old->def.panic);
+    else if (was_down && !old->def.panic != !hp->def.panic)
+        log_all_down(hp);
     arm_expire(hp, now);
     free(map);
 }

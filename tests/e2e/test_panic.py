@@ -5,7 +5,8 @@ back: with every server failing its active check a pool with "panic": true
 still sends requests to all of them, one without answers 503 at once (no
 server tried, Retry-After: 1), and either way the all-down transition is
 logged and counted once, and so is the end of a panic when a server comes
-back; a server back up with slow_start_ms gets clearly fewer than its share
+back, and a push that turns panic on or off while every server is down is
+logged once (not counted: the outage goes on); a server back up with slow_start_ms gets clearly fewer than its share
 at the start of its ramp and its full share after it, with round_robin,
 least_conn and random_two (hash does not ramp), and so does a server a push
 adds to the pool.
@@ -21,6 +22,9 @@ from test_health import admin, admin_accepts, health, stamp
 FAILING = {"path": "/hz?mode=status&status=500", "interval_ms": 100, "timeout_ms": 100,
            "healthy_threshold": 2, "unhealthy_threshold": 2}
 PASSING = dict(FAILING, path="/hz")
+# the two lines of a pool whose every server is down, with panic and without
+PANIC = r"upstream u: every server is down: panic: requests go to all of them until one comes back"
+NO_PANIC = r"upstream u: every server is down: requests get 503 until one comes back"
 
 
 class PanicTest(GatewayCase):
@@ -62,7 +66,9 @@ class PanicTest(GatewayCase):
 
         # panic off, the same servers and checks: their health is kept, and
         # every request is answered 503 by Switchyard (a backend would say
-        # 200), with Retry-After as the queue's 503
+        # 200), with Retry-After as the queue's 503. The pool answers
+        # otherwise now: logged once (not per request), the outage it is
+        # in not counted again
         st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, health_check=FAILING))
         self.assertEqual(st, 200)
         self.assertEqual((health(gw)[1]["all_down"], health(gw)[1]["panic"]), (True, False))
@@ -70,7 +76,11 @@ class PanicTest(GatewayCase):
         self.assertIn('switchyard_upstream_panic{upstream="u"} 0', m)
         got = self.answers(gw, 10)
         self.assertEqual(set(got), {(503, None, "1")}, got)
-        self.assertEqual(len(self.all_down_lines(gw)), 1)
+        gw.wait_log(NO_PANIC)
+        self.assertEqual(len(re.findall(NO_PANIC, gw.log())), 1)
+        self.assertEqual(len(self.all_down_lines(gw)), 2)
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_all_down_total{upstream="u"} 1', m)
 
         # checks that pass bring the pool back: logged once
         st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, health_check=PASSING))
@@ -78,9 +88,46 @@ class PanicTest(GatewayCase):
         wait_for(lambda: not health(gw)[1]["all_down"], what="a server back")
         gw.wait_log(r"upstream u: server 127\.0\.0\.1:\d+ is up: the pool serves again")
         self.assertEqual({st for st, _, _ in self.answers(gw, 6)}, {200})
-        self.assertEqual(len(self.all_down_lines(gw)), 1)
+        self.assertEqual(len(self.all_down_lines(gw)), 2)
         self.assertEqual(len(re.findall(r"upstream u: server \S+ is up: the pool serves again",
                                         gw.log())), 1)
+
+    def test_a_push_into_panic_while_all_are_down_says_so(self):
+        # every server down and 503s, then a push turns panic on: a
+        # transition of how the pool answers (requests reach the backends
+        # again), logged once as the panic it is, while the outage goes on
+        # (not counted again); a push that leaves panic as it is says
+        # nothing, one that turns it off says so once
+        b1, b2 = self.own_backend("b1"), self.own_backend("b2")
+        gw = self.gateway({"u": upstream_cfg(b1, b2, health_check=FAILING)})
+        wait_for(lambda: health(gw)[1]["all_down"], what="both servers down")
+        gw.wait_log(NO_PANIC)
+        self.assertEqual(set(self.answers(gw, 4)), {(503, None, "1")})
+        st, _ = admin(gw, "PUT", "/upstreams/u",
+                      upstream_cfg(b1, b2, health_check=FAILING, panic=True))
+        self.assertEqual(st, 200)
+        self.assertEqual((health(gw)[1]["all_down"], health(gw)[1]["panic"]), (True, True))
+        gw.wait_log(PANIC)
+        got = self.answers(gw, 10)
+        self.assertEqual({st for st, _, _ in got}, {200}, got)
+        self.assertEqual(len(re.findall(PANIC, gw.log())), 1)
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_all_down_total{upstream="u"} 1', m)
+        self.assertIn('switchyard_upstream_panic{upstream="u"} 1', m)
+        # panic stays on (another key changes): nothing to say; then off
+        st, _ = admin(gw, "PUT", "/upstreams/u",
+                      upstream_cfg(b1, b2, health_check=FAILING, panic=True, max_pending=7))
+        self.assertEqual(st, 200)
+        since = gw.log_size()
+        st, _ = admin(gw, "PUT", "/upstreams/u", upstream_cfg(b1, b2, health_check=FAILING))
+        self.assertEqual(st, 200)
+        gw.wait_log(NO_PANIC, since=since)
+        self.assertEqual(set(self.answers(gw, 4)), {(503, None, "1")})
+        self.assertEqual(len(re.findall(PANIC, gw.log())), 1)
+        self.assertEqual(len(re.findall(NO_PANIC, gw.log())), 2)
+        self.assertEqual(len(self.all_down_lines(gw)), 3)
+        _, m = admin(gw, "GET", "/metrics")
+        self.assertIn('switchyard_upstream_all_down_total{upstream="u"} 1', m)
 
     def test_a_server_back_ends_the_panic(self):
         # a pool in panic never stopped serving: a server back up ends the
