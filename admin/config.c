@@ -382,72 +382,83 @@ struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *e
     return adm_config_from_json_bound(root, NULL, errs);
 }
 
-struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs)
+/* Adds "<path>: <why errno <err> says>" to <errs>, about the whole document. */
+static void file_error(struct adm_errors *errs, const char *path, int err)
 {
-    struct adm_errors local;
-    struct adm_config *c = NULL;
     char ebuf[128];
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
 
-    adm_errors_init(&local);
-    if (!errs)
-        errs = &local;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        goto fail_io;
+    if (strerror_r(err, ebuf, sizeof(ebuf)) != 0)
+        snprintf(ebuf, sizeof(ebuf), "error %d", err);
+    adm_errors_add(errs, "", "%s: %s", path, ebuf);
+}
+
+char *adm_config_read_file(FILE *f, const char *path, size_t *len, struct adm_errors *errs)
+{
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+
     for (;;) {
-        if (len == cap) {
+        if (n == cap) {
             size_t ncap = cap ? cap * 2 : 16384;
             if (ncap > MAX_FILE + 1)
                 ncap = MAX_FILE + 1;
-            if (len == ncap) {
-                adm_errors_add(errs, "", "%s: larger than %u bytes", path, MAX_FILE);
-                goto fail_read;
-            }
+            if (n == ncap)
+                goto fail_large;
             char *nb = realloc(buf, ncap);
             if (!nb) {
                 errno = ENOMEM;
-                goto fail_io_read;
+                goto fail_read;
             }
             buf = nb;
             cap = ncap;
         }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
             if (ferror(f))
-                goto fail_io_read;
+                goto fail_read;
             break;
         }
     }
-    if (len > MAX_FILE) {
-        adm_errors_add(errs, "", "%s: larger than %u bytes", path, MAX_FILE);
-        goto fail_read;
-    }
-    fclose(f);
-    c = adm_config_parse(buf, len, errs);
-    free(buf);
-    adm_errors_clear(&local);
-    return c;
+    if (n > MAX_FILE)
+        goto fail_large;
+    *len = n;
+    return buf;
 
-fail_io_read:
+fail_large:
+    adm_errors_add(errs, "", "%s: larger than %u bytes", path, MAX_FILE);
+    free(buf);
+    return NULL;
+fail_read:
     if (errno == ENOMEM)
         errs->nomem = 1;
-    if (strerror_r(errno, ebuf, sizeof(ebuf)) != 0)
-        snprintf(ebuf, sizeof(ebuf), "error %d", errno);
-    adm_errors_add(errs, "", "%s: %s", path, ebuf);
-fail_read:
-    fclose(f);
+    file_error(errs, path, errno);
     free(buf);
-    adm_errors_clear(&local);
     return NULL;
-fail_io:
-    if (strerror_r(errno, ebuf, sizeof(ebuf)) != 0)
-        snprintf(ebuf, sizeof(ebuf), "error %d", errno);
-    adm_errors_add(errs, "", "%s: %s", path, ebuf);
+}
+
+struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs)
+{
+    struct adm_errors local;
+    struct adm_config *c = NULL;
+    char *buf;
+    size_t len;
+    FILE *f;
+
+    adm_errors_init(&local);
+    if (!errs)
+        errs = &local;
+    if (!(f = fopen(path, "rb"))) {
+        file_error(errs, path, errno);
+    } else {
+        buf = adm_config_read_file(f, path, &len, errs);
+        fclose(f);
+        if (buf)
+            c = adm_config_parse(buf, len, errs);
+        free(buf);
+    }
     adm_errors_clear(&local);
-    return NULL;
+    return c;
 }
 
 void adm_config_free(struct adm_config *c)

@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 
 #include <jansson.h>
@@ -365,6 +366,12 @@ struct adm_config *adm_config_from_json_bound(const json_t *root,
 /* Reads and parses the file <path> (at most 64 MiB). I/O errors are reported
  * with path "" and the file name in the message. */
 struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs);
+/* Reads the rest of the open file <f>, named <path> in messages, under the
+ * same 64 MiB cap: a buffer of *<len> bytes that the caller frees. NULL
+ * after adding why (too large, a read error) to <errs> as
+ * adm_config_load_file() does; <f> stays open either way. For a reader that
+ * needs the JSON itself (a SIGHUP reload). */
+char *adm_config_read_file(FILE *f, const char *path, size_t *len, struct adm_errors *errs);
 /* The built-in default config (one listener on 0.0.0.0:8080, a GET / page,
  * admin on 127.0.0.1:9901). NULL only on out of memory. */
 struct adm_config *adm_config_default(void);

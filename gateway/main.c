@@ -144,6 +144,8 @@ static void reload(void)
     json_error_t je;
     json_t *doc;
     char msg[512];
+    char *buf;
+    size_t len;
     FILE *f;
     int rc;
 
@@ -158,15 +160,25 @@ static void reload(void)
                proc.config_path, strerror(errno));
         return;
     }
-    doc = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    /* read under the cap a start applies (adm_config_load_file), with its
+     * message */
+    adm_errors_init(&errs);
+    buf = adm_config_read_file(f, proc.config_path, &len, &errs);
     fclose(f);
+    if (!buf) {
+        print_errors("reload refused, the running config keeps serving", &errs);
+        adm_errors_clear(&errs);
+        return;
+    }
+    doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    free(buf);
     if (!doc) {
         gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving:");
         gw_log(GW_LOG_ERROR, "  %s: line %d, column %d: %s", proc.config_path, je.line, je.column,
                je.text);
+        adm_errors_clear(&errs);
         return;
     }
-    adm_errors_init(&errs);
     rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
     json_decref(doc);
     if (rc == -1) {

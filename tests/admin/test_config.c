@@ -775,6 +775,40 @@ START_TEST(from_json_and_files)
     ck_assert_uint_ge(e.n, 1);
     adm_errors_clear(&e);
 
+    /* a file over 64 MiB (sparse), read whole or from an open stream (a
+     * reload's): refused alike, with the same message */
+    char big[] = "/tmp/sy_config_XXXXXX";
+    fd = mkstemp(big);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (64 << 20) + 1), 0);
+    close(fd);
+    char want[128];
+    snprintf(want, sizeof(want), "%s: larger than 67108864 bytes", big);
+    ck_assert_ptr_null(adm_config_load_file(big, &e));
+    ck_assert_uint_eq(e.n, 1);
+    ck_assert_str_eq(e.v[0].msg, want);
+    adm_errors_clear(&e);
+    FILE *f = fopen(big, "rb");
+    size_t len = 0;
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_null(adm_config_read_file(f, big, &len, &e));
+    fclose(f);
+    ck_assert_uint_eq(e.n, 1);
+    ck_assert_str_eq(e.v[0].path, "");
+    ck_assert_str_eq(e.v[0].msg, want);
+    adm_errors_clear(&e);
+    /* 64 MiB exactly is read */
+    ck_assert_int_eq(truncate(big, 64 << 20), 0);
+    f = fopen(big, "rb");
+    ck_assert_ptr_nonnull(f);
+    char *buf = adm_config_read_file(f, big, &len, &e);
+    fclose(f);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_uint_eq(len, 64u << 20);
+    ck_assert_uint_eq(e.n, 0);
+    free(buf);
+    unlink(big);
+
     adm_config_free(NULL);
     adm_errors_clear(NULL);
 }

@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
 """test_reload.py - config swaps and the drain, under traffic: SIGHUP with a
-bad file, 100 SIGHUP reloads alternating two configs while clients keep
-requesting (no failure, every answer from the backend the config named at
-that moment, keep-alive connections kept), a WebSocket tunnel that lives
-through reloads, and SIGTERM draining an in-flight request. Labelled
+bad file or one over the size cap a start applies, 100 SIGHUP reloads
+alternating two configs while clients keep requesting (no failure, every
+answer from the backend the config named at that moment, keep-alive
+connections kept), a WebSocket tunnel that lives through reloads, and
+SIGTERM draining an in-flight request. Labelled
 "concurrency": CI also runs these under TSan."""
 import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 
-from harness import (TIMEOUT, Client, Closed, GatewayCase, build_request, gateway_config, get,
-                     main, upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
+from harness import (SY_BIN, TIMEOUT, Client, Closed, GatewayCase, build_request, gateway_config,
+                     get, main, upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
 
 RELOADS = 100
+CONFIG_CAP = 64 << 20  # the largest -c file a start or a reload reads (admin/config.c)
 CLIENT_THREADS = 4
 
 
@@ -116,6 +119,37 @@ class ReloadTest(GatewayCase):
         self.assertNotIn("line -1", g.log())
         self.assertEqual(get(g.port, "/who/2").header("X-Backend"), "A")
         self.assertEqual(get(g.port, "/config-name").body, b"A")
+
+    def test_sighup_file_over_the_cap_is_refused(self):
+        """A start refuses a -c file over 64 MiB; a SIGHUP applies the same
+        cap with the same message, and the running config keeps serving
+        (the file is a valid config padded with spaces: without the cap it
+        would be taken)."""
+        cfgs = two_configs(self.a, self.b)
+        g = self.own_gateway(cfgs["A"])
+        self.assertEqual(get(g.port, "/who/1").header("X-Backend"), "A")
+        big = json.dumps(cfgs["B"]) + " " * CONFIG_CAP
+        # what a start (and --check) says of it
+        path = self.tmp.file("big.json")
+        with open(path, "w") as f:
+            f.write(big)
+        p = subprocess.run([SY_BIN, "--check", path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual((p.returncode, p.stderr),
+                         (1, "%s: larger than %d bytes\n" % (path, CONFIG_CAP)))
+        since = g.log_size()
+        g.reload(text=big)
+        m = g.wait_log(r"\[error\] reload refused, the running config keeps serving:\n"
+                       r"[^\n]*\[error\]   (\S+): larger than (\d+) bytes\n", since=since)
+        self.assertEqual((m.group(1), int(m.group(2))), (g.cfg_path, CONFIG_CAP))
+        self.assertNotIn("config reloaded", g.log())
+        self.assertEqual(get(g.port, "/who/2").header("X-Backend"), "A")
+        self.assertEqual(get(g.port, "/config-name").body, b"A")
+        # the same config within the cap is taken
+        since = g.log_size()
+        g.reload(cfgs["B"])
+        g.wait_log(r"config reloaded: generation 2\b", since=since)
+        self.assertEqual(get(g.port, "/who/3").header("X-Backend"), "B")
 
     def test_reloads_under_load(self):
         cfgs = two_configs(self.a, self.b)
