@@ -743,9 +743,11 @@ static void resolved_cb(void *arg)
         return;
     }
     if (s) {
+        unsigned long long gen = s->gen; /* read before s is the workers' */
+
         adm_swap_republish(&proc.swap, s);
         gw_log(GW_LOG_NOTICE, "upstream servers follow their host names (generation %llu stays)",
-               (unsigned long long)s->gen);
+               gen);
     }
     adm_resolver_sweep(resolver);
 }
