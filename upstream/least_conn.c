@@ -212,9 +212,12 @@ static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, 
     struct lc_node *node = lc_nodes(b), *x = &node[s];
 
     if (l->turns) {
-        uint32_t left = (uint32_t)up_sel(x->rkey != k, l->srv[s].turn, x->left) - 1;
+        uint32_t left = x->left, turn = l->srv[s].turn, rkey = k;
+
+        left = (x->rkey == k ? left : turn) - 1;
+        rkey = left ? rkey : LC_NOKEY;
         x->left = left;
-        x->rkey = (uint16_t)up_sel(left != 0, k, LC_NOKEY);
+        x->rkey = (uint16_t)rkey;
     }
     if (b->head[k] == s)
         b->head[k] = x->next; /* a ring: the head turned into the tail */
