@@ -43,8 +43,12 @@ START_TEST(defaults)
                       "'routes': [{'id': 'a', 'path': '/', 'upstream': 'u'}]"));
     const struct adm_upstream *u = adm_config_upstream(c, "u");
     ck_assert_int_eq(u->balance, ADM_BALANCE_ROUND_ROBIN);
+    ck_assert_int_eq(u->hash_on, ADM_HASH_CLIENT_IP); /* hash_key: client_ip */
     ck_assert_int_eq(u->fallback, 0);
     ck_assert_ptr_null(u->hash_name);
+    ck_assert_uint_eq(u->table_size, 0); /* 65537 */
+    ck_assert_uint_eq(u->keepalive, 32);
+    ck_assert_ptr_null(u->tls);
     ck_assert_ptr_null(u->health_check);
     ck_assert_int_eq(u->initially_unhealthy, 0);
     ck_assert_int_eq(u->outlier.on, 0);
