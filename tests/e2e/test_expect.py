@@ -16,6 +16,7 @@ open, so that:
   502 and, its body being read away, the connection stays open;
 - a final status from the upstream before the body (a 413, a 417) is
   passed on and the rest of the body read away: the connection stays open;
+  an upstream's own 100 is not passed on (the client had ours);
 - an expectation other than 100-continue is answered 417 (a server MAY,
   RFC 9110 10.1.1) and nothing goes upstream; HTTP/1.0's is ignored.
 Every wait is bounded; nothing asserts a duration.
@@ -234,6 +235,15 @@ class ExpectTest(GatewayCase):
                         c.send(b"q" * (total - 65536))
                         self.still_usable(c)
                 self.assertEqual(s.heads, 2)
+
+    def test_one_100_also_when_the_upstream_sends_one(self):
+        # an upstream's own 100 (unasked: the field does not go up) is
+        # dropped: the client, which had ours, gets no second one
+        with Client(self.gw.port) as c:
+            before, r = send_expect(c, "/x?mode=1xx&interim=100", b"w" * 3000)
+            self.assertEqual([h.status for h in before], [100])
+            self.assertEqual((r.interim, r.status), ([], 200))
+            self.assertEqual(r.json()["body_bytes"], 3000)
 
     def test_other_expectations(self):
         # anything but 100-continue is refused with 417, and the connection
