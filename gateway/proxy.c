@@ -626,16 +626,17 @@ static void fail_with(struct gw_conn *c, int status, const char *extra, size_t e
         gw_conn_request_done(c);
         return;
     }
-    /* A body that went partly to an upstream leaves the connection out of
-     * step; one that never began to go (it waits for a connection that
-     * failed) is read and dropped after the answer, as for any local
-     * answer, also after our 100 Continue: the client sends it then (RFC
-     * 9110 10.1.1). With Expect: 100-continue and no 100 sent yet (its
-     * queue was full or timed out, or no server could take it) the
-     * connection closes instead, as gw_local_finish does: whether the
-     * client sends the body now is not known for sure. */
-    if (status < 500 ||
-        (!c->body_done && (c->body_fed || (c->rp.req.expect_continue && !c->continued))))
+    /* The rest of the body (all of it when it waited for a connection that
+     * failed, the rest when the upstream failed under it) is read and
+     * dropped after the answer, as for any local answer and as nginx does:
+     * the parser knows where it ends, and a close under a client still
+     * sending could reset the answer away. So also after our 100 Continue:
+     * the client sends its body then (RFC 9110 10.1.1). With Expect:
+     * 100-continue and no 100 sent yet (its queue was full or timed out,
+     * or no server could take it) the connection closes instead, as
+     * gw_local_finish does: whether the client sends the body now is not
+     * known for sure. */
+    if (status < 500 || (!c->body_done && c->rp.req.expect_continue && !c->continued))
         c->keep = 0;
     gw_local_simple(c, status, extra, extra_len);
     if (!c->keep) {

@@ -16,7 +16,9 @@ open, so that:
   502 and, its body being read away, the connection stays open;
 - a final status from the upstream before the body (a 413, a 417) is
   passed on and the rest of the body read away: the connection stays open;
-  an upstream's own 100 is not passed on (the client had ours);
+  an upstream's own 100 is not passed on (the client had ours); one that
+  resets under the body gets the client a 502, the rest of its body read
+  away, the connection kept;
 - an expectation other than 100-continue is answered 417 (a server MAY,
   RFC 9110 10.1.1) and nothing goes upstream; HTTP/1.0's is ignored.
 Every wait is bounded; nothing asserts a duration.
@@ -24,6 +26,7 @@ Every wait is bounded; nothing asserts a duration.
 import hashlib
 import os
 import socket
+import struct
 import subprocess
 import threading
 
@@ -50,7 +53,8 @@ def send_expect(c, target, body, headers=(), wait=True):
 class EarlyServer:
     """A server of the test's own that answers every request <status> as soon
     as its head is read, before any of its body, keeps the connection
-    (reading and dropping whatever else comes) and counts the heads."""
+    (reading and dropping whatever else comes) and counts the heads. With
+    <status> 0 it answers nothing: it resets the connection instead."""
 
     def __init__(self, status):
         self.status = status
@@ -82,6 +86,9 @@ class EarlyServer:
                     return
                 buf += d
             self.heads += 1
+            if not self.status:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
             body = b"early %d\n" % self.status
             s.sendall(b"HTTP/1.1 %d Early\r\nContent-Length: %d\r\n\r\n%s" %
                       (self.status, len(body), body))
@@ -244,6 +251,29 @@ class ExpectTest(GatewayCase):
             self.assertEqual([h.status for h in before], [100])
             self.assertEqual((r.interim, r.status), ([], 200))
             self.assertEqual(r.json()["body_bytes"], 3000)
+
+    def test_upstream_reset_under_the_body(self):
+        # the upstream takes the head and the first bytes of the body, then
+        # resets: a POST whose body began to go is not retried, so 502; the
+        # client, told to send its body, is still sending it: it is read
+        # away and the connection stays (before: closed under it)
+        # (without Expect the same)
+        s, gw = self.early(0)
+        with Client(gw.port) as c:
+            for i in range(2):
+                total = 1 << 20
+                expect = [("Expect", "100-continue")] if i == 0 else []
+                c.send(build_request("POST", "/up/%d" % i,
+                                     expect + [("Content-Length", str(total))]))
+                if expect:
+                    self.assertEqual(c.read_head().status, 100)
+                c.send(b"r" * 65536)
+                r = c.read_response("POST")
+                self.assertEqual((r.interim, r.status), ([], 502))
+                self.assertIsNone(r.header("Connection"))
+                c.send(b"r" * (total - 65536))
+                self.still_usable(c)
+        self.assertEqual(s.heads, 2)
 
     def test_other_expectations(self):
         # anything but 100-continue is refused with 417, and the connection
