@@ -331,18 +331,28 @@ class Gateway:
         out.close()
         _live.append(self.proc)
 
+        # every listener, not only the first: a test that goes straight to
+        # its second listener must not find it still unbound under load
+        ports = self.listener_ports()
+
         def ready():
             if self.proc.poll() is not None:
                 raise AssertionError("switchyard exited with %s:\n%s" % (
                     self.proc.returncode, self.log()))
-            return self._accepts()
+            return all(self._accepts(p) for p in ports)
 
-        wait_for(ready, what="switchyard listening on port %d" % self.port)
+        wait_for(ready, what="switchyard listening on port%s %s" % (
+            "s" if len(ports) > 1 else "", ", ".join(map(str, ports))))
         return self
 
-    def _accepts(self):
+    def listener_ports(self):
+        if self._port or not self.cfg:
+            return [self.port]
+        return [int(l["address"].rsplit(":", 1)[1]) for l in self.cfg["listeners"]]
+
+    def _accepts(self, port=None):
         try:
-            socket.create_connection(("127.0.0.1", self.port), timeout=TIMEOUT).close()
+            socket.create_connection(("127.0.0.1", port or self.port), timeout=TIMEOUT).close()
             return True
         except OSError:
             return False
