@@ -8,10 +8,10 @@ The gateway answers the expectation itself (as nginx and Envoy do: the
 field is not sent upstream) once the request's first try has a server,
 and the body waits in the client's buffer until an upstream connection is
 open, so that:
-- a refused connect goes on to the next server (retries: 1): one 100, one
-  final 200, the whole body upstream exactly once, the connection kept;
-  for a client that waits for the 100 and for curl's way (which sends the
-  body after a second anyway);
+- a refused connect, or one that hangs past connect_timeout_ms, goes on
+  to the next server (retries: 1): one 100, one final 200, the whole body
+  upstream exactly once, the connection kept; for a client that waits for
+  the 100 and for curl's way (which sends the body after a second anyway);
 - a request that fails once the 100 went out (no server left) gets a clean
   502 and, its body being read away, the connection stays open;
 - a final status from the upstream before the body (a 413, a 417) is
@@ -180,6 +180,26 @@ class ExpectTest(GatewayCase):
         self.assertIn("Re-using existing connection", err)
         self.assertEqual(out.count(hashlib.sha256(data).hexdigest().encode()), 2)
         self.assertEqual(self.b.stats()["requests"], 2)
+
+    def test_retry_after_a_connect_that_hangs(self):
+        # the first server's connect hangs past connect_timeout_ms: the
+        # body, sent after our 100, waits in the gateway through the
+        # timeout and goes whole to the retry's server
+        hang = self.hanging_server()
+        b = self.own_backend("b2")
+        gw = self.own_gateway(gateway_config(
+            upstreams={"u": upstream_cfg(hang, b, retries=1, connect_timeout_ms=400,
+                                         keepalive=0)},
+            routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
+        with Client(gw.port) as c:
+            for i in range(2):  # round robin: one of the two picks the hanging server first
+                data = os.urandom(100000)
+                before, r = send_expect(c, "/h%d" % i, data)
+                self.assertEqual([h.status for h in before], [100])
+                self.assertEqual((r.interim, r.status), ([], 200))
+                self.assertEqual(r.json()["body_sha256"], hashlib.sha256(data).hexdigest())
+        self.assertEqual(b.stats()["requests"], 2)
+        self.assertIn("connect timed out; retrying on another server", gw.log())
 
     def test_no_server_left_after_the_100(self):
         # both servers refuse: the 100 went out, so the body comes and is
