@@ -2,8 +2,9 @@
  * conn.c - the client connection: created, admitted, freed; its one state
  * and the moves between states; its timeouts, swept every GW_SWEEP_MS; the
  * end of each request (access log, counters, snapshot unpin, then the next
- * request or the close). It reads and writes only through its gw_io, and
- * wakes the layers above only through the callbacks they registered.
+ * request or the close, lingering while the client may still send). It
+ * reads and writes only through its gw_io, and wakes the layers above only
+ * through the callbacks they registered.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/conn.h"
@@ -138,14 +139,59 @@ void gw_conn_account(struct gw_conn *c)
     count_status(c, ms);
 }
 
+/* Whether <c>'s client may still send when it closes (nginx: a body not
+ * wholly read, input already buffered): a request head or body not wholly
+ * read, or bytes buffered, while its read side has not ended. */
+static int may_still_send(const struct gw_conn *c)
+{
+    if (c->io.rd_eof)
+        return 0;
+    if (c->st == GW_CONN_HEAD ||
+        ((c->st == GW_CONN_LOCAL || c->st == GW_CONN_PROXY) && !c->body_done))
+        return 1;
+    return evbuffer_get_length(c->io.in) > 0;
+}
+
 void gw_conn_close_when_flushed(struct gw_conn *c)
 {
+    c->linger = c->linger || may_still_send(c);
     gw_conn_set_state(c, GW_CONN_CLOSING);
     gw_io_read(&c->io, 0);
     /* never free here: callers still hold <c>; the write callback closes
      * once the output is flushed (at once when it is) */
     if (evbuffer_get_length(c->io.out) == 0)
         gw_io_kick_write(&c->io);
+}
+
+/* The client's bytes are read on, through the transport: for TLS too, as
+ * nginx's lingering close reads through SSL after its close_notify. The
+ * HTTP side never reads the raw socket (io.h), and a client that answers
+ * our close_notify with its own ends the linger at once, as an EOF,
+ * without waiting for its FIN. */
+int gw_conn_linger(struct gw_conn *c)
+{
+    if (c->w->draining || (c->l && c->l->closed) || !gw_io_open(&c->io) ||
+        c->io.ops->shutdown(&c->io) < 0)
+        return -1;
+    gw_conn_set_state(c, GW_CONN_LINGER);
+    evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
+    gw_io_write(&c->io, 0);
+    c->linger_end = gw_now_ms() + GW_LINGER_MS;
+    gw_tmo_set(&c->tmo, GW_LINGER_IDLE_MS, 0);
+    gw_io_read(&c->io, 1);
+    return 0;
+}
+
+int gw_conn_linger_read(struct gw_conn *c, long long now)
+{
+    long long left = c->linger_end - now;
+
+    evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
+    if (left <= 0)
+        return -1;
+    /* the read timeout (from this read on) never runs past the end */
+    c->tmo.rd = left < GW_LINGER_IDLE_MS ? (unsigned)left : GW_LINGER_IDLE_MS;
+    return 0;
 }
 
 /* ---- request-parser memory ----
@@ -271,7 +317,8 @@ static const unsigned char moves[] = {
     [GW_CONN_PROXY] =
         1 << GW_CONN_LOCAL | 1 << GW_CONN_TUNNEL | 1 << GW_CONN_IDLE | 1 << GW_CONN_CLOSING,
     [GW_CONN_TUNNEL] = 1 << GW_CONN_CLOSING,
-    [GW_CONN_CLOSING] = 1 << GW_CONN_CLOSING,
+    [GW_CONN_CLOSING] = 1 << GW_CONN_CLOSING | 1 << GW_CONN_LINGER,
+    [GW_CONN_LINGER] = 0, /* freed from here */
 };
 
 void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st)
@@ -416,7 +463,7 @@ void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l)
 
     for (c = LIST_FIRST(&w->conns); c; c = next) {
         next = LIST_NEXT(c, link);
-        if (c->st == GW_CONN_IDLE && (!l || c->l == l))
+        if ((c->st == GW_CONN_IDLE || c->st == GW_CONN_LINGER) && (!l || c->l == l))
             gw_conn_free(c);
     }
 }

@@ -56,7 +56,18 @@ enum gw_conn_state {
     GW_CONN_PROXY,   /* the request is upstream: body streaming up, response down */
     GW_CONN_TUNNEL,  /* after 101 Switching Protocols: bytes both ways until a close */
     GW_CONN_CLOSING, /* flushing the last response, then close */
+    GW_CONN_LINGER,  /* the last response is out, our write side shut: what the
+                      * client still sends is read and dropped, then close */
 };
+
+/* The lingering close (RFC 9112 9.6; nginx's lingering_close on, with its
+ * lingering_timeout and lingering_time): a connection that closes while its
+ * client may still be sending reads and drops that input until the
+ * client's EOF, GW_LINGER_IDLE_MS without a byte, or GW_LINGER_MS in all.
+ * Closed with unread input, the socket would send a reset, which can take
+ * the answer with it before the client read it. */
+#define GW_LINGER_IDLE_MS 5000
+#define GW_LINGER_MS 30000
 
 struct gw_upconn;
 
@@ -79,7 +90,9 @@ struct gw_conn {
     unsigned peer_port;
     enum gw_conn_state st;
     struct h1_req_parser rp;
-    int eof; /* the client half-closed */
+    int eof;              /* the client half-closed */
+    int linger;           /* at the close the client may still send: linger (conn.c) */
+    long long linger_end; /* GW_CONN_LINGER: closes at this gw_now_ms() at the latest */
 
     /* the current request */
     struct adm_snapshot *snap;
@@ -275,8 +288,21 @@ void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c);
 /* Logs and counts the request that ends or turns into a tunnel. */
 void gw_conn_account(struct gw_conn *c);
 /* No more requests: the connection closes once its output is flushed (by
- * the write callback, which GW_CONN_CLOSING tells to free it). */
+ * the write callback, which GW_CONN_CLOSING tells to free it, or to call
+ * gw_conn_linger() first when c->linger is set). c->linger is set when the
+ * client may still send: a request head or body not wholly read, or input
+ * already buffered, and its read side not ended. Only fields are looked at,
+ * no system call: a close after a request read whole costs what it did. */
 void gw_conn_close_when_flushed(struct gw_conn *c);
+/* <c>'s output is flushed, it closes, and c->linger says its client may
+ * still send: shuts the write side (a TLS connection sends close_notify,
+ * then its FIN) and moves to GW_CONN_LINGER, reading on. 0; -1 when it
+ * must close now instead (a drain, its listener removed, the shutdown
+ * failed). Its upstream connection must be detached first. */
+int gw_conn_linger(struct gw_conn *c);
+/* GW_CONN_LINGER: drops what was read at <now>; 0, or -1 when GW_LINGER_MS
+ * have passed and <c> must close. */
+int gw_conn_linger_read(struct gw_conn *c, long long now);
 /* Ends the current request: log, count, release the snapshot, and either
  * wait for the next request (GW_CONN_IDLE, reading on, buffered bytes
  * kicked to the read callback) or close once the output is flushed. */

@@ -209,7 +209,7 @@ void gw_local_init(void);
 
 /* conn.c */
 /* A drain (<l> NULL), or listener <l> closing: closes the connections
- * between requests (of <l>) */
+ * between requests (of <l>), and the lingering ones (they do not wait) */
 void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l);
 void gw_conn_free_all(struct gw_worker *w); /* after gw_upconn_free_all() */
 /* Every GW_SWEEP_MS: fires the client connections' timeouts (ours, not libevent's). */

@@ -4,7 +4,7 @@
  * say where each goes, and dispatches it to proxy.c or local.c; the
  * connection's read, write and event callbacks, which go on with whatever
  * its state says is under way (a head, a body read away, a body going up,
- * a tunnel, the last flush).
+ * a tunnel, the last flush, the lingering close).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
@@ -188,6 +188,10 @@ static void conn_read_cb(struct gw_io *io, void *arg)
     case GW_CONN_CLOSING:
         evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
         break;
+    case GW_CONN_LINGER: /* never served: read and dropped */
+        if (gw_conn_linger_read(c, c->tmo.last_rd) < 0)
+            conn_close(c);
+        break;
     }
 }
 
@@ -197,8 +201,11 @@ static void conn_write_cb(struct gw_io *io, void *arg)
 
     (void)io;
     if (c->st == GW_CONN_CLOSING) {
-        if (evbuffer_get_length(c->io.out) == 0)
-            conn_close(c);
+        if (evbuffer_get_length(c->io.out) > 0)
+            return;
+        gw_proxy_detach(c);
+        if (!c->linger || gw_conn_linger(c) < 0)
+            gw_conn_free(c);
         return;
     }
     if (c->up) { /* the response (or a tunnel) waits for this output to drain */
@@ -217,6 +224,10 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
     struct gw_conn *c = arg;
 
     (void)io;
+    if (c->st == GW_CONN_LINGER) { /* its EOF, an error, or GW_LINGER_IDLE_MS of quiet */
+        conn_close(c);
+        return;
+    }
     if ((what & GW_IO_TIMEOUT) && !gw_io_open(&c->io))
         gw_tls_count_timeout(&c->io); /* in its handshake */
     if (what & GW_IO_TIMEOUT) {

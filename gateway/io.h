@@ -57,8 +57,9 @@
  *   as GW_IO_ERROR; a completed one, on an upstream connection, as
  *   GW_IO_CONNECTED (an accepted connection simply starts reading).
  *
- * - shutdown(io) ends the write side in order (shutdown(SHUT_WR), or a TLS
- *   close_notify): 0, or GW_IO_ERROR. Nothing is written after it.
+ * - shutdown(io) ends the write side in order (shutdown(SHUT_WR); for TLS
+ *   a close_notify first): 0, or GW_IO_ERROR. Nothing is written after it;
+ *   reading goes on (a lingering close reads until the peer's EOF).
  *
  * - close(io) releases <io->xprt> and closes <io->fd>; it never fails and
  *   is never called twice.

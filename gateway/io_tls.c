@@ -177,10 +177,12 @@ static int tls_shutdown(struct gw_io *io)
     struct gw_tls *t = io->xprt;
 
     /* one close_notify, best effort: a full socket buffer loses it, and
-     * the peer then sees a FIN, which it must accept as we do */
+     * the peer then sees a FIN, which it must accept as we do; then the FIN
+     * (nginx's lingering close sends both), for a peer that waits for the
+     * TCP stream's end. Reading goes on through SSL_read. */
     if (SSL_shutdown(t->ssl) < 0)
         ERR_clear_error();
-    return 0;
+    return shutdown(io->fd, SHUT_WR) == 0 ? 0 : GW_IO_ERROR;
 }
 
 static void tls_free(struct gw_tls *t)
