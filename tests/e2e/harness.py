@@ -20,6 +20,7 @@ SY_E2E_TIMEOUT); nothing asserts on timing.
 """
 import atexit
 import base64
+import fcntl
 import hashlib
 import json
 import os
@@ -92,21 +93,47 @@ def pattern_sha256(n):
 
 
 _ports = set()
+# Ports handed out come from one counter that every test process on the
+# machine shares (ctest runs several at once), kept in a locked file, and
+# from below the kernel's ephemeral range (32768 and up here), where
+# bind(0) and outgoing connections never take them. bind(0)'s answer, used
+# before, could be another process's port in the while between its test
+# taking it and its server binding it, or for good in a test's "dead" port.
+PORT_BASE, PORT_SPAN = 20000, 12000
+_PORT_FILE = os.path.join(tempfile.gettempdir(), "switchyard-e2e-ports")
+
+
+def _bindable(p):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
 
 
 def free_port():
-    """A port nothing listens on right now (and not handed out before)."""
-    for _ in range(100):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        finally:
-            s.close()
-        if p not in _ports:
-            _ports.add(p)
-            return p
-    raise RuntimeError("no free port")
+    """A port nothing listens on right now, not handed out before to this
+    or any other test process that shares the counter file."""
+    with open(_PORT_FILE, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        text = f.read().strip()
+        n = int(text) if text.isdigit() else os.getpid()
+        for _ in range(PORT_SPAN):
+            n = (n + 1) % PORT_SPAN
+            p = PORT_BASE + n
+            if p not in _ports and _bindable(p):
+                break
+        else:
+            raise RuntimeError("no free port in %d-%d" % (PORT_BASE, PORT_BASE + PORT_SPAN - 1))
+        f.seek(0)
+        f.truncate()
+        f.write("%d\n" % n)
+    _ports.add(p)
+    return p
 
 
 def wait_for(cond, timeout=TIMEOUT, interval=0.01, what="condition"):
