@@ -163,37 +163,6 @@ void gw_conn_close_when_flushed(struct gw_conn *c)
         gw_io_kick_write(&c->io);
 }
 
-/* The client's bytes are read on, through the transport: for TLS too, as
- * nginx's lingering close reads through SSL after its close_notify. The
- * HTTP side never reads the raw socket (io.h), and a client that answers
- * our close_notify with its own ends the linger at once, as an EOF,
- * without waiting for its FIN. */
-int gw_conn_linger(struct gw_conn *c)
-{
-    if (c->w->draining || (c->l && c->l->closed) || !gw_io_open(&c->io) ||
-        c->io.ops->shutdown(&c->io) < 0)
-        return -1;
-    gw_conn_set_state(c, GW_CONN_LINGER);
-    evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
-    gw_io_write(&c->io, 0);
-    c->linger_end = gw_now_ms() + GW_LINGER_MS;
-    gw_tmo_set(&c->tmo, GW_LINGER_IDLE_MS, 0);
-    gw_io_read(&c->io, 1);
-    return 0;
-}
-
-int gw_conn_linger_read(struct gw_conn *c, long long now)
-{
-    long long left = c->linger_end - now;
-
-    evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
-    if (left <= 0)
-        return -1;
-    /* the read timeout (from this read on) never runs past the end */
-    c->tmo.rd = left < GW_LINGER_IDLE_MS ? (unsigned)left : GW_LINGER_IDLE_MS;
-    return 0;
-}
-
 /* ---- request-parser memory ----
  * A connection holds its parser's block (some 50 KB with the default
  * limits, of which a request touches three pages) only while a request is
@@ -244,6 +213,41 @@ int gw_conn_parser_mem(struct gw_conn *c)
         return -1;
     }
     h1_req_give_mem(&c->rp, mem);
+    return 0;
+}
+
+/* The client's bytes are read on, through the transport: for TLS too, as
+ * nginx's lingering close reads through SSL after its close_notify. The
+ * HTTP side never reads the raw socket (io.h), and a client that answers
+ * our close_notify with its own ends the linger at once, as an EOF,
+ * without waiting for its FIN. */
+int gw_conn_linger(struct gw_conn *c)
+{
+    if (c->w->draining || (c->l && c->l->closed) || !gw_io_open(&c->io) ||
+        c->io.ops->shutdown(&c->io) < 0)
+        return -1;
+    gw_conn_set_state(c, GW_CONN_LINGER);
+    /* it parses nothing more: its parser's block goes back to the worker
+     * now, not after the linger's seconds */
+    h1_req_reset(&c->rp);
+    pmem_put(c->w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
+    evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
+    gw_io_write(&c->io, 0);
+    c->linger_end = gw_now_ms() + GW_LINGER_MS;
+    gw_tmo_set(&c->tmo, GW_LINGER_IDLE_MS, 0);
+    gw_io_read(&c->io, 1);
+    return 0;
+}
+
+int gw_conn_linger_read(struct gw_conn *c, long long now)
+{
+    long long left = c->linger_end - now;
+
+    evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
+    if (left <= 0)
+        return -1;
+    /* the read timeout (from this read on) never runs past the end */
+    c->tmo.rd = left < GW_LINGER_IDLE_MS ? (unsigned)left : GW_LINGER_IDLE_MS;
     return 0;
 }
 
