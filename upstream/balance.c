@@ -36,39 +36,40 @@ size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int igno
     return UP_NONE;
 }
 
-/* What up_select does when the balancer's first pick found nothing, both
+/* What a balancer's select returns when it found no server. After a pick
+ * that respected health (<ignore_health> 0) there are two more tries, both
  * rare:
  * - slow start may have refused every usable server (each admits with its
  *   ramp's probability: a lone server up, or every server back at once),
  *   and a server that is up must not make the request fail: the pick is
- *   made again without the ramp (the hash balancer has none);
+ *   made again without the ramp (the hash balancer has none); should that
+ *   find none either, its own fallback comes here again, without a ramp;
  * - every server may be down: a panicking pool picks again ignoring
- *   health. "Every server down" is found by looking at the health words
- *   (health.c), which stops at the first server up. */
-__attribute__((noinline)) static size_t reselect(up_pool *p, unsigned w, const struct up_pick *rq)
+ *   health, and that pick's fallback is UP_NONE. "Every server down" is
+ *   found by looking at the health words (health.c), which stops at the
+ *   first server up. */
+size_t up_fallback(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health)
 {
     struct up_pick flat;
-    size_t s = UP_NONE;
 
+    if (ignore_health)
+        return UP_NONE;
     if (rq && rq->now_ms && p->opts.slow_start_ms && p->lb_ops != &up_lb_hash) {
         flat = *rq;
         flat.now_ms = 0;
         rq = &flat;
-        if (!up_pool_all_down(p) && (s = p->lb_ops->select(p, w, rq, 0)) != UP_NONE)
-            return s;
+        if (!up_pool_all_down(p))
+            return p->lb_ops->select(p, w, rq, 0);
     }
-    if (up_pool_panicking(p))
-        s = p->lb_ops->select(p, w, rq, 1);
-    return s;
+    return up_pool_panicking(p) ? p->lb_ops->select(p, w, rq, 1) : UP_NONE;
 }
 
-/* The first pick; the rest out of line, so that a pick that finds a
- * server costs only the balancer's call. */
+/* The balancer's call and nothing else (a tail jump): its select settles a
+ * pick that finds no server through up_fallback, so that this frame need
+ * not keep the arguments for it. */
 size_t up_select(up_pool *p, unsigned w, const struct up_pick *rq)
 {
-    size_t s = p->lb_ops->select(p, w, rq, 0);
-
-    return s != UP_NONE ? s : reselect(p, w, rq);
+    return p->lb_ops->select(p, w, rq, 0);
 }
 
 size_t up_pick(up_pool *p, unsigned w)

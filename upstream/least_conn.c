@@ -274,7 +274,7 @@ __attribute__((noinline)) static size_t walk(up_pool *p, unsigned w, const struc
         } while (s != b->head[k]);
     }
     if (k == LC_NB)
-        return UP_NONE;
+        return up_fallback(p, w, rq, ignore_health);
     /* the overflow bucket: its lightest, the first of them */
     s = b->head[LC_OVF];
     do {
@@ -286,12 +286,12 @@ __attribute__((noinline)) static size_t walk(up_pool *p, unsigned w, const struc
         s = node[s].next;
     } while (s != b->head[LC_OVF]);
     if (best == UP_NONE)
-        return UP_NONE;
+        return up_fallback(p, w, rq, ignore_health);
 take:
     return took(l, b, (uint32_t)best, k);
 scan:
     if ((best = linear(p, w, rq, ignore_health)) == UP_NONE)
-        return UP_NONE;
+        return up_fallback(p, w, rq, ignore_health);
     k = node[best].bkt;
     goto take;
 }

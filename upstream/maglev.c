@@ -169,18 +169,17 @@ static size_t mg_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
     const struct mg *g = p->lb;
     size_t slot = (size_t)((rq ? rq->hash : 0) % g->m);
 
-    (void)w;
     if (up_usable(p, g->table[slot], rq, ignore_health))
         return g->table[slot];
     if (!p->opts.fallback)
-        return UP_NONE;
+        return up_fallback(p, w, rq, ignore_health);
     for (size_t i = 1; i < g->m; i++) {
         if (++slot == g->m)
             slot = 0;
         if (up_usable(p, g->table[slot], rq, ignore_health))
             return g->table[slot];
     }
-    return UP_NONE;
+    return up_fallback(p, w, rq, ignore_health);
 }
 
 static void mg_destroy(up_pool *p)

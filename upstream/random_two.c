@@ -128,7 +128,7 @@ static size_t r2_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
         if (ua || ub)
             return ua ? a : b;
     }
-    return up_scan(p, a, rq, ignore_health);
+    return up_found(p, w, rq, ignore_health, up_scan(p, a, rq, ignore_health));
 }
 
 static void r2_destroy(up_pool *p)

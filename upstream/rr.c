@@ -84,7 +84,7 @@ static size_t rr_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
         if (up_usable(p, s, rq, ignore_health) && up_slow_admit(p, w, s, now))
             return s;
     }
-    return up_scan(p, s, rq, ignore_health);
+    return up_found(p, w, rq, ignore_health, up_scan(p, s, rq, ignore_health));
 }
 
 static void rr_destroy(up_pool *p)

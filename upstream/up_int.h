@@ -129,7 +129,8 @@ struct up_lb_ops {
     const char *name;
     /* Builds p->lb from the servers and p->opts. -1 on out of memory. */
     int (*init)(up_pool *p);
-    /* Worker <w> picks a usable server (up_usable), or UP_NONE. */
+    /* Worker <w> picks a usable server (up_usable); when there is none, it
+     * returns up_fallback(p, w, rq, ignore_health). */
     size_t (*select)(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health);
     /* Optional: a request starts or ends on <s> (worker <w>), after the
      * pool's own in-flight count moved to <load>. */
@@ -271,6 +272,15 @@ static inline uint32_t up_load(const up_pool *p, unsigned w, size_t s)
 /* balance.c: the first usable server from <from> on, wrapping; UP_NONE if
  * none. */
 size_t up_scan(const up_pool *p, size_t from, const struct up_pick *rq, int ignore_health);
+
+/* balance.c: what a balancer's select returns when it found no server (the
+ * re-picks of slow start and panic, or UP_NONE); up_found: <s>, or that. */
+size_t up_fallback(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health);
+static inline size_t up_found(up_pool *p, unsigned w, const struct up_pick *rq, int ignore_health,
+                              size_t s)
+{
+    return s != UP_NONE ? s : up_fallback(p, w, rq, ignore_health);
+}
 
 /* hash.c: a 64-bit finalizer (murmur3's fmix64), for seeds and hashes. */
 uint64_t up_mix64(uint64_t x);
