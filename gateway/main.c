@@ -743,7 +743,9 @@ static void resolved_cb(void *arg)
         return;
     }
     if (s) {
-        unsigned long long gen = s->gen; /* read before s is the workers' */
+        /* the live one's: s has none until published, and republishing
+         * keeps it */
+        unsigned long long gen = cur->gen;
 
         adm_swap_republish(&proc.swap, s);
         gw_log(GW_LOG_NOTICE, "upstream servers follow their host names (generation %llu stays)",

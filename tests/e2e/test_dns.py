@@ -93,6 +93,8 @@ class TestDns(DnsCase):
         self.assertEqual(api.generation(), gen)
         self.assertTrue(gw.wait_log(r"resolver: app\.sy-test: 127\.0\.0\.2, 127\.0\.0\.4 "
                                     r"\(was 127\.0\.0\.3\)"))
+        # and the log says which generation stays
+        self.assertTrue(gw.wait_log(r"follow their host names \(generation %d stays\)" % gen))
 
     def test_failed_resolution_keeps_last_addresses(self):
         name = "keep.sy-test"
