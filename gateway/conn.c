@@ -141,10 +141,12 @@ void gw_conn_account(struct gw_conn *c)
 
 /* Whether <c>'s client may still send when it closes (nginx: a body not
  * wholly read, input already buffered): a request head or body not wholly
- * read, or bytes buffered, while its read side has not ended. */
+ * read, or bytes buffered, while its read side has not ended. Not after a
+ * 408: a client too slow for its own timeouts is not waited for longer
+ * (nginx terminates such a request, without lingering). */
 static int may_still_send(const struct gw_conn *c)
 {
-    if (c->io.rd_eof)
+    if (c->io.rd_eof || c->status == 408)
         return 0;
     if (c->st == GW_CONN_HEAD ||
         ((c->st == GW_CONN_LOCAL || c->st == GW_CONN_PROXY) && !c->body_done))

@@ -162,6 +162,24 @@ class LingerTest(GatewayCase):
                 self.assertClosed(c)
                 self.assertTrue(self.wait_conns(0, timeout=1), "lingered after a whole request")
 
+    def test_408_closes_at_once(self):
+        # a head too slow for client_header_ms gets its 408 and the close
+        # at once (nginx does not linger after a request timeout): well
+        # before the 5 s a lingering connection waits for a quiet client
+        cfg = self.config()
+        cfg["timeouts"]["client_header_ms"] = 300
+        gw = self.own_gateway(cfg)
+        with Client(gw.port) as c:
+            c.send(b"GET /up/x HTTP/1.1\r\nHost: a\r\n")  # and no end of head
+            r = c.read_response()
+            self.assertEqual(r.status, 408)
+            # our side is gone (not only shut for writing) while the client
+            # still holds its socket open
+            deadline = time.monotonic() + 1.5
+            while conns_open(gw) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual(conns_open(gw), 0, "lingered after a 408")
+
     def test_idle_keepalive_close_is_at_once(self):
         with Client(self.gw.port) as c:
             c.send(b"GET /up/x HTTP/1.1\r\nHost: a\r\n\r\n")
