@@ -64,6 +64,7 @@
 #define LC_WORDS (LC_NB / 64) /* the bitmap's lower level; one word over it */
 #define LC_NIL UINT32_MAX     /* an empty bucket's head */
 #define LC_NOKEY UINT16_MAX   /* no turn under way: above every bucket */
+_Static_assert(LC_NB <= LC_NOKEY, "LC_NOKEY must be above every bucket");
 #define LC_VISIT 64           /* servers a pick may walk past before a linear scan */
 #define LC_SCAP 1024          /* the largest exact scale */
 #define LC_SMAX (1ull << 20)  /* the largest scale at all */
