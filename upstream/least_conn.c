@@ -64,10 +64,10 @@
 #define LC_WORDS (LC_NB / 64) /* the bitmap's lower level; one word over it */
 #define LC_NIL UINT32_MAX     /* an empty bucket's head */
 #define LC_NOKEY UINT16_MAX   /* no turn under way: above every bucket */
-_Static_assert(LC_NB <= LC_NOKEY, "LC_NOKEY must be above every bucket");
 #define LC_VISIT 64           /* servers a pick may walk past before a linear scan */
 #define LC_SCAP 1024          /* the largest exact scale */
 #define LC_SMAX (1ull << 20)  /* the largest scale at all */
+_Static_assert(LC_NB <= LC_NOKEY, "LC_NOKEY must be above every bucket");
 
 /* A server's place in its bucket's ring, and its turn (one per worker). */
 struct lc_node {
@@ -213,12 +213,12 @@ static inline size_t took(const struct lc *l, struct lc_buckets *b, uint32_t s, 
     struct lc_node *node = lc_nodes(b), *x = &node[s];
 
     if (l->turns) {
-        uint32_t left = x->left, turn = l->srv[s].turn, rkey = k;
+        /* both operands loaded first: gcc then makes the selects cmovs */
+        uint32_t left = x->left, turn = l->srv[s].turn;
 
         left = (x->rkey == k ? left : turn) - 1;
-        rkey = left ? rkey : LC_NOKEY;
         x->left = left;
-        x->rkey = (uint16_t)rkey;
+        x->rkey = (uint16_t)(left ? k : LC_NOKEY);
     }
     if (b->head[k] == s)
         b->head[k] = x->next; /* a ring: the head turned into the tail */
@@ -318,8 +318,8 @@ static size_t lc_select(up_pool *p, unsigned w, const struct up_pick *rq, int ig
  * and their odds differ (a start takes the server it leaves out of the
  * lowest bucket, where it is often alone; an end brings one into a bucket
  * that is often empty), so that a branch predictor learns each copy's
- * apart. One function for both hooks ran 3-8 ns a pick slower here with
- * the same instructions (loadtest/balancer_bench). */
+ * apart. One function for both hooks ran 3-10 ns a pick slower here with
+ * equal weights, the same instructions (loadtest/balancer_bench). */
 static void lc_started(up_pool *p, unsigned w, size_t s, uint32_t load)
 {
     bk_move(p->lb, w, (uint32_t)s, load);

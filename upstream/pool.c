@@ -141,7 +141,7 @@ void up_pool_release(up_pool *p)
 
 unsigned up_pool_refs(const up_pool *p)
 {
-    return atomic_load_explicit(&((up_pool *)p)->refs, memory_order_acquire);
+    return atomic_load_explicit(&p->refs, memory_order_acquire);
 }
 
 const char *up_pool_name(const up_pool *p)
