@@ -284,6 +284,7 @@ void adm_api_route_match(struct adm_api *api, struct adm_req *req, const char *u
     const char *method, *host, *path;
     char norm[8192], allow[512];
     size_t nlen, cap = rt_table_max_params(s->rt) + 1;
+    unsigned found;
     struct rt_param *params = calloc(cap, sizeof(*params));
     struct rt_match m;
     json_t *o;
@@ -299,7 +300,8 @@ void adm_api_route_match(struct adm_api *api, struct adm_req *req, const char *u
     host = q.host ? q.host : "";
     path = q.path;
     if (!path || path[0] != '/' || strlen(path) >= sizeof(norm) ||
-        h1_path_normalize(path, strlen(path), norm, sizeof(norm), s->cfg->router.merge_slashes,
+        h1_path_normalize(path, strlen(path), norm, sizeof(norm),
+                          s->cfg->router.merge_slashes ? H1_PATH_MERGE_SLASHES : 0, &found,
                           &nlen) < 0) {
         match_query_clear(&q);
         free(params);

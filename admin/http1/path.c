@@ -1,7 +1,9 @@
 /*
  * admin/http1/path.c - path normalization (see path.h): one pass that
  * decodes what RFC 3986 says is safe to decode, removes dot segments and
- * merges slashes, with a fast path for a path that is already normal.
+ * merges slashes, with a fast path for a path that is already normal; what
+ * router.escaped_slashes makes of a path a backend may read differently;
+ * and whether a path climbs above its root once a backend decodes it.
  */
 #include "admin/http1/path.h"
 
@@ -18,7 +20,7 @@ enum { PC_PLAIN = 0, PC_STOP, PC_SLASH, PC_DOT };
 static const unsigned char path_class[256] = {
     S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
     S, 0, 0, 0, 0, S, 0, 0, 0, 0, 0, 0, 0, 0, D, L, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S, 0, 0, 0,
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S,
     S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
     S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S, S,
@@ -29,12 +31,14 @@ static const unsigned char path_class[256] = {
 #undef L
 #undef D
 
-int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, int merge_slashes,
-                      size_t *outlen)
+int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, unsigned opts,
+                      unsigned *found, size_t *outlen)
 {
     static const char hex[] = "0123456789ABCDEF";
+    const bool decode = (opts & H1_PATH_DECODE_SLASHES) != 0;
     size_t i = 1, o = 0;
 
+    *found = 0;
     if (len == 0) {
         if (cap < 2)
             return -1;
@@ -46,16 +50,16 @@ int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, int mer
     if (in[0] != '/' || cap < len + 1)
         return -1;
 
-    /* Fast path, the common case: no escape, no dot segment, no empty
-     * segment, only bytes the slow path would keep: the path is its own
-     * normal form. */
+    /* Fast path, the common case: no escape, no backslash, no dot segment,
+     * no empty segment, only bytes the slow path would keep: the path is
+     * its own normal form, and holds nothing to report. */
     {
         size_t k = 1;
         unsigned prev = PC_SLASH; /* in[0] */
         for (; k < len; k++) {
             unsigned cl = path_class[(unsigned char)in[k]];
             if (cl != PC_PLAIN && (cl == PC_STOP || prev == PC_SLASH))
-                break; /* an escape, a byte to refuse, "//" or "/." */
+                break; /* an escape, '\', a byte to refuse, "//" or "/." */
             prev = cl;
         }
         if (k == len) {
@@ -70,14 +74,19 @@ int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, int mer
      * out[0..o) is the result so far, as "/seg/seg". Each input segment is
      * decoded into out[o+1..w) (never past what was read: escapes only
      * shrink) and then kept, dropped or used to pop the previous segment.
+     * A segment ends at '/' (<sep> 1), with H1_PATH_DECODE_SLASHES also at
+     * '\' (1) or "%2F", "%5C" (3), or at the end (0).
      */
     for (;;) {
-        size_t seg = o + 1, w = seg;
-        bool last;
+        size_t seg = o + 1, w = seg, sep = 0, n;
 
-        while (i < len && in[i] != '/') {
+        while (i < len) {
             unsigned char c = (unsigned char)in[i];
 
+            if (c == '/') {
+                sep = 1;
+                break;
+            }
             if (c == '%') {
                 int hi, lo, v;
 
@@ -88,6 +97,15 @@ int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, int mer
                 if (hi < 0 || lo < 0)
                     return -1;
                 v = hi << 4 | lo;
+                if (v < 0x20 || v == 0x7f)
+                    return -1; /* "%00", "%0D%0A": no resource is named so */
+                if (v == '/' || v == '\\') {
+                    *found |= H1_PATH_SLASH_ESCAPE;
+                    if (decode) {
+                        sep = 3;
+                        break;
+                    }
+                }
                 if (h1_is_unreserved((unsigned char)v)) {
                     out[w++] = (char)v;
                 } else {
@@ -99,37 +117,103 @@ int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, int mer
             } else {
                 if (c <= 0x20 || c >= 0x7f)
                     return -1; /* raw CTL, SP or non-ASCII: never in a valid path */
+                if (c == '\\') {
+                    *found |= H1_PATH_SLASH_ESCAPE;
+                    if (decode) {
+                        sep = 1;
+                        break;
+                    }
+                }
                 out[w++] = (char)c;
                 i++;
             }
         }
-        last = i >= len;
+        n = w - seg;
 
-        if (w - seg == 1 && out[seg] == '.') {
+        if (n == 1 && out[seg] == '.') {
             /* "." goes; a final one leaves the directory: "/a/." -> "/a/" */
-            if (last)
+            if (!sep)
                 out[o++] = '/';
-        } else if (w - seg == 2 && out[seg] == '.' && out[seg + 1] == '.') {
+        } else if (n == 2 && out[seg] == '.' && out[seg + 1] == '.') {
             /* ".." removes the previous segment, never more than the root */
             while (o > 0 && out[o - 1] != '/')
                 o--;
             if (o > 0)
                 o--;
-            if (last)
+            if (!sep)
                 out[o++] = '/';
-        } else if (w == seg && merge_slashes && !last) {
+        } else if (n == 0 && (opts & H1_PATH_MERGE_SLASHES) && sep) {
             /* an empty segment inside "//": merged away */
         } else {
+            /* ".;x" and "..;x" are dot segments to a servlet container,
+             * which drops a segment's parameters before it resolves them */
+            if (n >= 2 && out[seg] == '.' &&
+                (out[seg + 1] == ';' || (n >= 3 && out[seg + 1] == '.' && out[seg + 2] == ';')))
+                *found |= H1_PATH_DOT_PARAMS;
             out[o] = '/';
             o = w;
         }
-        if (last)
+        if (!sep)
             break;
-        i++; /* the '/' that ended this segment */
+        i += sep;
     }
     if (o == 0)
         out[o++] = '/';
     out[o] = '\0';
     *outlen = o;
+    return 0;
+}
+
+int h1_path_route(const char *in, size_t len, char *out, size_t cap, unsigned opts,
+                  enum h1_escaped_slashes mode, unsigned *found, size_t *outlen)
+{
+    if (h1_path_normalize(in, len, out, cap, opts & ~H1_PATH_DECODE_SLASHES, found, outlen) < 0)
+        return -1;
+    if (*found == 0 || mode == H1_SLASHES_KEEP)
+        return 0;
+    if (mode == H1_SLASHES_REJECT)
+        return -2;
+    if (h1_path_normalize(in, len, out, cap, opts | H1_PATH_DECODE_SLASHES, found, outlen) < 0)
+        return -1;
+    /* with the slashes decoded, a "..;x" may only now begin a segment */
+    return (*found & H1_PATH_DOT_PARAMS) ? -2 : 0;
+}
+
+/* The length of what a lenient backend takes for a '/' at <p>[<i>] (<n>
+ * bytes in all): 1 for '/' or '\', 3 for "%2F" or "%5C", 0 for none. */
+static size_t lenient_sep(const char *p, size_t n, size_t i)
+{
+    if (p[i] == '/' || p[i] == '\\')
+        return 1;
+    if (p[i] != '%' || n - i < 3)
+        return 0;
+    if ((p[i + 1] == '2' && (p[i + 2] | 0x20) == 'f') ||
+        (p[i + 1] == '5' && (p[i + 2] | 0x20) == 'c'))
+        return 3;
+    return 0;
+}
+
+int h1_path_climbs(const char *p, size_t n)
+{
+    size_t i = 0, depth = 0;
+
+    while (i < n) {
+        size_t s = i, name;
+
+        while (i < n && !lenient_sep(p, n, i))
+            i++;
+        /* p[s..i) is a segment; its name ends at its first ';' */
+        for (name = 0; s + name < i && p[s + name] != ';'; name++)
+            ;
+        if (name == 2 && p[s] == '.' && p[s + 1] == '.') {
+            if (depth == 0)
+                return 1;
+            depth--;
+        } else if (name > 1 || (name == 1 && p[s] != '.')) {
+            depth++;
+        }
+        if (i < n)
+            i += lenient_sep(p, n, i);
+    }
     return 0;
 }

@@ -386,6 +386,12 @@ static int parse_authority(const char *s, size_t n, bool need_port, struct h1_sl
     return 0;
 }
 
+/* h1_path_normalize()'s options under <p>'s limits. */
+static unsigned path_opts(const struct h1_req_parser *p)
+{
+    return p->lim.merge_slashes ? H1_PATH_MERGE_SLASHES : 0;
+}
+
 /* Classifies the request-target <t>[0..<n>) and fills form, path, query and,
  * for absolute- and authority-form, host. */
 static int parse_target(struct h1_req_parser *p, const char *t, size_t n)
@@ -451,10 +457,26 @@ static int parse_target(struct h1_req_parser *p, const char *t, size_t n)
         r->query.ptr = q + 1;
         r->query.len = (size_t)(t + n - q - 1);
     }
-    if (h1_path_normalize(path, plen, p->path, p->path_cap, p->lim.merge_slashes, &r->path_len) < 0)
-        return fail(p, 400, "invalid percent-encoding in path");
+    if (h1_path_normalize(path, plen, p->path, p->path_cap, path_opts(p), &r->path_found,
+                          &r->path_len) < 0)
+        return fail(p, 400, "invalid percent-encoding or control character in path");
     r->path = p->path;
+    p->raw_path.ptr = path;
+    p->raw_path.len = plen;
     return 0;
+}
+
+int h1_req_route_path(struct h1_req_parser *p, enum h1_escaped_slashes mode)
+{
+    struct h1_request *r = &p->req;
+
+    if (r->path_found == 0 || mode == H1_SLASHES_KEEP)
+        return 0;
+    /* the same bytes normalized once already: only <mode> can refuse them */
+    return h1_path_route(p->raw_path.ptr, p->raw_path.len, p->path, p->path_cap, path_opts(p), mode,
+                         &r->path_found, &r->path_len) < 0
+               ? -1
+               : 0;
 }
 
 /* The request line is head[0..rl_len): method SP request-target SP version. */

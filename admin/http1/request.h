@@ -168,6 +168,9 @@ struct h1_request {
      * '/' except for asterisk-form ("*") and authority-form (""). */
     const char *path;
     size_t path_len;
+    /* H1_PATH_* flags (path.h): what the path holds that a backend may read
+     * differently from the router; h1_req_route_path() acts on them */
+    unsigned path_found;
     struct h1_slice query; /* after '?', unchanged; ptr NULL when no '?' */
 
     /* The authority the request is for: the absolute-form or authority-form
@@ -215,6 +218,7 @@ struct h1_req_parser {
     size_t head_cap, head_len;
     char *path;
     size_t path_cap;
+    struct h1_slice raw_path; /* the target's path as sent, for h1_req_route_path() */
     struct h1_header *hdrs;
     struct h1_slice *conn;
     int phase, hs, cs;
@@ -276,6 +280,16 @@ int h1_req_feed_head(struct h1_req_parser *p, const char *data, size_t len, size
 /* The llhttp cross-check of a body-less head (see above): 0, or H1_REQ_ERROR
  * with p->status 400. Runs once; 0 at once for a head checked already. */
 int h1_req_confirm(struct h1_req_parser *p);
+
+/*
+ * Applies router.escaped_slashes <mode> to the path of the request head just
+ * parsed (h1_path_route(), path.h): under H1_SLASHES_DECODE a path with an
+ * escaped slash is normalized again, decoded, into req.path (req.path_found
+ * then says what the decoded path held). Returns 0, or -1 for a path <mode>
+ * refuses (to be answered with 400). Nothing to do, and 0, for a path with
+ * req.path_found 0.
+ */
+int h1_req_route_path(struct h1_req_parser *p, enum h1_escaped_slashes mode);
 
 /*
  * Body phase, after H1_REQ_HEAD. Decodes up to <len> bytes of <data>, calling

@@ -10,8 +10,9 @@
  * is checked: consumed <= len, AGAIN takes everything, a parsed head is
  * self-consistent (slices inside the head buffer, normalized path starting
  * with '/', idempotent normalization, ...), errors carry an allowed status.
- * The bytes are also fed to h1_path_normalize() directly, and every field
- * value to the Forwarded parser (forwarded.c).
+ * The bytes are also fed to h1_path_normalize() and h1_path_route() (each
+ * router.escaped_slashes mode) directly, and every field value to the
+ * Forwarded parser (forwarded.c).
  *
  * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
  * fuzz_replay.c as a plain program that replays a corpus directory plus
@@ -80,11 +81,14 @@ static bool in_buf(struct h1_slice s, const struct h1_slice *buf)
     return s.ptr >= buf->ptr && s.ptr + s.len <= buf->ptr + buf->len;
 }
 
-/* Checks a normalized path: shape, escapes, no dot segments, idempotent. */
-static void check_normalized(const char *path, size_t len, int merge)
+/* Checks a path normalized with <opts>: shape, escapes, no dot segments,
+ * no slash left escaped when they were decoded, idempotent. */
+static void check_normalized(const char *path, size_t len, unsigned opts)
 {
     char again[1 << 12];
     size_t k, len2;
+    unsigned found;
+    bool merge = (opts & H1_PATH_MERGE_SLASHES) != 0;
 
     CHECK(len >= 1 && path[0] == '/');
     CHECK(strlen(path) == len);
@@ -93,7 +97,11 @@ static void check_normalized(const char *path, size_t len, int merge)
             CHECK(k + 2 < len);
             CHECK(path[k + 1] != '\0' && strchr("0123456789ABCDEF", path[k + 1]) != NULL);
             CHECK(path[k + 2] != '\0' && strchr("0123456789ABCDEF", path[k + 2]) != NULL);
+            if (opts & H1_PATH_DECODE_SLASHES)
+                CHECK(memcmp(path + k, "%2F", 3) != 0 && memcmp(path + k, "%5C", 3) != 0);
         }
+        if (opts & H1_PATH_DECODE_SLASHES)
+            CHECK(path[k] != '\\');
         if (path[k] == '/') {
             const char *seg = path + k + 1;
             size_t sl = strcspn(seg, "/");
@@ -105,7 +113,7 @@ static void check_normalized(const char *path, size_t len, int merge)
         }
     }
     if (len + 2 <= sizeof(again)) {
-        CHECK(h1_path_normalize(path, len, again, sizeof(again), merge, &len2) == 0);
+        CHECK(h1_path_normalize(path, len, again, sizeof(again), opts, &found, &len2) == 0);
         CHECK(len2 == len && memcmp(again, path, len) == 0);
     }
 }
@@ -159,12 +167,12 @@ static void check_head(const struct h1_req_parser *p)
     case H1_TARGET_ORIGIN:
         CHECK(r->target.ptr[0] == '/');
         CHECK(r->path_len <= r->target.len);
-        check_normalized(r->path, r->path_len, p->lim.merge_slashes);
+        check_normalized(r->path, r->path_len, p->lim.merge_slashes ? H1_PATH_MERGE_SLASHES : 0);
         break;
     case H1_TARGET_ABSOLUTE:
         CHECK(r->path_len <= r->target.len);
         CHECK(r->host.ptr != NULL && in_buf(r->host, &r->target));
-        check_normalized(r->path, r->path_len, p->lim.merge_slashes);
+        check_normalized(r->path, r->path_len, p->lim.merge_slashes ? H1_PATH_MERGE_SLASHES : 0);
         break;
     case H1_TARGET_ASTERISK:
         CHECK(strcmp(r->path, "*") == 0 && r->method_id == HTTP_OPTIONS);
@@ -363,16 +371,47 @@ static uint64_t drive(const char *d, size_t n, const struct h1_req_limits *lim, 
     return h;
 }
 
-static void fuzz_normalize(const char *d, size_t n, int merge)
+/* The bytes as a path: normalized with slashes kept and decoded, and
+ * through each router.escaped_slashes mode. */
+static void fuzz_normalize(const char *d, size_t n, bool merge)
 {
+    static const enum h1_escaped_slashes modes[] = {H1_SLASHES_REJECT, H1_SLASHES_DECODE,
+                                                    H1_SLASHES_KEEP};
+    unsigned opts = merge ? H1_PATH_MERGE_SLASHES : 0, found, kept_found = 0;
     char out[1 << 12];
     size_t outlen;
+    int kept;
 
     if (n == 0 || d[0] != '/' || n + 2 > sizeof(out))
         return;
-    if (h1_path_normalize(d, n, out, sizeof(out), merge, &outlen) == 0) {
+    kept = h1_path_normalize(d, n, out, sizeof(out), opts, &kept_found, &outlen);
+    if (kept == 0) {
         CHECK(outlen <= n);
-        check_normalized(out, outlen, merge);
+        check_normalized(out, outlen, opts);
+    }
+    if (h1_path_normalize(d, n, out, sizeof(out), opts | H1_PATH_DECODE_SLASHES, &found, &outlen) ==
+        0) {
+        CHECK(kept == 0); /* decoding refuses what keeping does, and no more */
+        CHECK((found & H1_PATH_SLASH_ESCAPE) == (kept_found & H1_PATH_SLASH_ESCAPE));
+        check_normalized(out, outlen, opts | H1_PATH_DECODE_SLASHES);
+    } else {
+        CHECK(kept < 0);
+    }
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        int rc = h1_path_route(d, n, out, sizeof(out), opts, modes[m], &found, &outlen);
+        CHECK(rc == 0 || rc == -2 || (rc == -1 && kept < 0));
+        CHECK(rc != -1 || kept < 0);
+        if (rc != 0)
+            continue;
+        if (modes[m] == H1_SLASHES_KEEP || kept_found == 0) {
+            CHECK(found == kept_found);
+            check_normalized(out, outlen, opts);
+        } else {
+            CHECK(modes[m] == H1_SLASHES_DECODE && !(found & H1_PATH_DOT_PARAMS));
+            check_normalized(out, outlen, opts | H1_PATH_DECODE_SLASHES);
+        }
+        if (modes[m] != H1_SLASHES_KEEP) /* nothing a backend could climb with */
+            CHECK(!h1_path_climbs(out, outlen));
     }
 }
 

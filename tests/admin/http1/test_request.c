@@ -1548,6 +1548,69 @@ START_TEST(norm_in_parser)
 }
 END_TEST
 
+/* An escaped control character in the path is 400 (nginx: "%00"), whatever
+ * router.escaped_slashes says: it is refused before any mode applies. */
+START_TEST(path_control_escapes)
+{
+    expect_status(RAW("GET /a%00b HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    expect_status(RAW("GET /a/%00 HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    expect_status(RAW("GET /a%0d%0aSet-Cookie:x HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    expect_status(RAW("GET /%7f HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    expect_status(RAW("GET http://h/a%00 HTTP/1.1\r\nHost: a\r\n\r\n"), 400);
+    /* in the query it is the backend's business, as nginx leaves it */
+    {
+        struct h1_req_parser p;
+        struct run r;
+        accept_req(&p, RAW("GET /a?x=%00 HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
+        ck_assert_str_eq(p.req.path, "/a");
+        h1_req_parser_free(&p);
+    }
+}
+END_TEST
+
+/* What the parser reports of a path, and h1_req_route_path() under each
+ * router.escaped_slashes mode: the decoded path comes from the target as
+ * sent, again and again alike. */
+START_TEST(route_path_modes)
+{
+    static const char req[] = "GET /api/..%2fsecret/x?q=%2F HTTP/1.1\r\nHost: a\r\n\r\n";
+    struct h1_req_parser p;
+    struct run r;
+
+    accept_req(&p, RAW("GET /plain/path HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
+    ck_assert_uint_eq(p.req.path_found, 0);
+    ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_REJECT), 0);
+    h1_req_parser_free(&p);
+
+    accept_req(&p, req, sizeof(req) - 1, &r);
+    ck_assert_uint_eq(p.req.path_found, H1_PATH_SLASH_ESCAPE);
+    ck_assert_str_eq(p.req.path, "/api/..%2Fsecret/x");
+    ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_KEEP), 0);
+    ck_assert_str_eq(p.req.path, "/api/..%2Fsecret/x");
+    ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_REJECT), -1);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_DECODE), 0);
+        ck_assert_str_eq(p.req.path, "/secret/x");
+        ck_assert_uint_eq(p.req.path_len, 9);
+    }
+    ck_assert_slice(p.req.target, "/api/..%2fsecret/x?q=%2F");
+    ck_assert_slice(p.req.query, "q=%2F");
+    h1_req_parser_free(&p);
+
+    accept_req(&p, RAW("GET http://h/a/..;/b HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
+    ck_assert_uint_eq(p.req.path_found, H1_PATH_DOT_PARAMS);
+    ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_DECODE), -1);
+    ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_KEEP), 0);
+    ck_assert_str_eq(p.req.path, "/a/..;/b");
+    h1_req_parser_free(&p);
+
+    accept_req(&p, RAW("GET http://h/a\\..%5C..\\b?x HTTP/1.1\r\nHost: a\r\n\r\n"), &r);
+    ck_assert_int_eq(h1_req_route_path(&p, H1_SLASHES_DECODE), 0);
+    ck_assert_str_eq(p.req.path, "/b");
+    h1_req_parser_free(&p);
+}
+END_TEST
+
 /* ---- Max-Forwards ---- */
 
 static int64_t max_forwards_of(const char *raw, size_t n)
@@ -1806,6 +1869,8 @@ static Suite *request_suite(void)
     ADD(lim, lim_take_give_mem);
 
     ADD(norm, norm_in_parser);
+    ADD(norm, path_control_escapes);
+    ADD(norm, route_path_modes);
     ADD(acc, acc_max_forwards);
 
     suite_add_tcase(s, rej);
