@@ -285,6 +285,7 @@ void adm_api_route_match(struct adm_api *api, struct adm_req *req, const char *u
     char norm[8192], allow[512];
     size_t nlen, cap = rt_table_max_params(s->rt) + 1;
     unsigned found;
+    int rc = -1;
     struct rt_param *params = calloc(cap, sizeof(*params));
     struct rt_match m;
     json_t *o;
@@ -299,14 +300,20 @@ void adm_api_route_match(struct adm_api *api, struct adm_req *req, const char *u
     method = q.method ? q.method : "GET";
     host = q.host ? q.host : "";
     path = q.path;
-    if (!path || path[0] != '/' || strlen(path) >= sizeof(norm) ||
-        h1_path_normalize(path, strlen(path), norm, sizeof(norm),
-                          s->cfg->router.merge_slashes ? H1_PATH_MERGE_SLASHES : 0, &found,
-                          &nlen) < 0) {
+    if (path && path[0] == '/' && strlen(path) < sizeof(norm))
+        rc = h1_path_route(path, strlen(path), norm, sizeof(norm),
+                           s->cfg->router.merge_slashes ? H1_PATH_MERGE_SLASHES : 0,
+                           s->cfg->router.escaped_slashes, &found, &nlen);
+    if (rc < 0) {
         match_query_clear(&q);
         free(params);
-        adm_api_reply_error(
-            api, req, 400, "path must start with '/' and be a valid path (400 for a client)", NULL);
+        adm_api_reply_error(api, req, 400,
+                            rc == -2 ? "router.escaped_slashes refuses an escaped slash or "
+                                       "backslash, or a \"..;\" segment, in this path (400 for a "
+                                       "client)"
+                                     : "path must start with '/' and be a valid path (400 for a "
+                                       "client)",
+                            NULL);
         return;
     }
     rt_lookup(s->rt, method, strlen(method), host, strlen(host), norm, nlen, params, cap, &m);

@@ -134,6 +134,7 @@ static void config_defaults(struct adm_config *c)
     c->router.trailing_slash = RT_TS_STRICT;
     c->router.merge_slashes = 1;
     c->router.forward_path = ADM_FWD_AS_RECEIVED;
+    c->router.escaped_slashes = H1_SLASHES_REJECT;
     c->limits = (struct adm_limits){.max_request_line = 8192,
                                     .max_header_bytes = 32768,
                                     .max_headers = 100,

@@ -41,6 +41,7 @@
 
 #include "admin/addr.h"
 #include "admin/errors.h"
+#include "admin/http1/path.h"
 #include "router/router.h"
 
 /* ---- the config ---- */
@@ -246,10 +247,11 @@ enum adm_forward_path {
 };
 
 struct adm_router {
-    enum rt_trailing_slash trailing_slash; /* default RT_TS_STRICT */
-    int auto_options;                      /* default 0 */
-    int merge_slashes;                     /* default 1 */
-    enum adm_forward_path forward_path;    /* default ADM_FWD_AS_RECEIVED */
+    enum rt_trailing_slash trailing_slash;   /* default RT_TS_STRICT */
+    int auto_options;                        /* default 0 */
+    int merge_slashes;                       /* default 1 */
+    enum adm_forward_path forward_path;      /* default ADM_FWD_AS_RECEIVED */
+    enum h1_escaped_slashes escaped_slashes; /* default H1_SLASHES_REJECT */
 };
 
 struct adm_limits {

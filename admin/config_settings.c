@@ -1,8 +1,8 @@
 /*
  * config_settings.c - the smaller top-level keys: "router" (trailing slash,
- * automatic OPTIONS, merged slashes, the path forwarded), "trusted_proxies"
- * (CIDRs), "limits", "timeouts", "access_log", "access_log_format",
- * "log_level" and "resolver". Each object's keys are a table.
+ * automatic OPTIONS, merged slashes, the path forwarded, escaped slashes),
+ * "trusted_proxies" (CIDRs), "limits", "timeouts", "access_log",
+ * "access_log_format", "log_level" and "resolver". Each object's keys are a table.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -34,9 +34,20 @@ static void router_forward_path(struct adm_cf *x, const json_t *v, void *target)
         r->forward_path = (enum adm_forward_path)i; /* same order as the enum */
 }
 
+/* What becomes of an escaped slash or backslash, or "..;", in a path. */
+static void router_escaped_slashes(struct adm_cf *x, const json_t *v, void *target)
+{
+    static const char *const names[] = {"reject", "decode", "keep"};
+    struct adm_router *r = target;
+    int i = adm_cf_enum(x, v, names, NFIELDS(names));
+    if (i >= 0)
+        r->escaped_slashes = (enum h1_escaped_slashes)i; /* same order as the enum */
+}
+
 static const struct adm_cf_field router_fields[] = {
     {.key = "trailing_slash", .kind = FK_FN, .fn = router_trailing_slash},
     {.key = "forward_path", .kind = FK_FN, .fn = router_forward_path},
+    {.key = "escaped_slashes", .kind = FK_FN, .fn = router_escaped_slashes},
     {.key = "auto_options", .kind = FK_BOOL, .off = offsetof(struct adm_router, auto_options)},
     {.key = "merge_slashes", .kind = FK_BOOL, .off = offsetof(struct adm_router, merge_slashes)},
 };

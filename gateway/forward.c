@@ -2,8 +2,9 @@
  * forward.c - where a request goes (gw_forward_decide: routed through the
  * pinned snapshot, and the checks before a byte goes upstream) and the
  * request head it goes upstream with (gw_forward_head): the target as
- * received (or normalized, by router.forward_path), or the route's
- * strip_prefix or rewrite of the normalized path; no hop-by-hop
+ * received (or normalized, by router.forward_path; decoded, when
+ * router.escaped_slashes decoded it), or the route's strip_prefix or
+ * rewrite of the normalized path; no hop-by-hop
  * field; X-Forwarded-For/-Proto/-Host as trusted_proxies allow;
  * X-Real-IP with the client_ip address (when client_ip is set); one
  * X-Request-Id; Via; the route's request_headers (set, add, remove); Max-Forwards one less; the
@@ -100,14 +101,28 @@ int gw_forward_upgrade(const struct h1_request *rq, const struct adm_sroute *sr)
     return any;
 }
 
+/* Whether route <sr>'s strip_prefix takes the start of the normalized path
+ * <p>[0..<n>): then *rest and *rn are what is left of it. */
+static int strip_rest(const struct adm_sroute *sr, const char *p, size_t n, const char **rest,
+                      size_t *rn)
+{
+    if (!(sr->strip_len && n >= sr->strip_len && memcmp(p, sr->strip_prefix, sr->strip_len) == 0 &&
+          (n == sr->strip_len || p[sr->strip_len] == '/' ||
+           sr->strip_prefix[sr->strip_len - 1] == '/')))
+        return 0;
+    *rest = p + sr->strip_len;
+    *rn = n - sr->strip_len;
+    return 1;
+}
+
 /* Appends the route's rewrite or strip_prefix of the normalized path to <o>;
  * returns 0, writing nothing, when the route changes no path. */
 static int add_rewritten_path(const struct gw_forward *f, struct gw_obuf *o)
 {
     const struct h1_request *rq = f->rq;
     const struct adm_sroute *sr = f->sr;
-    const char *p = rq->path;
-    size_t n = rq->path_len;
+    const char *p;
+    size_t n;
 
     if (sr->rewrite) {
         for (size_t i = 0; i < sr->nrewrite; i++) {
@@ -119,11 +134,7 @@ static int add_rewritten_path(const struct gw_forward *f, struct gw_obuf *o)
         }
         return 1;
     }
-    if (sr->strip_len && n >= sr->strip_len && memcmp(p, sr->strip_prefix, sr->strip_len) == 0 &&
-        (n == sr->strip_len || p[sr->strip_len] == '/' ||
-         sr->strip_prefix[sr->strip_len - 1] == '/')) {
-        p += sr->strip_len;
-        n -= sr->strip_len;
+    if (strip_rest(sr, rq->path, rq->path_len, &p, &n)) {
         if (n == 0 || p[0] != '/') {
             gw_ob_add(o, "/", 1);
         }
@@ -131,6 +142,14 @@ static int add_rewritten_path(const struct gw_forward *f, struct gw_obuf *o)
         return 1;
     }
     return 0;
+}
+
+/* Whether the path of <rq> went up as received would be read otherwise than
+ * it was routed: router.escaped_slashes decoded it. */
+static int path_decoded(const struct h1_request *rq, const struct adm_config *cfg)
+{
+    return (rq->path_found & H1_PATH_SLASH_ESCAPE) &&
+           cfg->router.escaped_slashes == H1_SLASHES_DECODE;
 }
 
 /* Appends the target as the client sent it, in origin-form: an
@@ -167,7 +186,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         gw_ob_add(o, "*", 1);
     } else if (add_rewritten_path(f, o)) {
         query = 1;
-    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED) {
+    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED && !path_decoded(rq, cfg)) {
         add_raw_target(rq, o); /* RFC 9110 7.7: the query with it */
     } else {
         gw_ob_add(o, rq->path, rq->path_len);
@@ -356,6 +375,8 @@ enum gw_verdict gw_forward_decide(struct h1_req_parser *rp, const struct adm_sna
         return GW_V_ASTERISK;
     if (rt_table_max_params(s->rt) > cap)
         return GW_V_NOMEM;
+    if (rq->path_found && h1_req_route_path(rp, s->cfg->router.escaped_slashes) < 0)
+        return GW_V_BAD_PATH;
     rt_lookup_ctx(s->rt, ctx, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
                   rq->path, rq->path_len, params, cap, m);
     if (m->status != RT_HIT)
@@ -363,6 +384,12 @@ enum gw_verdict gw_forward_decide(struct h1_req_parser *rp, const struct adm_sna
     *sr = rt_route_udata(m->route);
     if ((*sr)->action != ADM_ACTION_UPSTREAM)
         return GW_V_LOCAL;
+    if (rq->path_found) { /* only such a path can hide a ".." from the router */
+        const char *rest;
+        size_t rn;
+        if (strip_rest(*sr, rq->path, rq->path_len, &rest, &rn) && h1_path_climbs(rest, rn))
+            return GW_V_BAD_PATH;
+    }
     if (h1_max_forwards(rq) == 0)
         return GW_V_MF0;
     /* the second parser agrees before a byte goes upstream */

@@ -17,6 +17,8 @@ enum gw_verdict {
     GW_V_LOCAL,    /* a configured response or redirect: *sr */
     GW_V_MF0,      /* OPTIONS or TRACE with Max-Forwards 0: answered here */
     GW_V_INVALID,  /* llhttp disagrees: rp->status */
+    GW_V_BAD_PATH, /* 400: a path router.escaped_slashes refuses, or whose
+                    * strip_prefix result climbs above its root */
     GW_V_UPSTREAM, /* to (*sr)'s upstream */
     /* decided by the connection, before the route (http1.c) */
     GW_V_HTTPS,       /* a redirect_https listener: 308 to the https URL */
@@ -26,8 +28,10 @@ enum gw_verdict {
 /* Routes the complete request head in <rp> through snapshot <s> (with the
  * router scratch <ctx>), the route's parameters into <params>[0..<cap>)
  * (GW_V_NOMEM when <cap> is below the table's rt_table_max_params), and
- * the route into *sr. Before GW_V_UPSTREAM the second parser confirms the
- * head (h1_req_confirm), which is why <rp> is not const. */
+ * the route into *sr. The path is first what <s>'s router.escaped_slashes
+ * makes of it (h1_req_route_path: decoded into rp's path, or refused), and
+ * before GW_V_UPSTREAM the second parser confirms the head
+ * (h1_req_confirm), which is why <rp> is not const. */
 enum gw_verdict gw_forward_decide(struct h1_req_parser *rp, const struct adm_snapshot *s,
                                   rt_ctx *ctx, struct rt_param *params, size_t cap,
                                   struct rt_match *m, const struct adm_sroute **sr);

@@ -85,7 +85,7 @@ static void request_start(struct gw_conn *c)
     if (v == GW_V_UPSTREAM) /* nothing to say about the connection itself */
         v = gw_forward_decide(&c->rp, s, w->rtctx, c->params, c->params_cap, &m, &c->sr);
     c->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM || v == GW_V_HTTPS ||
-                         v == GW_V_MISDIRECTED
+                         v == GW_V_MISDIRECTED || v == GW_V_BAD_PATH
                      ? 0
                      : m.nparams;
     if (v != GW_V_UPSTREAM && rq->expect_continue && !c->body_done)

@@ -363,6 +363,9 @@ void gw_local_answer(struct gw_conn *c, enum gw_verdict v, const struct rt_match
         c->http10 = 0;
         gw_local_error_close(c, c->rp.status);
         return;
+    case GW_V_BAD_PATH: /* as a bad escape in the path is: 400, and close */
+        gw_local_error_close(c, 400);
+        return;
     case GW_V_HTTPS:
         send_to_https(c, c->al->redirect_https);
         gw_local_finish(c);

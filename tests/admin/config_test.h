@@ -120,7 +120,7 @@ static const char full_config[] =
     "    'response': {'status': 204}}"
     " ],"
     " 'router': {'trailing_slash': 'redirect', 'auto_options': true, 'merge_slashes': false,"
-    "            'forward_path': 'normalized'},"
+    "            'forward_path': 'normalized', 'escaped_slashes': 'decode'},"
     " 'trusted_proxies': ['10.0.0.0/8', '::1/128', '192.168.1.7', 'fd00::/8'],"
     " 'limits': {'max_request_line': 4096, 'max_header_bytes': 16384, 'max_headers': 50,"
     "            'max_body_bytes': 1048576, 'max_connections': 2000},"

@@ -174,6 +174,7 @@ START_TEST(full_config_values)
     ck_assert_int_eq(c->router.auto_options, 1);
     ck_assert_int_eq(c->router.merge_slashes, 0);
     ck_assert_int_eq(c->router.forward_path, ADM_FWD_NORMALIZED);
+    ck_assert_int_eq(c->router.escaped_slashes, H1_SLASHES_DECODE);
 
     ck_assert_uint_eq(c->ntrusted_proxies, 4);
     ck_assert_int_eq(c->trusted_proxies[0].family, AF_INET);
@@ -234,6 +235,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_int_eq(c->router.auto_options, 0);
     ck_assert_int_eq(c->router.merge_slashes, 1);
     ck_assert_int_eq(c->router.forward_path, ADM_FWD_AS_RECEIVED);
+    ck_assert_int_eq(c->router.escaped_slashes, H1_SLASHES_REJECT);
     ck_assert_uint_eq(c->limits.max_request_line, 8192);
     ck_assert_uint_eq(c->limits.max_header_bytes, 32768);
     ck_assert_uint_eq(c->limits.max_headers, 100);
@@ -497,6 +499,9 @@ START_TEST(out_of_range)
                  "expected one of \"strict\", \"redirect\", \"relaxed\"");
     expect_error(doc("'router': {'forward_path': 'raw'}"), "/router/forward_path",
                  "expected one of \"as_received\", \"normalized\"");
+    expect_error(doc("'router': {'escaped_slashes': 'unescape_and_forward'}"),
+                 "/router/escaped_slashes", "expected one of \"reject\", \"decode\", \"keep\"");
+    expect_error(doc("'router': {'escaped_slashes': true}"), "/router/escaped_slashes", "");
     expect_error(doc("'access_log': ''"), "/access_log", "must not be empty");
     expect_error(doc("'log_level': 'notice'"), "/log_level",
                  "invalid value \"notice\" (expected one of \"error\", \"warn\", \"info\", "

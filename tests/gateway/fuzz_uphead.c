@@ -11,7 +11,10 @@
  * untrusted client); one X-Request-Id; our Via last; Max-Forwards one less.
  *
  * Input: byte 0 picks the client (bit 0: inside trusted_proxies, bit 1:
- * IPv6); the rest is what the client sends.
+ * IPv6) and router.escaped_slashes (bits 2-3: reject, decode, keep,
+ * reject); the rest is what the client sends. Under decode the path that
+ * goes up is the decoded one the router saw; a strip_prefix result never
+ * climbs above its root.
  *
  * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
  * fuzz_replay.c as a plain program that replays uphead_corpus/ plus
@@ -49,25 +52,31 @@ static const char config[] =
     "  {\"id\": \"get\", \"methods\": [\"GET\"], \"path\": \"/only-get\", \"upstream\": \"u\"},"
     "  {\"id\": \"local\", \"path\": \"/local\", \"response\": {\"body\": \"x\"}},"
     "  {\"id\": \"old\", \"path\": \"/old\", \"redirect\": {\"location\": \"/new\"}}],"
-    " \"router\": {\"auto_options\": true},"
+    " \"router\": {\"auto_options\": true, \"escaped_slashes\": \"%s\"},"
     " \"trusted_proxies\": [\"10.0.0.0/8\", \"fd00::/8\"], \"access_log\": \"off\"}";
 
-static struct adm_snapshot *snapshot(void)
+/* The snapshot of <config> under router.escaped_slashes <mode>. */
+static struct adm_snapshot *snapshot(enum h1_escaped_slashes mode)
 {
-    static struct adm_snapshot *s;
+    static const char *const names[] = {"reject", "decode", "keep"};
+    static struct adm_snapshot *s[3];
 
-    if (!s) {
+    if (!s[mode]) {
         struct adm_errors errs;
         struct adm_config *cfg;
+        char json[sizeof(config) + 8];
+        int n = snprintf(json, sizeof(json), config, names[mode]);
 
+        CHECK(n > 0 && (size_t)n < sizeof(json));
         adm_errors_init(&errs);
-        cfg = adm_config_parse(config, sizeof(config) - 1, &errs);
+        cfg = adm_config_parse(json, (size_t)n, &errs);
         CHECK(cfg != NULL);
-        s = adm_snapshot_build(cfg, NULL, 1, &errs);
-        CHECK(s != NULL);
+        CHECK(cfg->router.escaped_slashes == mode);
+        s[mode] = adm_snapshot_build(cfg, NULL, 1, &errs);
+        CHECK(s[mode] != NULL);
         adm_errors_clear(&errs);
     }
-    return s;
+    return s[mode];
 }
 
 static int slice_is(struct h1_slice s, const char *lit)
@@ -136,21 +145,22 @@ static void client(uint8_t b, struct sockaddr_storage *ss, char *ip, size_t cap)
 }
 
 /* The route a request of <rq> hits (the probe said it goes upstream). */
-static const struct adm_sroute *route_of(const struct h1_request *rq, struct rt_param *params,
-                                         size_t cap)
+static const struct adm_sroute *route_of(const struct adm_snapshot *s, const struct h1_request *rq,
+                                         struct rt_param *params, size_t cap)
 {
     struct rt_match m;
 
-    rt_lookup(snapshot()->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len,
-              rq->path, rq->path_len, params, cap, &m);
+    rt_lookup(s->rt, rq->method.ptr, rq->method.len, rq->host_name.ptr, rq->host_name.len, rq->path,
+              rq->path_len, params, cap, &m);
     CHECK(m.status == RT_HIT);
     return rt_route_udata(m.route);
 }
 
-static void check_path(const struct h1_request *in, const struct h1_request *up)
+static void check_path(const struct adm_snapshot *s, const struct h1_request *in,
+                       const struct h1_request *up)
 {
     struct rt_param params[8];
-    const struct adm_sroute *sr = route_of(in, params, 8);
+    const struct adm_sroute *sr = route_of(s, in, params, 8);
     const char *p = in->path;
     size_t n = in->path_len;
 
@@ -165,6 +175,7 @@ static void check_path(const struct h1_request *in, const struct h1_request *up)
         return;
     }
     if (strcmp(sr->id, "strip") == 0) {
+        CHECK(!h1_path_climbs(up->path, up->path_len));
         CHECK(n >= 4 && memcmp(p, "/api", 4) == 0);
         p += 4;
         n -= 4;
@@ -223,6 +234,9 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
         case GW_V_INVALID:
             ret = rp.status;
             break;
+        case GW_V_BAD_PATH:
+            ret = 400;
+            break;
         case GW_V_HTTPS: /* decided by the connection: never here */
         case GW_V_MISDIRECTED:
             abort();
@@ -256,6 +270,7 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const hop[] = {"keep-alive", "proxy-connection", "te", "trailer"};
+    enum h1_escaped_slashes mode;
     struct sockaddr_storage peer;
     char ip[INET6_ADDRSTRLEN];
     struct h1_req_parser in, up;
@@ -270,10 +285,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     client(data[0], &peer, ip, sizeof(ip));
+    mode =
+        (data[0] >> 2 & 3) == 3 ? H1_SLASHES_REJECT : (enum h1_escaped_slashes)(data[0] >> 2 & 3);
     out = evbuffer_new();
     CHECK(out != NULL);
-    rc = uphead((const char *)data + 1, size - 1, snapshot(), (const struct sockaddr *)&peer, ip,
-                out);
+    rc = uphead((const char *)data + 1, size - 1, snapshot(mode), (const struct sockaddr *)&peer,
+                ip, out);
     if (rc != 0) {
         CHECK(rc == -1 || (rc >= 200 && rc <= 599));
         CHECK(evbuffer_get_length(out) == 0);
@@ -285,6 +302,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(h1_req_parser_init(&in, NULL) == 0);
     rc = h1_req_feed_head(&in, (const char *)data + 1, size - 1, &used);
     CHECK(rc == H1_REQ_HEAD || rc == H1_REQ_DONE);
+    CHECK(h1_req_route_path(&in, mode) == 0); /* the path the router saw */
     rq = &in.req;
 
     /* the upstream's: one whole head our parser takes, nothing after it */
@@ -309,7 +327,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     CHECK(rq->body_kind != H1_BODY_LENGTH || urq->content_length == rq->content_length);
     CHECK((urq->query.ptr != NULL) == (rq->query.ptr != NULL));
     CHECK(same_slice(urq->query, rq->query));
-    check_path(rq, urq);
+    check_path(snapshot(mode), rq, urq);
 
     h = only(urq, "host");
     CHECK(h != NULL);

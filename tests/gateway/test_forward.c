@@ -2,7 +2,8 @@
  * tests/gateway/test_forward.c - unit tests of gateway/forward.c, called
  * directly: where a request goes (gw_forward_decide) and the exact head it
  * goes upstream with (gw_forward_head) for a strip_prefix route, a rewrite,
- * the target as received or normalized (router.forward_path), which
+ * the target as received or normalized (router.forward_path), what
+ * router.escaped_slashes makes of an escaped slash, which
  * Upgrade protocols go up (a route's upgrades, never h2c),
  * hop-by-hop and Connection-named fields, the client's X-Request-Id, a
  * trusted proxy's X-Forwarded-For, Max-Forwards and bodies (streamed, or
@@ -49,7 +50,7 @@ static const char config_normalized[] =
     "  {\"id\": \"raw\", \"path\": \"/raw/*{rest}\", \"upstream\": \"u\"}],"
     " \"router\": {\"forward_path\": \"normalized\"}, \"access_log\": \"off\"}";
 
-static struct adm_snapshot *snap, *snap_as_received, *snap_normalized;
+static struct adm_snapshot *snap, *snap_as_received, *snap_normalized, *snap_decode, *snap_keep;
 static rt_ctx *ctx;
 
 static struct adm_snapshot *build(const char *json, size_t len)
@@ -67,10 +68,22 @@ static struct adm_snapshot *build(const char *json, size_t len)
     return s;
 }
 
+/* <config> with the "router" object <router> */
+static struct adm_snapshot *build_router(const char *router)
+{
+    char json[sizeof(config) + 128];
+    int n = snprintf(json, sizeof(json), "{\"router\": %s, %s", router, config + 1);
+
+    ck_assert(n > 0 && (size_t)n < sizeof(json));
+    return build(json, (size_t)n);
+}
+
 static void setup(void)
 {
     snap = snap_as_received = build(config, sizeof(config) - 1);
     snap_normalized = build(config_normalized, sizeof(config_normalized) - 1);
+    snap_decode = build_router("{\"escaped_slashes\": \"decode\"}");
+    snap_keep = build_router("{\"escaped_slashes\": \"keep\"}");
     ctx = rt_ctx_new();
     ck_assert_ptr_nonnull(ctx);
 }
@@ -202,8 +215,8 @@ END_TEST
 START_TEST(target_as_received)
 {
     static const char *const targets[] = {
-        "/raw/a%2Fb?q=%7E&x=1", "/raw/%7Euser",    "/raw//a///b",  "/raw/a;v=1/b;p",
-        "/raw/a/./b/../c",      "/raw/x/%2e%2e/y", "/x/../raw/z?",
+        "/raw/a?q=%7E&x=%2F", "/raw/%7Euser",    "/raw//a///b",  "/raw/a;v=1/b;p",
+        "/raw/a/./b/../c",    "/raw/x/%2e%2e/y", "/x/../raw/z?",
     };
     struct fwd t;
     char req[256], want[256];
@@ -236,6 +249,78 @@ START_TEST(target_normalized)
     snap = snap_as_received;
     ck_assert_int_eq(t.v, GW_V_UPSTREAM);
     ck_assert_ptr_nonnull(strstr(t.head, "GET /raw/a/~c;p?q=%7E HTTP/1.1\r\n"));
+}
+END_TEST
+
+/* The request line <t> sent upstream for the request "GET <target>" under
+ * snapshot <s>, or its verdict if it is not sent: <t->v>. */
+static void forward_under(struct fwd *t, struct adm_snapshot *s, const char *target)
+{
+    char req[256];
+
+    snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", target);
+    snap = s;
+    forward(t, req, "192.0.2.9");
+    snap = snap_as_received;
+    if (t->v == GW_V_UPSTREAM)
+        *strstr(t->head, "\r\n") = '\0';
+}
+
+/* router.escaped_slashes: an escaped slash or backslash, or "..;", is 400
+ * (the default), decoded (routed and sent up decoded) or kept (routed and
+ * sent up as received); a strip_prefix result that climbs above its root
+ * is 400 under every mode. */
+START_TEST(escaped_slashes)
+{
+    static const char *const refused[] = {
+        "/raw/a%2Fb",     "/raw/..%2fapi/x", "/raw/..%5Capi/x",      "/raw/..\\api/x",
+        "/raw/..;/api/x", "/raw/.;x/y",      "/api/..%2f..%2fsecret"};
+    struct fwd t;
+
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        forward_under(&t, snap_as_received, refused[i]);
+        ck_assert_msg(t.v == GW_V_BAD_PATH, "%s: %d", refused[i], (int)t.v);
+    }
+
+    /* decode: routed on the decoded path, which is what goes up */
+    forward_under(&t, snap_decode, "/raw/a%2Fb?q=%2F");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.head, "GET /raw/a/b?q=%2F HTTP/1.1");
+    forward_under(&t, snap_decode, "/raw/..%2fapi/x");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.sr->id, "strip");
+    ck_assert_str_eq(t.head, "GET /x HTTP/1.1");
+    forward_under(&t, snap_decode, "/raw/..%5capi/y/..\\x");
+    ck_assert_str_eq(t.head, "GET /x HTTP/1.1");
+    forward_under(&t, snap_decode, "/api/..%2f..%2fsecret");
+    ck_assert_int_eq(t.v, GW_V_ROUTER); /* /secret: no route */
+    forward_under(&t, snap_decode, "/raw/..;/api/x");
+    ck_assert_int_eq(t.v, GW_V_BAD_PATH);
+    forward_under(&t, snap_decode, "/raw/a%2F..;x/b");
+    ck_assert_int_eq(t.v, GW_V_BAD_PATH);
+    forward_under(&t, snap_decode, "/raw//a/%7E"); /* nothing decoded: as received */
+    ck_assert_str_eq(t.head, "GET /raw//a/%7E HTTP/1.1");
+
+    /* keep: as today, but for a strip_prefix result that climbs */
+    forward_under(&t, snap_keep, "/raw/a%2Fb?q=%7E");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.head, "GET /raw/a%2Fb?q=%7E HTTP/1.1");
+    forward_under(&t, snap_keep, "/raw/..;/api/x");
+    ck_assert_str_eq(t.head, "GET /raw/..;/api/x HTTP/1.1");
+    forward_under(&t, snap_keep, "/api/a%2F..%2Fb");
+    ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+    ck_assert_str_eq(t.head, "GET /a%2F..%2Fb HTTP/1.1");
+    forward_under(&t, snap_keep, "/api//..foo");
+    ck_assert_str_eq(t.head, "GET /..foo HTTP/1.1");
+    {
+        static const char *const climbs[] = {
+            "/api/..%2f..%2fsecret", "/api/..%2Fx",     "/api/..%5cx",         "/api/..\\x",
+            "/api/..;x/y",           "/api/.%2F..%2Fx", "/api/a%2F..%2F..%2Fx"};
+        for (size_t i = 0; i < sizeof(climbs) / sizeof(climbs[0]); i++) {
+            forward_under(&t, snap_keep, climbs[i]);
+            ck_assert_msg(t.v == GW_V_BAD_PATH, "%s: %d", climbs[i], (int)t.v);
+        }
+    }
 }
 END_TEST
 
@@ -474,6 +559,7 @@ int main(void)
     tcase_add_test(tc, rewrite_head);
     tcase_add_test(tc, target_as_received);
     tcase_add_test(tc, target_normalized);
+    tcase_add_test(tc, escaped_slashes);
     tcase_add_test(tc, upgrades);
     tcase_add_test(tc, hop_fields_and_client_id);
     tcase_add_test(tc, trusted_proxy);
