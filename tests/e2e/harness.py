@@ -31,6 +31,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 import urllib.error
@@ -186,6 +187,42 @@ def rss_kib(pid):
     raise RuntimeError("no VmRSS for %d" % pid)
 
 
+class RssWatch:
+    """Samples a process's VmRSS every few milliseconds in a thread: finish()
+    is the most it grew (KiB) since the watch started."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.start = rss_kib(pid)
+        self.peak = self.start
+        self.samples = 0
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def run(self):
+        while not self.stop.wait(0.005):
+            try:
+                self.peak = max(self.peak, rss_kib(self.pid))
+                self.samples += 1
+            except (OSError, RuntimeError):
+                return
+
+    def finish(self):
+        self.stop.set()
+        self.t.join(10)
+        self.peak = max(self.peak, rss_kib(self.pid))
+        return self.peak - self.start
+
+
+def asan_env():
+    """The environment of a gateway whose RSS a test measures: ASan keeps
+    freed memory in a quarantine (256 MiB by default) that would show up as
+    RSS, so it is kept small and RSS measures the gateway."""
+    opts = os.environ.get("ASAN_OPTIONS", "")
+    return {"ASAN_OPTIONS": (opts + ":" if opts else "") + "quarantine_size_mb=16"}
+
+
 class TempDir:
     def __init__(self, prefix="sy-e2e-"):
         self.path = tempfile.mkdtemp(prefix=prefix)
@@ -272,6 +309,77 @@ class Backend:
 
     def reset(self):
         return self._control("/__reset")
+
+
+class HeadServer:
+    """A server of the test's own on 127.0.0.1 (a port from free_port()):
+    each connection, in a thread of its own, has its first request head
+    read, then answer(sock) answers it; unless that returns False, whatever
+    else comes is read and dropped until the gateway closes. Every wait is
+    bounded by TIMEOUT. close() stops accepting."""
+
+    def __init__(self):
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", free_port()))
+        self.lsock.listen(8)
+        self.lsock.settimeout(TIMEOUT)
+        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        self.stop = False
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(s,), daemon=True).start()
+
+    def serve(self, s):
+        s.settimeout(TIMEOUT)
+        buf = b""
+        try:
+            while b"\r\n\r\n" not in buf:
+                d = s.recv(65536)
+                if not d:
+                    return
+                buf += d
+            if self.answer(s) is False:
+                return
+            while s.recv(65536):  # the rest is dropped
+                pass
+        except OSError:
+            pass
+        finally:
+            s.close()
+
+    def answer(self, s):
+        raise NotImplementedError
+
+    def close(self):
+        self.stop = True
+        self.lsock.close()
+
+
+class EarlyServer(HeadServer):
+    """Answers every request <status> as soon as its head is read, before
+    any of its body, keeps the connection and counts the heads. With
+    <status> 0 it answers nothing: it resets the connection instead."""
+
+    def __init__(self, status):
+        self.status = status
+        self.heads = 0
+        super().__init__()
+
+    def answer(self, s):
+        self.heads += 1
+        if not self.status:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        body = b"early %d\n" % self.status
+        s.sendall(b"HTTP/1.1 %d Early\r\nContent-Length: %d\r\n\r\n%s" %
+                  (self.status, len(body), body))
+        return True
 
 
 def upstream_cfg(*backends_or_addrs, **extra):

@@ -26,13 +26,10 @@ Every wait is bounded; nothing asserts a duration.
 import hashlib
 import re
 import os
-import socket
-import struct
 import subprocess
-import threading
 
 import harness
-from harness import (Client, GatewayCase, build_request, chunked, free_port,
+from harness import (Client, EarlyServer, GatewayCase, build_request, chunked, free_port,
                      gateway_config, main, upstream_cfg)
 
 
@@ -49,60 +46,6 @@ def send_expect(c, target, body, headers=(), wait=True):
     c.send(body)
     r = c.read_response("POST")
     return before, r
-
-
-class EarlyServer:
-    """A server of the test's own that answers every request <status> as soon
-    as its head is read, before any of its body, keeps the connection
-    (reading and dropping whatever else comes) and counts the heads. With
-    <status> 0 it answers nothing: it resets the connection instead."""
-
-    def __init__(self, status):
-        self.status = status
-        self.heads = 0
-        self.lsock = socket.socket()
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(8)
-        self.lsock.settimeout(harness.TIMEOUT)
-        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
-        self.stop = False
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
-
-    def run(self):
-        while not self.stop:
-            try:
-                s, _ = self.lsock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.serve, args=(s,), daemon=True).start()
-
-    def serve(self, s):
-        s.settimeout(harness.TIMEOUT)
-        buf = b""
-        try:
-            while b"\r\n\r\n" not in buf:
-                d = s.recv(65536)
-                if not d:
-                    return
-                buf += d
-            self.heads += 1
-            if not self.status:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                return
-            body = b"early %d\n" % self.status
-            s.sendall(b"HTTP/1.1 %d Early\r\nContent-Length: %d\r\n\r\n%s" %
-                      (self.status, len(body), body))
-            while s.recv(65536):  # the rest is dropped
-                pass
-        except OSError:
-            pass
-        finally:
-            s.close()
-
-    def close(self):
-        self.stop = True
-        self.lsock.close()
 
 
 class ExpectTest(GatewayCase):

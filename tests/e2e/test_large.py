@@ -5,47 +5,12 @@ memory (VmRSS) stays within RSS_SLACK of what it was before: bodies stream
 with backpressure and are never buffered whole."""
 import hashlib
 import os
-import threading
 
-from harness import (Client, GatewayCase, build_request, gateway_config, main, pattern_sha256,
-                     rss_kib, upstream_cfg)
+from harness import (Client, GatewayCase, RssWatch, asan_env, build_request, gateway_config, main,
+                     pattern_sha256, upstream_cfg)
 
 SIZE = 256 << 20
 RSS_SLACK_KIB = 64 << 10
-
-
-class RssWatch:
-    """Samples a process's VmRSS every few milliseconds in a thread."""
-
-    def __init__(self, pid):
-        self.pid = pid
-        self.start = rss_kib(pid)
-        self.peak = self.start
-        self.samples = 0
-        self.stop = threading.Event()
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
-
-    def run(self):
-        while not self.stop.wait(0.005):
-            try:
-                self.peak = max(self.peak, rss_kib(self.pid))
-                self.samples += 1
-            except (OSError, RuntimeError):
-                return
-
-    def finish(self):
-        self.stop.set()
-        self.t.join(10)
-        self.peak = max(self.peak, rss_kib(self.pid))
-        return self.peak - self.start
-
-
-def asan_env():
-    # ASan keeps freed memory in a quarantine (256 MiB by default) that
-    # would show up as RSS: keep it small so RSS measures the gateway.
-    opts = os.environ.get("ASAN_OPTIONS", "")
-    return {"ASAN_OPTIONS": (opts + ":" if opts else "") + "quarantine_size_mb=16"}
 
 
 class LargeBodyTest(GatewayCase):
