@@ -103,6 +103,7 @@ struct gw_conn {
     int body_done, resp_started, keep, is_head, http10, retried, read_paused;
     int body_fed;   /* the streamed body began to go to an upstream: a retry cannot resend it */
     int continued;  /* we sent 100 Continue: the client sends its body, which is read whole */
+    int interim;    /* 1xx responses passed on so far (proxy.c: GW_UP_INTERIM_MAX) */
     unsigned tries; /* retries on other servers so far (upstreams.NAME.retries) */
     struct up_tried tried; /* the servers those failed on */
     /* the pool's limits (limits.h), NULL: it has none. All zero between

@@ -533,6 +533,34 @@ static int status_retry(struct gw_conn *c, struct gw_upconn *u)
     return retry(c, u, why, 1);
 }
 
+/* An interim response of <u> (1xx but 101): 100 is ours to send (we
+ * answered Expect); the others (102, 103 Early Hints) go to an HTTP/1.1
+ * client, the first GW_UP_INTERIM_MAX of its request. Later ones are
+ * dropped, as nginx drops early hints past proxy_buffer_size: a 1xx is
+ * advisory (a client may ignore it, RFC 9110 15.2), so the final response
+ * still goes through. */
+static void pass_interim(struct gw_conn *c, struct gw_upconn *u)
+{
+    int keep = c->keep;
+
+    if (u->resp.status == 100 || c->http10)
+        return;
+    if (c->interim >= GW_UP_INTERIM_MAX) {
+        if (c->interim == GW_UP_INTERIM_MAX) { /* said once per request */
+            up_log(GW_LOG_INFO, c, u, "over %d interim responses; the rest are dropped",
+                   GW_UP_INTERIM_MAX);
+            c->interim++;
+        }
+        return;
+    }
+    c->interim++;
+    u->raw = 1;
+    c->keep = 1; /* an interim head says nothing of the connection */
+    write_resp_head(c, u, 0, NULL);
+    c->keep = keep;
+    c->resp_started = 0;
+}
+
 /* Handles what the upstream sent; returns after the client may be gone. */
 static void up_handle(struct gw_conn *c, struct gw_upconn *u)
 {
@@ -564,17 +592,15 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             return;
         }
         if (u->resp.status >= 100 && u->resp.status < 200) {
-            /* interim: 100 is ours to send (we answered Expect), others
-             * (103 Early Hints) go to HTTP/1.1 clients */
-            if (u->resp.status != 100 && !c->http10) {
-                int keep = c->keep;
-                u->raw = 1;
-                c->keep = 1;
-                write_resp_head(c, u, 0, NULL);
-                c->keep = keep;
-                c->resp_started = 0;
-            }
+            pass_interim(c, u);
             evbuffer_drain(in, hl);
+            if (evbuffer_get_length(c->io.out) > GW_HWM) {
+                /* the client is behind: the next head waits upstream, as
+                 * body bytes do (gw_proxy_drained goes on) */
+                gw_io_read(&u->io, 0);
+                u->read_paused = 1;
+                return;
+            }
             continue;
         }
         /* a status retried elsewhere still counts against its server */
@@ -1101,6 +1127,7 @@ void gw_proxy_start(struct gw_conn *c)
     const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
 
     gw_conn_set_state(c, GW_CONN_PROXY);
+    c->interim = 0;
     if ((def->retries || def->max_connections) &&
         !(c->plim = gw_plim_get(c->w, c->snap->pools[c->sr->upstream], def, dispatch_cb))) {
         gw_proxy_fail(c, 503); /* out of memory */

@@ -11,6 +11,7 @@
 #include "gateway/conn.h"
 
 #define GW_UP_HEAD_MAX (64 * 1024) /* an upstream response head is at most this long */
+#define GW_UP_INTERIM_MAX 32       /* 1xx responses of a request passed on; later ones dropped */
 
 enum gw_upconn_state {
     GW_UP_CONNECTING, /* connect (and handshake) under way; the request head waits */

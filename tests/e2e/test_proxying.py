@@ -8,11 +8,13 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from urllib.parse import quote
 
-from harness import (Client, GatewayCase, build_request, chunked, gateway_config, main,
-                     pattern_bytes, pattern_sha256, upstream_cfg, wait_for)
+from harness import (TIMEOUT, Client, GatewayCase, HeadServer, RssWatch, asan_env, build_request,
+                     chunked, gateway_config, main, pattern_bytes, pattern_sha256, upstream_cfg,
+                     wait_for)
 
 HOP = ("connection", "keep-alive", "te", "trailer", "proxy-connection", "upgrade")
 
@@ -441,6 +443,75 @@ class ProxyTest(GatewayCase):
                     self.assertEqual(r.body, body)
                 self.assertEqual(r.header("Connection"), "close")
                 self.assertClosed(c)
+
+
+class InterimServer(HeadServer):
+    """Answers every request with <count> interim heads of <status> (each
+    with an X-Pad field of <pad> bytes), <gap> seconds apart, then 200 with
+    the body "final\n". Its sends block: a gateway that stops reading it
+    holds it back. <sent>: the interim heads sent so far; <done>: set once
+    the 200 went out."""
+
+    def __init__(self, count, status=103, pad=0, gap=0.0):
+        self.count, self.gap = count, gap
+        field = b"X-Pad: %s\r\n" % (b"p" * pad) if pad else b""
+        self.head = b"HTTP/1.1 %d Interim\r\n%s\r\n" % (status, field)
+        self.sent = 0
+        self.done = threading.Event()
+        super().__init__()
+
+    def answer(self, s):
+        batch = 1 if self.gap else 64  # a flood goes out in big writes
+        while self.sent < self.count:
+            n = min(batch, self.count - self.sent)
+            s.sendall(self.head * n)
+            self.sent += n
+            if self.gap:
+                time.sleep(self.gap)
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nfinal\n")
+        self.done.set()
+
+
+class InterimTest(GatewayCase):
+    """An upstream's interim responses: at most INTERIM_MAX of a request go
+    to the client and later ones are dropped, so a flood of them to a
+    client that does not read costs the gateway no memory."""
+
+    INTERIM_MAX = 32  # GW_UP_INTERIM_MAX
+
+    def gateway(self, srv, **route):
+        self.addCleanup(srv.close)
+        b = self.own_backend("b")
+        return self.own_gateway(gateway_config(
+            upstreams={"i": upstream_cfg(srv.addr), "b": upstream_cfg(b)},
+            routes=[dict({"id": "i", "path": "/i/*{r}", "upstream": "i"}, **route),
+                    {"id": "b", "path": "/*{r}", "upstream": "b"}], workers=1), env=asan_env())
+
+    def test_flood_to_a_client_that_does_not_read(self):
+        # 100,000 heads of 1 KB (some 100 MB): the gateway once queued
+        # every one for the client and grew by as much
+        srv = InterimServer(100000, pad=1000)
+        gw = self.gateway(srv)
+        gw.wait_log(r"admin API on")  # its heap reserve is touched: not in the baseline
+        with Client(gw.port) as other:
+            self.assertEqual(other.request("GET", "/warm").status, 200)
+            watch = RssWatch(gw.pid())
+            with Client(gw.port) as c:
+                c.send(build_request("GET", "/i/x"))  # and reads nothing yet
+                self.assertTrue(srv.done.wait(TIMEOUT), "the upstream was held back after "
+                                "%d of its heads" % srv.sent)
+                # another client is served meanwhile, on the same worker
+                self.assertEqual(other.request("GET", "/during").status, 200)
+                grew = watch.finish()
+                self.assertLess(grew, 32 << 10, "gateway RSS grew by %d KiB (%d samples)"
+                                % (grew, watch.samples))
+                r = c.read_response()
+                self.assertEqual([i.status for i in r.interim], [103] * self.INTERIM_MAX)
+                self.assertEqual(len(r.interim[0].header("X-Pad")), 1000)
+                self.assertEqual((r.status, r.body), (200, b"final\n"))
+                self.assertEqual(c.request("GET", "/after").status, 200)
+        self.assertRegex(gw.log(), r"\[info\] upstream i server [^ ]+ route i request [0-9a-f]+: "
+                         r"over %d interim responses" % self.INTERIM_MAX)
 
 
 class ResponseHeadTest(GatewayCase):
