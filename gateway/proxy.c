@@ -538,7 +538,8 @@ static int status_retry(struct gw_conn *c, struct gw_upconn *u)
  * client, the first GW_UP_INTERIM_MAX of its request. Later ones are
  * dropped, as nginx drops early hints past proxy_buffer_size: a 1xx is
  * advisory (a client may ignore it, RFC 9110 15.2), so the final response
- * still goes through. */
+ * still goes through, and it comes within the response timeout, which a
+ * 1xx does not restart (up_read_cb). */
 static void pass_interim(struct gw_conn *c, struct gw_upconn *u)
 {
     int keep = c->keep;
@@ -610,6 +611,7 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         if (status_retry(c, u))
             return;
         gw_upconn_set_state(u, GW_UP_BODY);
+        u->tmo.last_rd = gw_now_ms(); /* from now on timeout_ms is between two reads */
         u->keep = h1_resp_keep_alive(&u->resp);
         {
             double secs = gw_elapsed_ms(&c->t_up) / 1e3;
@@ -684,7 +686,10 @@ static void up_read_cb(struct gw_io *io, void *arg)
     struct gw_upconn *u = arg;
 
     (void)io;
-    u->tmo.last_rd = gw_now_ms();
+    /* timeout_ms runs from the request to the final head: neither 1xx
+     * heads nor a head that trickles in restart it */
+    if (u->st != GW_UP_WAITING)
+        u->tmo.last_rd = gw_now_ms();
     u->got_bytes = 1;
     up_handle(u->c, u);
 }

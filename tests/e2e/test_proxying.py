@@ -475,7 +475,8 @@ class InterimServer(HeadServer):
 class InterimTest(GatewayCase):
     """An upstream's interim responses: at most INTERIM_MAX of a request go
     to the client and later ones are dropped, so a flood of them to a
-    client that does not read costs the gateway no memory."""
+    client that does not read costs the gateway no memory; and they do not
+    restart the response timeout, which runs to the final head."""
 
     INTERIM_MAX = 32  # GW_UP_INTERIM_MAX
 
@@ -512,6 +513,22 @@ class InterimTest(GatewayCase):
                 self.assertEqual(c.request("GET", "/after").status, 200)
         self.assertRegex(gw.log(), r"\[info\] upstream i server [^ ]+ route i request [0-9a-f]+: "
                          r"over %d interim responses" % self.INTERIM_MAX)
+
+    def test_interim_responses_do_not_restart_the_response_timeout(self):
+        # one every 0.5 s, for 10 s, against timeout_ms 2000: a 504 after
+        # about 2 s (each of them used to restart it: the 200 came after 10 s)
+        for status in (100, 103):
+            with self.subTest(status=status):
+                srv = InterimServer(20, status=status, gap=0.5)
+                gw = self.gateway(srv, timeout_ms=2000)
+                with Client(gw.port) as c:
+                    t0 = time.monotonic()
+                    r = c.request("GET", "/i/x")
+                    took = time.monotonic() - t0
+                self.assertEqual(r.status, 504, r)
+                self.assertLess(took, 5, "the 504 took %.1f s" % took)
+                # 100 is never passed on (Switchyard answers Expect itself)
+                self.assertEqual({i.status for i in r.interim}, {103} if status == 103 else set())
 
 
 class ResponseHeadTest(GatewayCase):
