@@ -81,6 +81,7 @@ static const struct adm_cf_field timeouts_fields[] = {
     TIMEOUT(upstream_response_ms),
     TIMEOUT(upstream_idle_ms),
     TIMEOUT(drain_ms),
+    TIMEOUT(lingering_ms),
 };
 
 /* adm_cf_<name>(): the nested object c-><name> through its key table. */

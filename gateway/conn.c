@@ -143,14 +143,15 @@ void gw_conn_account(struct gw_conn *c)
  * wholly read, input already buffered): a request head or body not wholly
  * read, or bytes buffered, while its read side has not ended. Not after a
  * 408: a client too slow for its own timeouts is not waited for longer
- * (nginx terminates such a request, without lingering). */
+ * (nginx terminates such a request, without lingering); nor after a body
+ * was read away until its end (linger_end, local.c): nginx closes then too. */
 static int may_still_send(const struct gw_conn *c)
 {
     if (c->io.rd_eof || c->status == 408)
         return 0;
     if (c->st == GW_CONN_HEAD ||
         ((c->st == GW_CONN_LOCAL || c->st == GW_CONN_PROXY) && !c->body_done))
-        return 1;
+        return !c->linger_end || gw_now_ms() < c->linger_end;
     return evbuffer_get_length(c->io.in) > 0;
 }
 
@@ -235,22 +236,28 @@ int gw_conn_linger(struct gw_conn *c)
     pmem_put(c->w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
     gw_io_write(&c->io, 0);
-    c->linger_end = gw_now_ms() + GW_LINGER_MS;
-    gw_tmo_set(&c->tmo, GW_LINGER_IDLE_MS, 0);
+    gw_tmo_set(&c->tmo, 0, 0);
+    c->linger_end = c->tmo.last_rd + gw_conn_cfg(c)->timeouts.lingering_ms;
+    gw_conn_linger_gap(c, c->tmo.last_rd, GW_LINGER_IDLE_MS);
     gw_io_read(&c->io, 1);
+    return 0;
+}
+
+int gw_conn_linger_gap(struct gw_conn *c, long long now, unsigned gap_ms)
+{
+    long long left = c->linger_end - now;
+
+    if (left <= 0)
+        return -1;
+    /* the read timeout (from this read on) never runs past the end */
+    c->tmo.rd = left < gap_ms ? (unsigned)left : gap_ms;
     return 0;
 }
 
 int gw_conn_linger_read(struct gw_conn *c, long long now)
 {
-    long long left = c->linger_end - now;
-
     evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
-    if (left <= 0)
-        return -1;
-    /* the read timeout (from this read on) never runs past the end */
-    c->tmo.rd = left < GW_LINGER_IDLE_MS ? (unsigned)left : GW_LINGER_IDLE_MS;
-    return 0;
+    return gw_conn_linger_gap(c, now, GW_LINGER_IDLE_MS);
 }
 
 /* A client that half-closed still gets answers to the requests it sent
@@ -270,6 +277,7 @@ void gw_conn_request_done(struct gw_conn *c)
         return;
     }
     gw_conn_set_state(c, GW_CONN_IDLE);
+    c->linger_end = 0; /* the next request's body has an end of its own */
     h1_req_reset(&c->rp);
     pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     cfg = gw_conn_cfg(c);

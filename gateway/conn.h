@@ -63,11 +63,12 @@ enum gw_conn_state {
 /* The lingering close (RFC 9112 9.6; nginx's lingering_close on, with its
  * lingering_timeout and lingering_time): a connection that closes while its
  * client may still be sending reads and drops that input until the
- * client's EOF, GW_LINGER_IDLE_MS without a byte, or GW_LINGER_MS in all.
- * Closed with unread input, the socket would send a reset, which can take
- * the answer with it before the client read it. */
+ * client's EOF, GW_LINGER_IDLE_MS without a byte, or timeouts.lingering_ms
+ * in all. Closed with unread input, the socket would send a reset, which
+ * can take the answer with it before the client read it. A request body
+ * read away after an early answer (local.c) has the same total, as in
+ * nginx. */
 #define GW_LINGER_IDLE_MS 5000
-#define GW_LINGER_MS 30000
 
 struct gw_upconn;
 
@@ -92,7 +93,7 @@ struct gw_conn {
     struct h1_req_parser rp;
     int eof;              /* the client half-closed */
     int linger;           /* at the close the client may still send: linger (conn.c) */
-    long long linger_end; /* GW_CONN_LINGER: closes at this gw_now_ms() at the latest */
+    long long linger_end; /* LINGER, or LOCAL reading a body away: closes then; 0: neither */
 
     /* the current request */
     struct adm_snapshot *snap;
@@ -301,9 +302,13 @@ void gw_conn_close_when_flushed(struct gw_conn *c);
  * must close now instead (a drain, its listener removed, the shutdown
  * failed). Its upstream connection must be detached first. */
 int gw_conn_linger(struct gw_conn *c);
-/* GW_CONN_LINGER: drops what was read at <now>; 0, or -1 when GW_LINGER_MS
- * have passed and <c> must close. */
+/* GW_CONN_LINGER: drops what was read at <now>; 0, or -1 when
+ * timeouts.lingering_ms have passed and <c> must close. */
 int gw_conn_linger_read(struct gw_conn *c, long long now);
+/* What the client still sends after its answer is read until c->linger_end:
+ * sets the read timeout to <gap_ms> from <now>, but never past that end;
+ * -1 when the end has come (<c> closes). */
+int gw_conn_linger_gap(struct gw_conn *c, long long now, unsigned gap_ms);
 /* Ends the current request: log, count, release the snapshot, and either
  * wait for the next request (GW_CONN_IDLE, reading on, buffered bytes
  * kicked to the read callback) or close once the output is flushed. */

@@ -39,12 +39,16 @@ void gw_local_finish(struct gw_conn *c)
         gw_conn_request_done(c);
         return;
     }
+    /* read away for timeouts.lingering_ms in all (nginx's lingering_time),
+     * its reads at most client_body_ms apart, then closed */
+    c->linger_end = gw_now_ms() + gw_conn_cfg(c)->timeouts.lingering_ms;
     gw_local_discard(c);
 }
 
 void gw_local_discard(struct gw_conn *c)
 {
     struct evbuffer *in = c->io.in;
+    const struct adm_config *cfg;
 
     while (!c->body_done) {
         struct evbuffer_iovec v;
@@ -62,8 +66,12 @@ void gw_local_discard(struct gw_conn *c)
                 c->keep = 0;
                 break;
             }
-            gw_tmo_set(&c->tmo, gw_conn_cfg(c)->timeouts.client_body_ms,
-                       gw_conn_cfg(c)->timeouts.client_idle_ms);
+            cfg = gw_conn_cfg(c);
+            gw_tmo_set(&c->tmo, cfg->timeouts.client_body_ms, cfg->timeouts.client_idle_ms);
+            if (gw_conn_linger_gap(c, c->tmo.last_rd, cfg->timeouts.client_body_ms) < 0) {
+                c->keep = 0; /* read away long enough: closed, without lingering */
+                break;
+            }
             gw_io_read(&c->io, 1);
             return;
         }

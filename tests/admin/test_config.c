@@ -197,6 +197,7 @@ START_TEST(full_config_values)
     ck_assert_uint_eq(c->timeouts.upstream_response_ms, 5);
     ck_assert_uint_eq(c->timeouts.upstream_idle_ms, 6);
     ck_assert_uint_eq(c->timeouts.drain_ms, 7);
+    ck_assert_uint_eq(c->timeouts.lingering_ms, 8);
 
     ck_assert_int_eq(c->access_log.target, ADM_LOG_FILE);
     ck_assert_str_eq(c->access_log.path, "/var/log/switchyard/access.log");
@@ -248,6 +249,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_uint_eq(c->timeouts.upstream_response_ms, 60000);
     ck_assert_uint_eq(c->timeouts.upstream_idle_ms, 60000);
     ck_assert_uint_eq(c->timeouts.drain_ms, 10000);
+    ck_assert_uint_eq(c->timeouts.lingering_ms, 30000);
     ck_assert_int_eq(c->access_log.target, ADM_LOG_STDOUT);
     ck_assert_ptr_null(c->access_log.path);
     ck_assert_int_eq(c->log_level, ADM_LEVEL_WARN);

@@ -3,9 +3,10 @@
 `lingering_close on`): when Switchyard answers and closes while the client
 may still be sending (a 413 for a body over the limit, an Expect request
 answered before any 100), it half-closes, reads and drops what comes, and
-closes on the client's EOF, after 5 s without data, or 30 s in all; so
-the kernel never meets unread input at the close and sends no RST that
-would destroy the answer. A close after a request read whole, and an idle
+closes on the client's EOF, after 5 s without data, or timeouts.lingering_ms
+(30 s) in all; so the kernel never meets unread input at the close and
+sends no RST that would destroy the answer. A body read away after an early
+answer has the same total. A close after a request read whole, and an idle
 keep-alive close, still happen at once; a drain closes a lingering
 connection at once."""
 import os
@@ -16,12 +17,13 @@ import subprocess
 import threading
 import time
 
-from harness import (TIMEOUT, Client, GatewayCase, gateway_config, main, metrics_text,
-                     upstream_cfg)
+from harness import (TIMEOUT, Client, EarlyServer, GatewayCase, gateway_config, main,
+                     metrics_text, upstream_cfg, wait_for)
 
 MAX_BODY = 1000
 FLOOD = 4 << 20  # body bytes the client keeps sending after the head
 IDLE_MS = 300
+LINGERING_MS = 1500
 
 
 def conns_open(gw):
@@ -226,6 +228,46 @@ class LingerTest(GatewayCase):
         while conns_open(gw) and time.monotonic() < deadline:
             time.sleep(0.02)
         self.assertEqual(conns_open(gw), 0, "the client's close did not end the linger")
+
+    def test_reading_after_the_answer_has_a_total_cap(self):
+        # after a local 404, or an upstream's 403 before the body, the body
+        # is read away (the connection was to go on); after a 413 the
+        # connection lingers. Either way a client that trickles a byte
+        # every 0.2 s (well within client_body_ms and the linger's 5 s) is
+        # read for timeouts.lingering_ms in all, then closed, not for as
+        # long as it likes; its whole answer reached it first
+        early = EarlyServer(403)
+        self.addCleanup(early.close)
+        cfg = self.config()
+        cfg["upstreams"]["early"] = upstream_cfg(early.addr)
+        cfg["routes"].insert(0, {"id": "early", "path": "/early", "upstream": "early"})
+        cfg["timeouts"]["lingering_ms"] = LINGERING_MS
+        gw = self.own_gateway(cfg, name="cap")
+        # under max_body_bytes (3 minutes at this pace), and over it
+        for target, length, status in (("/nowhere", MAX_BODY - 1, 404),
+                                       ("/early", MAX_BODY - 1, 403),
+                                       ("/up/x", MAX_BODY + 1, 413)):
+            with self.subTest(status=status), Client(gw.port) as c:
+                c.send(b"POST %s HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\nx"
+                       % (target.encode(), length))
+                r = c.read_response("POST")
+                self.assertEqual(r.status, status)
+                self.assertEqual(int(r.header("Content-Length")), len(r.body))
+                self.assertEqual(r.header("Connection"), "close" if status == 413 else None)
+                t0 = time.monotonic()
+                while conns_open(gw) and time.monotonic() - t0 < 15:
+                    try:
+                        c.send(b"x")
+                    except OSError:  # reset: our byte met the closed socket
+                        break
+                    time.sleep(0.2)
+                wait_for(lambda: conns_open(gw) == 0, timeout=2, what="the close")
+                took = time.monotonic() - t0
+                self.assertTrue(c.wait_closed(2), "the client did not see the close")
+                self.assertGreater(took, 1, "closed before lingering_ms")
+                self.assertLess(took, LINGERING_MS / 1e3 + 4, "still read %.1f s after the answer"
+                                % took)
+        self.assertEqual(early.heads, 1)
 
     def test_drain_closes_a_lingering_connection_at_once(self):
         gw = self.own_gateway(self.config(), name="drain")
