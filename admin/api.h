@@ -23,6 +23,7 @@ extern const double adm_hist_bounds[ADM_HIST_BUCKETS]; /* seconds (api_metrics.c
 struct adm_gw_stats {
     unsigned workers;
     uint64_t conns_open, conns_total, conns_dropped;
+    uint64_t conns_reclaimed[2]; /* closed for new ones: [0] idle, [1] pending */
     uint64_t requests, status[6];
     uint64_t bytes_in, bytes_out, upstream_errors;
     uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration, last = +Inf */

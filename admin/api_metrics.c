@@ -246,6 +246,12 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         "# HELP switchyard_connections_dropped_total Connections refused for memory or limits.\n"
         "# TYPE switchyard_connections_dropped_total counter\nswitchyard_connections_dropped_total "
         "%llu\n"
+        "# HELP switchyard_connections_reclaimed_total Connections closed to admit new ones: idle "
+        "keep-alive ones at limits.max_connections, ones without a whole first request head at "
+        "limits.max_pending_connections.\n"
+        "# TYPE switchyard_connections_reclaimed_total counter\n"
+        "switchyard_connections_reclaimed_total{reason=\"idle\"} %llu\n"
+        "switchyard_connections_reclaimed_total{reason=\"pending\"} %llu\n"
         "# HELP switchyard_received_bytes_total Bytes received from clients.\n"
         "# TYPE switchyard_received_bytes_total counter\nswitchyard_received_bytes_total %llu\n"
         "# HELP switchyard_sent_bytes_total Bytes sent to clients.\n"
@@ -261,7 +267,8 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         "# HELP switchyard_routes Routes in the live config.\n"
         "# TYPE switchyard_routes gauge\nswitchyard_routes %zu\n",
         (unsigned long long)gs.conns_open, (unsigned long long)gs.conns_total,
-        (unsigned long long)gs.conns_dropped, (unsigned long long)gs.bytes_in,
+        (unsigned long long)gs.conns_dropped, (unsigned long long)gs.conns_reclaimed[0],
+        (unsigned long long)gs.conns_reclaimed[1], (unsigned long long)gs.bytes_in,
         (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
         (unsigned long long)api->sw->swaps, (unsigned long long)s->gen, s->build_ms / 1000.0,
         rt_table_count(s->rt));

@@ -73,6 +73,16 @@ static void check_cross(struct adm_cf *x)
             u->response_timeout_ms = c->timeouts.upstream_response_ms;
     }
 
+    /* a client sends its first request head within a round trip or two, so
+     * few of the connections open at once are waiting for one: by default
+     * connections that send nothing hold at most a quarter of the cap */
+    if (!c->limits.max_pending_connections)
+        c->limits.max_pending_connections =
+            c->limits.max_connections >= 4 ? c->limits.max_connections / 4 : 1;
+    else if (c->limits.max_pending_connections > c->limits.max_connections)
+        adm_cf_err_at(x, "/limits/max_pending_connections", "must be at most max_connections (%u)",
+                      c->limits.max_connections);
+
     for (size_t i = 0; i < c->nroutes; i++) {
         struct adm_route *r = &c->routes[i];
         if (r->action == ADM_ACTION_UPSTREAM && !x->route_timeout[i])

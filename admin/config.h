@@ -260,6 +260,9 @@ struct adm_limits {
     unsigned max_headers;      /* 100 */
     uint64_t max_body_bytes;   /* 0 = unlimited (the default) */
     unsigned max_connections;  /* 10000 */
+    /* of which without a whole first request head yet (0 in a document that
+     * leaves it out: check_cross() makes it a quarter of max_connections) */
+    unsigned max_pending_connections;
 };
 
 struct adm_timeouts {              /* all milliseconds, 1..86400000 */

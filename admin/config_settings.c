@@ -66,6 +66,7 @@ static const struct adm_cf_field limits_fields[] = {
      .min = 0,
      .max = 1LL << 50},
     LIMIT(max_connections, 1, 10000000),
+    LIMIT(max_pending_connections, 1, 10000000),
 };
 
 #define TIMEOUT(k)                                                                                 \

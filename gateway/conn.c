@@ -1,10 +1,12 @@
 /*
  * conn.c - the client connection: created, admitted, freed; its one state
- * and the moves between states; its timeouts, swept every GW_SWEEP_MS; the
- * end of each request (access log, counters, snapshot unpin, then the next
- * request or the close, lingering while the client may still send). It
- * reads and writes only through its gw_io, and wakes the layers above only
- * through the callbacks they registered.
+ * and the moves between states, which its admission queue follows (parked,
+ * pending its first head, idle between requests: worker.c closes the
+ * oldest of a queue to make room); its timeouts, swept every GW_SWEEP_MS;
+ * the end of each request (access log, counters, snapshot unpin, then the
+ * next request or the close, lingering while the client may still send).
+ * It reads and writes only through its gw_io, and wakes the layers above
+ * only through the callbacks they registered.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/conn.h"
@@ -260,6 +262,76 @@ int gw_conn_linger_read(struct gw_conn *c, long long now)
     return gw_conn_linger_gap(c, now, GW_LINGER_IDLE_MS);
 }
 
+/* ---- admission's queues ---- */
+
+/* Moves <c> out of its queue and to the tail (the newest end) of <q>. */
+static void queue_move(struct gw_conn *c, enum gw_conn_q q)
+{
+    struct gw_worker *w = c->w;
+    enum gw_conn_q from = c->queue;
+
+    if (from == q)
+        return;
+    if (from != GW_CONN_Q_NONE) {
+        TAILQ_REMOVE(&w->cq[from], c, qlink);
+        w->ncq[from]--;
+    }
+    if (q != GW_CONN_Q_NONE) {
+        TAILQ_INSERT_TAIL(&w->cq[q], c, qlink);
+        w->ncq[q]++;
+    }
+    c->queue = q;
+    if (from == GW_CONN_Q_IDLE || q == GW_CONN_Q_IDLE)
+        atomic_store_explicit(&w->nidle, w->ncq[GW_CONN_Q_IDLE], memory_order_relaxed);
+}
+
+/* <c>, in no queue, between requests with nothing buffered either way,
+ * joins the idle queue. Idle means that closing it loses no byte of a
+ * response and finds no request begun (nginx's reusable connections).
+ * This and idle_leave() run once a request: queue_move() without its
+ * branches. */
+static void idle_join(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    TAILQ_INSERT_TAIL(&w->cq[GW_CONN_Q_IDLE], c, qlink);
+    c->queue = GW_CONN_Q_IDLE;
+    atomic_store_explicit(&w->nidle, ++w->ncq[GW_CONN_Q_IDLE], memory_order_relaxed);
+    if (!w->listening && w->conn_idle)
+        w->conn_idle(w);
+}
+
+static inline void idle_leave(struct gw_conn *c)
+{
+    struct gw_worker *w = c->w;
+
+    TAILQ_REMOVE(&w->cq[GW_CONN_Q_IDLE], c, qlink);
+    c->queue = GW_CONN_Q_NONE;
+    atomic_store_explicit(&w->nidle, --w->ncq[GW_CONN_Q_IDLE], memory_order_relaxed);
+}
+
+/* A response still draining joins once its output is out. */
+void gw_conn_idle_check(struct gw_conn *c)
+{
+    if (c->st == GW_CONN_IDLE && c->queue == GW_CONN_Q_NONE &&
+        evbuffer_get_length(c->io.out) == 0 && evbuffer_get_length(c->io.in) == 0)
+        idle_join(c);
+}
+
+int gw_conn_reclaim(struct gw_worker *w, enum gw_conn_q q)
+{
+    struct gw_conn *c = TAILQ_FIRST(&w->cq[q]);
+
+    if (!c)
+        return -1;
+    /* idle: between requests; pending: before its first request started.
+     * Neither has an upstream connection, a snapshot in use or an answer
+     * under way, and a plain close is what nginx does to either. */
+    gw_count(&w->ctr.conns_reclaimed[q == GW_CONN_Q_IDLE ? 0 : 1], 1);
+    gw_conn_free(c);
+    return 0;
+}
+
 /* A client that half-closed still gets answers to the requests it sent
  * before (pipelined, already buffered). */
 void gw_conn_request_done(struct gw_conn *c)
@@ -286,6 +358,8 @@ void gw_conn_request_done(struct gw_conn *c)
         gw_io_read(&c->io, 1);
     if (pending)
         gw_io_kick_read(&c->io);
+    else if (evbuffer_get_length(c->io.out) == 0)
+        idle_join(c); /* else once its output drained (the write callback) */
 }
 
 void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c)
@@ -339,6 +413,10 @@ void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st)
 {
     assert(moves[c->st] & (1u << st));
     (void)moves; /* used by the assert alone, which NDEBUG removes */
+    if (c->queue == GW_CONN_Q_IDLE && st != GW_CONN_IDLE)
+        idle_leave(c);
+    else if (c->queue == GW_CONN_Q_PENDING && c->st == GW_CONN_HEAD && st != GW_CONN_CLOSING)
+        queue_move(c, GW_CONN_Q_NONE);
     c->st = st;
 }
 
@@ -418,7 +496,7 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, struct gw_listener *l, evutil_s
     c->io.hiwat = GW_HWM;
     c->st = GW_CONN_PARKED; /* every connection starts here */
     if (parked) {
-        w->nparked++;
+        queue_move(c, GW_CONN_Q_PARKED);
         atomic_fetch_add_explicit(&w->proc->parked, 1, memory_order_relaxed);
     } else {
         gw_conn_admit(c);
@@ -438,6 +516,9 @@ void gw_conn_admit(struct gw_conn *c)
 {
     const struct adm_config *cfg = gw_conn_cfg(c);
 
+    if (c->queue == GW_CONN_Q_PARKED)
+        atomic_fetch_sub_explicit(&c->w->proc->parked, 1, memory_order_relaxed);
+    queue_move(c, GW_CONN_Q_PENDING);
     gw_conn_set_state(c, GW_CONN_IDLE);
     gw_tmo_set(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
     gw_io_read(&c->io, 1);
@@ -449,10 +530,9 @@ void gw_conn_free(struct gw_conn *c)
     struct gw_listener *l = c->l;
 
     assert(c->up == NULL);
-    if (c->st == GW_CONN_PARKED) {
-        w->nparked--;
+    if (c->queue == GW_CONN_Q_PARKED)
         atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
-    }
+    queue_move(c, GW_CONN_Q_NONE);
     gw_conn_unpin(c);
     LIST_REMOVE(c, link);
     gw_io_close(&c->io);

@@ -80,7 +80,9 @@ enum gw_cip_state {
 };
 
 struct gw_conn {
-    LIST_ENTRY(gw_conn) link; /* the worker's conns */
+    LIST_ENTRY(gw_conn) link;   /* the worker's conns */
+    TAILQ_ENTRY(gw_conn) qlink; /* in the worker's admission queue <queue> */
+    enum gw_conn_q queue;       /* only conn.c's queue_move() changes it */
     struct gw_worker *w;
     struct gw_io io;
     struct gw_listener *l;         /* accepted on it (it counts us) */
@@ -268,10 +270,21 @@ const struct adm_listener *gw_conn_listener(struct gw_conn *c);
 /* Closes and frees <c>; its upstream connection must be detached first.
  * Then the worker's conn_freed callback runs (admission). */
 void gw_conn_free(struct gw_conn *c);
-/* Moves <c> to <st>, asserting that the move is one the state machine has. */
+/* Moves <c> to <st>, asserting that the move is one the state machine has;
+ * its admission queue follows: it leaves the idle queue with the first
+ * byte of its next head (or its close), and the pending one once its first
+ * head is whole. */
 void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st);
-/* GW_CONN_PARKED -> GW_CONN_IDLE: reading starts. */
+/* GW_CONN_PARKED -> GW_CONN_IDLE, in the pending queue: reading starts. */
 void gw_conn_admit(struct gw_conn *c);
+/* <c>, between requests, joins the idle queue once nothing is buffered
+ * either way: after its request ended, or its output drained. */
+void gw_conn_idle_check(struct gw_conn *c);
+/* Closes the oldest connection of <w>'s queue <q> (GW_CONN_Q_IDLE or
+ * GW_CONN_Q_PENDING) to make room for a new one, and counts it; 0, or -1
+ * when the queue is empty. From the loop only, never inside a connection's
+ * callback: it frees another connection. */
+int gw_conn_reclaim(struct gw_worker *w, enum gw_conn_q q);
 /* The config of <c>'s request, or the current one between requests. */
 const struct adm_config *gw_conn_cfg(const struct gw_conn *c);
 void gw_conn_unpin(struct gw_conn *c);

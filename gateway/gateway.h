@@ -48,6 +48,10 @@ struct gw_counters {
     _Atomic uint64_t dur_sum_us;
     _Atomic uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */
     _Atomic uint64_t up_sum_us;
+    /* closed to admit a new connection (worker.c): [0] idle keep-alive ones
+     * at limits.max_connections, [1] ones without a whole first request
+     * head at limits.max_pending_connections */
+    _Atomic uint64_t conns_reclaimed[2];
     /* a pool's retries and queue are counted per pool, in the pool's own
      * per-worker block that outlives a changed definition: up_pool_count */
 };
@@ -79,6 +83,20 @@ struct gw_process {
     _Atomic unsigned conns;   /* open client connections, all workers */
     _Atomic unsigned parked;  /* of which accepted over the limit, waiting */
     struct event_base *admin_base;
+};
+
+/* Admission's queues of a worker's client connections (gw_worker.cq): a
+ * connection is in one at most, oldest first. conn.c moves connections
+ * between them as their state changes, worker.c closes their oldest to
+ * make room for new ones. */
+enum gw_conn_q {
+    GW_CONN_Q_NONE,    /* busy with a request, or closing after one */
+    GW_CONN_Q_PARKED,  /* accepted over limits.max_connections: waits unread */
+    GW_CONN_Q_PENDING, /* admitted, its first request head not whole yet (a TLS
+                        * handshake, no byte, part of a head, or the close after a
+                        * bad one) */
+    GW_CONN_Q_IDLE,    /* keep-alive between requests, nothing buffered either way */
+    GW_CONN_NQ,
 };
 
 /* A worker's listening socket, made by the admin thread (listen.c) and its
@@ -138,7 +156,12 @@ struct gw_worker {
     struct gw_log_clock log_clock;       /* the access log's current second, UTC */
     struct gw_log_clock log_clock_local; /* and local, for the combined format */
     unsigned nconns;                     /* open client connections of this worker */
-    unsigned nparked;                    /* of which waiting for a place (worker.c admits them) */
+    /* admission's queues ([0] unused), their lengths, and the idle one's
+     * length again, for the other workers to read */
+    TAILQ_HEAD(gw_conn_tq, gw_conn) cq[GW_CONN_NQ];
+    unsigned ncq[GW_CONN_NQ];
+    _Atomic unsigned nidle;
+    int admitting;    /* worker.c is closing connections to make room */
     int accept_error; /* accept failed (EMFILE...): paused until the next sweep */
     int draining;
     uint32_t reqid_prefix; /* set before the worker starts */
@@ -152,6 +175,10 @@ struct gw_worker {
      * <l> was freed (conn.c counts it; admission is the worker's, and a
      * closed listener is freed with its last connection). */
     void (*conn_freed)(struct gw_worker *w, struct gw_listener *l);
+    /* Registered by worker.c: runs when a connection joined the idle queue
+     * while the listeners pause (at the cap, it can make room now). It
+     * must not free a connection: it runs inside one's callback. */
+    void (*conn_idle)(struct gw_worker *w);
     rt_ctx *rtctx; /* the router's scratch for regexp routes */
     /* Request-parser blocks given back by connections between requests
      * (conn.c), newest first, linked through their first word. */
@@ -167,6 +194,16 @@ struct gw_worker {
     struct gw_counters ctr __attribute__((aligned(64)));
     struct gw_tls_counters tls_ctr;
 };
+
+/* <w>'s share of <max>, a limit for all workers together: max / workers,
+ * the remainder going to the first workers, never 0. */
+static inline unsigned gw_worker_share(const struct gw_worker *w, unsigned max)
+{
+    unsigned n = w->proc->nworkers ? w->proc->nworkers : 1;
+    unsigned s = max / n + (w->id < max % n);
+
+    return s ? s : 1;
+}
 
 /* worker.c */
 /* A worker slot of <proc>, numbered <id>, ready for listener changes. -1

@@ -212,6 +212,8 @@ static void conn_write_cb(struct gw_io *io, void *arg)
         gw_proxy_drained(c);
         return;
     }
+    if (c->st == GW_CONN_IDLE && c->queue == GW_CONN_Q_NONE)
+        gw_conn_idle_check(c); /* the last response drained: idle now */
     if ((c->st == GW_CONN_IDLE || c->st == GW_CONN_HEAD) && c->read_paused) {
         c->read_paused = 0;
         gw_io_read(&c->io, 1);

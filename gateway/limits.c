@@ -13,16 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Worker <w>'s share of <max> slots per server: max / workers, the
- * remainder going to the first workers, never 0. */
-static unsigned share_of(const struct gw_worker *w, unsigned max)
-{
-    unsigned n = w->proc->nworkers ? w->proc->nworkers : 1;
-    unsigned s = max / n + (w->id < max % n);
-
-    return s ? s : 1;
-}
-
 static void plim_free(struct gw_plim *l)
 {
     for (size_t k = 0; l->slot && k < l->nservers; k++)
@@ -127,7 +117,7 @@ static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct
     if (name_new(w, l, def) < 0)
         goto fail;
     if (def->max_connections) {
-        l->share = share_of(w, def->max_connections);
+        l->share = gw_worker_share(w, def->max_connections);
         l->queue_timeout_ms = def->queue_timeout_ms;
         if (slots_new(w, l) < 0)
             goto fail;

@@ -21,6 +21,8 @@ void gw_stats(void *arg, struct adm_gw_stats *st)
         st->conns_open += ld(&k->conns_open);
         st->conns_total += ld(&k->conns_total);
         st->conns_dropped += ld(&k->conns_dropped);
+        st->conns_reclaimed[0] += ld(&k->conns_reclaimed[0]);
+        st->conns_reclaimed[1] += ld(&k->conns_reclaimed[1]);
         st->requests += ld(&k->requests);
         for (int c = 0; c < 6; c++)
             st->status[c] += ld(&k->status[c]);

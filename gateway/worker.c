@@ -9,6 +9,13 @@
  * pausing and resuming the listeners, and admitting connections that were
  * accepted over the cap. A freed connection only counts itself and calls
  * the worker's conn_freed.
+ *
+ * At the cap a new connection takes the place of the worker's oldest idle
+ * keep-alive connection (nginx's reusable connections), or of another
+ * worker's, which is asked through its notify pipe. Connections without a
+ * whole first request head have a budget of their own,
+ * limits.max_pending_connections, divided over the workers: at its share a
+ * worker closes its oldest such connection for the new one.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
@@ -48,6 +55,67 @@ static int listener_transport(const struct gw_listener *l, evutil_socket_t fd,
     return 0;
 }
 
+/* Wakes worker <w> with the notify byte <b>; any thread. A worker not
+ * started yet has nothing to hear. */
+static void poke(struct gw_worker *w, char b)
+{
+    if (w->base && write(w->notify_fd[1], &b, 1) < 0 && errno != EAGAIN)
+        gw_log(GW_LOG_ERROR, "notify worker %u: %s", w->id, strerror(errno));
+}
+
+/* Closes the oldest connection of <w>'s queue <q> for a new one; 0, or -1
+ * when there is none. conn_freed leaves the place to the caller. */
+static int reclaim(struct gw_worker *w, enum gw_conn_q q)
+{
+    int rc;
+
+    w->admitting = 1;
+    rc = gw_conn_reclaim(w, q);
+    w->admitting = 0;
+    return rc;
+}
+
+/* Makes room for the connection being accepted on <w>, with <open> open
+ * before it: the oldest connection without a whole first request head goes
+ * when the worker holds its share of max_pending_connections of them, and
+ * at max_connections the oldest idle keep-alive one. How many it closed. */
+static unsigned make_room(struct gw_worker *w, const struct adm_config *cfg, unsigned open)
+{
+    unsigned freed = 0;
+
+    /* The oldest goes, not the new one: a client that sends its head at
+     * once is served unless max_pending_connections more connections come
+     * in before its head does, while refusing new ones at the budget would
+     * let whoever holds the budget with silent connections lock everyone
+     * out until the header timeout, and again right after. */
+    if (w->ncq[GW_CONN_Q_PENDING] >= gw_worker_share(w, cfg->limits.max_pending_connections) &&
+        reclaim(w, GW_CONN_Q_PENDING) == 0)
+        freed++;
+    if (open - freed >= cfg->limits.max_connections && reclaim(w, GW_CONN_Q_IDLE) == 0)
+        freed++;
+    return freed;
+}
+
+/* <w> parked a connection at the cap with no idle one of its own to close:
+ * the worker with the most idle ones closes one ('R'), then has the parked
+ * ones admitted ('P'). */
+static void reclaim_elsewhere(struct gw_worker *w)
+{
+    struct gw_process *p = w->proc;
+    struct gw_worker *best = NULL;
+    unsigned most = 0;
+
+    for (unsigned i = 0; i < p->nworkers; i++) {
+        unsigned n = atomic_load_explicit(&p->workers[i].nidle, memory_order_relaxed);
+        if (&p->workers[i] != w && n > most) {
+            most = n;
+            best = &p->workers[i];
+        }
+    }
+    if (best)
+        poke(best, 'R');
+}
+
 static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg)
 {
@@ -55,21 +123,27 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     struct gw_worker *w = l->w;
     const struct adm_config *cfg =
         atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
-    /* another worker may have taken the last place before this worker's
-     * listener paused: then this connection waits, unread, for a place */
-    int parked = atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed) >=
-                 cfg->limits.max_connections;
+    unsigned open = atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed);
     const struct gw_io_ops *ops;
     void *xprt;
+    int parked;
 
     (void)lev;
     if (listener_transport(l, fd, &ops, &xprt) < 0) {
         evutil_closesocket(fd);
         gw_count(&w->ctr.conns_dropped, 1);
         atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
-    } else if (!gw_http1_accept(w, l, fd, sa, salen, parked, ops, xprt)) {
-        atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
+        gw_worker_listen_update(w);
+        return;
     }
+    /* with no room made, another worker may have taken the last place
+     * before this worker's listener paused: then this connection waits,
+     * unread, for a place */
+    parked = open - make_room(w, cfg, open) >= cfg->limits.max_connections;
+    if (!gw_http1_accept(w, l, fd, sa, salen, parked, ops, xprt))
+        atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
+    else if (parked)
+        reclaim_elsewhere(w);
     gw_worker_listen_update(w);
 }
 
@@ -78,38 +152,53 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 static void admit_parked(struct gw_worker *w)
 {
     const struct adm_config *cfg;
-    struct gw_conn *c, *next;
+    struct gw_conn *c;
 
-    if (!w->nparked || w->draining)
+    if (w->draining)
         return;
     cfg = atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
-    for (c = LIST_FIRST(&w->conns); c && w->nparked; c = next) {
+    while ((c = TAILQ_FIRST(&w->cq[GW_CONN_Q_PARKED]))) {
         unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
         unsigned parked = atomic_load_explicit(&w->proc->parked, memory_order_relaxed);
 
-        next = LIST_NEXT(c, link);
         if (open - parked >= cfg->limits.max_connections)
             return;
-        if (c->st != GW_CONN_PARKED)
-            continue;
-        w->nparked--;
-        atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
         gw_conn_admit(c);
     }
 }
 
+/* admit_parked(), closing idle connections of <w> for its parked ones
+ * while there is no room; from the loop, outside every connection's
+ * callback. */
+static void admit_reclaiming(struct gw_worker *w)
+{
+    admit_parked(w);
+    while (w->ncq[GW_CONN_Q_PARKED] && !w->draining && reclaim(w, GW_CONN_Q_IDLE) == 0)
+        admit_parked(w);
+}
+
 /* A client connection of <w> accepted on <l> was freed: a closed <l> goes
  * with its last connection, the place may go to a parked one, the
- * listeners may resume, and a drain may be over. */
+ * listeners may resume, and a drain may be over. A reclaim's close leaves
+ * the place to the connection it was made for. */
 static void conn_freed(struct gw_worker *w, struct gw_listener *l)
 {
     if (l && l->closed && l->nconns == 0)
         free(l);
+    if (w->admitting)
+        return;
     admit_parked(w);
     if (!w->listening && !w->draining)
         gw_worker_listen_update(w);
     if (w->draining && w->nconns == 0)
         event_base_loopexit(w->base, NULL);
+}
+
+/* A connection became idle while <w> does not accept: at the cap, a new
+ * connection can take its place now. */
+static void conn_idle(struct gw_worker *w)
+{
+    gw_worker_listen_update(w);
 }
 
 static void accept_error_cb(struct evconnlistener *lev, void *arg)
@@ -124,17 +213,36 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
     gw_worker_listen_update(l->w);
 }
 
+/* Whether a connection accepted by <w> at the cap finds a place: an idle
+ * connection of its own to close, its share of pending ones reached (the
+ * oldest goes), or idle ones of other workers beyond what the parked
+ * connections already wait for. */
+static int room_at_cap(const struct gw_worker *w, const struct adm_config *cfg)
+{
+    const struct gw_process *p = w->proc;
+    unsigned idle = 0;
+
+    if (w->ncq[GW_CONN_Q_IDLE] ||
+        w->ncq[GW_CONN_Q_PENDING] >= gw_worker_share(w, cfg->limits.max_pending_connections))
+        return 1;
+    for (unsigned i = 0; i < p->nworkers; i++)
+        idle += atomic_load_explicit(&p->workers[i].nidle, memory_order_relaxed);
+    return idle > atomic_load_explicit(&p->parked, memory_order_relaxed);
+}
+
 /* Accepting while the process is under limits.max_connections (of the live
- * config): one count for all workers, so the limit holds however the kernel
- * spreads connections over the workers' sockets. A worker that paused at the
- * limit resumes when one of its own connections closes, or at its next
- * sweep when another worker's did. */
+ * config), or at it with a place to make: one count for all workers, so the
+ * limit holds however the kernel spreads connections over the workers'
+ * sockets. A worker that paused at the limit resumes when one of its own
+ * connections closes or turns idle, or at its next sweep when another
+ * worker's did. */
 void gw_worker_listen_update(struct gw_worker *w)
 {
     const struct adm_config *cfg =
         atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
     unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
-    int want = !w->draining && !w->accept_error && open < cfg->limits.max_connections;
+    int want = !w->draining && !w->accept_error &&
+               (open < cfg->limits.max_connections || room_at_cap(w, cfg));
 
     if (want == w->listening)
         return;
@@ -200,15 +308,13 @@ static void listener_close(struct gw_worker *w, const char *addr)
 void gw_worker_lchange(struct gw_worker *w, struct gw_lchange *ch)
 {
     struct gw_lchange **tail;
-    char b = 'L';
 
     pthread_mutex_lock(&w->lq_mu);
     for (tail = &w->lq; *tail; tail = &(*tail)->next)
         ;
     *tail = ch;
     pthread_mutex_unlock(&w->lq_mu);
-    if (w->base && write(w->notify_fd[1], &b, 1) < 0 && errno != EAGAIN)
-        gw_log(GW_LOG_ERROR, "notify worker %u: %s", w->id, strerror(errno));
+    poke(w, 'L');
 }
 
 /* Applies the listener changes queued for <w>, in their order. */
@@ -248,6 +354,27 @@ static void drain_start(struct gw_worker *w)
         event_base_loopexit(w->base, NULL);
 }
 
+/* Another worker parked a connection at the cap ('R'): the oldest idle
+ * connection here makes room for it, and the workers with parked
+ * connections hear of the place ('P'). */
+static void reclaim_for_other(struct gw_worker *w)
+{
+    struct gw_process *p = w->proc;
+    const struct adm_config *cfg =
+        atomic_load_explicit(&p->swap.current, memory_order_acquire)->cfg;
+    unsigned parked = atomic_load_explicit(&p->parked, memory_order_relaxed);
+    unsigned open = atomic_load_explicit(&p->conns, memory_order_relaxed);
+
+    if (!parked) /* admitted meanwhile: a place came free */
+        return;
+    if (open - parked >= cfg->limits.max_connections && reclaim(w, GW_CONN_Q_IDLE) < 0)
+        return;
+    admit_parked(w);
+    for (unsigned i = 0; i < p->nworkers && atomic_load(&p->parked); i++)
+        if (&p->workers[i] != w)
+            poke(&p->workers[i], 'P');
+}
+
 static void notify_cb(evutil_socket_t fd, short what, void *arg)
 {
     struct gw_worker *w = arg;
@@ -261,6 +388,10 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
                 drain_start(w);
             else if (buf[i] == 'X')
                 event_base_loopbreak(w->base);
+            else if (buf[i] == 'R' && !w->draining)
+                reclaim_for_other(w);
+            else if (buf[i] == 'P')
+                admit_reclaiming(w);
         }
     }
     listeners_apply(w);
@@ -279,8 +410,11 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     gw_upconn_sweep(w);
     gw_proxy_sweep(w);
     w->accept_error = 0;
-    /* other workers' connections may have closed, or the limit grown */
-    admit_parked(w);
+    /* other workers' connections may have closed, or the limit grown, or
+     * turned idle since this worker's request for one */
+    admit_reclaiming(w);
+    if (w->ncq[GW_CONN_Q_PARKED])
+        reclaim_elsewhere(w);
     gw_worker_listen_update(w);
 }
 
@@ -299,12 +433,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 void gw_worker_notify(void *proc, unsigned id)
 {
     struct gw_process *p = proc;
-    char b = 'S';
 
-    if (!p->workers[id].base) /* not started yet: nothing to acknowledge */
-        return;
-    if (write(p->workers[id].notify_fd[1], &b, 1) < 0 && errno != EAGAIN)
-        gw_log(GW_LOG_ERROR, "notify worker %u: %s", id, strerror(errno));
+    poke(&p->workers[id], 'S');
 }
 
 static void *worker_main(void *arg)
@@ -325,6 +455,8 @@ int gw_worker_init(struct gw_worker *w, struct gw_process *proc, unsigned id)
     w->id = id;
     w->proc = proc;
     w->reqid_prefix = (uint32_t)(getpid() * 2654435761u) ^ (uint32_t)time(NULL);
+    for (int q = 0; q < GW_CONN_NQ; q++)
+        TAILQ_INIT(&w->cq[q]);
     if (pthread_mutex_init(&w->lq_mu, NULL) != 0)
         return -1;
     w->lq_ready = 1;
@@ -381,6 +513,7 @@ int gw_worker_start(struct gw_worker *w)
         return -1;
     gw_local_init();
     w->conn_freed = conn_freed;
+    w->conn_idle = conn_idle;
     event_config_set_flag(ec, EVENT_BASE_FLAG_NOLOCK);
     w->base = event_base_new_with_config(ec);
     event_config_free(ec);

@@ -189,6 +189,7 @@ START_TEST(full_config_values)
     ck_assert_uint_eq(c->limits.max_headers, 50);
     ck_assert_uint_eq(c->limits.max_body_bytes, 1048576);
     ck_assert_uint_eq(c->limits.max_connections, 2000);
+    ck_assert_uint_eq(c->limits.max_pending_connections, 500); /* a quarter of the cap */
 
     ck_assert_uint_eq(c->timeouts.client_header_ms, 1);
     ck_assert_uint_eq(c->timeouts.client_idle_ms, 2);
@@ -242,6 +243,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_uint_eq(c->limits.max_headers, 100);
     ck_assert_uint_eq(c->limits.max_body_bytes, 0);
     ck_assert_uint_eq(c->limits.max_connections, 10000);
+    ck_assert_uint_eq(c->limits.max_pending_connections, 2500);
     ck_assert_uint_eq(c->timeouts.client_header_ms, 10000);
     ck_assert_uint_eq(c->timeouts.client_idle_ms, 60000);
     ck_assert_uint_eq(c->timeouts.client_body_ms, 30000);
@@ -278,6 +280,29 @@ START_TEST(minimal_config_defaults)
         snprintf(d, sizeof(d), "'log_level': '%s'", levels[i]);
         c = expect_ok(doc(d));
         ck_assert_int_eq(c->log_level, i);
+        adm_config_free(c);
+    }
+}
+END_TEST
+
+/* limits.max_pending_connections: as given, else a quarter of
+ * max_connections, and at least 1. */
+START_TEST(pending_connections_budget)
+{
+    static const struct {
+        const char *limits;
+        unsigned want;
+    } cases[] = {
+        {"'limits': {'max_connections': 20, 'max_pending_connections': 20}", 20},
+        {"'limits': {'max_connections': 20, 'max_pending_connections': 1}", 1},
+        {"'limits': {'max_connections': 20}", 5},
+        {"'limits': {'max_connections': 7}", 1},
+        {"'limits': {'max_connections': 1}", 1},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct adm_config *c = expect_ok(doc(cases[i].limits));
+        ck_assert_uint_eq(c->limits.max_pending_connections, cases[i].want);
         adm_config_free(c);
     }
 }
@@ -494,6 +519,12 @@ START_TEST(out_of_range)
                  "between 0 and");
     expect_error(doc("'limits': {'max_request_line': 99999999999}"), "/limits/max_request_line",
                  "between 1 and");
+    expect_error(doc("'limits': {'max_pending_connections': 0}"), "/limits/max_pending_connections",
+                 "between 1 and");
+    expect_error(doc("'limits': {'max_connections': 20, 'max_pending_connections': 21}"),
+                 "/limits/max_pending_connections", "must be at most max_connections (20)");
+    expect_error(doc("'limits': {'max_pending_connections': 10001}"),
+                 "/limits/max_pending_connections", "must be at most max_connections (10000)");
     expect_error(doc("'timeouts': {'drain_ms': 0}"), "/timeouts/drain_ms", "between 1 and");
     expect_error(doc("'timeouts': {'client_idle_ms': 86400001}"), "/timeouts/client_idle_ms",
                  "between 1 and 86400000");
@@ -880,6 +911,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, default_config_file_matches);
     tcase_add_test(tc, full_config_values);
     tcase_add_test(tc, minimal_config_defaults);
+    tcase_add_test(tc, pending_connections_budget);
     tcase_add_test(tc, resolver_section);
     tcase_add_test(tc, unknown_keys);
     tcase_add_test(tc, unknown_key_tie_goes_to_a_real_key);

@@ -406,28 +406,43 @@ class PooledRetryTest(GatewayCase):
 
 
 class MaxConnectionsTest(GatewayCase):
+    """The cap held by busy connections (a request whose body the upstream
+    still waits for): idle ones would make room (test_admission.py)."""
+
+    def busy(self, port, b, n):
+        """Connection <n> (from 1), its request /<n> upstream at backend <b>
+        before the next connects: one not read yet would be a pending one,
+        which the next would close with the smallest max_pending_connections."""
+        c = Client(port)
+        self.addCleanup(c.close)
+        c.send(b"POST /%d HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345" % n)
+        wait_for(lambda: b.stats()["requests"] == n, what="request %d upstream" % n)
+        return c
+
+    def finish(self, c, target):
+        c.send(b"67890")
+        r = c.read_response()
+        self.assertEqual((r.status, r.json()["path"], r.json()["body_bytes"]), (200, target, 10))
+
     def test_connection_limit(self):
         b = self.own_backend("b")
         g = self.own_gateway(gateway_config(upstreams={"b": upstream_cfg(b)},
                                             routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
                                             workers=1, limits={"max_connections": 2}))
-        c1, c2 = Client(g.port), Client(g.port)
-        self.addCleanup(c1.close)
-        self.addCleanup(c2.close)
-        self.assertEqual(c1.request("GET", "/1").status, 200)
-        self.assertEqual(c2.request("GET", "/2").status, 200)
-        # the third connection is not served while two are open
+        c1, c2 = self.busy(g.port, b, 1), self.busy(g.port, b, 2)
+        # the third connection is not served while two are busy
         c3 = Client(g.port)
         self.addCleanup(c3.close)
         c3.send(build_request("GET", "/3"))
         self.assertTrue(c3.silent_for(1.0), "a third connection was served")
-        self.assertEqual(c1.request("GET", "/1b").status, 200)  # the others still are
-        # one closes: the waiting one is served
-        c1.close()
+        # one is answered, and idle: the waiting one takes its place
+        self.finish(c1, "/1")
         r = c3.read_response()
         self.assertEqual(r.status, 200)
         self.assertEqual(r.json()["path"], "/3")
-        self.assertEqual(c2.request("GET", "/2b").status, 200)
+        self.assertClosed(c1)
+        self.finish(c2, "/2")
+        self.assertEqual(c3.request("GET", "/3b").status, 200)
 
     def test_connection_limit_is_global_and_live(self):
         # two workers share one count (the kernel may give one worker every
@@ -437,11 +452,7 @@ class MaxConnectionsTest(GatewayCase):
                              routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
                              workers=2, limits={"max_connections": 3})
         g = self.own_gateway(cfg)
-        cs = [Client(g.port) for _ in range(3)]
-        for c in cs:
-            self.addCleanup(c.close)
-        for i, c in enumerate(cs):
-            self.assertEqual(c.request("GET", "/%d" % i).status, 200)
+        cs = [self.busy(g.port, b, n) for n in (1, 2, 3)]
         extra = Client(g.port)
         self.addCleanup(extra.close)
         extra.send(build_request("GET", "/extra"))
@@ -451,8 +462,8 @@ class MaxConnectionsTest(GatewayCase):
         g.reload(cfg)
         r = extra.read_response()
         self.assertEqual((r.status, r.json()["path"]), (200, "/extra"))
-        for i, c in enumerate(cs):
-            self.assertEqual(c.request("GET", "/again%d" % i).status, 200)
+        for n, c in enumerate(cs, 1):
+            self.finish(c, "/%d" % n)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""test_admission.py - who gets a place among limits.max_connections: at the
+cap an idle keep-alive connection is closed for a new one (the oldest of
+its worker, or another worker's when the accepting one has none);
+connections that have not sent a whole first head have their own budget,
+limits.max_pending_connections."""
+import re
+import socket
+
+from harness import (Client, GatewayCase, gateway_config, main, metrics_text, upstream_cfg,
+                     wait_for)
+
+LOCAL = [{"id": "local", "path": "/*{r}", "response": {"body": "local\n"}}]
+FAST = 5  # seconds a client waits for an answer that must come at once
+
+
+def metric(gw, name):
+    m = re.search(r"^%s (\d+)$" % re.escape(name), metrics_text(gw), re.M)
+    return int(m.group(1))
+
+
+def conns_open(gw):
+    return metric(gw, "switchyard_connections_open")
+
+
+def reclaimed(gw, reason):
+    return metric(gw, 'switchyard_connections_reclaimed_total{reason="%s"}' % reason)
+
+
+def worker_of(resp):
+    """The worker that answered: digits 8-9 of the request id are its number."""
+    return int(resp.header("X-Request-Id")[8:10], 16)
+
+
+def still_open(sock):
+    """Whether the gateway has not closed <sock> (which sent nothing)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) != b""
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.setblocking(True)
+
+
+class AdmissionTest(GatewayCase):
+    def gateway(self, **kw):
+        g = self.own_gateway(gateway_config(**kw))
+        # the start's probe connections are gone: every place is ours
+        wait_for(lambda: conns_open(g) == 0, what="no connection open")
+        return g
+
+    def client(self, port, timeout=FAST):
+        c = Client(port, timeout=timeout)
+        self.addCleanup(c.close)
+        return c
+
+    def test_the_oldest_idle_connection_makes_room(self):
+        g = self.gateway(routes=LOCAL, workers=1, limits={"max_connections": 20},
+                         timeouts={"client_idle_ms": 600000})
+        idle = []
+        for i in range(20):
+            c = self.client(g.port)
+            self.assertEqual(c.request("GET", "/idle/%d" % i).status, 200)
+            idle.append(c)
+        # at the cap: each new client is served at once, and the oldest idle
+        # connection left in its place, in the order they went idle
+        for k in range(3):
+            r = self.client(g.port).request("GET", "/new/%d" % k)
+            self.assertEqual(r.status, 200)
+            self.assertTrue(idle[k].wait_closed(FAST), "idle connection %d still open" % k)
+        self.assertEqual(reclaimed(g, "idle"), 3)
+        self.assertEqual(reclaimed(g, "pending"), 0)
+        # the younger ones were not touched, and the cap holds
+        for i, c in enumerate(idle[3:], 3):
+            self.assertEqual(c.request("GET", "/again/%d" % i).status, 200)
+        self.assertEqual(conns_open(g), 20)
+
+    def test_another_workers_idle_connection_makes_room(self):
+        # the kernel hashes a new connection to a worker that may hold no idle
+        # connection while another does: that one closes its oldest
+        b = self.own_backend("b")
+        g = self.gateway(upstreams={"b": upstream_cfg(b)},
+                         routes=[{"id": "up", "path": "/up/*{r}", "upstream": "b"}] + LOCAL,
+                         workers=2, limits={"max_connections": 20},
+                         timeouts={"client_idle_ms": 600000, "client_body_ms": 600000})
+        held = []
+        for i in range(20):
+            c = self.client(g.port)
+            r = c.request("GET", "/fill/%d" % i)
+            self.assertEqual(r.status, 200)
+            held.append((c, worker_of(r)))
+        # worker 0's connections turn busy: a body the upstream waits for
+        busy = [c for c, w in held if w == 0]
+        if len(busy) == len(held):
+            self.skipTest("the kernel gave worker 0 every connection")
+        for c in busy:
+            c.send(b"POST /up/busy HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n12345")
+        wait_for(lambda: b.stats()["requests"] >= len(busy), what="the busy requests upstream")
+        for k in range(40):  # until the kernel gives worker 0 one (2^-40 that it never does)
+            r = self.client(g.port).request("GET", "/new/%d" % k)
+            self.assertEqual(r.status, 200)
+            if worker_of(r) == 0:
+                break
+        else:
+            self.fail("no new connection went to worker 0")
+        self.assertEqual(reclaimed(g, "idle"), k + 1)
+        for c in busy:  # untouched, and they finish
+            c.send(b"67890")
+            r = c.read_response()
+            self.assertEqual((r.status, r.json()["body_bytes"]), (200, 10))
+        self.assertEqual(conns_open(g), 20)
+
+    def test_silent_connections_do_not_lock_clients_out(self):
+        # connections that send nothing hold max_pending_connections places at
+        # most (a quarter of the cap by default): the oldest is closed for a
+        # new one, and a client that sends its request is served
+        g = self.gateway(routes=LOCAL, workers=1, limits={"max_connections": 20},
+                         timeouts={"client_header_ms": 600000, "client_idle_ms": 600000})
+        silent = []
+        for _ in range(60):
+            s = socket.create_connection(("127.0.0.1", g.port), timeout=FAST)
+            self.addCleanup(s.close)
+            silent.append(s)
+        for k in range(3):
+            self.assertEqual(self.client(g.port).request("GET", "/real/%d" % k).status, 200)
+        wait_for(lambda: sum(map(still_open, silent)) <= 5, what="at most 5 silent ones open")
+        left = sum(map(still_open, silent))
+        # the oldest went first
+        self.assertEqual([still_open(s) for s in silent], [False] * (60 - left) + [True] * left)
+        self.assertEqual(reclaimed(g, "pending"), 60 - left)
+        self.assertEqual(reclaimed(g, "idle"), 0)
+
+
+if __name__ == "__main__":
+    main()
