@@ -520,7 +520,11 @@ void gw_conn_admit(struct gw_conn *c)
         atomic_fetch_sub_explicit(&c->w->proc->parked, 1, memory_order_relaxed);
     queue_move(c, GW_CONN_Q_PENDING);
     gw_conn_set_state(c, GW_CONN_IDLE);
-    gw_tmo_set(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
+    /* nginx's client_header_timeout from the accept on: a connection that
+     * sends nothing (its TLS handshake included) is not kept as long as a
+     * client that made requests */
+    gw_tmo_set(&c->tmo, cfg->timeouts.client_header_ms, cfg->timeouts.client_idle_ms);
+    c->admitted_ms = c->tmo.last_rd;
     gw_io_read(&c->io, 1);
 }
 

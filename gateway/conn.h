@@ -131,6 +131,9 @@ struct gw_conn {
     struct timespec t_up; /* when the request went upstream */
     double up_ms;         /* upstream time to the response head; -1: none */
     struct gw_tmo tmo;
+    /* gw_now_ms() at its admission: client_header_ms counts from it for the
+     * first head */
+    long long admitted_ms;
 };
 
 /* ---- the output buffer ---- */
@@ -275,7 +278,8 @@ void gw_conn_free(struct gw_conn *c);
  * byte of its next head (or its close), and the pending one once its first
  * head is whole. */
 void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st);
-/* GW_CONN_PARKED -> GW_CONN_IDLE, in the pending queue: reading starts. */
+/* GW_CONN_PARKED -> GW_CONN_IDLE, in the pending queue: reading starts,
+ * its first head due within timeouts.client_header_ms. */
 void gw_conn_admit(struct gw_conn *c);
 /* <c>, between requests, joins the idle queue once nothing is buffered
  * either way: after its request ended, or its output drained. */

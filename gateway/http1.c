@@ -138,9 +138,12 @@ static void conn_process(struct gw_conn *c)
         c->bytes_in += used;
         if (rc == H1_REQ_AGAIN) {
             /* client_header_ms bounds the whole head, not each read (as
-             * nginx): a client trickling bytes must not hold the connection */
+             * nginx), and a first head from the accept on: a client
+             * trickling bytes must not hold the connection */
             const struct adm_config *cfg = gw_conn_cfg(c);
-            double left = (double)cfg->timeouts.client_header_ms - gw_elapsed_ms(&c->t0);
+            double left = (double)cfg->timeouts.client_header_ms -
+                          (c->queue == GW_CONN_Q_PENDING ? (double)(gw_now_ms() - c->admitted_ms)
+                                                         : gw_elapsed_ms(&c->t0));
             if (left < 1) {
                 c->is_head = 0;
                 c->http10 = 0;

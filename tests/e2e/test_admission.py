@@ -3,9 +3,13 @@
 cap an idle keep-alive connection is closed for a new one (the oldest of
 its worker, or another worker's when the accepting one has none);
 connections that have not sent a whole first head have their own budget,
-limits.max_pending_connections."""
+limits.max_pending_connections, and timeouts.client_header_ms from the
+accept on."""
+import os
 import re
 import socket
+import subprocess
+import time
 
 from harness import (Client, GatewayCase, gateway_config, main, metrics_text, upstream_cfg,
                      wait_for)
@@ -132,6 +136,55 @@ class AdmissionTest(GatewayCase):
         self.assertEqual([still_open(s) for s in silent], [False] * (60 - left) + [True] * left)
         self.assertEqual(reclaimed(g, "pending"), 60 - left)
         self.assertEqual(reclaimed(g, "idle"), 0)
+
+    def test_the_header_timeout_closes_a_connection_that_sends_nothing(self):
+        g = self.gateway(routes=LOCAL, workers=1,
+                         timeouts={"client_header_ms": 300, "client_idle_ms": 600000})
+        silent = self.client(g.port)
+        self.assertTrue(silent.wait_closed(FAST), "a silent connection waited for client_idle_ms")
+        # after a request the connection is kept: client_idle_ms applies
+        kept = self.client(g.port)
+        self.assertEqual(kept.request("GET", "/k").status, 200)
+        self.assertTrue(kept.silent_for(1.0))
+        self.assertEqual(kept.request("GET", "/k2").status, 200)
+
+    def test_a_tls_handshake_never_begun_ends_at_client_header_ms(self):
+        # the handshake is part of the first head's time: a client that never
+        # sends its ClientHello is closed then, counted as a handshake timeout
+        d = self.tmp.file("certs")
+        os.mkdir(d)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", d + "/k.pem",
+                        "-out", d + "/c.pem", "-subj", "/CN=localhost", "-days", "30"],
+                       check=True, capture_output=True, timeout=60)
+        cfg = gateway_config(routes=LOCAL, workers=1,
+                             timeouts={"client_header_ms": 300, "client_idle_ms": 600000})
+        cfg["listeners"][0]["tls"] = {"certificates": [{"cert": d + "/c.pem",
+                                                        "key": d + "/k.pem"}]}
+        g = self.own_gateway(cfg)
+        s = socket.create_connection(("127.0.0.1", g.port), timeout=FAST)
+        self.addCleanup(s.close)
+        try:
+            self.assertEqual(s.recv(1), b"", "a silent TLS connection waited for client_idle_ms")
+        except ConnectionResetError:
+            pass
+        self.assertRegex(metrics_text(g),
+                         r'switchyard_tls_handshake_failures_total\{reason="timeout"\} 1\n')
+
+    def test_a_first_head_is_due_within_client_header_ms_of_the_accept(self):
+        # a client that waits, then trickles its head: the deadline stays the
+        # accept's, it does not start again at the first byte
+        g = self.gateway(routes=LOCAL, workers=1,
+                         timeouts={"client_header_ms": 2000, "client_idle_ms": 600000})
+        c = self.client(g.port)
+        t0 = time.monotonic()
+        time.sleep(1.8)
+        for byte in b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"y" * 200:
+            c.send(bytes([byte]))
+            if not c.silent_for(0.1):
+                break
+        self.assertEqual(c.read_response().status, 408)
+        self.assertLess(time.monotonic() - t0, 3.0, "the deadline started at the first byte")
 
 
 if __name__ == "__main__":
