@@ -82,6 +82,10 @@ struct gw_process {
     _Atomic unsigned running; /* workers still running */
     _Atomic unsigned conns;   /* open client connections, all workers */
     _Atomic unsigned parked;  /* of which accepted over the limit, waiting */
+    /* accept failures (EMFILE...) since the last line that logged them, and
+     * when (gw_now_ms) the next such line may come: one for all workers */
+    _Atomic unsigned accept_failures;
+    _Atomic long long accept_log_next;
     struct event_base *admin_base;
 };
 
@@ -161,8 +165,8 @@ struct gw_worker {
     TAILQ_HEAD(gw_conn_tq, gw_conn) cq[GW_CONN_NQ];
     unsigned ncq[GW_CONN_NQ];
     _Atomic unsigned nidle;
-    int admitting;    /* worker.c is closing connections to make room */
-    int accept_error; /* accept failed (EMFILE...): paused until the next sweep */
+    int admitting;           /* worker.c is closing connections to make room */
+    long long accept_resume; /* accept failed (EMFILE...): paused until then (gw_now_ms) */
     int draining;
     uint32_t reqid_prefix; /* set before the worker starts */
     /* The last request id handed out, as its 24 hex digits: the prefix and
@@ -213,6 +217,11 @@ int gw_worker_start(struct gw_worker *w);
 void gw_worker_destroy(struct gw_worker *w);
 void gw_worker_notify(void *proc, unsigned id); /* adm_swap notify hook */
 void gw_worker_listen_update(struct gw_worker *w);
+/* On the admin thread, at the start (<start>: before the listeners open)
+ * and at every publish: at the start the descriptor limit's soft value is
+ * raised to the hard one; a limit below what limits.max_connections of
+ * <cfg> needs is logged as a warning, once per such value. */
+void gw_worker_fd_limit(const struct adm_config *cfg, int start);
 /* Queues <ch> (taken) for worker <w> and wakes it when it runs. */
 void gw_worker_lchange(struct gw_worker *w, struct gw_lchange *ch);
 

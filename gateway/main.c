@@ -416,8 +416,10 @@ static void publish_notify(void *arg, unsigned w)
          (a->target == ADM_LOG_FILE && strcmp(a->path, access_now.path) != 0)) &&
         access_reopen(a) == 0)
         gw_log(GW_LOG_NOTICE, "access log: %s", access_name(a));
-    if (w == 0)
+    if (w == 0) {
         gw_health_update(atomic_load(&proc.swap.current));
+        gw_worker_fd_limit(cfg, 0);
+    }
     gw_worker_notify(arg, w);
 }
 
@@ -1001,6 +1003,7 @@ int main(int argc, char **argv)
         goto out_fail_cfg;
     if (open_access_log(cfg) < 0)
         goto out_fail_admin_addr;
+    gw_worker_fd_limit(cfg, 1);
     if (open_listeners(cfg) < 0)
         goto out_fail_access_log;
     reserve_mb = cfg->admin.heap_reserve_mb;

@@ -15,7 +15,8 @@
  * worker's, which is asked through its notify pipe. Connections without a
  * whole first request head have a budget of their own,
  * limits.max_pending_connections, divided over the workers: at its share a
- * worker closes its oldest such connection for the new one.
+ * worker closes its oldest such connection for the new one. A failed
+ * accept (EMFILE...) pauses accepting for ACCEPT_PAUSE_MS.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
@@ -24,6 +25,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -201,16 +203,43 @@ static void conn_idle(struct gw_worker *w)
     gw_worker_listen_update(w);
 }
 
+/* nginx waits 500 ms after an accept fails with EMFILE or ENFILE: at once
+ * it would fail again, the listening socket staying readable */
+#define ACCEPT_PAUSE_MS 500
+/* and the error log gets a line at most this often, for all workers */
+#define ACCEPT_LOG_MS 1000
+
+/* Accepting failed with <e>: EMFILE, ENFILE, ENOBUFS, ENOMEM (libevent
+ * retries EAGAIN, EINTR and ECONNABORTED itself). */
 static void accept_error_cb(struct evconnlistener *lev, void *arg)
 {
     struct gw_listener *l = arg;
+    struct gw_worker *w = l->w;
+    struct gw_process *p = w->proc;
     int e = EVUTIL_SOCKET_ERROR();
+    long long now = gw_now_ms(), next = atomic_load(&p->accept_log_next);
+    unsigned n;
+    struct rlimit rl;
 
     (void)lev;
-    gw_log(GW_LOG_ERROR, "worker %u: accept: %s", l->w->id, evutil_socket_error_to_string(e));
-    /* EMFILE and friends: stop accepting until the next sweep */
-    l->w->accept_error = 1;
-    gw_worker_listen_update(l->w);
+    atomic_fetch_add(&p->accept_failures, 1);
+    w->accept_resume = now + ACCEPT_PAUSE_MS;
+    gw_worker_listen_update(w);
+    if (now < next ||
+        !atomic_compare_exchange_strong(&p->accept_log_next, &next, now + ACCEPT_LOG_MS))
+        return;
+    n = atomic_exchange(&p->accept_failures, 0);
+    if ((e == EMFILE || e == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        gw_log(GW_LOG_ERROR,
+               "worker %u: accept: %s (descriptor limit %llu): accepting pauses %d ms; %u such "
+               "failure%s since the last line",
+               w->id, evutil_socket_error_to_string(e), (unsigned long long)rl.rlim_cur,
+               ACCEPT_PAUSE_MS, n, n == 1 ? "" : "s");
+    else
+        gw_log(GW_LOG_ERROR,
+               "worker %u: accept: %s: accepting pauses %d ms; %u such failure%s since the last "
+               "line",
+               w->id, evutil_socket_error_to_string(e), ACCEPT_PAUSE_MS, n, n == 1 ? "" : "s");
 }
 
 /* Whether a connection accepted by <w> at the cap finds a place: an idle
@@ -241,7 +270,7 @@ void gw_worker_listen_update(struct gw_worker *w)
     const struct adm_config *cfg =
         atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
     unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
-    int want = !w->draining && !w->accept_error &&
+    int want = !w->draining && !w->accept_resume &&
                (open < cfg->limits.max_connections || room_at_cap(w, cfg));
 
     if (want == w->listening)
@@ -409,7 +438,8 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     gw_conn_sweep(w);
     gw_upconn_sweep(w);
     gw_proxy_sweep(w);
-    w->accept_error = 0;
+    if (w->accept_resume && gw_now_ms() >= w->accept_resume)
+        w->accept_resume = 0;
     /* other workers' connections may have closed, or the limit grown, or
      * turned idle since this worker's request for one */
     admit_reclaiming(w);
@@ -548,4 +578,48 @@ int gw_worker_start(struct gw_worker *w)
         return -1;
     }
     return 0;
+}
+
+/* Descriptors that <cfg> may need: a client connection and its upstream
+ * one each at limits.max_connections, a listening socket per listener and
+ * worker, a worker's epoll instance and notify pipe, and some for the
+ * admin API, the logs, the state, health checks and the resolver. */
+static rlim_t fds_needed(const struct adm_config *cfg)
+{
+    return 2 * (rlim_t)cfg->limits.max_connections +
+           adm_config_workers(cfg) * (rlim_t)(cfg->nlisteners + 3) + 64;
+}
+
+void gw_worker_fd_limit(const struct adm_config *cfg, int start)
+{
+    static rlim_t warned; /* the need last warned about (admin thread only) */
+    rlim_t need = fds_needed(cfg);
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return;
+    /* the soft limit is there for programs that select(2) on descriptors
+     * below 1024; epoll has no such bound, and the hard limit is what the
+     * operator allows (systemd's LimitNOFILE sets both) */
+    if (start && rl.rlim_cur < rl.rlim_max) {
+        rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+            gw_log(GW_LOG_INFO,
+                   "descriptor limit (RLIMIT_NOFILE) raised from %llu to %llu, the "
+                   "hard limit",
+                   (unsigned long long)was, (unsigned long long)rl.rlim_cur);
+        else
+            rl.rlim_cur = was;
+    }
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need || need == warned)
+        return;
+    warned = need;
+    gw_log(GW_LOG_WARN,
+           "descriptor limit (RLIMIT_NOFILE) %llu, hard %llu: limits.max_connections %u needs "
+           "about %llu (a client and an upstream connection each); at the limit accepting "
+           "pauses and new connections wait (raise LimitNOFILE or ulimit -n, or lower "
+           "max_connections)",
+           (unsigned long long)rl.rlim_cur, (unsigned long long)rl.rlim_max,
+           cfg->limits.max_connections, (unsigned long long)need);
 }

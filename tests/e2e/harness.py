@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -420,14 +421,15 @@ class Gateway:
 
     _count = 0
 
-    def __init__(self, tmp, cfg, name="gw", env=None, args=None, port=None):
+    def __init__(self, tmp, cfg, name="gw", env=None, args=None, port=None, nofile=None):
         """<cfg> None: no -c, the embedded default config (give <port>).
+        <nofile>: (soft, hard) RLIMIT_NOFILE to start it with.
         Files are named after <name> plus a sequence number: one log each."""
         Gateway._count += 1
         name = "%s-%d" % (name, Gateway._count)
         self.tmp, self.cfg, self.name = tmp, cfg, name
         self._port = port
-        self.env, self.args = env, args
+        self.env, self.args, self.nofile = env, args, nofile
         self.proc = None
         self.rc = None
         self.cfg_path = tmp.file(name + ".json")
@@ -460,8 +462,12 @@ class Gateway:
             env.update(self.env)
         log = open(self.log_path, "ab")
         out = open(self.out_path, "ab")
+        limit = None
+        if self.nofile:
+            def limit():
+                resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
         self.proc = subprocess.Popen(args, stdout=out, stderr=log, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=limit)
         log.close()
         out.close()
         _live.append(self.proc)

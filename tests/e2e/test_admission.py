@@ -4,9 +4,12 @@ cap an idle keep-alive connection is closed for a new one (the oldest of
 its worker, or another worker's when the accepting one has none);
 connections that have not sent a whole first head have their own budget,
 limits.max_pending_connections, and timeouts.client_header_ms from the
-accept on."""
+accept on; the descriptor limit is raised at the start, a low one is
+warned about, and accept failures at it pause accepting instead of filling
+the log."""
 import os
 import re
+import resource
 import socket
 import subprocess
 import time
@@ -185,6 +188,51 @@ class AdmissionTest(GatewayCase):
                 break
         self.assertEqual(c.read_response().status, 408)
         self.assertLess(time.monotonic() - t0, 3.0, "the deadline started at the first byte")
+
+
+class DescriptorLimitTest(GatewayCase):
+    def test_a_low_limit_warns_and_pauses_accepting(self):
+        g = self.own_gateway(gateway_config(routes=LOCAL, workers=1,
+                                            timeouts={"client_header_ms": 600000}),
+                             nofile=(48, 48))
+        self.assertRegex(g.log(), r"\[warn\] descriptor limit \(RLIMIT_NOFILE\) 48, hard 48: "
+                                  r"limits.max_connections 10000 needs about \d+")
+        metrics_text(g)  # the admin API has its socket: the start is over
+        # more clients than descriptors: accept fails with EMFILE, and pauses
+        since = g.log_size()
+        clients = []
+        for _ in range(80):
+            s = socket.create_connection(("127.0.0.1", g.port), timeout=FAST)
+            self.addCleanup(s.close)
+            clients.append(s)
+        g.wait_log(r"accept: Too many open files \(descriptor limit 48\): accepting pauses",
+                   since=since)
+        time.sleep(2.5)
+        with open(g.log_path, "rb") as f:
+            f.seek(since)
+            lines = f.read().decode(errors="replace").count("Too many open files")
+        self.assertLessEqual(lines, 4, "EMFILE lines in 2.5 s:\n" + g.log()[-3000:])
+        # the clients go: accepting resumes
+        for s in clients:
+            s.close()
+        with Client(g.port, timeout=10) as c:
+            self.assertEqual(c.request("GET", "/after").status, 200)
+
+    def test_the_soft_limit_is_raised_to_the_hard_one(self):
+        hard = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 4096)
+        if hard < 1024:
+            self.skipTest("hard descriptor limit %d" % hard)
+        cfg = gateway_config(routes=LOCAL, workers=1, limits={"max_connections": 100})
+        g = self.own_gateway(cfg, nofile=(200, hard))
+        with open("/proc/%d/limits" % g.pid()) as f:
+            self.assertRegex(f.read(), r"Max open files\s+%d\s+%d\s" % (hard, hard))
+        self.assertIn("descriptor limit (RLIMIT_NOFILE) raised from 200 to %d" % hard, g.log())
+        self.assertNotIn("[warn] descriptor limit", g.log())
+        # a cap that the limit does not cover, pushed live: warned about
+        cfg["limits"]["max_connections"] = hard
+        g.reload(cfg)
+        g.wait_log(r"\[warn\] descriptor limit \(RLIMIT_NOFILE\) %d, hard %d: "
+                   r"limits.max_connections %d needs about" % (hard, hard, hard))
 
 
 if __name__ == "__main__":
