@@ -50,8 +50,20 @@
 #define CIPHERS_TLS13 "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 #define GROUPS "X25519:P-256:P-384"
 
-/* What ALPN offers, in preference order (wire format). h2 goes in front once
- * the gateway speaks it. */
+/* What a listener's ALPN selects, in preference order: the first of these
+ * the client offers (the server's preference, as nginx and HAProxy pick).
+ * h2 goes in front once the gateway speaks it. A client that offers none of
+ * them goes on without ALPN (RFC 7301 allows it; nginx does so too) and
+ * speaks HTTP/1.x as it would without ALPN: `curl -0` offers http/1.0 alone. */
+static const struct {
+    const char *name;
+    unsigned char len;
+} alpn_select[] = {
+    {"http/1.1", 8},
+    {"http/1.0", 8},
+};
+
+/* What an upstream connection offers (wire format): it speaks HTTP/1.1. */
 static const unsigned char alpn_offer[] = "\x08http/1.1";
 
 #define MAX_NAME 253
@@ -318,17 +330,26 @@ fail:
     return SSL_CLIENT_HELLO_ERROR;
 }
 
+/* The first protocol of alpn_select that the client's list <in> (<inlen>
+ * bytes, wire format: OpenSSL checked its framing) names; else no ALPN at
+ * all (SSL_TLSEXT_ERR_NOACK), never the fatal no_application_protocol. */
 static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    unsigned char *sel = NULL;
     (void)ssl, (void)arg;
 
-    if (SSL_select_next_proto(&sel, outlen, alpn_offer, sizeof(alpn_offer) - 1, in, inlen) !=
-        OPENSSL_NPN_NEGOTIATED)
-        return SSL_TLSEXT_ERR_ALERT_FATAL; /* RFC 7301: no_application_protocol */
-    *out = sel;
-    return SSL_TLSEXT_ERR_OK;
+    for (size_t i = 0; i < sizeof(alpn_select) / sizeof(alpn_select[0]); i++) {
+        for (unsigned p = 0; p < inlen; p += 1u + in[p]) {
+            if (p + 1u + in[p] > inlen)
+                break;
+            if (in[p] == alpn_select[i].len && !memcmp(in + p + 1, alpn_select[i].name, in[p])) {
+                *out = (const unsigned char *)alpn_select[i].name;
+                *outlen = alpn_select[i].len;
+                return SSL_TLSEXT_ERR_OK;
+            }
+        }
+    }
+    return SSL_TLSEXT_ERR_NOACK;
 }
 
 /* The ticket keys of one rotation period. */

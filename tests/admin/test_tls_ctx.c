@@ -238,11 +238,32 @@ START_TEST(versions_and_alpn)
     ck_assert(h13.ok);
     ck_assert_int_eq(h13.version, TLS1_3_VERSION);
     ck_assert_str_eq(h13.alpn_got, "http/1.1");
+    /* http/1.0 alone (curl -0) is selected; the server's order wins */
+    struct hs h10 = {.alpn = "\x08http/1.0"};
+    handshake(c, &h10);
+    ck_assert(h10.ok);
+    ck_assert_str_eq(h10.alpn_got, "http/1.0");
+    struct hs h10first = {.alpn = "\x08http/1.0\x08http/1.1"};
+    handshake(c, &h10first);
+    ck_assert(h10first.ok);
+    ck_assert_str_eq(h10first.alpn_got, "http/1.1");
+    /* nothing in common: the handshake goes on without ALPN, no alert */
     struct hs h2only = {.alpn = "\x02h2"};
     handshake(c, &h2only);
-    ck_assert_int_eq(h2only.ok, 0); /* no_application_protocol */
+    ck_assert(h2only.ok);
+    ck_assert_str_eq(h2only.alpn_got, "");
+    struct hs unknown = {.alpn = "\x03"
+                                 "foo"
+                                 "\x09http/1.1x"};
+    handshake(c, &unknown);
+    ck_assert(unknown.ok);
+    ck_assert_str_eq(unknown.alpn_got, "");
     SSL_SESSION_free(h12.session);
     SSL_SESSION_free(h13.session);
+    SSL_SESSION_free(h10.session);
+    SSL_SESSION_free(h10first.session);
+    SSL_SESSION_free(h2only.session);
+    SSL_SESSION_free(unknown.session);
     adm_tls_ctx_unref(c);
 
     c = ctx_of(STD ", 'min_version': '1.3'");

@@ -5,7 +5,8 @@ here with the openssl CLI.
 
 - SNI: per name, the one-label wildcard, the default for an unknown name and
   for no SNI; RSA against ECDSA by the client's signature algorithms.
-- Versions: 1.1 refused (and counted), 1.2 and 1.3 accepted; ALPN.
+- Versions: 1.1 refused (and counted), 1.2 and 1.3 accepted; ALPN (http/1.0
+  for curl -0 and s_client, no ALPN when nothing is in common).
 - Resumption by ticket across two workers for 1.2 and 1.3, after a
   ticket-key rotation within the grace period and not after it; not across
   a client-auth boundary; not with session_tickets off.
@@ -262,8 +263,37 @@ class ServingTest(TLSCase):
         with self.connect(self.gw.port, "api.example.com",
                           ctx=self.ctx(alpn=["h2", "http/1.1"])) as s:
             self.assertEqual(s.selected_alpn_protocol(), "http/1.1")
-        with self.assertRaises(ssl.SSLError):
-            self.connect(self.gw.port, "api.example.com", ctx=self.ctx(alpn=["h2"])).close()
+        with self.connect(self.gw.port, "api.example.com",
+                          ctx=self.ctx(alpn=["http/1.0", "http/1.1"])) as s:
+            self.assertEqual(s.selected_alpn_protocol(), "http/1.1")  # ours first
+
+    def test_alpn_without_a_protocol_in_common(self):
+        # no overlap is no ALPN, not a no_application_protocol alert (as
+        # nginx and HAProxy carry on): the client speaks HTTP/1.1 anyway
+        for offer in (["h2"], ["foo"]):
+            r, s = self.get(self.gw.port, ctx=self.ctx(alpn=offer))
+            self.assertEqual(r.status, 200, offer)
+        with self.connect(self.gw.port, "api.example.com", ctx=self.ctx(alpn=["foo"])) as s:
+            self.assertIsNone(s.selected_alpn_protocol())
+
+    def test_alpn_http10(self):
+        # openssl s_client -alpn http/1.0: http/1.0 is selected and served
+        p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % self.gw.port,
+                            "-servername", "api.example.com", "-alpn", "http/1.0", "-ign_eof"],
+                           input=b"GET /e10 HTTP/1.0\r\nHost: api.example.com\r\n\r\n",
+                           capture_output=True, timeout=TIMEOUT)
+        out = p.stdout.decode(errors="replace") + p.stderr.decode(errors="replace")
+        self.assertIn("ALPN protocol: http/1.0", out)
+        self.assertRegex(out, r"HTTP/1\.1 200 OK\r?\n", out)
+        self.assertIn('"path":"/e10"', out.replace(" ", ""))
+        # curl -0 offers http/1.0 alone
+        out = subprocess.run(["curl", "-sk", "-0", "-v", "--resolve",
+                              "api.example.com:%d:127.0.0.1" % self.gw.port,
+                              "https://api.example.com:%d/e0" % self.gw.port],
+                             capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(out.returncode, 0, out)
+        self.assertEqual(json.loads(out.stdout)["path"], "/e0", out)
+        self.assertIn(b"ALPN: server accepted http/1.0", out.stderr)
 
     def test_forwarded_proto_and_curl(self):
         r, s = self.get(self.gw.port, headers=[("Host", "api.example.com"),
