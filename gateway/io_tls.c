@@ -45,6 +45,11 @@ struct gw_tls {
     long verify;                 /* SSL_get_verify_result() then */
     char *subject;               /* the verified client certificate, NULL: none */
     char sha256[65];
+    /* for the access log, set when a client's handshake completes: the
+     * version's name (static) and the SNI (OpenSSL's, lives with <ssl>:
+     * no renegotiation replaces it), NULL: none */
+    const char *version_name, *sni;
+    size_t sni_len;
 };
 
 static void count(_Atomic uint64_t *c)
@@ -149,8 +154,11 @@ static int tls_handshake(struct gw_io *io)
 
     if (rc == 1) {
         if (t->ctr) {
-            count(&t->ctr->hs[adm_tls_version_of(SSL_version(t->ssl))]
-                             [SSL_session_reused(t->ssl) ? 1 : 0]);
+            enum adm_tls_version v = adm_tls_version_of(SSL_version(t->ssl));
+            count(&t->ctr->hs[v][SSL_session_reused(t->ssl) ? 1 : 0]);
+            t->version_name = adm_tls_version_name(v);
+            if ((t->sni = SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name)))
+                t->sni_len = strlen(t->sni);
             if (SSL_get0_peer_certificate(t->ssl))
                 keep_client_cert(t);
         }
@@ -314,6 +322,19 @@ const char *gw_tls_error(const struct gw_io *io, char *buf, size_t cap)
         snprintf(buf, cap, "the peer closed the connection during the handshake");
     }
     return buf;
+}
+
+int gw_tls_log_fields(const struct gw_io *io, const char **version, const char **sni,
+                      size_t *sni_len)
+{
+    const struct gw_tls *t = tls_of(io);
+
+    if (!t || !t->version_name)
+        return 0;
+    *version = t->version_name;
+    *sni = t->sni;
+    *sni_len = t->sni_len;
+    return 1;
 }
 
 void gw_tls_count_timeout(const struct gw_io *io)

@@ -62,6 +62,13 @@ int gw_tls_client_cert(const struct gw_io *io, char *subject, size_t cap, char s
  * error for a certificate that did not verify), into <buf>; NULL when it did
  * not fail (or <io> is not TLS). */
 const char *gw_tls_error(const struct gw_io *io, char *buf, size_t cap);
+/* What the access log says of a client connection whose handshake
+ * completed: its version's name ("TLSv1.3") into *<version>, and the SNI
+ * the client sent (NULL: none) into *<sni>, *<sni_len>; borrowed for the
+ * connection's life, set once at the handshake, so reading them costs
+ * nothing. 0 (nothing set) when <io> is not such a connection. */
+int gw_tls_log_fields(const struct gw_io *io, const char **version, const char **sni,
+                      size_t *sni_len);
 /* Counts a handshake that ran out of time (the connection's own timer). */
 void gw_tls_count_timeout(const struct gw_io *io);
 /* The session of an upstream connection whose handshake completed, for

@@ -298,7 +298,7 @@ size_t gw_log_json_max(const struct gw_log_rec *r)
 {
     /* a Basic user name is at most 3/4 of its Authorization value */
     size_t var = r->method_len + r->host_len + r->target_len + r->path_len + r->ua_len +
-                 r->referer_len + r->auth_len;
+                 r->referer_len + r->auth_len + r->sni_len;
 
     /* the fixed part, two doubles as long as printf makes them, and the
      * escaped fields at 6 bytes a byte at most */
@@ -387,8 +387,23 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
     } else {
         p = PUT_LIT(p, "null");
     }
-    /* the TLS fields, null until the listener is a TLS one */
-    p = PUT_LIT(p, ",\"tls_version\":null,\"sni\":null}\n");
+    /* the TLS fields, null on a plain connection (one copy); the SNI is
+     * the client's bytes (OpenSSL refuses only a NUL in it): escaped */
+    if (!r->tls_version && !r->sni) {
+        p = PUT_LIT(p, ",\"tls_version\":null,\"sni\":null}\n");
+        return (size_t)(p - out);
+    }
+    p = PUT_LIT(p, ",\"tls_version\":");
+    p = put_str_or_null(p, r->tls_version, r->tls_version ? strlen(r->tls_version) : 0);
+    p = PUT_LIT(p, ",\"sni\":");
+    if (r->sni) {
+        *p++ = '"';
+        p = put_esc(p, r->sni, r->sni_len);
+        *p++ = '"';
+    } else {
+        p = PUT_LIT(p, "null");
+    }
+    p = PUT_LIT(p, "}\n");
     return (size_t)(p - out);
 }
 
@@ -556,9 +571,13 @@ static void log_line(struct gw_conn *c, double duration_ms)
     const struct h1_header *ua = NULL, *ref = NULL, *auth = NULL;
     size_t cip_len;
     const char *cip = gw_client_ip_text(c, &cip_len);
+    const char *tls_version = NULL, *sni = NULL;
+    size_t sni_len = 0;
     struct gw_log_rec r;
 
     log_headers(rq, combined, &ua, &ref, &auth);
+    if (gw_io_is_tls(&c->io)) /* a plain connection pays this compare only */
+        gw_tls_log_fields(&c->io, &tls_version, &sni, &sni_len);
     r = (struct gw_log_rec){
         .client_ip = cip, /* client_ip's address; its port only when it is the peer */
         .client_ip_len = cip_len,
@@ -591,6 +610,9 @@ static void log_line(struct gw_conn *c, double duration_ms)
         .body_bytes = c->bytes_out > c->head_out ? c->bytes_out - c->head_out : 0,
         .auth = auth ? auth->value.ptr : NULL,
         .auth_len = auth ? auth->value.len : 0,
+        .tls_version = tls_version,
+        .sni = sni,
+        .sni_len = sni_len,
     };
     size_t need;
 

@@ -42,6 +42,9 @@ struct gw_log_rec {
     uint64_t body_bytes; /* of bytes_out, the body's: combined's $body_bytes_sent */
     const char *auth;    /* the Authorization value (NULL: none): combined's $remote_user */
     size_t auth_len;
+    const char *tls_version; /* "TLSv1.3", NULL: a plain connection (null) */
+    const char *sni;         /* the name the client's TLS handshake sent, NULL: none (null) */
+    size_t sni_len;
 };
 
 /* The most bytes gw_log_json() writes for <r>. */

@@ -7,6 +7,7 @@ here with the openssl CLI.
   for no SNI; RSA against ECDSA by the client's signature algorithms.
 - Versions: 1.1 refused (and counted), 1.2 and 1.3 accepted; ALPN (http/1.0
   for curl -0 and s_client, no ALPN when nothing is in common).
+- The access log's tls_version and sni, null on a plain listener.
 - Resumption by ticket across two workers for 1.2 and 1.3, after a
   ticket-key rotation within the grace period and not after it; not across
   a client-auth boundary; not with session_tickets off.
@@ -456,6 +457,37 @@ class RedirectTest(TLSCase):
         with Client(port2) as c:
             r = c.request("GET", "/x", headers=[("Host", "api.example.com")])
             self.assertEqual(r.header("Location"), "https://api.example.com/x")
+
+
+class AccessLogTLSTest(TLSCase):
+    def test_tls_fields_in_the_access_log(self):
+        # tls_version and sni on a TLS listener (sni null without one),
+        # both null on a plain listener of the same gateway
+        log = self.tmp.file("tls-access.log")
+        plain = free_port()
+        gw = self.own_gateway(self.tls_config(
+            extra_listeners=[{"address": "127.0.0.1:%d" % plain}], access_log=log))
+        r, s = self.get(gw.port, "/e?n=1", sni="api.example.com")
+        self.assertEqual((r.status, s.version), (200, "TLSv1.3"))
+        r, s = self.get(gw.port, "/e?n=2", sni=None, ctx=self.ctx(ssl.TLSVersion.TLSv1_2))
+        self.assertEqual((r.status, s.version), (200, "TLSv1.2"))
+        with Client(plain) as c:
+            self.assertEqual(c.request("GET", "/e?n=3").status, 200)
+
+        def lines():
+            try:
+                with open(log) as f:
+                    recs = [json.loads(l) for l in f.read().splitlines()]
+            except OSError:
+                return None
+            return recs if len(recs) >= 3 else None
+
+        recs = {r["target"]: r for r in wait_for(lines, what="3 access-log lines")}
+        self.assertEqual((recs["/e?n=1"]["tls_version"], recs["/e?n=1"]["sni"]),
+                         ("TLSv1.3", "api.example.com"))
+        self.assertEqual((recs["/e?n=2"]["tls_version"], recs["/e?n=2"]["sni"]),
+                         ("TLSv1.2", None))
+        self.assertEqual((recs["/e?n=3"]["tls_version"], recs["/e?n=3"]["sni"]), (None, None))
 
 
 class PushTest(TLSCase):

@@ -68,7 +68,14 @@ static size_t plain_json(char *out, size_t cap, const struct gw_log_rec *r)
         n = plain_esc(out, n, cap, r->ua, r->ua_len);
         out[n++] = '"';
     }
-    n += (size_t)snprintf(out + n, cap - n, ",\"tls_version\":null,\"sni\":null}\n");
+    n += (size_t)snprintf(out + n, cap - n, ",\"tls_version\":%s%s%s,\"sni\":%s",
+                          r->tls_version ? "\"" : "", r->tls_version ? r->tls_version : "null",
+                          r->tls_version ? "\"" : "", r->sni ? "\"" : "null");
+    if (r->sni) {
+        n = plain_esc(out, n, cap, r->sni, r->sni_len);
+        out[n++] = '"';
+    }
+    n += (size_t)snprintf(out + n, cap - n, "}\n");
     return n;
 }
 
@@ -306,7 +313,7 @@ static void random_records(int combined)
     static const time_t days[] = {1796083200, 2147472000, 946598400};
     struct gw_log_clock clk = {0};
     char meth[32], host[256], target[1024], path[1024], ua[512], ref[512], reqid[64];
-    char auth[1024];
+    char auth[1024], sni[256];
     time_t sec = days[0] - 3;
 
     for (int i = 0; i < 200000; i++) {
@@ -381,6 +388,13 @@ static void random_records(int combined)
         r.auth = rnd() % 5 ? auth : NULL;
         if (!r.auth)
             r.auth_len = 0;
+        if (rnd() % 2) { /* a TLS connection, with or without SNI */
+            r.tls_version = rnd() % 2 ? "TLSv1.3" : "TLSv1.2";
+            if (rnd() % 4) {
+                r.sni_len = rnd_bytes(sni, sizeof(sni), any);
+                r.sni = sni;
+            }
+        }
         check_one(&clk, &r, combined);
     }
 }
@@ -418,6 +432,10 @@ START_TEST(json_every_byte)
     r.duration_ms = 1e300;
     r.upstream_ms = 0.0005;
     r.reqid = "";
+    check_one(&clk, &r, 0);
+    r.tls_version = "TLSv1.3";
+    r.sni = all;
+    r.sni_len = 256;
     check_one(&clk, &r, 0);
     r.now.tv_sec++;
     r.now.tv_nsec = 0;
