@@ -26,6 +26,7 @@ struct adm_gw_stats {
     uint64_t conns_reclaimed[2]; /* closed for new ones: [0] idle, [1] pending */
     uint64_t requests, status[6];
     uint64_t bytes_in, bytes_out, upstream_errors;
+    uint64_t access_log_dropped;        /* access-log lines lost: failed writes */
     uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration, last = +Inf */
     double dur_sum;
     uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */

@@ -258,6 +258,10 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         "# TYPE switchyard_sent_bytes_total counter\nswitchyard_sent_bytes_total %llu\n"
         "# HELP switchyard_upstream_errors_total Upstream failures answered 5xx or cut off.\n"
         "# TYPE switchyard_upstream_errors_total counter\nswitchyard_upstream_errors_total %llu\n"
+        "# HELP switchyard_access_log_dropped_lines_total Access-log lines lost (failed writes, "
+        "a full disk).\n"
+        "# TYPE switchyard_access_log_dropped_lines_total counter\n"
+        "switchyard_access_log_dropped_lines_total %llu\n"
         "# HELP switchyard_config_swaps_total Snapshots swapped in after the first.\n"
         "# TYPE switchyard_config_swaps_total counter\nswitchyard_config_swaps_total %llu\n"
         "# HELP switchyard_config_generation Generation of the live config.\n"
@@ -270,8 +274,8 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         (unsigned long long)gs.conns_dropped, (unsigned long long)gs.conns_reclaimed[0],
         (unsigned long long)gs.conns_reclaimed[1], (unsigned long long)gs.bytes_in,
         (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
-        (unsigned long long)api->sw->swaps, (unsigned long long)s->gen, s->build_ms / 1000.0,
-        rt_table_count(s->rt));
+        (unsigned long long)gs.access_log_dropped, (unsigned long long)api->sw->swaps,
+        (unsigned long long)s->gen, s->build_ms / 1000.0, rt_table_count(s->rt));
     server_metrics(b, s);
     limits_metrics(b, s);
     health_metrics(api, b, s);

@@ -44,6 +44,7 @@ struct gw_counters {
     _Atomic uint64_t bytes_in, bytes_out;
     _Atomic uint64_t upstream_errors;
     _Atomic uint64_t conns_dropped;             /* out of memory or over the limit */
+    _Atomic uint64_t access_dropped;            /* access-log lines lost (log.c) */
     _Atomic uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration histogram */
     _Atomic uint64_t dur_sum_us;
     _Atomic uint64_t up[ADM_HIST_BUCKETS + 1]; /* upstream time to response head */

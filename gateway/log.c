@@ -3,7 +3,7 @@
  * log_level's threshold: an atomic, so a push changes it at once) and the
  * whole access log: one JSON record per request, formatted into the
  * per-worker buffer, flushed with one write(2) when it fills or once a
- * second.
+ * second; what a failed write loses is counted and said, never retried.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/log.h"
@@ -74,18 +74,68 @@ void gw_log(int level, const char *fmt, ...)
         (void)errno;
 }
 
+/* Lines the access log loses (a failed write: a full disk, an I/O error,
+ * a pipe that takes nothing now; or a line longer than the whole buffer)
+ * are counted per worker (/metrics: switchyard_access_log_dropped_lines_total)
+ * and said in the error log: at the first loss, then at most once every
+ * ACCESS_WARN_MS for the whole process, with the lines lost since the
+ * last time it was said. */
+#define ACCESS_WARN_MS 10000
+static _Atomic long long access_warned; /* gw_now_ms() when last said; 0: never */
+static _Atomic uint64_t access_unsaid;  /* lines lost since */
+
+/* <lines> lost by worker <w>: by a write that failed with <err>, or (0)
+ * a line too long for the buffer. */
+static void access_dropped(struct gw_worker *w, uint64_t lines, int err)
+{
+    long long now = gw_now_ms();
+    long long last = atomic_load_explicit(&access_warned, memory_order_relaxed);
+    unsigned long long n;
+
+    gw_count(&w->ctr.access_dropped, lines);
+    atomic_fetch_add_explicit(&access_unsaid, lines, memory_order_relaxed);
+    if ((last && now - last < ACCESS_WARN_MS) ||
+        !atomic_compare_exchange_strong(&access_warned, &last, now ? now : 1))
+        return;
+    n = atomic_exchange(&access_unsaid, 0);
+    gw_log(GW_LOG_ERROR,
+           "access log: %llu line%s dropped: %s%s (said at most every %d s; "
+           "switchyard_access_log_dropped_lines_total counts them all)",
+           n, n == 1 ? "" : "s", err ? "write failed: " : "a line longer than the buffer",
+           err ? strerror(err) : "", ACCESS_WARN_MS / 1000);
+}
+
+/* The lines in <p>[0..n): those a failed write leaves unwritten, a line cut
+ * short included. */
+static uint64_t count_lines(const char *p, size_t n)
+{
+    const char *end = p + n;
+    uint64_t lines = 0;
+
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p)))) {
+        lines++;
+        p++;
+    }
+    return lines;
+}
+
 void gw_access_flush(struct gw_worker *w)
 {
     size_t off = 0;
 
     while (off < w->log_len) {
         ssize_t k = write(w->proc->access_fd, w->log + off, w->log_len - off);
-        if (k < 0) {
-            if (errno == EINTR)
-                continue;
-            break; /* the log is best effort; never block the worker on it */
+        if (k > 0) {
+            off += (size_t)k;
+            continue;
         }
-        off += (size_t)k;
+        if (k < 0 && errno == EINTR)
+            continue;
+        /* The log is best effort: what is left is dropped, never retried,
+         * so the worker neither blocks nor spins on a disk that is full
+         * (a write that took nothing counts as failed too). */
+        access_dropped(w, count_lines(w->log + off, w->log_len - off), k < 0 ? errno : EIO);
+        break;
     }
     w->log_len = 0;
 }
@@ -619,8 +669,10 @@ static void log_line(struct gw_conn *c, double duration_ms)
     need = gw_log_json_max(&r);
     if (w->log_cap - w->log_len < need)
         gw_access_flush(w);
-    if (w->log_cap - w->log_len < need)
+    if (w->log_cap - w->log_len < need) { /* longer than the whole buffer */
+        access_dropped(w, 1, 0);
         return;
+    }
     clock_gettime(CLOCK_REALTIME, &r.now);
     if (combined)
         w->log_len += gw_log_combined(&w->log_clock_local, w->log + w->log_len, &r);

@@ -29,6 +29,7 @@ void gw_stats(void *arg, struct adm_gw_stats *st)
         st->bytes_in += ld(&k->bytes_in);
         st->bytes_out += ld(&k->bytes_out);
         st->upstream_errors += ld(&k->upstream_errors);
+        st->access_log_dropped += ld(&k->access_dropped);
         for (int b = 0; b <= ADM_HIST_BUCKETS; b++) {
             st->dur[b] += ld(&k->dur[b]);
             st->up[b] += ld(&k->up[b]);

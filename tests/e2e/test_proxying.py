@@ -2,19 +2,21 @@
 """test_proxying.py - what the gateway does to requests and responses on the
 way through: hop-by-hop fields, Host, X-Forwarded-*, X-Request-Id, request
 and response bodies in every framing, interim responses, Expect:
-100-continue, and the access log."""
+100-continue, and the access log (and the lines a full disk makes it lose)."""
 import base64
 import hashlib
 import json
 import os
+import re
 import socket
+import subprocess
 import threading
 import time
 from urllib.parse import quote
 
 from harness import (TIMEOUT, Client, GatewayCase, HeadServer, RssWatch, asan_env, build_request,
-                     chunked, gateway_config, main, pattern_bytes, pattern_sha256, upstream_cfg,
-                     wait_for)
+                     chunked, gateway_config, main, metrics_text, pattern_bytes, pattern_sha256,
+                     upstream_cfg, wait_for)
 
 HOP = ("connection", "keep-alive", "te", "trailer", "proxy-connection", "upgrade")
 
@@ -773,6 +775,75 @@ class AccessLogCombinedTest(GatewayCase):
         self.assertRegex(ls[2], rb"^127\.0\.0\.1 - - " + t + rb' "HEAD /api/head HTTP/1\.1" 200 0 "-" "-"$')
         self.assertRegex(ls[3], rb"^127\.0\.0\.1 - - " + t +
                          rb' "GET /nope HTTP/1\.0" 404 %d "-" "-"$' % len(r2.body))
+
+
+class AccessLogFailureTest(GatewayCase):
+    """Access-log lines a write loses (a full disk) are counted in /metrics
+    and said in the error log at most once every 10 s; requests never wait
+    for the log."""
+
+    DROPPED = re.compile(r"switchyard_access_log_dropped_lines_total (\d+)")
+    SAID = r"\[error\] access log: (\d+) lines? dropped: write failed: No space left on device"
+
+    def gateway(self, log):
+        return self.own_gateway(gateway_config(
+            routes=[{"id": "ping", "path": "/ping", "response": {"body": "pong"}}],
+            access_log=log))
+
+    def dropped(self, gw):
+        m = self.DROPPED.search(metrics_text(gw))
+        self.assertIsNotNone(m, "no switchyard_access_log_dropped_lines_total in /metrics")
+        return int(m.group(1))
+
+    def requests(self, gw, n):
+        with Client(gw.port) as c:
+            for i in range(n):
+                self.assertEqual(c.request("GET", "/ping").status, 200)
+
+    def test_dev_full(self):
+        gw = self.gateway("/dev/full")  # every write fails with ENOSPC
+        t0 = time.monotonic()
+        self.requests(gw, 40)
+        # old code: no such metric, nothing said
+        wait_for(lambda: self.dropped(gw) == 40, what="40 dropped lines counted")
+        m = gw.wait_log(self.SAID)
+        self.requests(gw, 25)
+        wait_for(lambda: self.dropped(gw) == 65, what="65 dropped lines counted")
+        said = re.findall(self.SAID, gw.log())
+        # at most once every 10 s, each with the lines lost since the last one
+        self.assertLessEqual(len(said), 1 + (time.monotonic() - t0) // 10, said)
+        self.assertGreater(int(m.group(1)), 0)
+
+    def test_full_tmpfs(self):
+        # a 64 KiB tmpfs filled but for a few KiB: the log's writes fill it
+        # (a line may be cut in the middle), then fail; every line is either
+        # in the file whole or counted as dropped
+        mnt = self.tmp.file("full-fs")
+        os.mkdir(mnt)
+        try:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt],
+                           check=True, capture_output=True, timeout=TIMEOUT)
+        except (OSError, subprocess.SubprocessError) as e:
+            self.skipTest("cannot mount a tmpfs here (needs root): %s" % e)
+        self.addCleanup(subprocess.run, ["umount", "-l", mnt], timeout=TIMEOUT)
+        with open(os.path.join(mnt, "filler"), "wb") as f:
+            f.write(b"x" * (56 * 1024))
+        log = os.path.join(mnt, "access.log")
+        gw = self.gateway(log)
+        n = 100  # about 35 KiB of lines
+
+        def whole_lines():
+            with open(log, "rb") as f:
+                data = f.read()
+            return [json.loads(l) for l in data.split(b"\n")[:-1]]
+
+        for i in range(4):
+            self.requests(gw, n // 4)
+        wait_for(lambda: len(whole_lines()) + self.dropped(gw) == n,
+                 what="every line written whole or counted as dropped")
+        self.assertGreater(self.dropped(gw), 0)
+        self.assertGreater(len(whole_lines()), 0)
+        gw.wait_log(self.SAID)
 
 
 if __name__ == "__main__":
