@@ -157,7 +157,8 @@ static void config_defaults(struct adm_config *c)
                                         .upstream_response_ms = 60000,
                                         .upstream_idle_ms = 60000,
                                         .drain_ms = 10000,
-                                        .lingering_ms = 30000};
+                                        .lingering_ms = 30000,
+                                        .tunnel_idle_ms = 3600000};
     c->access_log.target = ADM_LOG_STDOUT;
     c->log_level = ADM_LEVEL_WARN;
     c->resolver.timeout_ms = 5000;

@@ -274,6 +274,7 @@ struct adm_timeouts {              /* all milliseconds, 1..86400000 */
     unsigned upstream_idle_ms;     /* 60000 */
     unsigned drain_ms;             /* 10000 */
     unsigned lingering_ms;         /* 30000: a body read away, a lingering close, in all */
+    unsigned tunnel_idle_ms;       /* 3600000: an upgraded tunnel with no byte either way */
 };
 
 enum adm_log_target {

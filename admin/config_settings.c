@@ -83,6 +83,7 @@ static const struct adm_cf_field timeouts_fields[] = {
     TIMEOUT(upstream_idle_ms),
     TIMEOUT(drain_ms),
     TIMEOUT(lingering_ms),
+    TIMEOUT(tunnel_idle_ms),
 };
 
 /* adm_cf_<name>(): the nested object c-><name> through its key table. */

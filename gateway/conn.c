@@ -21,13 +21,17 @@ void gw_tmo_set(struct gw_tmo *t, unsigned rd_ms, unsigned wr_ms)
 {
     t->rd = rd_ms;
     t->wr = wr_ms;
+    t->idle = 0;
     t->last_rd = t->last_wr = gw_now_ms();
 }
 
 /* Which timeout of <t> has run out, as GW_IO_TIMEOUT event flags, or 0.
- * <out>: the connection's output; <reading>: its read side is on. */
+ * <out>: the connection's output; <reading>: its read side is on. A
+ * tunnel gone idle is GW_IO_TIMEOUT alone: neither side is to blame. */
 static short tmo_expired(struct gw_tmo *t, struct evbuffer *out, int reading, long long now)
 {
+    if (t->idle && now - t->last_rd >= t->idle)
+        return GW_IO_TIMEOUT;
     if (t->rd && reading && now - t->last_rd >= t->rd) {
         t->last_rd = now;
         return GW_IO_TIMEOUT | GW_IO_READING;
@@ -53,7 +57,7 @@ void gw_tmo_check(struct gw_tmo *t, struct gw_io *io, long long now)
         return;
     if (what & GW_IO_READING)
         gw_io_read(io, 0);
-    else
+    else if (what & GW_IO_WRITING)
         gw_io_write(io, 0);
     io->on_event(io, what, io->arg);
 }
@@ -139,6 +143,20 @@ void gw_conn_account(struct gw_conn *c)
 
     gw_log_access(c, ms);
     count_status(c, ms);
+}
+
+void gw_conn_keepalive(evutil_socket_t fd)
+{
+    static const int opts[][2] = {
+        {SOL_SOCKET, SO_KEEPALIVE},
+        {IPPROTO_TCP, TCP_KEEPIDLE},
+        {IPPROTO_TCP, TCP_KEEPINTVL},
+        {IPPROTO_TCP, TCP_KEEPCNT},
+    };
+    const int v[] = {1, GW_KEEPALIVE_IDLE_S, GW_KEEPALIVE_INTVL_S, GW_KEEPALIVE_CNT};
+
+    for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+        setsockopt(fd, opts[i][0], opts[i][1], &v[i], sizeof(v[i]));
 }
 
 /* Whether <c>'s client may still send when it closes (nginx: a body not

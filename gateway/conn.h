@@ -40,9 +40,12 @@
  * on every read and write; ours are two stores, and the worker sweeps its
  * connections every GW_SWEEP_MS (gw_conn_sweep, gw_upconn_sweep). <rd>: the
  * read side may be idle that long; <wr>: queued output may make no progress
- * that long. */
+ * that long; <idle>: a tunnel's client connection may pass no byte either
+ * way that long (timeouts.tunnel_idle_ms; the tunnel moves <last_rd> on
+ * every byte it reads on either side and on every drained output), whether
+ * reading is on or not. gw_tmo_set() turns <idle> off. */
 struct gw_tmo {
-    unsigned rd, wr; /* ms, 0: none */
+    unsigned rd, wr, idle; /* ms, 0: none */
     long long last_rd, last_wr;
     size_t wr_len; /* queued output at the last sweep */
 };
@@ -69,6 +72,17 @@ enum gw_conn_state {
  * read away after an early answer (local.c) has the same total, as in
  * nginx. */
 #define GW_LINGER_IDLE_MS 5000
+
+/* A tunnel's sockets, both, probe a peer that went silent (TCP keepalive):
+ * after GW_KEEPALIVE_IDLE_S without a byte, then every
+ * GW_KEEPALIVE_INTVL_S, giving up after GW_KEEPALIVE_CNT unanswered probes.
+ * A peer gone without a FIN or a reset (a host powered off, a NAT or
+ * firewall that forgot the flow) is found within two minutes of its last
+ * byte, long before timeouts.tunnel_idle_ms; and the probes keep such
+ * middleboxes from forgetting a live but quiet tunnel. */
+#define GW_KEEPALIVE_IDLE_S 60
+#define GW_KEEPALIVE_INTVL_S 10
+#define GW_KEEPALIVE_CNT 6
 
 struct gw_upconn;
 
@@ -244,7 +258,8 @@ static inline double gw_elapsed_ms(const struct timespec *t0)
 void gw_tmo_set(struct gw_tmo *t, unsigned rd_ms, unsigned wr_ms);
 /* When a timeout of <t> has run out at <now>: that side of <io> stops and
  * its event callback gets GW_IO_TIMEOUT with GW_IO_READING or
- * GW_IO_WRITING (and may free the connection). */
+ * GW_IO_WRITING, or GW_IO_TIMEOUT alone for <idle> (and may free the
+ * connection). */
 void gw_tmo_check(struct gw_tmo *t, struct gw_io *io, long long now);
 
 /* The first contiguous run of <in>'s bytes in <v>; 0 when <in> is empty. */
@@ -306,6 +321,8 @@ static inline int gw_conn_last(const struct gw_conn *c)
 void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c);
 /* Logs and counts the request that ends or turns into a tunnel. */
 void gw_conn_account(struct gw_conn *c);
+/* TCP keepalive on the socket <fd> (GW_KEEPALIVE_*); best effort. */
+void gw_conn_keepalive(evutil_socket_t fd);
 /* No more requests: the connection closes once its output is flushed (by
  * the write callback, which GW_CONN_CLOSING tells to free it, or to call
  * gw_conn_linger() first when c->linger is set). c->linger is set when the

@@ -1143,6 +1143,8 @@ void gw_proxy_start(struct gw_conn *c)
     go_upstream(c);
 }
 
+/* Each move of a tunnel's bytes, and each output drained, is activity for
+ * timeouts.tunnel_idle_ms (c->tmo.idle). */
 static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)
 {
     size_t n = evbuffer_get_length(from->in);
@@ -1151,6 +1153,7 @@ static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)
         c->bytes_in += n;
     else
         c->bytes_out += n;
+    c->tmo.last_rd = gw_now_ms();
     evbuffer_add_buffer(to->out, from->in);
     if (evbuffer_get_length(to->out) > GW_HWM)
         gw_io_read(from, 0);
@@ -1166,6 +1169,7 @@ static void tunnel_up_write(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
     (void)io;
+    u->c->tmo.last_rd = gw_now_ms();
     gw_io_read(&u->c->io, 1);
 }
 
@@ -1176,24 +1180,34 @@ static void tunnel_up_event(struct gw_io *io, short what, void *arg)
 
     (void)io;
     (void)what;
-    /* the upstream side ended: flush what the client still has to get */
+    /* the upstream side ended: flush what the client still has to get,
+     * as long as that flush goes on (no tunnel_idle_ms without progress) */
     gw_proxy_detach(c);
     gw_conn_set_state(c, GW_CONN_CLOSING);
+    gw_tmo_set(&c->tmo, 0, c->tmo.idle);
     if (evbuffer_get_length(c->io.out) == 0)
         gw_conn_free(c);
 }
 
+/* After the 101: the request is logged and counted, the snapshot
+ * released, both sockets keep alive (GW_KEEPALIVE_*), and the tunnel
+ * closes when no byte went either way for the snapshot's
+ * timeouts.tunnel_idle_ms: a tunnel takes the value it started with. */
 static void tunnel_start(struct gw_conn *c)
 {
     struct gw_upconn *u = c->up;
+    unsigned idle_ms = c->snap->cfg->timeouts.tunnel_idle_ms;
 
     gw_conn_set_state(c, GW_CONN_TUNNEL);
     gw_upconn_set_state(u, GW_UP_TUNNEL);
     gw_conn_account(c);
     gw_conn_unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
+    gw_conn_keepalive(c->io.fd);
+    gw_conn_keepalive(u->io.fd);
     gw_io_setcb(&u->io, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
     gw_tmo_set(&u->tmo, 0, 0);
     gw_tmo_set(&c->tmo, 0, 0);
+    c->tmo.idle = idle_ms;
     /* bytes already read on either side go first */
     tunnel_move(c, &u->io, &c->io);
     tunnel_move(c, &c->io, &u->io);
@@ -1212,6 +1226,7 @@ void gw_proxy_drained(struct gw_conn *c)
     struct gw_upconn *u = c->up;
 
     if (c->st == GW_CONN_TUNNEL) {
+        c->tmo.last_rd = gw_now_ms();
         gw_io_read(&u->io, 1);
         return;
     }

@@ -126,7 +126,8 @@ static const char full_config[] =
     "            'max_body_bytes': 1048576, 'max_connections': 2000},"
     " 'timeouts': {'client_header_ms': 1, 'client_idle_ms': 2, 'client_body_ms': 3,"
     "              'upstream_connect_ms': 4, 'upstream_response_ms': 5,"
-    "              'upstream_idle_ms': 6, 'drain_ms': 7, 'lingering_ms': 8},"
+    "              'upstream_idle_ms': 6, 'drain_ms': 7, 'lingering_ms': 8,"
+    "              'tunnel_idle_ms': 9},"
     " 'access_log': '/var/log/switchyard/access.log',"
     " 'admin': {'address': '[::1]:9901', 'token_file': '/etc/switchyard/token',"
     "           'state_dir': '/var/lib/switchyard', 'heap_reserve_mb': 64}}";

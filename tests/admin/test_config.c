@@ -199,6 +199,7 @@ START_TEST(full_config_values)
     ck_assert_uint_eq(c->timeouts.upstream_idle_ms, 6);
     ck_assert_uint_eq(c->timeouts.drain_ms, 7);
     ck_assert_uint_eq(c->timeouts.lingering_ms, 8);
+    ck_assert_uint_eq(c->timeouts.tunnel_idle_ms, 9);
 
     ck_assert_int_eq(c->access_log.target, ADM_LOG_FILE);
     ck_assert_str_eq(c->access_log.path, "/var/log/switchyard/access.log");
@@ -252,6 +253,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_uint_eq(c->timeouts.upstream_idle_ms, 60000);
     ck_assert_uint_eq(c->timeouts.drain_ms, 10000);
     ck_assert_uint_eq(c->timeouts.lingering_ms, 30000);
+    ck_assert_uint_eq(c->timeouts.tunnel_idle_ms, 3600000);
     ck_assert_int_eq(c->access_log.target, ADM_LOG_STDOUT);
     ck_assert_ptr_null(c->access_log.path);
     ck_assert_int_eq(c->log_level, ADM_LEVEL_WARN);
@@ -526,6 +528,8 @@ START_TEST(out_of_range)
     expect_error(doc("'limits': {'max_pending_connections': 10001}"),
                  "/limits/max_pending_connections", "must be at most max_connections (10000)");
     expect_error(doc("'timeouts': {'drain_ms': 0}"), "/timeouts/drain_ms", "between 1 and");
+    expect_error(doc("'timeouts': {'tunnel_idle_ms': 0}"), "/timeouts/tunnel_idle_ms",
+                 "between 1 and 86400000");
     expect_error(doc("'timeouts': {'client_idle_ms': 86400001}"), "/timeouts/client_idle_ms",
                  "between 1 and 86400000");
     expect_error(doc("'router': {'trailing_slash': 'loose'}"), "/router/trailing_slash",

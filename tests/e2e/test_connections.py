@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """test_connections.py - connection handling: client keep-alive, HTTP/1.0,
 pipelining, upstream connection reuse and the retry of a dead pooled
-connection, WebSocket tunnels, and limits.max_connections."""
+connection, WebSocket tunnels (their idle timeout and TCP keepalive), and
+limits.max_connections."""
 import os
+import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 
-from harness import (Client, GatewayCase, build_request, gateway_config, get, main,
+from harness import (TIMEOUT, Client, GatewayCase, build_request, gateway_config, get, main,
                      upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
 
 
@@ -200,6 +203,72 @@ class TunnelCloseTest(GatewayCase):
         self.assertEqual(b.stats()["open"], 1)
         c.close()  # no close frame: the TCP connection just goes
         wait_for(lambda: b.stats()["open"] == 0, what="the upstream side of the tunnel closed")
+
+
+class TunnelIdleTest(GatewayCase):
+    """timeouts.tunnel_idle_ms closes a tunnel with no byte either way for
+    that long, on both sides; TCP keepalive is on for both of its sockets."""
+
+    IDLE_MS = 1000
+
+    def tunnel(self, idle_ms=IDLE_MS):
+        b = self.own_backend("ws")
+        g = self.own_gateway(gateway_config(
+            upstreams={"b": upstream_cfg(b)}, workers=1,
+            routes=[{"id": "all", "path": "/*{r}", "upstream": "b"}],
+            timeouts={"tunnel_idle_ms": idle_ms}))
+        c = Client(g.port)
+        self.addCleanup(c.close)
+        r, _ = ws_handshake(c, "/ws")
+        self.assertEqual(r.status, 101)
+        c.send(ws_frame(b"x"))
+        self.assertEqual(ws_read(c), (1, True, b"x"))
+        return b, g, c
+
+    def test_quiet_tunnel_closes_both_sides(self):
+        b, g, c = self.tunnel()
+        t0 = time.monotonic()
+        self.assertEqual(b.stats()["open"], 1)
+        # old code: never closed
+        self.assertTrue(c.wait_closed(timeout=10 * self.IDLE_MS / 1000),
+                        "a quiet tunnel still open after 10 times tunnel_idle_ms")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.9 * self.IDLE_MS / 1000)
+        wait_for(lambda: b.stats()["open"] == 0, what="the upstream side of the tunnel closed")
+
+    def test_talking_tunnel_stays_open(self):
+        b, g, c = self.tunnel()
+        t0 = time.monotonic()
+        i = 0
+        while time.monotonic() - t0 < 3 * self.IDLE_MS / 1000:  # ~15 rounds
+            i += 1
+            c.send(ws_frame(b"m%d" % i))
+            self.assertEqual(ws_read(c), (1, True, b"m%d" % i))
+            time.sleep(self.IDLE_MS / 5000)
+        self.assertEqual(b.stats()["open"], 1)
+        c.send(ws_frame(b"still"))
+        self.assertEqual(ws_read(c), (1, True, b"still"))
+
+    def test_keepalive_on_both_sockets(self):
+        # ss -o shows the keepalive timer (60 s before the first probe) of
+        # Switchyard's socket to the client and of its socket to the backend;
+        # while sent bytes wait for their ACK it shows the retransmission
+        # timer instead ("on"): asked again until they are acknowledged
+        b, g, c = self.tunnel(idle_ms=60000)
+        bport = b.addr.rsplit(":", 1)[1]
+        for side, flt in (("client", "( sport = :%d and dport = :%d )" % (g.port, c.local_port())),
+                          ("upstream", "( dport = :%s )" % bport)):
+            def timer():
+                out = subprocess.run(["ss", "-tnoH", "state", "established", flt],
+                                     capture_output=True, text=True, timeout=TIMEOUT).stdout
+                lines = out.strip().splitlines()
+                self.assertEqual(len(lines), 1, (side, out))
+                return lines[0] if "timer:(on," not in lines[0] else None
+
+            ln = wait_for(timer, what="the %s socket's timer" % side)
+            m = re.search(r"timer:\(keepalive,(\d+)(min|sec)", ln)
+            self.assertTrue(m, (side, ln))  # old code: no timer at all
+            secs = int(m.group(1)) * (60 if m.group(2) == "min" else 1)
+            self.assertTrue(40 <= secs <= 60, (side, ln))
 
 
 class HalfCloseBeforeUpstreamTest(GatewayCase):
