@@ -145,6 +145,15 @@ void gw_conn_account(struct gw_conn *c)
     count_status(c, ms);
 }
 
+void gw_conn_account_tunnel(struct gw_conn *c)
+{
+    double ms = gw_elapsed_ms(&c->t0);
+
+    if (gw_log_access_later(c) < 0)
+        gw_log_access(c, ms); /* out of memory: its line now, as far as it got */
+    count_status(c, ms);
+}
+
 void gw_conn_keepalive(evutil_socket_t fd)
 {
     static const int opts[][2] = {
@@ -552,6 +561,9 @@ void gw_conn_free(struct gw_conn *c)
     struct gw_listener *l = c->l;
 
     assert(c->up == NULL);
+    /* a tunnel's line: its request's fields, its io and its clock still here */
+    if (c->log_later)
+        gw_log_access_kept(c, gw_elapsed_ms(&c->t0));
     if (c->queue == GW_CONN_Q_PARKED)
         atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
     queue_move(c, GW_CONN_Q_NONE);

@@ -85,6 +85,7 @@ enum gw_conn_state {
 #define GW_KEEPALIVE_CNT 6
 
 struct gw_upconn;
+struct gw_log_later;
 
 /* Whether the request's client address is derived yet (clientip.c). */
 enum gw_cip_state {
@@ -148,6 +149,7 @@ struct gw_conn {
     /* gw_now_ms() at its admission: client_header_ms counts from it for the
      * first head */
     long long admitted_ms;
+    struct gw_log_later *log_later; /* a tunnel's access-log line, kept for its close (log.c) */
 };
 
 /* ---- the output buffer ---- */
@@ -319,8 +321,14 @@ static inline int gw_conn_last(const struct gw_conn *c)
 /* The Connection field of a response to <c>'s client: close when the
  * connection ends after it, keep-alive for an HTTP/1.0 client that keeps it. */
 void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c);
-/* Logs and counts the request that ends or turns into a tunnel. */
+/* Logs and counts the request that ends. */
 void gw_conn_account(struct gw_conn *c);
+/* Counts the request that turns into a tunnel (its status, and its time
+ * to the 101 in the duration histogram), and keeps its access-log line
+ * for the close (gw_conn_free() writes it), when the tunnel's bytes both
+ * ways and its whole duration are known. Its snapshot must still be
+ * pinned. */
+void gw_conn_account_tunnel(struct gw_conn *c);
 /* TCP keepalive on the socket <fd> (GW_KEEPALIVE_*); best effort. */
 void gw_conn_keepalive(evutil_socket_t fd);
 /* No more requests: the connection closes once its output is flushed (by
@@ -359,5 +367,14 @@ void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim);
 /* log.c: the access-log line of <c>'s request, which took <duration_ms>, into the
  * worker's buffer (JSON or combined, as its snapshot says). */
 void gw_log_access(struct gw_conn *c, double duration_ms);
+/* log.c: keeps the line of <c>'s request for later in c->log_later, with
+ * copies of what it takes from the snapshot (the format, the route's id,
+ * the server's address); the request's own fields stay in <c>. Keeps
+ * nothing when the access log is off. 0, or -1 when out of memory. */
+int gw_log_access_later(struct gw_conn *c);
+/* log.c: writes the line gw_log_access_later() kept, with <c>'s fields as
+ * they are now and <duration_ms>, unless the access log is off now; frees
+ * it. A no-op when nothing is kept. */
+void gw_log_access_kept(struct gw_conn *c, double duration_ms);
 
 #endif

@@ -1,9 +1,10 @@
 /*
  * log.c - the error log (stderr, one line each with time and level, below
  * log_level's threshold: an atomic, so a push changes it at once) and the
- * whole access log: one JSON record per request, formatted into the
- * per-worker buffer, flushed with one write(2) when it fills or once a
- * second; what a failed write loses is counted and said, never retried.
+ * whole access log: one JSON record per request (a tunnel's at its close),
+ * formatted into the per-worker buffer, flushed with one write(2) when it
+ * fills or once a second; what a failed write loses is counted and said,
+ * never retried.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/log.h"
@@ -17,6 +18,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -612,12 +614,26 @@ static void log_headers(const struct h1_request *rq, int combined, const struct 
     }
 }
 
-/* <c>'s line, in the format its snapshot names, into the worker's buffer. */
-static void log_line(struct gw_conn *c, double duration_ms)
+/* What a line takes from its request's snapshot: the format, the route's
+ * id and the server's address (NULL: none). A tunnel's line keeps copies
+ * of them (struct gw_log_later), as its snapshot is released at the 101. */
+struct log_src {
+    int combined;
+    const char *route, *upstream;
+    size_t route_len, upstream_len;
+};
+
+struct gw_log_later {
+    struct log_src src;
+    char text[]; /* the route's id and the server's address, NUL-terminated */
+};
+
+/* <c>'s line, in the format <src> names, into the worker's buffer. */
+static void log_line(struct gw_conn *c, double duration_ms, const struct log_src *src)
 {
     struct gw_worker *w = c->w;
     const struct h1_request *rq = &c->rp.req;
-    int combined = c->snap && c->snap->cfg->access_log_format == ADM_LOG_COMBINED;
+    int combined = src->combined;
     const struct h1_header *ua = NULL, *ref = NULL, *auth = NULL;
     size_t cip_len;
     const char *cip = gw_client_ip_text(c, &cip_len);
@@ -648,10 +664,10 @@ static void log_line(struct gw_conn *c, double duration_ms)
         .bytes_out = c->bytes_out,
         .duration_ms = duration_ms,
         .upstream_ms = c->up_ms,
-        .route = c->sr ? c->sr->id : NULL,
-        .route_len = c->sr ? strlen(c->sr->id) : 0,
-        .upstream = c->upstream_addr,
-        .upstream_len = c->upstream_addr ? strlen(c->upstream_addr) : 0,
+        .route = src->route,
+        .route_len = src->route_len,
+        .upstream = src->upstream,
+        .upstream_len = src->upstream_len,
         .reqid = c->reqid,
         .reqid_len = c->reqid_len,
         .version_minor = rq->version_minor,
@@ -682,9 +698,57 @@ static void log_line(struct gw_conn *c, double duration_ms)
         gw_access_flush(w);
 }
 
+/* What <c>'s line takes from its snapshot, borrowed from it. */
+static void src_of(const struct gw_conn *c, struct log_src *s)
+{
+    s->combined = c->snap && c->snap->cfg->access_log_format == ADM_LOG_COMBINED;
+    s->route = c->sr ? c->sr->id : NULL;
+    s->route_len = c->sr ? strlen(c->sr->id) : 0;
+    s->upstream = c->upstream_addr;
+    s->upstream_len = c->upstream_addr ? strlen(c->upstream_addr) : 0;
+}
+
 void gw_log_access(struct gw_conn *c, double duration_ms)
 {
+    struct log_src src;
+
     if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
         return; /* before any field is gathered: a log that is off costs nothing */
-    log_line(c, duration_ms);
+    src_of(c, &src);
+    log_line(c, duration_ms, &src);
+}
+
+int gw_log_access_later(struct gw_conn *c)
+{
+    struct gw_log_later *k;
+    struct log_src src;
+    size_t cip_len;
+
+    if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
+        return 0;
+    src_of(c, &src);
+    /* one allocation a tunnel: the two strings the snapshot owns */
+    if (!(k = malloc(sizeof(*k) + src.route_len + src.upstream_len + 2)))
+        return -1;
+    k->src = src;
+    if (src.route)
+        k->src.route = memcpy(k->text, src.route, src.route_len + 1);
+    if (src.upstream)
+        k->src.upstream = memcpy(k->text + src.route_len + 1, src.upstream, src.upstream_len + 1);
+    /* the client address is derived under the snapshot's client_ip, now */
+    (void)gw_client_ip_text(c, &cip_len);
+    c->log_later = k;
+    return 0;
+}
+
+void gw_log_access_kept(struct gw_conn *c, double duration_ms)
+{
+    struct gw_log_later *k = c->log_later;
+
+    if (!k)
+        return;
+    c->log_later = NULL;
+    if (atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
+        log_line(c, duration_ms, &k->src);
+    free(k);
 }

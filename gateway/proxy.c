@@ -1143,16 +1143,20 @@ void gw_proxy_start(struct gw_conn *c)
     go_upstream(c);
 }
 
-/* Each move of a tunnel's bytes, and each output drained, is activity for
- * timeouts.tunnel_idle_ms (c->tmo.idle). */
+/* A tunnel's bytes are counted as they move: the access log's line (at
+ * the close) and /metrics' bytes both ways take them. Each move, and each
+ * output drained, is activity for timeouts.tunnel_idle_ms (c->tmo.idle). */
 static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)
 {
     size_t n = evbuffer_get_length(from->in);
 
-    if (from == &c->io)
+    if (from == &c->io) {
         c->bytes_in += n;
-    else
+        gw_count(&c->w->ctr.bytes_in, n);
+    } else {
         c->bytes_out += n;
+        gw_count(&c->w->ctr.bytes_out, n);
+    }
     c->tmo.last_rd = gw_now_ms();
     evbuffer_add_buffer(to->out, from->in);
     if (evbuffer_get_length(to->out) > GW_HWM)
@@ -1189,9 +1193,9 @@ static void tunnel_up_event(struct gw_io *io, short what, void *arg)
         gw_conn_free(c);
 }
 
-/* After the 101: the request is logged and counted, the snapshot
- * released, both sockets keep alive (GW_KEEPALIVE_*), and the tunnel
- * closes when no byte went either way for the snapshot's
+/* After the 101: the request is counted (its line waits for the close),
+ * the snapshot released, both sockets keep alive (GW_KEEPALIVE_*), and
+ * the tunnel closes when no byte went either way for the snapshot's
  * timeouts.tunnel_idle_ms: a tunnel takes the value it started with. */
 static void tunnel_start(struct gw_conn *c)
 {
@@ -1200,8 +1204,9 @@ static void tunnel_start(struct gw_conn *c)
 
     gw_conn_set_state(c, GW_CONN_TUNNEL);
     gw_upconn_set_state(u, GW_UP_TUNNEL);
-    gw_conn_account(c);
+    gw_conn_account_tunnel(c);
     gw_conn_unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
+    c->sr = NULL;     /* nor its route, which the snapshot held */
     gw_conn_keepalive(c->io.fd);
     gw_conn_keepalive(u->io.fd);
     gw_io_setcb(&u->io, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """test_connections.py - connection handling: client keep-alive, HTTP/1.0,
 pipelining, upstream connection reuse and the retry of a dead pooled
-connection, WebSocket tunnels (their idle timeout and TCP keepalive), and
-limits.max_connections."""
+connection, WebSocket tunnels (their idle timeout, TCP keepalive and
+access-log line), and limits.max_connections."""
+import json
 import os
 import re
 import signal
@@ -205,6 +206,11 @@ class TunnelCloseTest(GatewayCase):
         wait_for(lambda: b.stats()["open"] == 0, what="the upstream side of the tunnel closed")
 
 
+def ws_server_frame_len(n):
+    """Bytes of an unmasked server frame with an <n>-byte payload."""
+    return n + (2 if n < 126 else 4 if n < 65536 else 10)
+
+
 class TunnelIdleTest(GatewayCase):
     """timeouts.tunnel_idle_ms closes a tunnel with no byte either way for
     that long, on both sides; TCP keepalive is on for both of its sockets."""
@@ -269,6 +275,75 @@ class TunnelIdleTest(GatewayCase):
             self.assertTrue(m, (side, ln))  # old code: no timer at all
             secs = int(m.group(1)) * (60 if m.group(2) == "min" else 1)
             self.assertTrue(40 <= secs <= 60, (side, ln))
+
+
+class TunnelLogTest(GatewayCase):
+    """A tunnel's access-log line is written when it closes, with its bytes
+    both ways and its whole duration (JSON and combined)."""
+
+    def echo_1mib(self, fmt):
+        b = self.own_backend("ws")
+        log = self.tmp.file("tunnel-%s.log" % fmt)
+        g = self.own_gateway(gateway_config(
+            upstreams={"b": upstream_cfg(b)}, workers=1,
+            routes=[{"id": "ws", "path": "/*{r}", "upstream": "b"}],
+            access_log=log, access_log_format=fmt))
+        key = "dGhlIHNhbXBsZSBub25jZQ=="
+        req = build_request("GET", "/ws", [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                                           ("Sec-WebSocket-Key", key),
+                                           ("Sec-WebSocket-Version", "13")])
+        sent, got = len(req), 0
+        with Client(g.port) as c:
+            c.send(req)
+            r = c.read_response()
+            self.assertEqual(r.status, 101)
+            t_open = time.monotonic()
+            head = len(r.raw_head)
+            payload = os.urandom(65536)
+            for i in range(16):  # 1 MiB each way
+                f = ws_frame(payload, 2)
+                c.send(f)
+                sent += len(f)
+                self.assertEqual(ws_read(c), (2, True, payload))
+                got += ws_server_frame_len(len(payload))
+            time.sleep(0.3)
+            # the tunnel began before the 101 reached us and ends after
+            # the close frame reached the backend: it lasted at least this
+            lasted_ms = (time.monotonic() - t_open) * 1000
+            f = ws_frame(b"\x03\xe8bye", 8)
+            c.send(f)
+            sent += len(f)
+            self.assertEqual(ws_read(c), (8, True, b"\x03\xe8bye"))
+            got += ws_server_frame_len(5)
+            self.assertClosed(c)
+
+        def line():
+            try:
+                with open(log) as f:
+                    ls = f.read().splitlines()
+            except OSError:
+                return None
+            return ls if ls else None
+
+        ls = wait_for(line, what="the tunnel's access-log line")
+        self.assertEqual(len(ls), 1, ls)
+        return ls[0], sent, head, got, lasted_ms
+
+    def test_json_line_at_close(self):
+        ln, sent, head, got, lasted_ms = self.echo_1mib("json")
+        rec = json.loads(ln)
+        self.assertEqual(rec["status"], 101)
+        # old code: bytes_out was the 101's head, the duration ended at it
+        self.assertEqual(rec["bytes_in"], sent)
+        self.assertEqual(rec["bytes_out"], head + got)
+        self.assertGreaterEqual(rec["duration_ms"], lasted_ms)
+        self.assertEqual(rec["route"], "ws")
+        self.assertIsNotNone(rec["upstream"])
+
+    def test_combined_line_at_close(self):
+        ln, sent, head, got, lasted_ms = self.echo_1mib("combined")
+        # $body_bytes_sent: the tunnelled bytes from the upstream
+        self.assertRegex(ln, r'"GET /ws HTTP/1\.1" 101 %d "-" "-"$' % got)
 
 
 class HalfCloseBeforeUpstreamTest(GatewayCase):
