@@ -269,13 +269,21 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         "# HELP switchyard_config_build_seconds Build time of the live snapshot.\n"
         "# TYPE switchyard_config_build_seconds gauge\nswitchyard_config_build_seconds %.6f\n"
         "# HELP switchyard_routes Routes in the live config.\n"
-        "# TYPE switchyard_routes gauge\nswitchyard_routes %zu\n",
+        "# TYPE switchyard_routes gauge\nswitchyard_routes %zu\n"
+        "# HELP switchyard_state_write_failures_total Writes to admin.state_dir that failed "
+        "(a refused change, or a start that could not save).\n"
+        "# TYPE switchyard_state_write_failures_total counter\n"
+        "switchyard_state_write_failures_total %llu\n"
+        "# HELP switchyard_state_write_failing 1 while the last write to admin.state_dir "
+        "failed.\n"
+        "# TYPE switchyard_state_write_failing gauge\nswitchyard_state_write_failing %d\n",
         (unsigned long long)gs.conns_open, (unsigned long long)gs.conns_total,
         (unsigned long long)gs.conns_dropped, (unsigned long long)gs.conns_reclaimed[0],
         (unsigned long long)gs.conns_reclaimed[1], (unsigned long long)gs.bytes_in,
         (unsigned long long)gs.bytes_out, (unsigned long long)gs.upstream_errors,
         (unsigned long long)gs.access_log_dropped, (unsigned long long)api->sw->swaps,
-        (unsigned long long)s->gen, s->build_ms / 1000.0, rt_table_count(s->rt));
+        (unsigned long long)s->gen, s->build_ms / 1000.0, rt_table_count(s->rt),
+        (unsigned long long)api->st->persist_failures, api->st->persist_failing);
     server_metrics(b, s);
     limits_metrics(b, s);
     health_metrics(api, b, s);

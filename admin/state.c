@@ -206,6 +206,24 @@ static char *path_join(const char *dir, const char *name)
     return p;
 }
 
+/* Every write the state is asked for ends here: a failure is counted and
+ * told to the hook, and so is the first write that works after failures.
+ * Returns <rc>. */
+static int noted(struct adm_state *st, int rc, const char *msg)
+{
+    if (rc < 0) {
+        st->persist_failures++;
+        st->persist_failing = 1;
+    } else if (st->persist_failing) {
+        st->persist_failing = 0;
+    } else {
+        return rc;
+    }
+    if (st->persist_hook)
+        st->persist_hook(st->persist_arg, rc < 0 ? msg : NULL);
+    return rc;
+}
+
 /* The journal's first line: {"op":"base","hash":"<hash of config.json>"}.
  * A crash after a new config.json is renamed into place but before the
  * journal is emptied leaves a journal whose changes config.json already
@@ -237,21 +255,48 @@ static int journal_head(int fd, uint64_t hash)
     return write_all(fd, line, strlen(line));
 }
 
-int adm_state_save(struct adm_state *st, char *msg, size_t cap)
+static int save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap);
+
+/* adm_state_save() without telling the hook or writing an owed source. */
+static int save_doc(struct adm_state *st, char *msg, size_t cap)
 {
-    char *js;
+    char *js = json_dumps(st->doc, JSON_INDENT(2) | JSON_SORT_KEYS);
     int rc;
 
-    if (!st->dir)
-        return 0;
-    js = json_dumps(st->doc, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (!js) {
         snprintf(msg, cap, "out of memory");
         return -1;
     }
-    rc = adm_state_save_bytes(st, js, strlen(js), msg, cap);
+    rc = save_bytes(st, js, strlen(js), msg, cap);
     free(js);
     return rc;
+}
+
+/* A save that worked also writes the source record a failed
+ * adm_state_set_source() owes; if that fails again, it stays owed (the
+ * hook hears of it), and the save still counts as done. */
+static int saved(struct adm_state *st, int rc, const char *msg)
+{
+    char why[512];
+
+    noted(st, rc, msg);
+    if (rc == 0 && st->source_pending)
+        adm_state_set_source(st, st->source_hash, st->source_path, why, sizeof(why));
+    return rc;
+}
+
+int adm_state_save(struct adm_state *st, char *msg, size_t cap)
+{
+    if (!st->dir)
+        return 0;
+    return saved(st, save_doc(st, msg, cap), msg);
+}
+
+int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap)
+{
+    if (!st->dir)
+        return 0;
+    return saved(st, save_bytes(st, js, len, msg, cap), msg);
 }
 
 /* Keeps the previous good file: <dst> (config.json) becomes <prev> too,
@@ -283,19 +328,24 @@ static int keep_prev(const char *dir, const char *dst, const char *prev, char *m
         unlink(tmp);
         goto out;
     }
+    /* a rename between two links of one file (config.json.prev standing
+     * in for a corrupt config.json: adm_state_begin) leaves both */
+    unlink(tmp);
     rc = 0;
 out:
     free(tmp);
     return rc;
 }
 
-int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap)
+/* Writes <js> (<len> bytes) as config.json: the temporary file, fsynced,
+ * renamed into place, the directory fsynced, then the journal emptied. A
+ * failure before the rename removes the temporary file: a full disk must
+ * not keep the space a refused write took. */
+static int save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap)
 {
     char *tmp = NULL, *dst = NULL, *prev = NULL;
-    int fd = -1, rc = -1;
+    int fd = -1, rc = -1, made = 0;
 
-    if (!st->dir)
-        return 0;
     tmp = path_join(st->dir, "config.json.tmp");
     dst = path_join(st->dir, "config.json");
     prev = path_join(st->dir, "config.json.prev");
@@ -304,6 +354,7 @@ int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char 
         goto out;
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    made = fd >= 0;
     if (fd < 0 || write_all(fd, js, len) < 0 || write_all(fd, "\n", 1) < 0 || fsync(fd) < 0) {
         snprintf(msg, cap, "%s: %s", tmp, strerror(errno));
         goto out;
@@ -316,6 +367,7 @@ int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char 
         snprintf(msg, cap, "rename %s: %s", dst, strerror(errno));
         goto out;
     }
+    made = 0;
     /* From here config.json may hold the new document while the journal
      * is still headed by the old one's hash: an append there would be
      * dropped as stale by the next replay. Until a save empties the
@@ -338,6 +390,8 @@ int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char 
 out:
     if (fd >= 0)
         close(fd);
+    if (made)
+        unlink(tmp);
     free(tmp);
     free(dst);
     free(prev);
@@ -411,16 +465,16 @@ int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
 
     if (!st->dir)
         return 0;
-    if (st->journal_n + 1 >= ADM_JOURNAL_MAX)
-        return adm_state_save(st, msg, cap); /* the doc already has the change */
+    if (st->journal_n + 1 >= ADM_JOURNAL_MAX || st->journal_fd < 0)
+        return saved(st, save_doc(st, msg, cap), msg); /* the doc already has the change */
     if (fstat(st->journal_fd, &sb) < 0) {
         snprintf(msg, cap, "journal: %s", strerror(errno));
-        return -1;
+        return noted(st, -1, msg);
     }
     line = json_dumps(op, JSON_COMPACT | JSON_SORT_KEYS);
     if (!line) {
         snprintf(msg, cap, "out of memory");
-        return -1;
+        return noted(st, -1, msg);
     }
     if (write_all(st->journal_fd, line, strlen(line)) < 0 ||
         write_all(st->journal_fd, "\n", 1) < 0 || fdatasync(st->journal_fd) < 0) {
@@ -437,7 +491,7 @@ int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
         st->journal_n++;
     }
     free(line);
-    return rc;
+    return noted(st, rc, msg);
 }
 
 static json_t *load_json(const char *path, char *msg, size_t cap, int *missing)
@@ -460,14 +514,15 @@ static json_t *load_json(const char *path, char *msg, size_t cap, int *missing)
     return j;
 }
 
-/* Replays the journal <jpath> (open as st->journal_fd) onto <doc>, the
- * config.json it follows, and cuts it after its last usable line: a torn
- * line (a crash mid-append, never acknowledged), a line that does not
- * apply, or all of it when its base is not <doc>'s hash (config.json
- * already holds its changes). 0, or -1 with <msg> when it cannot be read
- * to its end or cut: starting without its changes and then saving would
- * lose them, and a tail left in place would be continued by the next
- * append, whose line the next replay would drop. */
+/* Replays the journal <jpath> onto <doc>, the config.json it follows, up
+ * to its last usable line: a torn line (a crash mid-append, never
+ * acknowledged), a line that does not apply, or all of it when its base is
+ * not <doc>'s hash (config.json already holds its changes). What follows
+ * is cut by adm_state_begin() (st->journal_keep): a tail left in place
+ * would be continued by the next append, whose line the next replay would
+ * drop. No journal is an empty one. 0, or -1 with <msg> when it cannot be
+ * read to its end: starting without its changes and then saving would
+ * lose them. */
 static int replay(struct adm_state *st, json_t *doc, const char *jpath, char *msg, size_t cap)
 {
     char *line = NULL, base[32];
@@ -477,6 +532,11 @@ static int replay(struct adm_state *st, json_t *doc, const char *jpath, char *ms
     int rerr = 0;
     FILE *jf = fopen(jpath, "r");
 
+    if (!jf && errno == ENOENT) {
+        st->journal_keep = 0;
+        st->journal_n = 0;
+        return 0;
+    }
     if (!jf) {
         snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
         return -1;
@@ -515,11 +575,7 @@ static int replay(struct adm_state *st, json_t *doc, const char *jpath, char *ms
         snprintf(msg, cap, "%s: %s", jpath, strerror(rerr));
         return -1;
     }
-    if (ftruncate(st->journal_fd, off) < 0) {
-        snprintf(msg, cap, "%s: cannot drop what follows byte %ld: %s", jpath, off,
-                 strerror(errno));
-        return -1;
-    }
+    st->journal_keep = off;
     st->journal_n = good;
     return 0;
 }
@@ -533,12 +589,9 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
     *err = 0;
     msg[0] = '\0';
     st->journal_fd = -1;
+    st->journal_keep = -1;
     if (!(st->dir = strdup(dir)))
         goto fail;
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-        snprintf(msg, cap, "state_dir %s: %s", dir, strerror(errno));
-        goto fail;
-    }
     cfg = path_join(dir, "config.json");
     prev = path_join(dir, "config.json.prev");
     jpath = path_join(dir, "journal");
@@ -546,24 +599,21 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
         goto fail;
     doc = load_json(cfg, msg, cap, &missing);
     if (!doc && !missing) {
-        /* refuse the corrupt file, keep it for inspection, use the last good one */
-        char aside[4096];
+        /* refuse the corrupt file, use the last good one; adm_state_begin()
+         * keeps the corrupt one for inspection */
         size_t n = strlen(msg);
-        snprintf(aside, sizeof(aside), "%s.corrupt", cfg);
-        rename(cfg, aside);
+        st->corrupt = 1;
         doc = load_json(prev, msg + n, cap - n, &missing);
-        snprintf(msg + strlen(msg), cap - strlen(msg), "; moved aside to %s; %s", aside,
+        snprintf(msg + strlen(msg), cap - strlen(msg), "; %s; the corrupt file goes to %s.corrupt",
                  doc ? "using config.json.prev (the previous good config)"
-                     : "no previous good config");
-        if (doc) {
-            /* the journal belongs to the corrupt file: it cannot be replayed */
-            unlink(jpath);
-        }
-    }
-    st->journal_fd = open(jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (st->journal_fd < 0) {
-        snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
-        goto fail;
+                     : "no previous good config",
+                 cfg);
+        /* the journal belongs to the corrupt file: it cannot be replayed */
+        st->prev_used = doc != NULL;
+        free(cfg);
+        free(prev);
+        free(jpath);
+        return doc;
     }
     if (doc && replay(st, doc, jpath, msg, cap) < 0)
         goto fail;
@@ -580,6 +630,76 @@ fail:
     free(jpath);
     json_decref(doc);
     return NULL;
+}
+
+/* The temporary files a failed write or a crash may leave: never part of
+ * the persisted config. */
+static const char *const temp_names[] = {"config.json.tmp", "config.json.prev.tmp", "source.tmp"};
+
+int adm_state_begin(struct adm_state *st, char *msg, size_t cap)
+{
+    char *cfg = NULL, *jpath = NULL, *aside = NULL;
+    struct stat sb;
+    int rc = -1;
+
+    if (!st->dir)
+        return 0;
+    if (mkdir(st->dir, 0700) < 0 && errno != EEXIST) {
+        snprintf(msg, cap, "state_dir %s: %s", st->dir, strerror(errno));
+        return -1;
+    }
+    cfg = path_join(st->dir, "config.json");
+    jpath = path_join(st->dir, "journal");
+    aside = path_join(st->dir, "config.json.corrupt");
+    if (!cfg || !jpath || !aside) {
+        snprintf(msg, cap, "out of memory");
+        goto out;
+    }
+    if (st->corrupt && rename(cfg, aside) < 0 && errno != ENOENT) {
+        snprintf(msg, cap, "move %s aside: %s", cfg, strerror(errno));
+        goto out;
+    }
+    if (st->prev_used) {
+        char *prev = path_join(st->dir, "config.json.prev");
+        /* the journal belongs to the corrupt file; config.json.prev stands
+         * in for config.json until the next save (a link: no space taken) */
+        if (unlink(jpath) < 0 && errno != ENOENT) {
+            snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
+            free(prev);
+            goto out;
+        }
+        if (prev)
+            link(prev, cfg);
+        free(prev);
+    }
+    for (size_t i = 0; i < sizeof(temp_names) / sizeof(temp_names[0]); i++) {
+        char *t = path_join(st->dir, temp_names[i]);
+        int e = !t ? ENOMEM : unlink(t) == 0 ? 0 : errno;
+        free(t);
+        if (e && e != ENOENT) {
+            snprintf(msg, cap, "remove %s/%s: %s", st->dir, temp_names[i], strerror(e));
+            goto out;
+        }
+    }
+    st->journal_fd = open(jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (st->journal_fd < 0 || fstat(st->journal_fd, &sb) < 0) {
+        snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
+        goto out;
+    }
+    if (st->journal_keep < 0) {
+        /* no replayed config.json under it: the next change is a full save */
+        st->journal_n = ADM_JOURNAL_MAX;
+    } else if (sb.st_size > st->journal_keep && ftruncate(st->journal_fd, st->journal_keep) < 0) {
+        snprintf(msg, cap, "%s: cannot drop what follows byte %ld: %s", jpath, st->journal_keep,
+                 strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(cfg);
+    free(jpath);
+    free(aside);
+    return rc;
 }
 
 int adm_state_source(const struct adm_state *st, uint64_t *hash)
@@ -600,6 +720,7 @@ int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, 
                          size_t cap)
 {
     char *tmp = path_join(st->dir, "source.tmp"), *dst = path_join(st->dir, "source"), h[32];
+    char *keep = NULL;
     json_t *j;
     char *js = NULL;
     int fd = -1, rc = -1;
@@ -614,17 +735,27 @@ int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, 
     if (fd < 0 || write_all(fd, js, strlen(js)) < 0 || write_all(fd, "\n", 1) < 0 ||
         fsync(fd) < 0 || rename(tmp, dst) < 0 || fsync_dir(st->dir) < 0) {
         snprintf(msg, cap, "%s: %s", dst, strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
         goto out;
     }
     rc = 0;
 out:
     if (fd >= 0)
         close(fd);
+    /* owed until a later save writes it (<path> may be the owed one) */
+    if (rc == 0 || path != st->source_path) {
+        keep = st->source_path;
+        st->source_path = rc < 0 && path ? strdup(path) : NULL;
+    }
+    free(keep);
+    st->source_pending = rc < 0;
+    st->source_hash = hash;
     json_decref(j);
     free(js);
     free(tmp);
     free(dst);
-    return rc;
+    return noted(st, rc, msg);
 }
 
 int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *msg, size_t cap)
@@ -664,13 +795,14 @@ int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *ms
         }
         moved += !e;
     }
-    /* the journal descriptor followed the file: a fresh, empty one */
+    /* the journal descriptor followed the file: a fresh, empty one, with
+     * no config.json under it until the next save */
     if (st->journal_fd >= 0) {
         char *j = path_join(st->dir, "journal");
         close(st->journal_fd);
         st->journal_fd = j ? open(j, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
         free(j);
-        st->journal_n = 0;
+        st->journal_n = ADM_JOURNAL_MAX;
         if (st->journal_fd < 0) {
             snprintf(msg, cap, "journal: %s", strerror(errno));
             goto out;
@@ -687,7 +819,7 @@ int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *ms
     rc = 0;
 out:
     free(dir);
-    return rc;
+    return noted(st, rc, msg);
 }
 
 void adm_state_free(struct adm_state *st)
@@ -698,6 +830,7 @@ void adm_state_free(struct adm_state *st)
         close(st->journal_fd);
     free(st->dir);
     free(st->canon);
+    free(st->source_path);
     memset(st, 0, sizeof(*st));
     st->journal_fd = -1;
 }

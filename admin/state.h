@@ -19,6 +19,12 @@
  * The journal is folded into config.json every ADM_JOURNAL_MAX entries, so a
  * route change costs one small append, not a rewrite of every route.
  *
+ * A start reads the directory first and writes it only once every other
+ * start step succeeded (adm_state_open, then adm_state_begin): a failed
+ * start leaves it as it was. A write that fails (a full disk) refuses its
+ * change and leaves no temporary file; the state counts it and tells its
+ * hook, so that the gateway can say loudly that persistence is failing.
+ *
  * The ETag is "<generation>-<hash>": the hash combines the document without
  * its routes and an XOR of each route's hash, so it is kept up to date per
  * change without encoding the whole document.
@@ -44,6 +50,22 @@ struct adm_state {
     char *canon; /* GET /config bytes, encoded once per generation */
     size_t canon_len;
     uint64_t canon_gen;
+    /* what adm_state_open() found for adm_state_begin() to do */
+    long journal_keep; /* the journal's bytes to keep (its torn tail cut); -1: not read */
+    int corrupt;       /* config.json is corrupt: move it aside */
+    int prev_used;     /* ... and config.json.prev stands in for it */
+    /* the source record a failed adm_state_set_source() still owes: it
+     * is written after the next save that works */
+    int source_pending;
+    uint64_t source_hash;
+    char *source_path;
+    /* persistence's health: writes that failed, and whether the last one did */
+    uint64_t persist_failures;
+    int persist_failing;
+    /* told of every failed write (<failure>: why) and of the first one
+     * that works after failures (<failure> NULL); NULL: nobody is told */
+    void (*persist_hook)(void *arg, const char *failure);
+    void *persist_arg;
 };
 
 /* 64-bit FNV-1a of <len> bytes. */
@@ -59,13 +81,20 @@ int adm_state_set_doc_hashed(struct adm_state *st, json_t *doc, int known, uint6
                              uint64_t hr);
 uint64_t adm_state_hash(const struct adm_state *st);
 
-/* Opens the state directory (created if missing). If it holds a config,
- * returns it (new reference) with the journal replayed; NULL if it holds
- * none. A corrupt config.json is moved aside and config.json.prev used;
- * <msg> (cap bytes) then says what happened. -1 in *err on I/O errors,
- * among them a journal that cannot be read or cut after its last good
- * line. */
+/* Reads the state directory <dir> without writing anything (a missing
+ * directory holds no config). If it holds a config, returns it (new
+ * reference) with the journal replayed; NULL if it holds none. A corrupt
+ * config.json is refused and config.json.prev used; <msg> (cap bytes) then
+ * says so. -1 in *err on I/O errors, among them a journal that cannot be
+ * read. Nothing can be persisted before adm_state_begin(). */
 json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err);
+/* Makes the directory read by adm_state_open() ready for writes, once a
+ * start has passed every check: creates it if missing, moves a corrupt
+ * config.json aside (its journal is dropped), removes the temporary files
+ * a failed write or a crash left, opens the journal and cuts it after its
+ * last good line. 0, or -1 with <msg>: among them a journal that cannot be
+ * cut, whose tail the next append would continue. */
+int adm_state_begin(struct adm_state *st, char *msg, size_t cap);
 
 /* Persists the whole document atomically and empties the journal. */
 int adm_state_save(struct adm_state *st, char *msg, size_t cap);
@@ -84,13 +113,15 @@ int adm_state_apply(json_t *doc, const json_t *op);
  * <hash>, 0 when none is recorded (a state older than the record). */
 int adm_state_source(const struct adm_state *st, uint64_t *hash);
 /* Records <hash> (of the file <path>) as the source of the persisted
- * config, atomically. 0, or -1 with <msg>. */
+ * config, atomically. 0, or -1 with <msg>: the record is then written
+ * after the next save that works. */
 int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, char *msg,
                          size_t cap);
 /* Moves the persisted config (config.json, config.json.prev, journal) into
  * a new directory replaced-<UTC time> of the state directory, named in
- * <where>, and starts an empty journal. 0 (also when there was nothing to
- * move: <where> is then ""), or -1 with <msg>. */
+ * <where>, and starts an empty journal, which takes no appends before a
+ * save (no config.json under it). 0 (also when there was nothing to move:
+ * <where> is then ""), or -1 with <msg>. */
 int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *msg, size_t cap);
 
 void adm_state_free(struct adm_state *st);

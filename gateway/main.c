@@ -130,10 +130,10 @@ static void record_source(void)
     if (!state.dir)
         return;
     if (source_hash(proc.config_path, &h) < 0)
-        snprintf(msg, sizeof(msg), "%s", strerror(errno));
-    else if (adm_state_set_source(&state, h, proc.config_path, msg, sizeof(msg)) == 0)
-        return;
-    gw_log(GW_LOG_ERROR, "state: cannot record %s as the source: %s", proc.config_path, msg);
+        gw_log(GW_LOG_ERROR, "state: cannot record %s as the source: %s", proc.config_path,
+               strerror(errno));
+    else /* a write that fails: the state's hook logs it, and the next save retries it */
+        adm_state_set_source(&state, h, proc.config_path, msg, sizeof(msg));
 }
 
 /* SIGHUP: read the file again and swap it in through the admin API's path
@@ -217,6 +217,21 @@ static char *read_token(const struct adm_config *cfg)
     return env && *env ? strdup(env) : NULL;
 }
 
+/* The state's hook (adm_state): every write that fails refuses its change
+ * (500 to the API, a refused reload), and is logged as an error; so is the
+ * first one that works again, as a notice. */
+static void persist_report(void *arg, const char *failure)
+{
+    (void)arg;
+    if (failure)
+        gw_log(GW_LOG_ERROR,
+               "state: persistence is failing: %s; changes that cannot be written are refused "
+               "until %s takes writes again",
+               failure, state.dir);
+    else
+        gw_log(GW_LOG_NOTICE, "state: persistence works again: %s takes writes", state.dir);
+}
+
 /* How a start came to its config, for persist_start() once it succeeded. */
 struct start_plan {
     const char *from;   /* the -c file, or "the embedded default" */
@@ -244,6 +259,7 @@ static struct adm_config *choose_config(struct adm_config *cfg, int reset, struc
 
     if (!cfg->admin.state_dir)
         return cfg;
+    state.persist_hook = persist_report;
     doc = adm_state_open(&state, cfg->admin.state_dir, msg, sizeof(msg), &err);
     if (err) {
         gw_log(GW_LOG_ERROR, "state: %s", msg);
@@ -283,13 +299,32 @@ static struct adm_config *choose_config(struct adm_config *cfg, int reset, struc
     return p;
 }
 
+/* The state directory made ready for writes (adm_state_begin), once every
+ * other start step succeeded: a start that failed before it persists
+ * nothing, not even an empty journal or the directory. Before dropping
+ * privileges, which hands the directory to the user. -1 after logging why. */
+static int begin_state(void)
+{
+    char msg[1024];
+
+    if (adm_state_begin(&state, msg, sizeof(msg)) < 0) {
+        gw_log(GW_LOG_ERROR, "state: %s", msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* Writes what a successful start decided: the replaced persisted config
- * kept aside, the config run saved, the file it came from recorded. A
- * failed start never gets here, so it persists nothing. -1 after logging
- * why. */
+ * kept aside, the file it came from recorded, the config run saved. A
+ * save that fails (a full disk) does not stop the start: the config runs
+ * unsaved, said loudly, and what is on disk stays consistent (config.json
+ * and its journal; or, when the file won, none until a save works).
+ * Only a persisted config that cannot be moved aside stops it, as the
+ * save would then write over it. -1 after logging why. */
 static int persist_start(const struct start_plan *plan)
 {
     char msg[1024], where[4200];
+    uint64_t h;
 
     if (!state.dir)
         return 0;
@@ -302,21 +337,15 @@ static int persist_start(const struct start_plan *plan)
                "state: %s wins over the persisted config in %s (%s); that one is kept in %s",
                plan->from, state.dir, plan->why, where[0] ? where : "(nothing to keep)");
     }
-    if (adm_state_save(&state, msg, sizeof(msg)) < 0 ||
-        (!plan->from_state &&
-         adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg)) < 0)) {
-        gw_log(GW_LOG_ERROR, "state: %s", msg);
-        return -1;
-    }
-    /* a state older than the source record: from now on the file's edits count */
-    if (plan->from_state) {
-        uint64_t h;
-        if (!adm_state_source(&state, &h) &&
-            adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg)) < 0) {
-            gw_log(GW_LOG_ERROR, "state: %s", msg);
-            return -1;
-        }
-    }
+    /* the file's config is what gets persisted from now on; a record that
+     * fails is written after the next save that works (adm_state) */
+    if (!plan->from_state || !adm_state_source(&state, &h))
+        adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg));
+    if (adm_state_save(&state, msg, sizeof(msg)) < 0) /* the hook logged why */
+        gw_log(GW_LOG_ERROR, "state: persistence is failing at start: serving %s anyway, %s",
+               plan->from_state ? "the persisted config" : plan->from,
+               plan->from_state ? "whose config.json and journal stay as they were"
+                                : "unpersisted until a change can be written");
     return 0;
 }
 
@@ -1022,7 +1051,8 @@ int main(int argc, char **argv)
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    if (drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0 || persist_start(&plan) < 0)
+    if (begin_state() < 0 || drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0 ||
+        persist_start(&plan) < 0)
         goto out_fail_admin;
 
     run(cfg_path);

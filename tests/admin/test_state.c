@@ -104,7 +104,8 @@ static void set_version(struct adm_state *st, int v)
 
 /* A replay ends at a torn line; if the journal cannot be cut there, the
  * next append would follow the torn bytes on the same line and the replay
- * after it would end before that acknowledged change. */
+ * after it would end before that acknowledged change. The cut is the
+ * start's first write (adm_state_begin), after every check passed. */
 START_TEST(replay_cut_failure_is_an_error)
 {
     char dir[64], head[96], text[512], msg[512];
@@ -120,8 +121,11 @@ START_TEST(replay_cut_failure_is_an_error)
              head);
     sealed_journal(dir, text);
     doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
-    ck_assert_int_eq(err, -1);
-    ck_assert_ptr_null(doc);
+    ck_assert_int_eq(err, 0);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_int_eq(has_route(doc, "a"), 1);
+    json_decref(doc);
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), -1);
     ck_assert_ptr_nonnull(strstr(msg, "journal"));
     adm_state_free(&st);
 }
@@ -172,6 +176,7 @@ START_TEST(failed_append_leaves_no_torn_line)
     make_dir(dir, sizeof(dir));
     ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
     ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
     doc = json_loads(DOC, 0, NULL);
     ck_assert_int_eq(adm_state_set_doc(&st, doc), 0);
     json_decref(doc);
@@ -216,6 +221,7 @@ START_TEST(save_keeps_prev_or_fails)
 
     make_dir(dir, sizeof(dir));
     ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
     set_version(&st, 1);
     ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
     set_version(&st, 2);
@@ -253,6 +259,7 @@ START_TEST(unreset_journal_takes_no_appends)
     doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
     ck_assert_int_eq(err, 0);
     ck_assert_ptr_nonnull(doc);
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
     ck_assert_int_eq(adm_state_set_doc(&st, doc), 0);
     json_decref(doc);
     op = put_route("a");
@@ -273,6 +280,130 @@ START_TEST(unreset_journal_takes_no_appends)
         json_decref(doc);
         adm_state_free(&again);
     }
+    adm_state_free(&st);
+}
+END_TEST
+
+/* What the hook heard: failures, and recoveries (a NULL failure). */
+struct heard {
+    int failures, recoveries;
+    char last[512];
+};
+
+static void hook(void *arg, const char *failure)
+{
+    struct heard *h = arg;
+
+    if (failure) {
+        h->failures++;
+        snprintf(h->last, sizeof(h->last), "%s", failure);
+    } else {
+        h->recoveries++;
+    }
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char path[512];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return access(path, F_OK) == 0;
+}
+
+/* Reading the state writes nothing: a start may still fail after it. A
+ * missing directory is not made, a torn journal line is not cut, a
+ * corrupt config.json is not moved, leftover temporary files stay; all of
+ * it is adm_state_begin()'s, which a start reaches only once every check
+ * passed. */
+START_TEST(open_writes_nothing)
+{
+    char dir[64], sub[96], head[96], text[512], msg[512], path[512];
+    struct adm_state st = {.journal_fd = -1};
+    struct stat sb;
+    json_t *doc;
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    snprintf(sub, sizeof(sub), "%s/missing", dir);
+    ck_assert_ptr_null(adm_state_open(&st, sub, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(access(sub, F_OK), -1);
+    adm_state_free(&st);
+
+    write_file(dir, "config.json", DOC);
+    write_file(dir, "config.json.tmp", "{\"half\":");
+    head_line(DOC, head, sizeof(head));
+    snprintf(text, sizeof(text),
+             "%s{\"op\":\"put_route\",\"route\":{\"id\":\"a\",\"path\":\"/a\"}}\n{\"op\":\"put_ro",
+             head);
+    write_file(dir, "journal", text);
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(has_route(doc, "a"), 1);
+    json_decref(doc);
+    snprintf(path, sizeof(path), "%s/journal", dir);
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_eq(sb.st_size, (off_t)strlen(text));
+    ck_assert_int_eq(exists(dir, "config.json.tmp"), 1);
+    /* the start's first write: the torn line cut, the temporary file gone */
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(stat(path, &sb), 0);
+    ck_assert_int_lt(sb.st_size, (off_t)strlen(text));
+    ck_assert_int_eq(exists(dir, "config.json.tmp"), 0);
+    adm_state_free(&st);
+
+    write_file(dir, "config.json", "}{");
+    st.journal_fd = -1;
+    ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
+    ck_assert_ptr_nonnull(strstr(msg, "corrupt"));
+    ck_assert_int_eq(exists(dir, "config.json"), 1);
+    ck_assert_int_eq(exists(dir, "config.json.corrupt"), 0);
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(exists(dir, "config.json"), 0);
+    ck_assert_int_eq(exists(dir, "config.json.corrupt"), 1);
+    adm_state_free(&st);
+}
+END_TEST
+
+/* A save that fails (the file may not grow: a full disk as far as the
+ * write is concerned) leaves no temporary file behind to keep the space,
+ * is counted and told to the hook; the next save that works is told too. */
+START_TEST(failed_save_leaves_no_temporary_file)
+{
+    char dir[64], msg[512];
+    struct adm_state st = {.journal_fd = -1};
+    struct heard h = {0};
+    struct rlimit rl, keep;
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
+    st.persist_hook = hook;
+    st.persist_arg = &h;
+    set_version(&st, 1);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(h.failures + h.recoveries, 0);
+
+    signal(SIGXFSZ, SIG_IGN);
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &keep), 0);
+    rl = keep;
+    rl.rlim_cur = 4;
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    set_version(&st, 2);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), -1);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &keep), 0);
+    ck_assert_ptr_nonnull(strstr(msg, "config.json.tmp"));
+    ck_assert_int_eq(exists(dir, "config.json.tmp"), 0);
+    ck_assert_int_eq(h.failures, 1);
+    ck_assert_ptr_nonnull(strstr(h.last, "config.json.tmp"));
+    ck_assert_int_eq(st.persist_failing, 1);
+    ck_assert_int_eq((int)st.persist_failures, 1);
+
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(h.recoveries, 1);
+    ck_assert_int_eq(st.persist_failing, 0);
+    ck_assert_int_eq((int)st.persist_failures, 1);
     adm_state_free(&st);
 }
 END_TEST
@@ -379,6 +510,8 @@ static Suite *state_suite(void)
     tcase_add_test(tc, failed_append_leaves_no_torn_line);
     tcase_add_test(tc, save_keeps_prev_or_fails);
     tcase_add_test(tc, unreset_journal_takes_no_appends);
+    tcase_add_test(tc, open_writes_nothing);
+    tcase_add_test(tc, failed_save_leaves_no_temporary_file);
     suite_add_tcase(s, tc);
     tc = tcase_create("out_of_memory");
     tcase_set_timeout(tc, 120); /* the sort without memory is quadratic: 10^8 steps */

@@ -144,9 +144,38 @@ class FailedStartTest(LifecycleCase):
         g.cfg["listeners"] = [{"address": "127.0.0.1:%d" % busy.getsockname()[1]}]
         rc, err = self.run_to_exit(g)
         self.assertNotEqual(rc, 0, err)
-        # the state directory and an empty journal may be made; no config is kept
-        left = tree(self.state) if os.path.isdir(self.state) else {}
-        self.assertEqual({k: v for k, v in left.items() if v}, {}, err)
+        # not even the state directory is made
+        self.assertFalse(os.path.exists(self.state), err)
+
+    def test_missing_token_file_persists_nothing(self):
+        """A start whose token file is missing exits 1 saying so, before it
+        writes anything: a missing state directory is not made, an empty
+        one stays empty, a persisted one stays byte for byte (its torn
+        journal line not cut, a leftover temporary file not removed)."""
+        token = self.tmp.file("no-such-token")
+        for case in ("missing", "empty", "persisted"):
+            with self.subTest(case=case):
+                g = self.make("notoken-" + case)
+                if case == "empty":
+                    os.makedirs(self.state)
+                if case == "persisted":
+                    api = self.start(g)
+                    self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+                    self.stop_clean(g)
+                    with open(os.path.join(self.state, "journal"), "ab") as f:
+                        f.write(b'{"op":"put_route","rou')
+                    with open(os.path.join(self.state, "config.json.tmp"), "wb") as f:
+                        f.write(b"{")
+                before = tree(self.state) if case != "missing" else None
+                g.cfg["admin"]["token_file"] = token
+                rc, err = self.run_to_exit(g)
+                self.assertEqual(rc, 1, err)
+                self.assertIn("admin.token_file: cannot read %s: No such file or directory" %
+                              token, err)
+                if case == "missing":
+                    self.assertFalse(os.path.exists(self.state), err)
+                else:
+                    self.assertEqual(tree(self.state), before, err)
 
     def test_failed_start_keeps_the_state_as_it_was(self):
         g = self.make("fail2")

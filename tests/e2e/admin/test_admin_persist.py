@@ -6,18 +6,24 @@ acknowledged write present, at most the one in flight missing or present,
 never a torn or half-applied config); a corrupt config.json is refused, moved
 aside and the previous good one used; a torn last journal line is dropped;
 the states a crash can leave in the middle of folding the journal into
-config.json replay correctly."""
+config.json replay correctly; a state directory on a full disk (a real 1 MiB
+tmpfs) refuses pushes with 500 and no temporary file left, and a start on it
+serves the persisted config, says loudly that persistence fails, and takes
+pushes again once space is freed."""
+import errno
 import http.client
 import json
 import os
 import random
 import shutil
 import signal
+import subprocess
 import threading
 import time
 
 from adminlib import (AdminCase, Admin, Gateway, admin_port, answered_by, data_get, free_port,
-                      gateway_config, local_route, start_gateway, upstream_cfg, main)
+                      gateway_config, local_route, metric, parse_prometheus, start_gateway,
+                      upstream_cfg, main)
 
 SEED = int(os.environ.get("SY_E2E_SEED", "20241129"))
 
@@ -420,6 +426,115 @@ class FoldCrashTest(PersistCase):
 
         g, jpath, want = self.run_and_keep_journal("fold2", before, after)
         self.restart_with_old_journal(g, jpath, want)
+
+
+class FullDiskTest(PersistCase):
+    """admin.state_dir on a file system that fills up: a 1 MiB tmpfs,
+    mounted for the test (skipped, saying so, where mounting is not
+    allowed: it needs root or CAP_SYS_ADMIN) and filled by a ballast file,
+    as another program's data fills a real disk."""
+
+    def mount_small(self):
+        mnt = self.tmp.file("tmpfs-%d" % free_port())
+        os.makedirs(mnt)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            self.skipTest("cannot mount a 1 MiB tmpfs (needs root or CAP_SYS_ADMIN): %s" %
+                          (p.stderr.strip() or "mount exited %d" % p.returncode))
+        # lazily: it goes even if something still has a file open there
+        self.addCleanup(subprocess.run, ["umount", "-l", mnt], capture_output=True)
+        return mnt
+
+    def fill(self, mnt):
+        """Writes a ballast file until the file system is full."""
+        fd = os.open(os.path.join(mnt, "ballast"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            for _ in range(2048):  # 8 MiB at most: far more than 1 MiB
+                os.write(fd, b"\0" * 4096)
+            self.fail("a 1 MiB tmpfs took 8 MiB")
+        except OSError as e:
+            self.assertEqual(e.errno, errno.ENOSPC)
+        finally:
+            os.close(fd)
+
+    def persist_metrics(self, api):
+        r = api.get("/metrics")
+        self.assertStatus(r, 200)
+        _, samples = parse_prometheus(r.body.decode())
+        return (metric(samples, "switchyard_state_write_failures_total"),
+                metric(samples, "switchyard_state_write_failing"))
+
+    def assertRefusedFull(self, r):
+        self.assertStatus(r, 500)
+        self.assertEqual(r.json["error"], "cannot persist the config; nothing changed", r)
+        self.assertIn("No space left on device", r.json["errors"][0]["message"], r)
+
+    def test_full_state_dir(self):
+        mnt = self.mount_small()
+        self.state = os.path.join(mnt, "state")  # made by the first start
+        routes = [local_route("ping", "/ping")]
+        cfg = gateway_config(upstreams={"u": upstream_cfg(self.b1)}, routes=routes, workers=1,
+                             admin={"address": "127.0.0.1:%d" % free_port(),
+                                    "state_dir": self.state})
+        g = self.gateway(cfg, "full")
+        api = self.start(g)
+        live = api.config()[0]
+        # a config of some 60 KB, and a journaled change on top
+        many = [local_route("r%d" % i, "/many/r%d/{x}" % i) for i in range(600)]
+        self.assertWrite(api.put("/config", dict(live, routes=routes + many)), 200)
+        self.assertWrite(api.post("/routes", local_route("j", "/j")), 201)
+        acked = api.config()[0]
+        # a crash in the middle of a save leaves its temporary file
+        with open(os.path.join(self.state, "config.json.tmp"), "wb") as f:
+            f.write(b"{" * 65536)
+        self.fill(mnt)
+
+        # a push is refused with the reason, and leaves no temporary file
+        since = g.log_size()
+        bigger = dict(acked, routes=acked["routes"] + [local_route("b%d" % i, "/b%d" % i)
+                                                       for i in range(300)])
+        self.assertRefusedFull(api.put("/config", bigger))
+        self.assertFalse(os.path.exists(os.path.join(self.state, "config.json.tmp")),
+                         os.listdir(self.state))
+        g.wait_log(r"\[error\] state: persistence is failing: .*No space left on device", since)
+        self.assertEqual(self.persist_metrics(api), (1, 1))
+        self.assertEqual(api.config()[0], acked)
+        self.assertEqual(self.answer(g, "/j"), (200, "j"))
+
+        # a start on the full disk serves config.json plus the journal and
+        # says so; it does not fail
+        self.stop_clean(g)
+        with open(os.path.join(self.state, "config.json.tmp"), "wb") as f:
+            f.write(b"{")  # what the push above left on the unfixed code
+        self.fill(mnt)
+        api = self.start(g)
+        log = self.log_since(g)
+        self.assertRegex(log, r"persisted config in .* wins")
+        self.assertRegex(log, r"\[error\] state: persistence is failing at start: serving the "
+                         r"persisted config")
+        self.assertFalse(os.path.exists(os.path.join(self.state, "config.json.tmp")))
+        self.assertEqual(api.config()[0], acked)
+        self.assertEqual(self.answer(g, "/j"), (200, "j"))
+        self.assertEqual(self.answer(g, "/many/r599/x"), (200, "r599"))
+        self.assertEqual(self.persist_metrics(api), (1, 1))
+        self.assertRefusedFull(api.put("/config", bigger))
+        self.assertEqual(self.persist_metrics(api), (2, 1))
+
+        # space freed: pushes work again, and say so
+        os.unlink(os.path.join(mnt, "ballast"))
+        since = g.log_size()
+        self.assertWrite(api.put("/config", bigger), 200)
+        g.wait_log(r"\[notice\] state: persistence works again", since)
+        self.assertEqual(self.persist_metrics(api), (2, 0))
+        self.assertWrite(api.post("/routes", local_route("k", "/k")), 201)
+        want = api.config()[0]
+        self.stop_clean(g)
+        api = self.start(g)
+        self.assertEqual(api.config()[0], want)
+        self.assertEqual(self.answer(g, "/b299"), (200, "b299"))
+        self.assertEqual(self.answer(g, "/k"), (200, "k"))
+        self.stop_clean(g)
 
 
 if __name__ == "__main__":
