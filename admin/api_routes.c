@@ -149,7 +149,7 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
     rt_table *rt;
     const char *id, *ms[64];
     char pat[8192];
-    size_t nm;
+    size_t nm, nroutes;
 
     if (!adm_api_if_match_ok(api, req) || !(body = adm_api_read_body(api, req)))
         return;
@@ -181,6 +181,14 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
     }
     if (path_id && !old) {
         adm_api_reply_error(api, req, 404, "no such route", NULL);
+        goto out;
+    }
+    nroutes = json_array_size(json_object_get(st->doc, "routes"));
+    if (!old && nroutes >= cur->cfg->limits.max_routes) {
+        char m[128];
+        snprintf(m, sizeof(m), ADM_MAX_ROUTES_ERR, nroutes + 1, cur->cfg->limits.max_routes);
+        adm_api_reply_error(api, req, 409, "the config has limits.max_routes routes",
+                            json_pack("[{s:s,s:s}]", "path", "/routes", "message", m));
         goto out;
     }
     if (!(tx = rt_txn_begin(cur->rt)))

@@ -149,7 +149,8 @@ static void config_defaults(struct adm_config *c)
                                     .max_header_bytes = 32768,
                                     .max_headers = 100,
                                     .max_body_bytes = 0,
-                                    .max_connections = 10000};
+                                    .max_connections = 10000,
+                                    .max_routes = 100000};
     c->timeouts = (struct adm_timeouts){.client_header_ms = 10000,
                                         .client_idle_ms = 60000,
                                         .client_body_ms = 30000,

@@ -263,7 +263,13 @@ struct adm_limits {
     /* of which without a whole first request head yet (0 in a document that
      * leaves it out: check_cross() makes it a quarter of max_connections) */
     unsigned max_pending_connections;
+    unsigned max_routes; /* 100000: a config with more is refused */
 };
+
+/* The error of a config with more routes (<n>, a size_t) than
+ * limits.max_routes (<max>, unsigned), at /routes: the parser's, and
+ * POST /routes' for the route one over. */
+#define ADM_MAX_ROUTES_ERR "%zu routes, more than limits.max_routes (%u)"
 
 struct adm_timeouts {              /* all milliseconds, 1..86400000 */
     unsigned client_header_ms;     /* 10000 */

@@ -25,6 +25,7 @@
 #define ADM_CF_MAX_PATHNAME 4096   /* token_file, state_dir, access_log */
 #define ADM_CF_MAX_MS 86400000LL   /* one day */
 #define ADM_CF_MAX_TABLE (1 << 22) /* upstreams.NAME.table_size: 16 MiB of Maglev table */
+#define ADM_CF_MAX_ROUTES 10000000 /* limits.max_routes */
 
 /* ASCII classes, whatever the process locale says. */
 static inline int is_digit(unsigned char c)

@@ -521,12 +521,30 @@ static void route_check(struct adm_cf *x, struct adm_route *r, uint32_t seen, si
     }
 }
 
+/* limits.max_routes as the document sets it, wherever "limits" comes in
+ * it; the default when it does not set it, or sets it wrong (the limits
+ * parser reports that). */
+static unsigned max_routes(const struct adm_cf *x)
+{
+    const json_t *m = json_object_get(json_object_get(x->c->json, "limits"), "max_routes");
+    json_int_t v = json_integer_value(m);
+
+    return json_is_integer(m) && v >= 1 && v <= ADM_CF_MAX_ROUTES ? (unsigned)v
+                                                                  : x->c->limits.max_routes;
+}
+
 void adm_cf_routes(struct adm_cf *x, const json_t *v, void *target)
 {
     struct adm_config *c = target;
     if (!adm_cf_want_array(x, v))
         return;
     size_t n = json_array_size(v);
+    unsigned max = max_routes(x);
+    if (n > max) {
+        /* refused before a route is parsed: the cap bounds what a config costs */
+        adm_cf_err(x, ADM_MAX_ROUTES_ERR, n, max);
+        return;
+    }
     c->routes = adm_cf_calloc(x, n, sizeof(*c->routes));
     x->route_ok = adm_cf_calloc(x, n, 1);
     x->route_timeout = adm_cf_calloc(x, n, 1);

@@ -67,6 +67,7 @@ static const struct adm_cf_field limits_fields[] = {
      .max = 1LL << 50},
     LIMIT(max_connections, 1, 10000000),
     LIMIT(max_pending_connections, 1, 10000000),
+    LIMIT(max_routes, 1, ADM_CF_MAX_ROUTES),
 };
 
 #define TIMEOUT(k)                                                                                 \

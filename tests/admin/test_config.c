@@ -190,6 +190,7 @@ START_TEST(full_config_values)
     ck_assert_uint_eq(c->limits.max_body_bytes, 1048576);
     ck_assert_uint_eq(c->limits.max_connections, 2000);
     ck_assert_uint_eq(c->limits.max_pending_connections, 500); /* a quarter of the cap */
+    ck_assert_uint_eq(c->limits.max_routes, 5000);
 
     ck_assert_uint_eq(c->timeouts.client_header_ms, 1);
     ck_assert_uint_eq(c->timeouts.client_idle_ms, 2);
@@ -245,6 +246,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_uint_eq(c->limits.max_body_bytes, 0);
     ck_assert_uint_eq(c->limits.max_connections, 10000);
     ck_assert_uint_eq(c->limits.max_pending_connections, 2500);
+    ck_assert_uint_eq(c->limits.max_routes, 100000);
     ck_assert_uint_eq(c->timeouts.client_header_ms, 10000);
     ck_assert_uint_eq(c->timeouts.client_idle_ms, 60000);
     ck_assert_uint_eq(c->timeouts.client_body_ms, 30000);

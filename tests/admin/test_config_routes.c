@@ -431,6 +431,46 @@ START_TEST(header_actions_many)
 }
 END_TEST
 
+#define R3                                                                                         \
+    "'routes': [{'id': 'a', 'path': '/a', 'response': {}}, "                                       \
+    "{'id': 'b', 'path': '/b', 'response': {}}, {'id': 'c', 'path': '/c', 'response': {}}]"
+
+/* limits.max_routes: a config with more routes is refused at /routes,
+ * wherever "limits" comes in the document, before a route is parsed (a
+ * push's cost is bounded by the cap, not by its size). */
+START_TEST(max_routes)
+{
+    struct adm_errors e;
+    struct adm_config *c;
+    json_t *d, *routes;
+
+    expect_error(doc(R3 ", 'limits': {'max_routes': 2}"), "/routes",
+                 "3 routes, more than limits.max_routes (2)");
+    expect_error(doc("'limits': {'max_routes': 2}, " R3), "/routes",
+                 "3 routes, more than limits.max_routes (2)");
+    c = expect_ok(doc(R3 ", 'limits': {'max_routes': 3}"));
+    ck_assert_uint_eq(c->limits.max_routes, 3);
+    ck_assert_uint_eq(c->nroutes, 3);
+    adm_config_free(c);
+    expect_error(doc(R3 ", 'limits': {'max_routes': 0}"), "/limits/max_routes", "between 1 and");
+    expect_error(doc("'limits': {'max_routes': 10000001}"), "/limits/max_routes",
+                 "between 1 and 10000000");
+
+    /* the default, 100000: one more, each route invalid, is one error */
+    ck_assert_ptr_nonnull(d = json_loads(doc(NULL), 0, NULL));
+    ck_assert_ptr_nonnull(routes = json_array());
+    for (int i = 0; i < 100001; i++)
+        ck_assert_int_eq(json_array_append_new(routes, json_object()), 0);
+    ck_assert_int_eq(json_object_set_new(d, "routes", routes), 0);
+    adm_errors_init(&e);
+    ck_assert_ptr_null(adm_config_from_json(d, &e));
+    ck_assert_uint_eq(e.n, 1);
+    ck_has_error(&e, "/routes", "100001 routes, more than limits.max_routes (100000)");
+    adm_errors_clear(&e);
+    json_decref(d);
+}
+END_TEST
+
 static Suite *config_routes_suite(void)
 {
     Suite *s = suite_create("admin_config_routes");
@@ -441,6 +481,7 @@ static Suite *config_routes_suite(void)
     tcase_add_test(tc, build_routes);
     tcase_add_test(tc, header_actions);
     tcase_add_test(tc, header_actions_many);
+    tcase_add_test(tc, max_routes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,7 +10,9 @@ would accept it too, and never accepted and then ignored:
   path, together with every other error of the same push;
 - --check refuses each config that fails to start, naming the path;
 - one instance per address: a listener address that anyone listens on,
-  another Switchyard included, fails the start with "address in use"."""
+  another Switchyard included, fails the start with "address in use";
+- limits.max_routes: a config over it is refused at /routes, from a push,
+  POST /routes, a SIGHUP, --check and a start alike."""
 import json
 import os
 import socket
@@ -22,6 +24,15 @@ from adminlib import (SY_BIN, TIMEOUT, AdminCase, Gateway, admin_port, answered_
 
 def paths(r):
     return sorted(e["path"] for e in (r.json or {}).get("errors", []))
+
+
+def start_to_exit(tmp, cfg, name):
+    """Starts switchyard on <cfg>, which must not start; (exit status, stderr)."""
+    g = Gateway(tmp, cfg, name=name)
+    g.write_config()
+    p = subprocess.run([SY_BIN, "-c", g.cfg_path], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    return p.returncode, p.stderr
 
 
 class RefusalCase(AdminCase):
@@ -117,6 +128,58 @@ class StartChecksTest(RefusalCase):
         self.assertEqual(paths(r), ["/bogus", "/limits/max_headers", "/routes/1/upstream"], r)
 
 
+class MaxRoutesTest(RefusalCase):
+    def over(self, n, cap):
+        return [{"path": "/routes",
+                 "message": "%d routes, more than limits.max_routes (%d)" % (n, cap)}]
+
+    def assertServing(self):
+        r = data_get(self.gw.port, "/ping")
+        self.assertEqual((r.status, answered_by(r)), (200, "ping"))
+
+    def test_a_config_over_max_routes_is_refused(self):
+        gen = self.api.generation()
+        c = dict(self.live(), limits={"max_routes": 3})
+        c["routes"] = c["routes"] + [local_route("r%d" % i, "/r%d" % i) for i in range(3)]
+        for q in ("", "?dry_run=1"):
+            r = self.api.put("/config" + q, c)
+            self.assertEqual(r.status, 400, (q, r))
+            self.assertEqual(r.json["errors"], self.over(4, 3), r)
+        self.assertNothingChanged(gen)
+        self.assertServing()
+
+        # at the cap it is taken; a route more is a 409, a replacement is no route more
+        c["routes"] = c["routes"][:3]
+        gen = self.api.generation()
+        self.assertWrite(self.api.put("/config", c), 200, gen)
+        gen = self.api.generation()
+        r = self.api.post("/routes", local_route("new", "/new"))
+        self.assertEqual(r.status, 409, r)
+        self.assertEqual(r.json["errors"], self.over(4, 3), r)
+        self.assertNothingChanged(gen)
+        self.assertWrite(self.api.put("/routes/r0", local_route("r0", "/r0b")), 200, gen)
+        self.assertServing()
+
+        # the file: a SIGHUP is refused, --check and a start refuse it
+        gen = self.api.generation()
+        over = dict(c, routes=c["routes"] + [local_route("new", "/new")])
+        since = self.gw.log_size()
+        self.gw.reload(over)
+        self.gw.wait_log(r"reload refused, the running config keeps serving:\n[^\n]*"
+                         r"/routes: 4 routes, more than limits.max_routes \(3\)", since)
+        self.assertNothingChanged(gen)
+        self.assertServing()
+        p = subprocess.run([SY_BIN, "--check", self.gw.cfg_path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual((p.returncode, p.stderr),
+                         (1, "/routes: 4 routes, more than limits.max_routes (3)\n"))
+        fresh = dict(over, listeners=[{"address": "127.0.0.1:%d" % free_port()}],
+                     admin={"address": "127.0.0.1:%d" % free_port()})
+        rc, err = start_to_exit(self.tmp, fresh, "over")
+        self.assertEqual(rc, 1, err)
+        self.assertIn("/routes: 4 routes, more than limits.max_routes (3)", err)
+
+
 class CheckTest(AdminCase):
     def check(self, cfg, env=None):
         path = self.tmp.file("check.json")
@@ -160,15 +223,12 @@ class CheckTest(AdminCase):
 
 class OneInstancePerAddressTest(AdminCase):
     def refused(self, cfg):
-        g = Gateway(self.tmp, cfg, name="second")
-        g.write_config()
-        p = subprocess.run([SY_BIN, "-c", g.cfg_path], capture_output=True, text=True,
-                           timeout=TIMEOUT)
-        self.assertNotEqual(p.returncode, 0, p.stderr)
-        self.assertIn("address in use", p.stderr)
-        self.assertIn(cfg["listeners"][-1]["address"], p.stderr)
-        self.assertFalse(port_is_bound(admin_port(cfg)), p.stderr)
-        return p.stderr
+        rc, err = start_to_exit(self.tmp, cfg, "second")
+        self.assertNotEqual(rc, 0, err)
+        self.assertIn("address in use", err)
+        self.assertIn(cfg["listeners"][-1]["address"], err)
+        self.assertFalse(port_is_bound(admin_port(cfg)), err)
+        return err
 
     def test_two_instances_on_one_address(self):
         first = gateway_config(routes=[local_route("first", "/")], workers=2)
