@@ -12,12 +12,12 @@
 #define _GNU_SOURCE
 #include "gateway/gateway.h"
 #include "gateway/health.h"
+#include "gateway/heap.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
-#include <malloc.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -452,45 +452,19 @@ static void publish_notify(void *arg, unsigned w)
     gw_worker_notify(arg, w);
 }
 
+/* Every 50 ms: frees the snapshots past their grace period; gives memory
+ * back after large frees (looking once a second unless one was freed). */
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
 {
+    static unsigned ticks;
+    size_t before = proc.swap.nretired;
+    int freed = adm_swap_reclaim(&proc.swap) < before;
+
     (void)fd;
     (void)what;
     (void)arg;
-    adm_swap_reclaim(&proc.swap);
-}
-
-/* Pages the admin thread touches for the first time cost a fault each, and
- * on a VM a fault costs microseconds: a first push of 10k routes (some
- * 20 MB of parse tree, config and tables) spent more time faulting than
- * working. admin.heap_reserve_mb of heap is touched once at start and kept:
- * freed memory stays in the heap (no trim) and large blocks come from it
- * too (no mmap of their own). The admin thread touches it itself, before
- * its API opens: pages first touched by another thread measured 30-40 %
- * slower for it to use later on this host (presumably the host places
- * memory near the CPU that first touches it). */
-#define HEAP_BLOCK_MB 8
-static void heap_reserve(unsigned mb)
-{
-    size_t n = (mb + HEAP_BLOCK_MB - 1) / HEAP_BLOCK_MB, got = 0;
-    char **blocks;
-
-    if (!n || !(blocks = calloc(n, sizeof(*blocks))))
-        return;
-    /* blocks well below M_MMAP_THRESHOLD come from the main thread's heap,
-     * which is the admin thread's; mb is at most 1024 (the config's bound) */
-    mallopt(M_MMAP_THRESHOLD, 32 << 20);
-    mallopt(M_TRIM_THRESHOLD, (int)(mb + 64) << 20);
-    for (; got < n; got++) {
-        if (!(blocks[got] = malloc((size_t)HEAP_BLOCK_MB << 20)))
-            break;
-        /* one write per page is all a fault needs */
-        for (size_t off = 0; off < (size_t)HEAP_BLOCK_MB << 20; off += 4096)
-            ((volatile char *)blocks[got])[off] = 0;
-    }
-    while (got)
-        free(blocks[--got]);
-    free(blocks);
+    if (freed || ++ticks % 20 == 0)
+        gw_heap_give_back(freed);
 }
 
 static void notify_all(char b)
@@ -909,7 +883,7 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     hooks.listeners_done = listeners_done;
     hooks.arg = &proc;
     hooks.resolver = resolver;
-    heap_reserve(reserve_mb);
+    gw_heap_start(reserve_mb);
     if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, &state, &hooks, token, msg,
                             sizeof(msg)))) {
         gw_log(GW_LOG_ERROR, "%s", msg);
