@@ -179,13 +179,13 @@ def wait_port_file(proc, pf, what, stderr=lambda: ""):
     return wait_for(ready, what="%s port file" % what)
 
 
-def rss_kib(pid):
-    """VmRSS of <pid> in KiB (from /proc/PID/status)."""
+def rss_kib(pid, field="VmRSS"):
+    """VmRSS of <pid> in KiB (from /proc/PID/status); <field> "VmHWM": its peak."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise RuntimeError("no VmRSS for %d" % pid)
+    raise RuntimeError("no %s for %d" % (field, pid))
 
 
 class RssWatch:
