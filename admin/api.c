@@ -10,8 +10,10 @@
  *   GET  /upstreams/{name}/health
  *   GET  /status, /healthz, /metrics
  *
- * The handlers of /routes..., /metrics and /upstreams... live in
- * api_routes.c, api_metrics.c and api_upstreams.c; applying a whole config
+ * Every request's head is checked before its body is read (Host, Origin,
+ * the bearer token, Content-Type: api_guard.c). The handlers of
+ * /routes..., /metrics and /upstreams... live in api_routes.c,
+ * api_metrics.c and api_upstreams.c; applying a whole config
  * (PUT /config, the /upstreams writes, the gateway's reload) is api_apply.c,
  * reading and checking query strings api_query.c (api_int.h: what they
  * share with this file).
@@ -49,19 +51,15 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
-#define ADM_BODY_MAX (64u * 1024 * 1024)
-
-/* Compares two strings in time independent of where they differ. */
-static int adm_token_equal(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = (unsigned char)(la != lb);
-
-    /* walk the expected token's length whatever the input */
-    for (size_t i = 0; i < lb; i++)
-        d |= (unsigned char)(b[i] ^ (i < la ? a[i] : 0));
-    return d == 0;
-}
+/* What a client may make the admin thread hold (admin/http.h): one body
+ * of 64 MiB (a 10k-route config is about 2 MiB), two of them at once, and
+ * 64 connections: the API serves one request at a time, so more only
+ * wait. */
+static const struct adm_http_limits http_limits = {
+    .max_body = 64u << 20,
+    .max_bodies = 128u << 20,
+    .max_conns = 64,
+};
 
 static void etag_of(struct adm_api *api, char *buf, size_t cap)
 {
@@ -403,18 +401,24 @@ fail_oom:
     return NULL;
 }
 
-static int authorized(struct adm_api *api, struct adm_req *req)
+/* The endpoint <req> names, in <m> (its parameter in <param>); NULL when
+ * none serves its method and path. */
+static const struct endpoint *endpoint_of(struct adm_api *api, struct adm_req *req,
+                                          struct rt_param *param, struct rt_match *m)
 {
-    const char *h;
+    const char *path = adm_req_path(req), *method = adm_req_method_name(req);
 
-    if (!api->token)
-        return 1;
-    h = evhttp_find_header(adm_req_in(req), "Authorization");
-    if (h && strncasecmp(h, "Bearer ", 7) == 0 && adm_token_equal(h + 7, api->token))
-        return 1;
-    evhttp_add_header(adm_req_out(req), "WWW-Authenticate", "Bearer realm=\"switchyard\"");
-    adm_api_reply_error(api, req, 401, "a valid bearer token is required", NULL);
-    return 0;
+    rt_lookup(api->endpoints, method, strlen(method), NULL, 0, path, strlen(path), param, 1, m);
+    return m->status == RT_HIT ? rt_route_udata(m->route) : NULL;
+}
+
+int adm_api_endpoint_open(struct adm_api *api, struct adm_req *req)
+{
+    struct rt_param param;
+    struct rt_match m;
+    const struct endpoint *e = endpoint_of(api, req, &param, &m);
+
+    return e && (e->flags & EP_OPEN);
 }
 
 /* 405 with the path's methods in Allow (HEAD, served wherever GET is, left
@@ -452,19 +456,15 @@ static int segment_ok(const char *s, size_t n)
     return 1;
 }
 
+/* A request adm_api_guard() let through, whole. */
 static void handle(struct adm_req *req, void *arg)
 {
     struct adm_api *api = arg;
-    const char *path = adm_req_path(req), *method = adm_req_method_name(req);
-    const struct endpoint *e;
     struct rt_param param;
     struct rt_match m;
+    const struct endpoint *e = endpoint_of(api, req, &param, &m);
     char name[256];
 
-    rt_lookup(api->endpoints, method, strlen(method), NULL, 0, path, strlen(path), &param, 1, &m);
-    e = m.status == RT_HIT ? rt_route_udata(m.route) : NULL;
-    if (!(e && (e->flags & EP_OPEN)) && !authorized(api, req))
-        return;
     if (m.status == RT_NOT_ALLOWED) {
         not_allowed(api, req, m.allow);
         return;
@@ -519,7 +519,8 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
         adm_api_free(api);
         return NULL;
     }
-    if (!(api->http = adm_http_new(base, addr, handle, api, ADM_BODY_MAX, msg, cap))) {
+    if (!(api->http =
+              adm_http_new(base, addr, adm_api_guard, handle, api, &http_limits, msg, cap))) {
         adm_api_free(api);
         return NULL;
     }

@@ -1,7 +1,8 @@
 /*
  * api_int.h - what the admin API's files share: the API's state, the
  * live snapshot, and the helpers more than one endpoint file needs
- * (api.c: endpoints and dispatch; api_query.c: query strings;
+ * (api.c: endpoints and dispatch; api_guard.c: the checks of a request's
+ * head; api_query.c: query strings;
  * api_apply.c: applying a whole config; api_routes.c: /routes;
  * api_metrics.c: /metrics; api_upstreams.c: /upstreams).
  */
@@ -51,6 +52,11 @@ static inline struct adm_snapshot *current(struct adm_api *api)
     return atomic_load_explicit(&api->sw->current, memory_order_acquire);
 }
 
+/* The head check of every request, before its body is read (api_guard.c):
+ * Host, Origin, the bearer token, Content-Type; a refusal is answered. */
+void adm_api_guard(struct adm_req *req, void *arg);
+/* 1 when <req> names an endpoint that needs no token (/healthz). */
+int adm_api_endpoint_open(struct adm_api *api, struct adm_req *req);
 /* 500 when an answer cannot even be built. */
 void adm_api_send_oom(struct adm_req *req);
 /* Sends <body> (stolen) as JSON with <code>, the live ETag along except on

@@ -318,11 +318,28 @@ struct adm_resolver_cfg {
     unsigned attempts;   /* tries of a query before it fails (2) */
 };
 
+/* One admin.origins entry, or an Origin field's value: [scheme://]host[:port]. */
+struct adm_origin {
+    char scheme[8]; /* "http" or "https"; "" when not given (an entry: either) */
+    char host[256]; /* lower case; an IPv6 literal in brackets */
+    unsigned port;  /* 0 when not given (an entry: any) */
+};
+
+/* Parses <s> into <o>: an optional scheme (http or https) and "://", a host
+ * (a DNS name, an IPv4 address or a bracketed IPv6 one) and an optional
+ * port 1..65535, nothing else (no path, no userinfo, no wildcard). 0, or
+ * -1 with a reason fragment in <why>. */
+int adm_origin_parse(struct adm_origin *o, const char *s, char *why, size_t cap);
+
 struct adm_admin {
     struct adm_addr addr;     /* numeric; default 127.0.0.1:9901 */
     char *token_file;         /* NULL if none (the gateway decides whether one is needed) */
     char *state_dir;          /* NULL if none */
     unsigned heap_reserve_mb; /* heap kept warm for the admin thread (48; 0: none); read at start */
+    /* names the API is also reached by, beyond its own address and
+     * localhost (Host and Origin checks, admin/api_guard.c); live */
+    struct adm_origin *origins;
+    size_t norigins;
 };
 
 struct adm_config {
@@ -412,8 +429,8 @@ int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size
  * one error per problem to <errs>; returns how many. Nothing is created. */
 size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs);
 /* The restart-only keys that differ between the running <old> and <c>:
- * workers, admin.*, user, group (listeners are live: the gateway binds
- * them). Appends one error per key ("needs a restart") to <errs>; returns how
+ * workers, admin.* but admin.origins, user, group (listeners are live: the
+ * gateway binds them). Appends one error per key ("needs a restart") to <errs>; returns how
  * many. */
 size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_config *c,
                                struct adm_errors *errs);

@@ -131,7 +131,8 @@ static const char full_config[] =
     "              'tunnel_idle_ms': 9},"
     " 'access_log': '/var/log/switchyard/access.log',"
     " 'admin': {'address': '[::1]:9901', 'token_file': '/etc/switchyard/token',"
-    "           'state_dir': '/var/lib/switchyard', 'heap_reserve_mb': 64}}";
+    "           'state_dir': '/var/lib/switchyard', 'heap_reserve_mb': 64,"
+    "           'origins': ['admin.example.com', 'https://ops.example.com:8443']}}";
 
 static size_t freed;
 static inline void *make_udata(const struct adm_route *r, void *arg)

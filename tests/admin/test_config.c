@@ -210,6 +210,13 @@ START_TEST(full_config_values)
     ck_assert_str_eq(c->admin.token_file, "/etc/switchyard/token");
     ck_assert_str_eq(c->admin.state_dir, "/var/lib/switchyard");
     ck_assert_uint_eq(c->admin.heap_reserve_mb, 64);
+    ck_assert_uint_eq(c->admin.norigins, 2);
+    ck_assert_str_eq(c->admin.origins[0].scheme, "");
+    ck_assert_str_eq(c->admin.origins[0].host, "admin.example.com");
+    ck_assert_uint_eq(c->admin.origins[0].port, 0);
+    ck_assert_str_eq(c->admin.origins[1].scheme, "https");
+    ck_assert_str_eq(c->admin.origins[1].host, "ops.example.com");
+    ck_assert_uint_eq(c->admin.origins[1].port, 8443);
 
     /* the canonical form is the same document, and parses to the same */
     char *canon = adm_config_canonical(c);
@@ -263,6 +270,7 @@ START_TEST(minimal_config_defaults)
     ck_assert_ptr_null(c->admin.token_file);
     ck_assert_ptr_null(c->admin.state_dir);
     ck_assert_uint_eq(c->admin.heap_reserve_mb, 48);
+    ck_assert_uint_eq(c->admin.norigins, 0);
     adm_config_free(c);
 
     c = expect_ok(doc("'access_log': 'off', 'routes': [{'id': 'r', 'path': '/r', "
@@ -343,6 +351,56 @@ START_TEST(resolver_section)
     expect_error(doc("'resolver': {'attempts': 11}"), "/resolver/attempts", "");
     expect_error(doc("'resolver': {'hosts_file': ''}"), "/resolver/hosts_file", "");
     expect_error(doc("'resolver': {'nameserver': ['127.0.0.1']}"), "/resolver/nameserver", "");
+}
+END_TEST
+
+START_TEST(admin_origins)
+{
+    struct adm_config *c =
+        expect_ok(doc("'admin': {'origins': ['Admin.Example.COM:9901', 'http://[::1]:8080', "
+                      "'HTTPS://10.0.0.5', 'gw_1.internal']}"));
+    ck_assert_uint_eq(c->admin.norigins, 4);
+    ck_assert_str_eq(c->admin.origins[0].host, "admin.example.com");
+    ck_assert_uint_eq(c->admin.origins[0].port, 9901);
+    ck_assert_str_eq(c->admin.origins[1].scheme, "http");
+    ck_assert_str_eq(c->admin.origins[1].host, "[::1]");
+    ck_assert_uint_eq(c->admin.origins[1].port, 8080);
+    ck_assert_str_eq(c->admin.origins[2].scheme, "https");
+    ck_assert_str_eq(c->admin.origins[2].host, "10.0.0.5");
+    ck_assert_uint_eq(c->admin.origins[2].port, 0);
+    ck_assert_str_eq(c->admin.origins[3].host, "gw_1.internal");
+    adm_config_free(c);
+    c = expect_ok(doc("'admin': {'origins': []}"));
+    ck_assert_uint_eq(c->admin.norigins, 0);
+    adm_config_free(c);
+
+    expect_error(doc("'admin': {'origins': 'admin.example.com'}"), "/admin/origins", "array");
+    expect_error(doc("'admin': {'origins': ['a.example', '']}"), "/admin/origins/1", "empty");
+    expect_error(doc("'admin': {'origins': [5]}"), "/admin/origins/0", "expected a string");
+    expect_error(doc("'admin': {'origins': ['a.example', 'ftp://b.example']}"), "/admin/origins/1",
+                 "invalid origin \"ftp://b.example\": the scheme must be http or https");
+    expect_error(doc("'admin': {'origins': ['*.example.com']}"), "/admin/origins/0",
+                 "wildcards are not supported: list each name");
+    expect_error(doc("'admin': {'origins': ['https://ops.example.com/']}"), "/admin/origins/0",
+                 "a path is not allowed (write scheme://host:port)");
+    expect_error(doc("'admin': {'origins': ['ops.example.com:8443/x']}"), "/admin/origins/0",
+                 "a path is not allowed");
+    expect_error(doc("'admin': {'origins': ['ops.example.com:0']}"), "/admin/origins/0",
+                 "the port must be 1..65535");
+    expect_error(doc("'admin': {'origins': ['ops.example.com:65536']}"), "/admin/origins/0",
+                 "the port must be 1..65535");
+    expect_error(doc("'admin': {'origins': ['ops.example.com:']}"), "/admin/origins/0",
+                 "the port must be 1..65535");
+    expect_error(doc("'admin': {'origins': ['user@ops.example.com']}"), "/admin/origins/0",
+                 "userinfo");
+    expect_error(doc("'admin': {'origins': ['::1']}"), "/admin/origins/0",
+                 "an IPv6 address goes in brackets");
+    expect_error(doc("'admin': {'origins': ['[::1']}"), "/admin/origins/0", "in brackets");
+    expect_error(doc("'admin': {'origins': ['[fe80::1%eth0]']}"), "/admin/origins/0",
+                 "is not an IPv6 address");
+    expect_error(doc("'admin': {'origins': ['ops example']}"), "/admin/origins/0",
+                 "a DNS name or an IP address");
+    expect_error(doc("'admin': {'origin': ['ops.example.com']}"), "/admin/origin", "origins");
 }
 END_TEST
 
@@ -919,6 +977,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, minimal_config_defaults);
     tcase_add_test(tc, pending_connections_budget);
     tcase_add_test(tc, resolver_section);
+    tcase_add_test(tc, admin_origins);
     tcase_add_test(tc, unknown_keys);
     tcase_add_test(tc, unknown_key_tie_goes_to_a_real_key);
     tcase_add_test(tc, wrong_types);

@@ -226,7 +226,8 @@ class HeaderActionsTest(GatewayCase):
                 route.update(extra)
                 cfg = dict(self.cfg, routes=[route])
                 with Client(admin) as c:
-                    r = c.request("PUT", "/config?dry_run=1", body=json.dumps(cfg).encode())
+                    r = c.request("PUT", "/config?dry_run=1", body=json.dumps(cfg).encode(),
+                                  headers=[("Content-Type", "application/json")])
                 self.assertEqual(r.status, 400, r)
                 body = r.json()
                 self.assertIn(path, [e["path"] for e in body["errors"]], body)

@@ -211,7 +211,8 @@ class TLSCase(GatewayCase):
         wait_for(up, what="the admin API")
         req = urllib.request.Request("http://%s%s" % (gw.cfg["admin"]["address"], path),
                                      method=method,
-                                     data=json.dumps(body).encode() if body is not None else None)
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
                 return r.status, json.loads(r.read() or b"null")

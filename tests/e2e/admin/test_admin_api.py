@@ -790,7 +790,7 @@ class BodyTest(ApiCase):
         before = self.snapshot()
         for method, path in (("PUT", "/config"), ("POST", "/routes"), ("PUT", "/routes/ping")):
             with Client(admin_port(self.cfg)) as c:
-                c.send(("%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                c.send(("%s %s HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                         "Content-Length: %d\r\n\r\n" % (method, path, 64 * 1024 * 1024 + 1))
                        .encode())
                 r = c.read_response()
@@ -804,8 +804,8 @@ class BodyTest(ApiCase):
                 self.assertTrue(c.wait_closed())
         # a chunked body is stopped once it passes the limit
         with Client(admin_port(self.cfg)) as c:
-            c.send(b"PUT /config HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                   b"4000001\r\n" + b"{" * 65536)
+            c.send(b"PUT /config HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n4000001\r\n" + b"{" * 65536)
             r = c.read_response()
             self.assertEqual((r.status, r.json()["error"]), (413, "request body too large"))
         self.assertUnchanged(before)
@@ -816,11 +816,11 @@ class BodyTest(ApiCase):
         self.start()
         cases = [
             (b"GET /status HTTP/1.1\r\nHost x\r\n\r\n", 400, "malformed request"),
-            (b"GET /status HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431,
+            (b"GET /status HTTP/1.1\r\nHost: localhost\r\nX: " + b"a" * 70000 + b"\r\n\r\n", 431,
              "request head too large"),
-            (b"PUT /routes/x HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n"
+            (b"PUT /routes/x HTTP/1.1\r\nHost: localhost\r\nExpect: teapot\r\nContent-Length: 2\r\n"
              b"\r\n{}", 417, "expectation not supported"),
-            (b"POST /routes HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+            (b"POST /routes HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n"
              b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, "malformed request"),
         ]
         for raw, status, error in cases:
@@ -837,17 +837,17 @@ class BodyTest(ApiCase):
         # the API's form, the connection closed after it
         self.start()
         cases = [
-            (b"POST /routes HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+            (b"POST /routes HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2\r\n"
              b"Content-Length: 2\r\n\r\n{}", 400, "malformed request"),
             (b"POST /routes HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400,
              "malformed request"),
-            (b"GET /status HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n", 400,
+            (b"GET /status HTTP/1.1\r\nHost: localhost\r\nX: a\r\n b\r\n\r\n", 400,
              "malformed request"),
             (b"GET /status HTTP/1.1\r\n\r\n", 400, "malformed request"),
-            (b"GET /status HTTP/2.0\r\nHost: x\r\n\r\n", 505, "HTTP version not supported"),
-            (b"POST /routes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            (b"GET /status HTTP/2.0\r\nHost: localhost\r\n\r\n", 505, "HTTP version not supported"),
+            (b"POST /routes HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
              501, "not implemented"),
-            (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414,
+            (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n", 414,
              "request line too long"),
         ]
         for raw, status, error in cases:
@@ -864,14 +864,14 @@ class BodyTest(ApiCase):
         port = admin_port(self.cfg)
         # keep-alive with pipelining: answers in order on one connection
         with Client(port) as c:
-            c.send(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 3)
+            c.send(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n" * 3)
             self.assertEqual([c.read_response().status for _ in range(3)], [200] * 3)
             r = c.request("HEAD", "/status")
             self.assertEqual((r.status, r.body), (200, b""))
             self.assertGreater(int(r.header("Content-Length")), 0)
             self.assertEqual(c.request("GET", "/healthz").status, 200)
         # Connection: close, and HTTP/1.0 without keep-alive: answered, closed
-        for raw in (b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        for raw in (b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
                     b"GET /healthz HTTP/1.0\r\n\r\n"):
             with self.subTest(raw=raw), Client(port) as c:
                 c.send(raw)
@@ -887,7 +887,7 @@ class BodyTest(ApiCase):
             self.assertEqual(c.request("GET", "/healthz").status, 200)
         # Expect: 100-continue gets its 100 before the body is sent
         with Client(port) as c:
-            c.send(b"POST /routes HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            c.send(b"POST /routes HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\n"
                    b"Content-Type: application/json\r\nContent-Length: 50\r\n\r\n")
             self.assertEqual(c.read_head().status, 100)
             c.send(b'{"id":"exp","path":"/exp","response":{"body":"x"}}')
@@ -931,7 +931,8 @@ class BodyTest(ApiCase):
         api = self.start()
         body = json.dumps(local_route("ch", "/ch")).encode()
         with Client(admin_port(self.cfg)) as c:
-            c.send(b"POST /routes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+            c.send(b"POST /routes HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+                   b"Transfer-Encoding: chunked\r\n\r\n" +
                    b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
             r = c.read_response()
         self.assertEqual(r.status, 201, r)
