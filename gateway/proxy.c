@@ -1205,8 +1205,9 @@ static void tunnel_start(struct gw_conn *c)
     gw_conn_set_state(c, GW_CONN_TUNNEL);
     gw_upconn_set_state(u, GW_UP_TUNNEL);
     gw_conn_account_tunnel(c);
-    gw_conn_unpin(c); /* a tunnel needs no snapshot: swaps go on freely */
-    c->sr = NULL;     /* nor its route, which the snapshot held */
+    gw_conn_unpin(c);        /* a tunnel needs no snapshot: swaps go on freely */
+    c->sr = NULL;            /* nor its route, which the snapshot held */
+    c->upstream_addr = NULL; /* nor the pool's server name: the log took its copy */
     gw_conn_keepalive(c->io.fd);
     gw_conn_keepalive(u->io.fd);
     gw_io_setcb(&u->io, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
