@@ -131,6 +131,32 @@ class DefaultConfigTest(GatewayCase):
         # the page is GET only, everything else is a miss
         self.assertEqual(get(8080, "/", method="POST", body=b"").status, 405)
         self.assertEqual(get(8080, "/nothing-here").status, 404)
+        # last, as they add a route for every path
+        self.run_page_commands(r.body.decode())
+
+    def run_page_commands(self, page):
+        """Runs the page's own commands as a reader would paste them: the
+        file it makes first, then each curl, which the admin API must take
+        (2xx), as written."""
+        lines = [l.strip() for l in page.splitlines()]
+        cmds, cur = [], ""
+        for l in lines:
+            cur = (cur + " " + l) if cur else l
+            if cur.endswith("\\"):
+                cur = cur[:-1].rstrip()
+                continue
+            if cur.startswith(("switchyard ", "curl ")):
+                cmds.append(cur.split("  #")[0].strip())
+            cur = ""
+        self.assertEqual([c.split()[0] for c in cmds], ["switchyard", "curl", "curl", "curl"], cmds)
+        made = subprocess.run(cmds[0].replace("switchyard", SY_BIN, 1), shell=True,
+                              cwd=self.tmp.path, capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        for c in cmds[1:]:
+            c = c.replace("curl ", "curl -s -o /dev/null -w '%{http_code}' --max-time 10 ", 1)
+            p = subprocess.run(c, shell=True, cwd=self.tmp.path, capture_output=True, text=True,
+                               timeout=TIMEOUT)
+            self.assertRegex(p.stdout, r"^2\d\d$", "%s: %s %s" % (c, p.stdout, p.stderr))
 
 
 class HeapReserveTest(GatewayCase):
