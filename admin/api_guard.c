@@ -81,13 +81,27 @@ static int builtin_name(const char *host, unsigned port, const char *local, unsi
     return 0;
 }
 
+/* Whether <port> is the default one of <scheme> (80 for http, 443 for
+ * https; either, for "": an entry without a scheme). */
+static int default_port(const char *scheme, unsigned port)
+{
+    if (!*scheme)
+        return port == 80 || port == 443;
+    return port == (strcmp(scheme, "https") == 0 ? 443u : 80u);
+}
+
 /* Whether an admin.origins entry of <cfg> allows <host> and <port> (0:
- * none given) over <scheme> ("": a Host field, any scheme). */
+ * none given) over <scheme> ("": a Host field, any scheme). An entry
+ * without a port allows any; one with a port, that port, or no port when
+ * it is its scheme's default: behind a TLS-terminating proxy the Host of
+ * https://adm.example.com:443 is adm.example.com. */
 static int listed(const struct adm_config *cfg, const char *scheme, const char *host, unsigned port)
 {
     for (size_t i = 0; i < cfg->admin.norigins; i++) {
         const struct adm_origin *o = &cfg->admin.origins[i];
-        if (strcmp(o->host, host) != 0 || (o->port && o->port != port))
+        if (strcmp(o->host, host) != 0)
+            continue;
+        if (o->port && o->port != port && !(port == 0 && default_port(o->scheme, o->port)))
             continue;
         if (!*scheme || !*o->scheme || strcmp(o->scheme, scheme) == 0)
             return 1;

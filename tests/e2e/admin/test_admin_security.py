@@ -18,7 +18,7 @@ import time
 
 from adminlib import (TIMEOUT, AdminCase, Client, admin_port, data_get, gateway_config,
                       local_route, main, wait_for)
-from harness import asan_env, rss_kib  # noqa: E402 - adminlib puts it on the path
+from harness import Closed, asan_env, rss_kib  # noqa: E402 - adminlib puts it on the path
 
 TOKEN = "s3cr3t-token_0123456789"
 BIG = 62914560  # 60 MiB: under the 64 MiB body limit
@@ -168,6 +168,37 @@ class CrossSiteTest(SecurityCase):
         r, _ = self.raw("GET", "/status", [], host="new.example.com")
         self.assertEqual(r.status, 200, r)
 
+    def test_default_ports(self):
+        # behind a TLS-terminating proxy the Host has no port: an entry with
+        # its scheme's default port (either, without a scheme) allows it; an
+        # entry without a port allows the default one; any other port is
+        # another site
+        self.start(origins=["https://tls.example.com:443", "http://web.example.com:80",
+                            "any.example.com:443", "alt.example.com:8443",
+                            "https://bare.example.com", "https://odd.example.com:80"])
+        for host in ("tls.example.com", "TLS.example.com", "tls.example.com:443",
+                     "web.example.com", "web.example.com:80", "any.example.com",
+                     "bare.example.com", "bare.example.com:443"):
+            r, _ = self.raw("GET", "/status", [], host=host)
+            self.assertEqual(r.status, 200, (host, r))
+        for host in ("tls.example.com:80", "tls.example.com:8443", "web.example.com:443",
+                     "any.example.com:80", "alt.example.com", "alt.example.com:443",
+                     "odd.example.com", "odd.example.com:443"):
+            r, closed = self.raw("GET", "/status", [], host=host)
+            self.assertRefused(r, closed, 403, "host not allowed")
+        # an Origin without a port has its scheme's default
+        for origin in ("https://tls.example.com", "https://tls.example.com:443",
+                       "http://web.example.com", "https://any.example.com",
+                       "http://any.example.com:443", "https://bare.example.com"):
+            r, _ = self.raw("GET", "/status", [("Origin", origin)], host="tls.example.com")
+            self.assertEqual(r.status, 200, (origin, r))
+        for origin in ("http://tls.example.com", "https://web.example.com",
+                       "http://any.example.com", "https://alt.example.com",
+                       "https://odd.example.com", "http://odd.example.com"):
+            r, closed = self.raw("GET", "/status", [("Origin", origin)],
+                                 host="tls.example.com")
+            self.assertRefused(r, closed, 403, "origin not allowed")
+
 
 class HeadFirstTest(SecurityCase):
     def put_head(self, extra=b""):
@@ -259,14 +290,31 @@ class HeadFirstTest(SecurityCase):
 
 class ConnectionCapTest(SecurityCase):
     def test_connections_over_the_cap(self):
-        api = self.start()
-        api.close()
-        idle = []
+        self.start()
+        # each slot is proved taken by a 200 on a connection kept open. The
+        # start-up probe's connection may still hold a slot for a moment (the
+        # server has not read its close yet): a 503 before 64 are served is
+        # that, and the next connect tries again; 64 are never reached if the
+        # cap is lower
+        held, busy = [], 0
+        deadline = time.monotonic() + TIMEOUT
         try:
-            for _ in range(MAX_CONNS):
-                idle.append(socket.create_connection(("127.0.0.1", self.aport),
-                                                     timeout=TIMEOUT))
-            # accepted in order: this one is over the cap
+            while len(held) < MAX_CONNS and busy < 50 and time.monotonic() < deadline:
+                c = Client(self.aport)
+                try:
+                    r = c.request("GET", "/status")
+                except Closed:  # over the cap and past 16 refusals at once: the close alone
+                    r = None
+                if r and r.status == 200 and r.header("Connection") != "close":
+                    held.append(c)
+                    continue
+                c.close()
+                if r:
+                    self.assertEqual(r.status, 503, r)
+                busy += 1
+                time.sleep(0.05)
+            self.assertEqual(len(held), MAX_CONNS, "served before the first refusal")
+            # all 64 taken, idle: the next one is over the cap
             with Client(self.aport) as c:
                 c.send(b"GET /status HTTP/1.1\r\nHost: localhost\r\n\r\n")
                 r = c.read_response()
@@ -275,8 +323,8 @@ class ConnectionCapTest(SecurityCase):
                 self.assertIn("too many admin connections", r.json()["errors"][0]["message"])
                 self.assertTrue(c.wait_closed())
         finally:
-            for s in idle:
-                s.close()
+            for c in held:
+                c.close()
 
         # the slots come back, and a good client is answered
         def served():
