@@ -463,7 +463,8 @@ class InterimServer(HeadServer):
         super().__init__()
 
     def answer(self, s):
-        batch = 1 if self.gap else 64  # a flood goes out in big writes
+        # a flood goes out in writes of some 64 KiB
+        batch = 1 if self.gap else max(1, 65536 // len(self.head))
         while self.sent < self.count:
             n = min(batch, self.count - self.sent)
             s.sendall(self.head * n)
@@ -477,8 +478,9 @@ class InterimServer(HeadServer):
 class InterimTest(GatewayCase):
     """An upstream's interim responses: at most INTERIM_MAX of a request go
     to the client and later ones are dropped, so a flood of them to a
-    client that does not read costs the gateway no memory; and they do not
-    restart the response timeout, which runs to the final head."""
+    client that does not read costs the gateway no memory; while the
+    client's output is over GW_HWM the upstream is not read; and they do
+    not restart the response timeout, which runs to the final head."""
 
     INTERIM_MAX = 32  # GW_UP_INTERIM_MAX
 
@@ -515,6 +517,51 @@ class InterimTest(GatewayCase):
                 self.assertEqual(c.request("GET", "/after").status, 200)
         self.assertRegex(gw.log(), r"\[info\] upstream i server [^ ]+ route i request [0-9a-f]+: "
                          r"over %d interim responses" % self.INTERIM_MAX)
+
+    def test_large_heads_wait_for_a_client_that_does_not_read(self):
+        # 1,500 heads of 60 KB (90 MB): the 32 the client is sent (1.9 MB)
+        # fill its output past GW_HWM, and then the upstream is not read
+        # until the client drains (it was held after ~54 heads). Without
+        # that pause the gateway read the upstream to its end (dropping the
+        # rest) however far behind the client was; the flood above cannot
+        # tell, its 32 heads being 32 KB.
+        count = 1500
+        srv = InterimServer(count, pad=60000)
+        gw = self.gateway(srv)
+        s = socket.socket()
+        # before connect, so that the kernel does not take the 1.9 MB: a
+        # small window, and a small MSS (the gateway's send buffer is sized
+        # from it: with loopback's 64 KB one it starts at ~4 MB)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 536)
+        s.settimeout(TIMEOUT)
+        s.connect(("127.0.0.1", gw.port))
+        with Client(gw.port, sock=s) as c:
+            c.send(build_request("GET", "/i/x"))  # and reads nothing yet
+            # wait until the upstream's sends stall (its kernel buffers and
+            # the gateway's are full), or it got all of them out
+            last, still = -1, 0
+            for _ in range(int(TIMEOUT / 0.25)):
+                if srv.done.is_set():
+                    break
+                still = still + 1 if srv.sent == last else 0
+                if still >= 8:  # no progress for 2 s
+                    break
+                last = srv.sent
+                time.sleep(0.25)
+            self.assertFalse(srv.done.is_set(), "the upstream sent all its %d heads to a client "
+                             "that reads nothing" % count)
+            self.assertLess(srv.sent, count // 2, "the upstream was held back only after "
+                            "%d of its %d heads" % (srv.sent, count))
+            with Client(gw.port) as other:  # the worker serves others meanwhile
+                self.assertEqual(other.request("GET", "/during").status, 200)
+            r = c.read_response()
+            self.assertTrue(srv.done.wait(TIMEOUT), "the upstream still held back after "
+                            "%d of its heads" % srv.sent)
+            self.assertEqual([i.status for i in r.interim], [103] * self.INTERIM_MAX)
+            self.assertEqual({len(i.header("X-Pad")) for i in r.interim}, {60000})
+            self.assertEqual((r.status, r.body), (200, b"final\n"))
+            self.assertEqual(c.request("GET", "/after").status, 200)
 
     def test_interim_responses_do_not_restart_the_response_timeout(self):
         # one every 0.5 s, for 10 s, against timeout_ms 2000: a 504 after
