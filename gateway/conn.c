@@ -1,7 +1,7 @@
 /*
  * conn.c - the client connection: created, admitted, freed; its one state
  * and the moves between states, which its admission queue follows (parked,
- * pending its first head, idle between requests: worker.c closes the
+ * pending a whole request head, idle between requests: worker.c closes the
  * oldest of a queue to make room); its timeouts, swept every GW_SWEEP_MS;
  * the end of each request (access log, counters, snapshot unpin, then the
  * next request or the close, lingering while the client may still send).
@@ -345,15 +345,27 @@ void gw_conn_idle_check(struct gw_conn *c)
         idle_join(c);
 }
 
+/* A later head that does not come whole at once would otherwise hold its
+ * place for client_header_ms, out of every budget: a client could make one
+ * cheap request, then start the next and wait. Joining here, and not with
+ * the head's first byte, keeps the queue's moves off the path of a head
+ * that comes whole. */
+void gw_conn_pending_check(struct gw_conn *c)
+{
+    if (c->st == GW_CONN_HEAD && c->queue == GW_CONN_Q_NONE && evbuffer_get_length(c->io.out) == 0)
+        queue_move(c, GW_CONN_Q_PENDING);
+}
+
 int gw_conn_reclaim(struct gw_worker *w, enum gw_conn_q q)
 {
     struct gw_conn *c = TAILQ_FIRST(&w->cq[q]);
 
     if (!c)
         return -1;
-    /* idle: between requests; pending: before its first request started.
-     * Neither has an upstream connection, a snapshot in use or an answer
-     * under way, and a plain close is what nginx does to either. */
+    /* idle: between requests; pending: before a request started, its head
+     * not whole. Neither has an upstream connection, a snapshot in use or
+     * an answer under way, and a plain close is what nginx does to
+     * either. */
     gw_count(&w->ctr.conns_reclaimed[q == GW_CONN_Q_IDLE ? 0 : 1], 1);
     gw_conn_free(c);
     return 0;
@@ -442,8 +454,10 @@ void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st)
     (void)moves; /* used by the assert alone, which NDEBUG removes */
     if (c->queue == GW_CONN_Q_IDLE && st != GW_CONN_IDLE)
         idle_leave(c);
-    else if (c->queue == GW_CONN_Q_PENDING && c->st == GW_CONN_HEAD && st != GW_CONN_CLOSING)
+    else if (c->queue == GW_CONN_Q_PENDING && c->st == GW_CONN_HEAD && st != GW_CONN_CLOSING) {
         queue_move(c, GW_CONN_Q_NONE);
+        c->admitted_ms = 0; /* a head was whole: the later ones are timed from their first byte */
+    }
     c->st = st;
 }
 
@@ -591,7 +605,8 @@ void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l)
 
     for (c = LIST_FIRST(&w->conns); c; c = next) {
         next = LIST_NEXT(c, link);
-        if ((c->st == GW_CONN_IDLE || c->st == GW_CONN_LINGER) && (!l || c->l == l))
+        if ((c->st == GW_CONN_IDLE || c->st == GW_CONN_PARKED || c->st == GW_CONN_LINGER) &&
+            (!l || c->l == l))
             gw_conn_free(c);
     }
 }

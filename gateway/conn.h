@@ -146,8 +146,9 @@ struct gw_conn {
     struct timespec t_up; /* when the request went upstream */
     double up_ms;         /* upstream time to the response head; -1: none */
     struct gw_tmo tmo;
-    /* gw_now_ms() at its admission: client_header_ms counts from it for the
-     * first head */
+    /* gw_now_ms() at its admission, 0 once its first head was whole:
+     * client_header_ms counts from it for the first head, from their first
+     * byte (t0) for the later ones */
     long long admitted_ms;
     struct gw_log_later *log_later; /* a tunnel's access-log line, kept for its close (log.c) */
 };
@@ -292,8 +293,8 @@ const struct adm_listener *gw_conn_listener(struct gw_conn *c);
 void gw_conn_free(struct gw_conn *c);
 /* Moves <c> to <st>, asserting that the move is one the state machine has;
  * its admission queue follows: it leaves the idle queue with the first
- * byte of its next head (or its close), and the pending one once its first
- * head is whole. */
+ * byte of its next head (or its close), and the pending one once a head is
+ * whole. */
 void gw_conn_set_state(struct gw_conn *c, enum gw_conn_state st);
 /* GW_CONN_PARKED -> GW_CONN_IDLE, in the pending queue: reading starts,
  * its first head due within timeouts.client_header_ms. */
@@ -301,6 +302,10 @@ void gw_conn_admit(struct gw_conn *c);
 /* <c>, between requests, joins the idle queue once nothing is buffered
  * either way: after its request ended, or its output drained. */
 void gw_conn_idle_check(struct gw_conn *c);
+/* <c>, part-way through a later request head, joins the pending queue once
+ * nothing of its responses is left to send: after a partial head, or its
+ * output drained. Its header deadline stays as it is. */
+void gw_conn_pending_check(struct gw_conn *c);
 /* Closes the oldest connection of <w>'s queue <q> (GW_CONN_Q_IDLE or
  * GW_CONN_Q_PENDING) to make room for a new one, and counts it; 0, or -1
  * when the queue is empty. From the loop only, never inside a connection's

@@ -97,9 +97,10 @@ struct gw_process {
 enum gw_conn_q {
     GW_CONN_Q_NONE,    /* busy with a request, or closing after one */
     GW_CONN_Q_PARKED,  /* accepted over limits.max_connections: waits unread */
-    GW_CONN_Q_PENDING, /* admitted, its first request head not whole yet (a TLS
-                        * handshake, no byte, part of a head, or the close after a
-                        * bad one) */
+    GW_CONN_Q_PENDING, /* admitted, without a whole request head: its first not
+                        * whole yet (a TLS handshake, no byte, part of a head, or
+                        * the close after a bad one), or part of a later head with
+                        * nothing of its responses left to send */
     GW_CONN_Q_IDLE,    /* keep-alive between requests, nothing buffered either way */
     GW_CONN_NQ,
 };
@@ -256,7 +257,9 @@ void gw_local_init(void);
 
 /* conn.c */
 /* A drain (<l> NULL), or listener <l> closing: closes the connections
- * between requests (of <l>), and the lingering ones (they do not wait) */
+ * between requests (of <l>), the parked ones (never read: admitting them
+ * would only serve a last request), and the lingering ones (they do not
+ * wait) */
 void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l);
 void gw_conn_free_all(struct gw_worker *w); /* after gw_upconn_free_all() */
 /* Every GW_SWEEP_MS: fires the client connections' timeouts (ours, not libevent's). */

@@ -141,9 +141,9 @@ static void conn_process(struct gw_conn *c)
              * nginx), and a first head from the accept on: a client
              * trickling bytes must not hold the connection */
             const struct adm_config *cfg = gw_conn_cfg(c);
-            double left = (double)cfg->timeouts.client_header_ms -
-                          (c->queue == GW_CONN_Q_PENDING ? (double)(gw_now_ms() - c->admitted_ms)
-                                                         : gw_elapsed_ms(&c->t0));
+            double left =
+                (double)cfg->timeouts.client_header_ms -
+                (c->admitted_ms ? (double)(gw_now_ms() - c->admitted_ms) : gw_elapsed_ms(&c->t0));
             if (left < 1) {
                 c->is_head = 0;
                 c->http10 = 0;
@@ -151,6 +151,7 @@ static void conn_process(struct gw_conn *c)
                 return;
             }
             gw_tmo_set(&c->tmo, (unsigned)left, cfg->timeouts.client_idle_ms);
+            gw_conn_pending_check(c); /* reclaimable as a first head is */
             continue;
         }
         if (rc == H1_REQ_ERROR) {
@@ -217,6 +218,8 @@ static void conn_write_cb(struct gw_io *io, void *arg)
     }
     if (c->st == GW_CONN_IDLE && c->queue == GW_CONN_Q_NONE)
         gw_conn_idle_check(c); /* the last response drained: idle now */
+    else if (c->st == GW_CONN_HEAD && c->queue == GW_CONN_Q_NONE)
+        gw_conn_pending_check(c); /* or part-way through its next head */
     if ((c->st == GW_CONN_IDLE || c->st == GW_CONN_HEAD) && c->read_paused) {
         c->read_paused = 0;
         gw_io_read(&c->io, 1);

@@ -12,8 +12,9 @@
  *
  * At the cap a new connection takes the place of the worker's oldest idle
  * keep-alive connection (nginx's reusable connections), or of another
- * worker's, which is asked through its notify pipe. Connections without a
- * whole first request head have a budget of their own,
+ * worker's, which is asked through its notify pipe. Connections part-way
+ * to a whole request head (their first, or a later one begun) have a
+ * budget of their own,
  * limits.max_pending_connections, divided over the workers: at its share a
  * worker closes its oldest such connection for the new one. A failed
  * accept (EMFILE...) pauses accepting for ACCEPT_PAUSE_MS.
@@ -78,7 +79,7 @@ static int reclaim(struct gw_worker *w, enum gw_conn_q q)
 }
 
 /* Makes room for the connection being accepted on <w>, with <open> open
- * before it: the oldest connection without a whole first request head goes
+ * before it: the oldest connection part-way to a whole request head goes
  * when the worker holds its share of max_pending_connections of them, and
  * at max_connections the oldest idle keep-alive one. How many it closed. */
 static unsigned make_room(struct gw_worker *w, const struct adm_config *cfg, unsigned open)
