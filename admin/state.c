@@ -256,6 +256,7 @@ static int journal_head(int fd, uint64_t hash)
 }
 
 static int save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap);
+static int ready(struct adm_state *st, char *msg, size_t cap);
 
 /* adm_state_save() without telling the hook or writing an owed source. */
 static int save_doc(struct adm_state *st, char *msg, size_t cap)
@@ -289,14 +290,14 @@ int adm_state_save(struct adm_state *st, char *msg, size_t cap)
 {
     if (!st->dir)
         return 0;
-    return saved(st, save_doc(st, msg, cap), msg);
+    return saved(st, ready(st, msg, cap) < 0 ? -1 : save_doc(st, msg, cap), msg);
 }
 
 int adm_state_save_bytes(struct adm_state *st, const char *js, size_t len, char *msg, size_t cap)
 {
     if (!st->dir)
         return 0;
-    return saved(st, save_bytes(st, js, len, msg, cap), msg);
+    return saved(st, ready(st, msg, cap) < 0 ? -1 : save_bytes(st, js, len, msg, cap), msg);
 }
 
 /* Keeps the previous good file: <dst> (config.json) becomes <prev> too,
@@ -465,6 +466,8 @@ int adm_state_journal(struct adm_state *st, json_t *op, char *msg, size_t cap)
 
     if (!st->dir)
         return 0;
+    if (ready(st, msg, cap) < 0)
+        return noted(st, -1, msg);
     if (st->journal_n + 1 >= ADM_JOURNAL_MAX || st->journal_fd < 0)
         return saved(st, save_doc(st, msg, cap), msg); /* the doc already has the change */
     if (fstat(st->journal_fd, &sb) < 0) {
@@ -636,42 +639,90 @@ fail:
  * the persisted config. */
 static const char *const temp_names[] = {"config.json.tmp", "config.json.prev.tmp", "source.tmp"};
 
-int adm_state_begin(struct adm_state *st, char *msg, size_t cap)
+static int set_aside(struct adm_state *st, char *msg, size_t cap);
+
+/* A corrupt config.json moved aside to config.json.corrupt. With
+ * config.json.prev in use (st->prev_used) it stands in for config.json
+ * (a link: no space taken) and the corrupt file's journal is dropped, in
+ * that order: a step that fails leaves config.json and the journal as
+ * they were, so that the next start finds them again. 0, or -1 with <msg>. */
+static int move_corrupt(struct adm_state *st, const char *cfg, const char *jpath, char *msg,
+                        size_t cap)
 {
-    char *cfg = NULL, *jpath = NULL, *aside = NULL;
+    char *aside = path_join(st->dir, "config.json.corrupt");
+    char *prev = path_join(st->dir, "config.json.prev");
+    char *tmp = path_join(st->dir, "config.json.prev.tmp");
+    int rc = -1;
+
+    if (!aside || !prev || !tmp) {
+        snprintf(msg, cap, "out of memory");
+        goto out;
+    }
+    if (!st->prev_used) {
+        if (rename(cfg, aside) < 0 && errno != ENOENT) {
+            snprintf(msg, cap, "move %s aside: %s", cfg, strerror(errno));
+            goto out;
+        }
+        rc = 0;
+        goto out;
+    }
+    /* keep the corrupt file, then put config.json.prev in its place at once */
+    if ((unlink(aside) < 0 && errno != ENOENT) || link(cfg, aside) < 0) {
+        snprintf(msg, cap, "move %s aside: %s", cfg, strerror(errno));
+        goto out;
+    }
+    if ((unlink(tmp) < 0 && errno != ENOENT) || link(prev, tmp) < 0) {
+        snprintf(msg, cap, "link %s to %s: %s", prev, tmp, strerror(errno));
+        goto out;
+    }
+    if (rename(tmp, cfg) < 0) {
+        snprintf(msg, cap, "rename %s: %s", cfg, strerror(errno));
+        unlink(tmp);
+        goto out;
+    }
+    /* config.json now has no journal of its own; one left would be stale
+     * (its base is the corrupt file's hash) and is not replayed */
+    if (unlink(jpath) < 0 && errno != ENOENT) {
+        snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(aside);
+    free(prev);
+    free(tmp);
+    return rc;
+}
+
+/* adm_state_begin() without telling the hook: 1 when the persisted config
+ * owed a set-aside that failed (nothing written, st->aside_owed stays). */
+static int begin(struct adm_state *st, char *msg, size_t cap)
+{
+    char *cfg = NULL, *jpath = NULL;
     struct stat sb;
     int rc = -1;
 
-    if (!st->dir)
-        return 0;
     if (mkdir(st->dir, 0700) < 0 && errno != EEXIST) {
         snprintf(msg, cap, "state_dir %s: %s", st->dir, strerror(errno));
         return -1;
     }
+    if (st->aside_owed) {
+        /* first, before any write: the files below are the old config's */
+        if (set_aside(st, msg, cap) < 0)
+            return 1;
+        st->aside_owed = 0;
+        st->corrupt = st->prev_used = 0; /* both moved with the rest */
+        st->journal_keep = -1;
+    }
     cfg = path_join(st->dir, "config.json");
     jpath = path_join(st->dir, "journal");
-    aside = path_join(st->dir, "config.json.corrupt");
-    if (!cfg || !jpath || !aside) {
+    if (!cfg || !jpath) {
         snprintf(msg, cap, "out of memory");
         goto out;
     }
-    if (st->corrupt && rename(cfg, aside) < 0 && errno != ENOENT) {
-        snprintf(msg, cap, "move %s aside: %s", cfg, strerror(errno));
+    if (st->corrupt && move_corrupt(st, cfg, jpath, msg, cap) < 0)
         goto out;
-    }
-    if (st->prev_used) {
-        char *prev = path_join(st->dir, "config.json.prev");
-        /* the journal belongs to the corrupt file; config.json.prev stands
-         * in for config.json until the next save (a link: no space taken) */
-        if (unlink(jpath) < 0 && errno != ENOENT) {
-            snprintf(msg, cap, "%s: %s", jpath, strerror(errno));
-            free(prev);
-            goto out;
-        }
-        if (prev)
-            link(prev, cfg);
-        free(prev);
-    }
+    st->corrupt = 0;
     for (size_t i = 0; i < sizeof(temp_names) / sizeof(temp_names[0]); i++) {
         char *t = path_join(st->dir, temp_names[i]);
         int e = !t ? ENOMEM : unlink(t) == 0 ? 0 : errno;
@@ -698,8 +749,42 @@ int adm_state_begin(struct adm_state *st, char *msg, size_t cap)
 out:
     free(cfg);
     free(jpath);
-    free(aside);
     return rc;
+}
+
+int adm_state_begin(struct adm_state *st, char *msg, size_t cap)
+{
+    int rc;
+
+    if (!st->dir)
+        return 0;
+    rc = begin(st, msg, cap);
+    if (rc > 0)
+        noted(st, -1, msg);
+    return rc;
+}
+
+/* Every write first: a persisted config still owed its set-aside is set
+ * aside now, and the start's other writes done (begin); until that works
+ * no write may happen, as it would go over the old config. 0, or -1 with
+ * <msg> (the caller tells the hook). */
+static int ready(struct adm_state *st, char *msg, size_t cap)
+{
+    return !st->aside_owed || begin(st, msg, cap) == 0 ? 0 : -1;
+}
+
+int adm_state_replace(struct adm_state *st, uint64_t hash, const char *path)
+{
+    char *p = path ? strdup(path) : NULL;
+
+    if (path && !p)
+        return -1;
+    st->aside_owed = 1;
+    free(st->source_path);
+    st->source_path = p;
+    st->source_hash = hash;
+    st->source_pending = 1;
+    return 0;
 }
 
 int adm_state_source(const struct adm_state *st, uint64_t *hash)
@@ -731,6 +816,8 @@ int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, 
         snprintf(msg, cap, "out of memory");
         goto out;
     }
+    if (ready(st, msg, cap) < 0)
+        goto out;
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0 || write_all(fd, js, strlen(js)) < 0 || write_all(fd, "\n", 1) < 0 ||
         fsync(fd) < 0 || rename(tmp, dst) < 0 || fsync_dir(st->dir) < 0) {
@@ -758,15 +845,21 @@ out:
     return noted(st, rc, msg);
 }
 
-int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *msg, size_t cap)
+/* Moves the persisted config (config.json, config.json.prev, journal)
+ * into a new directory replaced-<UTC time>, kept in st->set_aside_to
+ * (NULL: there was nothing to move). The journal descriptor, if open,
+ * follows a fresh empty journal with no config.json under it until the
+ * next save. A move that fails puts back what it moved: the persisted
+ * config stays where it was. 0, or -1 with <msg>. */
+static int set_aside(struct adm_state *st, char *msg, size_t cap)
 {
     static const char *const names[] = {"config.json", "config.json.prev", "journal"};
     char stamp[32], sub[64], *dir = NULL;
     time_t now = time(NULL);
     struct tm tm;
-    int moved = 0, rc = -1;
+    int moved = 0, rc = -1, e = 0;
+    size_t done = 0;
 
-    where[0] = '\0';
     gmtime_r(&now, &tm);
     strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
     /* a second reset within the same second gets a suffix */
@@ -777,21 +870,23 @@ int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *ms
             snprintf(msg, cap, "out of memory");
             return -1;
         }
-        if (mkdir(dir, 0700) == 0 || errno != EEXIST)
+        e = mkdir(dir, 0700) == 0 ? 0 : errno;
+        if (e != EEXIST)
             break;
     }
-    if (access(dir, W_OK) < 0) {
-        snprintf(msg, cap, "%s: %s", dir, strerror(errno));
-        goto out;
+    if (e) {
+        snprintf(msg, cap, "%s: %s", dir, strerror(e));
+        free(dir);
+        return -1;
     }
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        char *from = path_join(st->dir, names[i]), *to = path_join(dir, names[i]);
-        int e = !from || !to ? ENOMEM : rename(from, to) == 0 ? 0 : errno;
+    for (; done < sizeof(names) / sizeof(names[0]); done++) {
+        char *from = path_join(st->dir, names[done]), *to = path_join(dir, names[done]);
+        e = !from || !to ? ENOMEM : rename(from, to) == 0 ? 0 : errno;
         free(from);
         free(to);
         if (e && e != ENOENT) {
-            snprintf(msg, cap, "move %s into %s: %s", names[i], dir, strerror(e));
-            goto out;
+            snprintf(msg, cap, "move %s into %s: %s", names[done], dir, strerror(e));
+            goto fail_moved;
         }
         moved += !e;
     }
@@ -812,14 +907,28 @@ int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *ms
         snprintf(msg, cap, "fsync %s: %s", st->dir, strerror(errno));
         goto out;
     }
-    if (moved)
-        snprintf(where, wcap, "%s", dir);
-    else
-        rmdir(dir);
     rc = 0;
 out:
+    if (moved) {
+        free(st->set_aside_to);
+        st->set_aside_to = dir;
+    } else {
+        rmdir(dir);
+        free(dir);
+    }
+    return rc;
+fail_moved:
+    /* put back what moved: those names were just freed in st->dir */
+    while (done-- > 0) {
+        char *from = path_join(st->dir, names[done]), *to = path_join(dir, names[done]);
+        if (from && to)
+            rename(to, from);
+        free(from);
+        free(to);
+    }
+    rmdir(dir);
     free(dir);
-    return noted(st, rc, msg);
+    return -1;
 }
 
 void adm_state_free(struct adm_state *st)
@@ -831,6 +940,7 @@ void adm_state_free(struct adm_state *st)
     free(st->dir);
     free(st->canon);
     free(st->source_path);
+    free(st->set_aside_to);
     memset(st, 0, sizeof(*st));
     st->journal_fd = -1;
 }

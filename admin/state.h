@@ -21,9 +21,11 @@
  *
  * A start reads the directory first and writes it only once every other
  * start step succeeded (adm_state_open, then adm_state_begin): a failed
- * start leaves it as it was. A write that fails (a full disk) refuses its
- * change and leaves no temporary file; the state counts it and tells its
- * hook, so that the gateway can say loudly that persistence is failing.
+ * start leaves it as it was. A persisted config that is replaced is set
+ * aside before anything else is written; while that fails (a full disk)
+ * nothing at all is written, so it is never written over. A write that fails (a full disk) refuses
+ * its change and leaves no temporary file; the state counts it and tells its hook, so that the
+ * gateway can say loudly that persistence is failing.
  *
  * The ETag is "<generation>-<hash>": the hash combines the document without
  * its routes and an XOR of each route's hash, so it is kept up to date per
@@ -59,6 +61,10 @@ struct adm_state {
     int source_pending;
     uint64_t source_hash;
     char *source_path;
+    /* the persisted config is replaced (adm_state_replace) and not yet set
+     * aside: no write may happen before it is */
+    int aside_owed;
+    char *set_aside_to; /* where it went (owned, until whoever tells it frees it) */
     /* persistence's health: writes that failed, and whether the last one did */
     uint64_t persist_failures;
     int persist_failing;
@@ -88,12 +94,24 @@ uint64_t adm_state_hash(const struct adm_state *st);
  * says so. -1 in *err on I/O errors, among them a journal that cannot be
  * read. Nothing can be persisted before adm_state_begin(). */
 json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err);
+/* The persisted config adm_state_open() found is replaced by one derived
+ * from the file <path> (NULL: the embedded default) whose bytes hash to
+ * <hash>: adm_state_begin() first moves it (config.json, config.json.prev,
+ * journal) into a new directory replaced-<UTC time>, named then in
+ * st->set_aside_to, and the source record is written after the first save
+ * that works. Nothing is written here. 0, or -1 (out of memory). */
+int adm_state_replace(struct adm_state *st, uint64_t hash, const char *path);
 /* Makes the directory read by adm_state_open() ready for writes, once a
- * start has passed every check: creates it if missing, moves a corrupt
- * config.json aside (its journal is dropped), removes the temporary files
- * a failed write or a crash left, opens the journal and cuts it after its
- * last good line. 0, or -1 with <msg>: among them a journal that cannot be
- * cut, whose tail the next append would continue. */
+ * start has passed every check: creates it if missing, sets a replaced
+ * persisted config aside (adm_state_replace), moves a corrupt config.json
+ * aside (config.json.prev takes its place; its journal is dropped),
+ * removes the temporary files a failed write or a crash left, opens the
+ * journal and cuts it after its last good line. 0; 1 when the set-aside
+ * failed (<msg>, told to the hook): nothing was written, st->aside_owed
+ * stays and every write tries the set-aside again first, refused while it
+ * fails; or -1 with <msg>: among them a journal that cannot be cut, whose
+ * tail the next append would continue, and a corrupt config.json that
+ * config.json.prev cannot replace. */
 int adm_state_begin(struct adm_state *st, char *msg, size_t cap);
 
 /* Persists the whole document atomically and empties the journal. */
@@ -117,13 +135,6 @@ int adm_state_source(const struct adm_state *st, uint64_t *hash);
  * after the next save that works. */
 int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, char *msg,
                          size_t cap);
-/* Moves the persisted config (config.json, config.json.prev, journal) into
- * a new directory replaced-<UTC time> of the state directory, named in
- * <where>, and starts an empty journal, which takes no appends before a
- * save (no config.json under it). 0 (also when there was nothing to move:
- * <where> is then ""), or -1 with <msg>. */
-int adm_state_set_aside(struct adm_state *st, char *where, size_t wcap, char *msg, size_t cap);
-
 void adm_state_free(struct adm_state *st);
 
 #endif

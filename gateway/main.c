@@ -230,6 +230,13 @@ static void persist_report(void *arg, const char *failure)
                failure, state.dir);
     else
         gw_log(GW_LOG_NOTICE, "state: persistence works again: %s takes writes", state.dir);
+    if (!failure && state.set_aside_to) {
+        /* a set-aside the start could not do was done by this write */
+        gw_log(GW_LOG_WARN, "state: the persisted config replaced at start is kept in %s",
+               state.set_aside_to);
+        free(state.set_aside_to);
+        state.set_aside_to = NULL;
+    }
 }
 
 /* How a start came to its config, for persist_start() once it succeeded. */
@@ -301,52 +308,73 @@ static struct adm_config *choose_config(struct adm_config *cfg, int reset, struc
 
 /* The state directory made ready for writes (adm_state_begin), once every
  * other start step succeeded: a start that failed before it persists
- * nothing, not even an empty journal or the directory. Before dropping
+ * nothing, not even an empty journal or the directory. A persisted config
+ * that <plan> replaces is set aside first; when that fails (a full disk)
+ * the start goes on and nothing at all is written: the old config stays
+ * as it was, the new one is served unpersisted, and every change is
+ * refused until a later write manages the set-aside. Before dropping
  * privileges, which hands the directory to the user. -1 after logging why. */
-static int begin_state(void)
+static int begin_state(const struct start_plan *plan)
 {
     char msg[1024];
-
-    if (adm_state_begin(&state, msg, sizeof(msg)) < 0) {
-        gw_log(GW_LOG_ERROR, "state: %s", msg);
-        return -1;
-    }
-    return 0;
-}
-
-/* Writes what a successful start decided: the replaced persisted config
- * kept aside, the file it came from recorded, the config run saved. A
- * save that fails (a full disk) does not stop the start: the config runs
- * unsaved, said loudly, and what is on disk stays consistent (config.json
- * and its journal; or, when the file won, none until a save works).
- * Only a persisted config that cannot be moved aside stops it, as the
- * save would then write over it. -1 after logging why. */
-static int persist_start(const struct start_plan *plan)
-{
-    char msg[1024], where[4200];
-    uint64_t h;
+    int rc;
 
     if (!state.dir)
         return 0;
-    if (plan->set_aside) {
-        if (adm_state_set_aside(&state, where, sizeof(where), msg, sizeof(msg)) < 0) {
-            gw_log(GW_LOG_ERROR, "state: %s", msg);
-            return -1;
-        }
-        gw_log(GW_LOG_WARN,
-               "state: %s wins over the persisted config in %s (%s); that one is kept in %s",
-               plan->from, state.dir, plan->why, where[0] ? where : "(nothing to keep)");
+    if (plan->set_aside && adm_state_replace(&state, plan->file_hash, proc.config_path) < 0) {
+        gw_log(GW_LOG_ERROR, "state: out of memory");
+        return -1;
     }
+    rc = adm_state_begin(&state, msg, sizeof(msg));
+    if (rc < 0) {
+        gw_log(GW_LOG_ERROR, "state: %s", msg);
+        return -1;
+    }
+    if (rc > 0) /* the state's hook logged why */
+        gw_log(GW_LOG_ERROR,
+               "state: %s wins over the persisted config in %s (%s), which cannot be set "
+               "aside: it is kept as it was and nothing is written over it; serving %s "
+               "unpersisted, and refusing every change until it can be set aside",
+               plan->from, state.dir, plan->why, plan->from);
+    return 0;
+}
+
+/* Logs where a replaced persisted config went, once it was set aside. */
+static void log_set_aside(const struct start_plan *plan)
+{
+    gw_log(GW_LOG_WARN,
+           "state: %s wins over the persisted config in %s (%s); that one is kept in %s",
+           plan->from, state.dir, plan->why,
+           state.set_aside_to ? state.set_aside_to : "(nothing to keep)");
+    free(state.set_aside_to); /* told: the hook need not tell it again */
+    state.set_aside_to = NULL;
+}
+
+/* Writes what a successful start decided: the file it came from recorded,
+ * the config run saved (begin_state set a replaced one aside). A save that
+ * fails (a full disk) does not stop the start: the config runs unsaved,
+ * said loudly, and what is on disk stays consistent (config.json and its
+ * journal; or, when the file won, none until a save works). Nothing is
+ * written while a replaced persisted config is still owed its set-aside. */
+static void persist_start(const struct start_plan *plan)
+{
+    char msg[1024];
+    uint64_t h;
+
+    if (!state.dir || state.aside_owed)
+        return;
+    if (plan->set_aside)
+        log_set_aside(plan);
     /* the file's config is what gets persisted from now on; a record that
-     * fails is written after the next save that works (adm_state) */
-    if (!plan->from_state || !adm_state_source(&state, &h))
+     * fails is written after the next save that works (adm_state); a
+     * replaced config owes it already (adm_state_replace) */
+    if (!plan->set_aside && (!plan->from_state || !adm_state_source(&state, &h)))
         adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg));
     if (adm_state_save(&state, msg, sizeof(msg)) < 0) /* the hook logged why */
         gw_log(GW_LOG_ERROR, "state: persistence is failing at start: serving %s anyway, %s",
                plan->from_state ? "the persisted config" : plan->from,
                plan->from_state ? "whose config.json and journal stay as they were"
                                 : "unpersisted until a change can be written");
-    return 0;
 }
 
 /* The access log's target as it is open now: each publish compares the
@@ -1025,9 +1053,9 @@ int main(int argc, char **argv)
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    if (begin_state() < 0 || drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0 ||
-        persist_start(&plan) < 0)
+    if (begin_state(&plan) < 0 || drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0)
         goto out_fail_admin;
+    persist_start(&plan);
 
     run(cfg_path);
     rc = 0;

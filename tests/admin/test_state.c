@@ -365,6 +365,51 @@ START_TEST(open_writes_nothing)
 }
 END_TEST
 
+/* A corrupt config.json with config.json.prev standing in for it: when
+ * the link that puts config.json.prev in its place fails (here the file
+ * went between the read and the start's first write), begin fails and
+ * leaves config.json and its journal as they were; nothing is removed
+ * before the link is there. Once it can be made, the corrupt file is kept
+ * aside and config.json.prev's config is config.json. */
+START_TEST(prev_link_failure_removes_nothing)
+{
+    char dir[64], msg[512], from[512], to[512], head[96], text[256];
+    struct adm_state st = {.journal_fd = -1};
+    json_t *doc;
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    write_file(dir, "config.json", "}{");
+    write_file(dir, "config.json.prev", DOC);
+    head_line(DOC, head, sizeof(head));
+    snprintf(text, sizeof(text), "%s{\"op\":\"delete_route\",\"id\":\"r\"}\n", head);
+    write_file(dir, "journal", text);
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_ptr_nonnull(doc);
+    json_decref(doc);
+    snprintf(from, sizeof(from), "%s/config.json.prev", dir);
+    snprintf(to, sizeof(to), "%s/elsewhere", dir);
+    ck_assert_int_eq(rename(from, to), 0);
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), -1);
+    ck_assert_ptr_nonnull(strstr(msg, "config.json.prev"));
+    ck_assert_int_eq(exists(dir, "config.json"), 1);
+    ck_assert_int_eq(exists(dir, "journal"), 1);
+
+    ck_assert_int_eq(rename(to, from), 0);
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(exists(dir, "config.json.corrupt"), 1);
+    ck_assert_int_eq(exists(dir, "config.json.prev.tmp"), 0);
+    adm_state_free(&st);
+    st.journal_fd = -1;
+    doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_int_eq(err, 0);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_int_eq(st.corrupt, 0);
+    json_decref(doc);
+    adm_state_free(&st);
+}
+END_TEST
+
 /* A save that fails (the file may not grow: a full disk as far as the
  * write is concerned) leaves no temporary file behind to keep the space,
  * is counted and told to the hook; the next save that works is told too. */
@@ -511,6 +556,7 @@ static Suite *state_suite(void)
     tcase_add_test(tc, save_keeps_prev_or_fails);
     tcase_add_test(tc, unreset_journal_takes_no_appends);
     tcase_add_test(tc, open_writes_nothing);
+    tcase_add_test(tc, prev_link_failure_removes_nothing);
     tcase_add_test(tc, failed_save_leaves_no_temporary_file);
     suite_add_tcase(s, tc);
     tc = tcase_create("out_of_memory");

@@ -9,7 +9,9 @@ the states a crash can leave in the middle of folding the journal into
 config.json replay correctly; a state directory on a full disk (a real 1 MiB
 tmpfs) refuses pushes with 500 and no temporary file left, and a start on it
 serves the persisted config, says loudly that persistence fails, and takes
-pushes again once space is freed."""
+pushes again once space is freed; one whose edited -c file wins but whose
+persisted config cannot be set aside serves the file, writes nothing over
+the old config and refuses changes until the set-aside works."""
 import errno
 import http.client
 import json
@@ -434,11 +436,11 @@ class FullDiskTest(PersistCase):
     allowed: it needs root or CAP_SYS_ADMIN) and filled by a ballast file,
     as another program's data fills a real disk."""
 
-    def mount_small(self):
+    def mount_small(self, opts=""):
         mnt = self.tmp.file("tmpfs-%d" % free_port())
         os.makedirs(mnt)
-        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mnt],
-                           capture_output=True, text=True)
+        p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700" + opts, "tmpfs",
+                            mnt], capture_output=True, text=True)
         if p.returncode != 0:
             self.skipTest("cannot mount a 1 MiB tmpfs (needs root or CAP_SYS_ADMIN): %s" %
                           (p.stderr.strip() or "mount exited %d" % p.returncode))
@@ -457,6 +459,28 @@ class FullDiskTest(PersistCase):
             self.assertEqual(e.errno, errno.ENOSPC)
         finally:
             os.close(fd)
+
+    def fill_inodes(self, mnt):
+        """Makes empty files until the file system has no inode left (a
+        directory, or any new file, then fails with ENOSPC too)."""
+        try:
+            for i in range(4096):
+                os.close(os.open(os.path.join(mnt, "inode-%d" % i), os.O_WRONLY | os.O_CREAT))
+            self.fail("a tmpfs with nr_inodes=64 took 4096 files")
+        except OSError as e:
+            self.assertEqual(e.errno, errno.ENOSPC)
+
+    def state_files(self):
+        """{name: bytes} of the state directory (its subdirectories as None)."""
+        out = {}
+        for n in os.listdir(self.state):
+            p = os.path.join(self.state, n)
+            if os.path.isdir(p):
+                out[n] = None
+                continue
+            with open(p, "rb") as f:
+                out[n] = f.read()
+        return out
 
     def persist_metrics(self, api):
         r = api.get("/metrics")
@@ -534,6 +558,73 @@ class FullDiskTest(PersistCase):
         self.assertEqual(api.config()[0], want)
         self.assertEqual(self.answer(g, "/b299"), (200, "b299"))
         self.assertEqual(self.answer(g, "/k"), (200, "k"))
+        self.stop_clean(g)
+
+    def test_file_edited_on_full_disk(self):
+        """The -c file wins over the persisted config, which cannot be set
+        aside for want of space: the start serves the file unpersisted,
+        writes nothing over the old config, refuses changes until space is
+        freed, then sets the old config aside and persists again."""
+        mnt = self.mount_small(",nr_inodes=64")
+        self.state = os.path.join(mnt, "state")
+        routes = [local_route("ping", "/ping")]
+        cfg = gateway_config(upstreams={"u": upstream_cfg(self.b1)}, routes=routes, workers=1,
+                             admin={"address": "127.0.0.1:%d" % free_port(),
+                                    "state_dir": self.state})
+        g = self.gateway(cfg, "edited")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("j", "/j")), 201)
+        old = api.config()[0]
+        self.stop_clean(g)
+        before = self.state_files()
+        self.fill(mnt)
+        self.fill_inodes(mnt)
+
+        # the file is edited: it wins, and the start does not fail
+        g.cfg["routes"] = routes + [local_route("edited", "/edited")]
+        api = self.start(g)
+        log = self.log_since(g)
+        self.assertRegex(log, r"\[error\] state: persistence is failing: .*/replaced-[0-9TZ-]+: "
+                         r"No space left on device")
+        self.assertRegex(log, r"\[error\] state: .* wins over the persisted config in .*cannot "
+                         r"be set aside: it is kept as it was")
+        self.assertEqual(self.answer(g, "/edited"), (200, "edited"))
+        self.assertEqual(self.answer(g, "/j")[0], 404)
+        # nothing was written: the old config, its journal and source record
+        self.assertEqual(self.state_files(), before)
+        self.assertEqual(self.persist_metrics(api), (1, 1))
+        r = api.post("/routes", local_route("k", "/k"))
+        self.assertStatus(r, 500)
+        self.assertIn("replaced-", r.json["errors"][0]["message"], r)
+        self.assertIn("No space left on device", r.json["errors"][0]["message"], r)
+        self.assertEqual(self.answer(g, "/k")[0], 404)
+        self.assertEqual(self.state_files(), before)
+
+        # space freed: the next change sets the old config aside and persists
+        os.unlink(os.path.join(mnt, "ballast"))
+        for n in os.listdir(mnt):
+            if n.startswith("inode-"):
+                os.unlink(os.path.join(mnt, n))
+        since = g.log_size()
+        self.assertWrite(api.post("/routes", local_route("k", "/k")), 201)
+        g.wait_log(r"\[notice\] state: persistence works again", since)
+        g.wait_log(r"\[warn\] state: the persisted config replaced at start is kept in "
+                   r".*/replaced-", since)
+        aside = [n for n in os.listdir(self.state) if n.startswith("replaced-")]
+        self.assertEqual(len(aside), 1, os.listdir(self.state))
+        with open(os.path.join(self.state, aside[0], "config.json"), "rb") as f:
+            self.assertEqual(f.read(), before["config.json"])
+        with open(os.path.join(self.state, aside[0], "journal"), "rb") as f:
+            self.assertEqual(f.read(), before["journal"])
+        want = api.config()[0]
+        self.assertNotEqual(want, old)
+        # the source record now names the edited file: its config wins
+        self.stop_clean(g)
+        api = self.start(g)
+        self.assertRegex(self.log_since(g), r"persisted config in .* wins")
+        self.assertEqual(api.config()[0], want)
+        self.assertEqual(self.answer(g, "/k"), (200, "k"))
+        self.assertEqual(self.answer(g, "/edited"), (200, "edited"))
         self.stop_clean(g)
 
 
