@@ -317,8 +317,8 @@ void adm_api_route_match(struct adm_api *api, struct adm_req *req, const char *u
         free(params);
         adm_api_reply_error(api, req, 400,
                             rc == -2 ? "router.escaped_slashes refuses an escaped slash or "
-                                       "backslash, or a \"..;\" segment, in this path (400 for a "
-                                       "client)"
+                                       "backslash, a \"..;\" segment, or a \"..\" after a "
+                                       "segment with no name, in this path (400 for a client)"
                                      : "path must start with '/' and be a valid path (400 for a "
                                        "client)",
                             NULL);

@@ -115,6 +115,30 @@ static int strip_rest(const struct adm_sroute *sr, const char *p, size_t n, cons
     return 1;
 }
 
+/* Whether the path route <sr>'s rewrite makes of <params> (<np>) may be
+ * read by a backend as another place than the rewrite names: a parameter
+ * that climbs on its own ("..%2Fx", "..;", "a%2F..%2F.."), which would
+ * leave the place the rewrite puts it at, or a result that climbs above
+ * its root (h1_path_climbs()). */
+static int rewrite_climbs(const struct adm_sroute *sr, const struct rt_param *params, size_t np)
+{
+    struct h1_climb c;
+
+    h1_climb_init(&c);
+    for (size_t i = 0; i < sr->nrewrite; i++) {
+        const struct adm_rw_part *part = &sr->rewrite[i];
+        if (part->param < 0) {
+            h1_climb_feed(&c, part->s, part->len);
+        } else if ((size_t)part->param < np) {
+            const struct rt_param *v = &params[part->param];
+            if (h1_path_climbs(v->value, v->len))
+                return 1;
+            h1_climb_feed(&c, v->value, v->len);
+        }
+    }
+    return h1_climb_end(&c);
+}
+
 /* Appends the route's rewrite or strip_prefix of the normalized path to <o>;
  * returns 0, writing nothing, when the route changes no path. */
 static int add_rewritten_path(const struct gw_forward *f, struct gw_obuf *o)
@@ -384,7 +408,10 @@ enum gw_verdict gw_forward_decide(struct h1_req_parser *rp, const struct adm_sna
     *sr = rt_route_udata(m->route);
     if ((*sr)->action != ADM_ACTION_UPSTREAM)
         return GW_V_LOCAL;
-    if (rq->path_found) { /* only such a path can hide a ".." from the router */
+    if ((*sr)->rewrite) { /* parameters may carry "..%2F", "..;" or make a ".." */
+        if (rewrite_climbs(*sr, params, m->nparams < cap ? m->nparams : cap))
+            return GW_V_BAD_PATH;
+    } else if (rq->path_found) { /* only such a path can hide a ".." from the router */
         const char *rest;
         size_t rn;
         if (strip_rest(*sr, rq->path, rq->path_len, &rest, &rn) && h1_path_climbs(rest, rn))

@@ -136,8 +136,14 @@ int h1_path_normalize(const char *in, size_t len, char *out, size_t cap, unsigne
                 out[o++] = '/';
         } else if (n == 2 && out[seg] == '.' && out[seg + 1] == '.') {
             /* ".." removes the previous segment, never more than the root */
+            size_t end = o;
             while (o > 0 && out[o - 1] != '/')
                 o--;
+            /* one whose name is empty ("", ";x") a backend that merges
+             * slashes or drops ";params" first never sees: its ".." goes
+             * one segment higher than ours ("/a/;x/.." is "/" to it) */
+            if (o > 0 && (o == end || out[o] == ';'))
+                *found |= H1_PATH_POPS_EMPTY;
             if (o > 0)
                 o--;
             if (!sep)
@@ -175,45 +181,93 @@ int h1_path_route(const char *in, size_t len, char *out, size_t cap, unsigned op
         return -2;
     if (h1_path_normalize(in, len, out, cap, opts | H1_PATH_DECODE_SLASHES, found, outlen) < 0)
         return -1;
-    /* with the slashes decoded, a "..;x" may only now begin a segment */
-    return (*found & H1_PATH_DOT_PARAMS) ? -2 : 0;
+    /* with the slashes decoded, a "..;x" may only now begin a segment, and
+     * a ".." only now follow an empty one */
+    return (*found & (H1_PATH_DOT_PARAMS | H1_PATH_POPS_EMPTY)) ? -2 : 0;
 }
 
-/* The length of what a lenient backend takes for a '/' at <p>[<i>] (<n>
- * bytes in all): 1 for '/' or '\', 3 for "%2F" or "%5C", 0 for none. */
-static size_t lenient_sep(const char *p, size_t n, size_t i)
+/* The segment that ended in <c>, as the most lenient backend reads it. */
+static void climb_segment(struct h1_climb *c)
 {
-    if (p[i] == '/' || p[i] == '\\')
-        return 1;
-    if (p[i] != '%' || n - i < 3)
-        return 0;
-    if ((p[i + 1] == '2' && (p[i + 2] | 0x20) == 'f') ||
-        (p[i + 1] == '5' && (p[i + 2] | 0x20) == 'c'))
-        return 3;
-    return 0;
+    if (c->name == 2 && c->head[0] == '.' && c->head[1] == '.') {
+        if (c->depth == 0)
+            c->up = 1;
+        else
+            c->depth--;
+    } else if (c->name > 1 || (c->name == 1 && c->head[0] != '.')) {
+        c->depth++;
+    }
+    c->name = 0;
+    c->params = 0;
+}
+
+/* One byte of a segment: its name ends at its first ';'. */
+static void climb_byte(struct h1_climb *c, char b)
+{
+    if (c->params)
+        return;
+    if (b == ';') {
+        c->params = 1;
+        return;
+    }
+    if (c->name < 2)
+        c->head[c->name] = b;
+    c->name++;
+}
+
+/* The bytes of an escape held back that turned out no separator. */
+static void climb_flush(struct h1_climb *c)
+{
+    if (c->pend > 0)
+        climb_byte(c, '%');
+    if (c->pend > 1)
+        climb_byte(c, c->pendc);
+    c->pend = 0;
+}
+
+void h1_climb_init(struct h1_climb *c)
+{
+    memset(c, 0, sizeof(*c));
+}
+
+void h1_climb_feed(struct h1_climb *c, const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char b = p[i];
+
+        if (c->pend == 1 && (b == '2' || b == '5')) {
+            c->pend = 2;
+            c->pendc = b;
+            continue;
+        }
+        if (c->pend == 2 &&
+            ((c->pendc == '2' && (b | 0x20) == 'f') || (c->pendc == '5' && (b | 0x20) == 'c'))) {
+            c->pend = 0;
+            climb_segment(c); /* "%2F", "%5C" */
+            continue;
+        }
+        climb_flush(c);
+        if (b == '/' || b == '\\')
+            climb_segment(c);
+        else if (b == '%')
+            c->pend = 1;
+        else
+            climb_byte(c, b);
+    }
+}
+
+int h1_climb_end(struct h1_climb *c)
+{
+    climb_flush(c);
+    climb_segment(c);
+    return c->up;
 }
 
 int h1_path_climbs(const char *p, size_t n)
 {
-    size_t i = 0, depth = 0;
+    struct h1_climb c;
 
-    while (i < n) {
-        size_t s = i, name;
-
-        while (i < n && !lenient_sep(p, n, i))
-            i++;
-        /* p[s..i) is a segment; its name ends at its first ';' */
-        for (name = 0; s + name < i && p[s + name] != ';'; name++)
-            ;
-        if (name == 2 && p[s] == '.' && p[s + 1] == '.') {
-            if (depth == 0)
-                return 1;
-            depth--;
-        } else if (name > 1 || (name == 1 && p[s] != '.')) {
-            depth++;
-        }
-        if (i < n)
-            i += lenient_sep(p, n, i);
-    }
-    return 0;
+    h1_climb_init(&c);
+    h1_climb_feed(&c, p, n);
+    return h1_climb_end(&c);
 }

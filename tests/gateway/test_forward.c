@@ -321,6 +321,23 @@ START_TEST(escaped_slashes)
             ck_assert_msg(t.v == GW_V_BAD_PATH, "%s: %d", climbs[i], (int)t.v);
         }
     }
+    /* a rewrite's parameter that climbs on its own, under every mode: it
+     * would take the backend out of where the rewrite puts it */
+    {
+        static const char *const climbs[] = {
+            "/users/..%2F..%2F..%2Fadmin/posts/9", "/users/7/posts/..%5Cx", "/users/..;x/posts/9",
+            "/users/a%2F..%2F..%2Fx/posts/9",      "/users/..\\x/posts/9",
+        };
+        for (size_t i = 0; i < sizeof(climbs) / sizeof(climbs[0]); i++) {
+            forward_under(&t, snap_keep, climbs[i]);
+            ck_assert_msg(t.v == GW_V_BAD_PATH, "%s: %d", climbs[i], (int)t.v);
+        }
+        forward_under(&t, snap_keep, "/users/a%2F..%2Fb;v=1/posts/9");
+        ck_assert_int_eq(t.v, GW_V_UPSTREAM);
+        ck_assert_str_eq(t.head, "GET /v2/9/by/a%2F..%2Fb;v=1 HTTP/1.1");
+        forward_under(&t, snap_as_received, "/users/a;x/posts/9");
+        ck_assert_str_eq(t.head, "GET /v2/9/by/a;x HTTP/1.1");
+    }
 }
 END_TEST
 

@@ -23,6 +23,7 @@
 #define DECODE H1_PATH_DECODE_SLASHES
 #define SLASH H1_PATH_SLASH_ESCAPE
 #define DOTP H1_PATH_DOT_PARAMS
+#define POPE H1_PATH_POPS_EMPTY
 
 static void norm_found(const char *in, unsigned opts, const char *want, unsigned want_found)
 {
@@ -73,7 +74,7 @@ START_TEST(norm_table)
     norm_ok("/a//", 0, "/a//");
     norm_ok("//a///b//", MERGE, "/a/b/");
     norm_ok("//a///b//", 0, "//a///b//");
-    norm_ok("/a//../b", 0, "/a/b");
+    norm_found("/a//../b", 0, "/a/b", POPE);
     norm_ok("/a//../b", MERGE, "/b");
     norm_ok("/.a/..b/.../a.", MERGE, "/.a/..b/.../a.");
     norm_ok("/%7e%5F%2d%2E%30%7A", MERGE, "/~_-.0z");
@@ -107,6 +108,19 @@ START_TEST(norm_slashes)
     norm_ok("/x.;/b", MERGE, "/x.;/b");
     norm_ok("/..%3B/b", MERGE, "/..%3B/b");
     norm_ok("/;/b", MERGE, "/;/b");
+    /* a ".." that removes a segment a backend drops before it resolves
+     * dot segments: its ".." removes the one before ("/api" here) */
+    norm_found("/api/;x/../secret/a", MERGE, "/api/secret/a", POPE);
+    norm_found("/api/;/../secret/a", MERGE, "/api/secret/a", POPE);
+    norm_found("/api/;x/%2e%2E/secret", MERGE, "/api/secret", POPE);
+    norm_found("/api//../secret", 0, "/api/secret", POPE);
+    norm_found("/a/;x/..", MERGE, "/a/", POPE);
+    norm_found("/;x/../a", MERGE, "/a", POPE);
+    /* not so: the popped segment has a name, or merging took the empty one */
+    norm_ok("/api//../secret", MERGE, "/secret");
+    norm_ok("/api/a;x/../b", MERGE, "/api/b");
+    norm_ok("/api/;x/b", MERGE, "/api/;x/b");
+    norm_ok("/api/;x/./b", MERGE, "/api/;x/b");
 
     /* decoded: separators, then dot segments resolve */
     norm_found("/api/..%2fsecret/x", MERGE | DECODE, "/secret/x", SLASH);
@@ -214,6 +228,26 @@ START_TEST(route_modes)
     /* a "..;" that only decoding makes a segment */
     route_is("/a%2F..;x/b", H1_SLASHES_DECODE, -2, "");
     route_is("/a%2F..;x/b", H1_SLASHES_KEEP, 0, "/a%2F..;x/b");
+    /* a ".." after a segment with no name but ";params" */
+    route_is("/api/;x/../secret/a", H1_SLASHES_REJECT, -2, "");
+    route_is("/api/;/../secret/a", H1_SLASHES_DECODE, -2, "");
+    route_is("/api/;x/../secret/a", H1_SLASHES_KEEP, 0, "/api/secret/a");
+    route_is("/api%2F;x%2F..%2Fsecret", H1_SLASHES_DECODE, -2, ""); /* only once decoded */
+    route_is("/api/;x/secret/a", H1_SLASHES_REJECT, 0, "/api/;x/secret/a");
+    {
+        /* router.merge_slashes false: the empty segment is one */
+        char out[64];
+        size_t ol;
+        unsigned f;
+        ck_assert_int_eq(
+            h1_path_route("/api//../secret", 15, out, sizeof(out), 0, H1_SLASHES_REJECT, &f, &ol),
+            -2);
+        ck_assert_int_eq(
+            h1_path_route("/api//../secret", 15, out, sizeof(out), 0, H1_SLASHES_DECODE, &f, &ol),
+            -2);
+        ck_assert_int_eq(
+            h1_path_route("/api//secret", 12, out, sizeof(out), 0, H1_SLASHES_REJECT, &f, &ol), 0);
+    }
     /* an escaped slash without any dot: a deny route on /admin/ still sees it */
     route_is("/admin%2Fusers", H1_SLASHES_REJECT, -2, "");
     route_is("/admin%2Fusers", H1_SLASHES_DECODE, 0, "/admin/users");
@@ -348,8 +382,12 @@ static int onormalize(const char *in, size_t len, unsigned opts, char *out, unsi
         if ((opts & MERGE) && !last && g[0] == '\0')
             continue;
         if (!strcmp(g, ".") || !strcmp(g, "..")) {
-            if (g[1] == '.' && top > 0)
+            if (g[1] == '.' && top > 0) {
+                /* a segment a backend drops first: "" or only ";params" */
+                if (stack[top - 1][0] == '\0' || stack[top - 1][0] == ';')
+                    *found |= POPE;
                 top--;
+            }
             if (last)
                 stack[top++][0] = '\0';
             continue;
@@ -367,22 +405,24 @@ static int onormalize(const char *in, size_t len, unsigned opts, char *out, unsi
 }
 
 /* h1_path_route() by the contract. */
-static int oroute(const char *in, size_t len, enum h1_escaped_slashes mode, char *out)
+static int oroute(const char *in, size_t len, unsigned opts, enum h1_escaped_slashes mode,
+                  char *out)
 {
     unsigned found;
 
-    if (onormalize(in, len, MERGE, out, &found) < 0)
+    if (onormalize(in, len, opts, out, &found) < 0)
         return -1;
     if (!found || mode == H1_SLASHES_KEEP)
         return 0;
     if (mode == H1_SLASHES_REJECT)
         return -2;
-    onormalize(in, len, MERGE | DECODE, out, &found);
-    return (found & DOTP) ? -2 : 0;
+    onormalize(in, len, opts | DECODE, out, &found);
+    return (found & (DOTP | POPE)) ? -2 : 0;
 }
 
-/* What a lenient backend resolves <in> to: "%2F", "%5C", '\' are '/', a
- * dot segment's ";params" go (Tomcat), the rest as the contract says. */
+/* What a lenient backend resolves <in> to: "%2F", "%5C", '\' are '/',
+ * every segment's ";params" go (Tomcat), slashes merge, then the rest as
+ * the contract says. */
 static int obackend(const char *in, char *out)
 {
     static char tmp[4 * OMAX];
@@ -400,7 +440,7 @@ static int obackend(const char *in, char *out)
         }
     }
     tmp[w] = '\0';
-    /* ".;x" and "..;x" segments (after unreserved decoding) lose their params */
+    /* every segment (after unreserved decoding) loses its params */
     {
         static struct osegs s;
         static char joined[4 * OMAX];
@@ -410,13 +450,38 @@ static int obackend(const char *in, char *out)
         joined[0] = '\0';
         for (k = 0; k < s.n; k++) {
             char *g = s.seg[k], *semi = strchr(g, ';');
-            if (semi && (!strncmp(g, ".;", 2) || !strncmp(g, "..;", 3)))
+            if (semi)
                 *semi = '\0';
             strcat(joined, "/");
             strcat(joined, g);
         }
         return onormalize(joined, strlen(joined), MERGE, out, &found);
     }
+}
+
+/* The routed path <in> (normalized: no escaped slash, no dot segment) as
+ * a lenient backend names it, segment for segment: each segment without its
+ * ";params", empty ones but the last dropped. No dot segment is resolved. */
+static void ostrip(const char *in, char *out)
+{
+    static char tmp[4 * OMAX];
+    char *save = NULL, *g;
+    size_t n = strlen(in);
+    int trailing = n > 1 && (in[n - 1] == '/' || strrchr(in, '/')[1] == ';');
+
+    strcpy(tmp, in);
+    out[0] = '\0';
+    for (g = strtok_r(tmp, "/", &save); g; g = strtok_r(NULL, "/", &save)) {
+        char *semi = strchr(g, ';');
+        if (semi)
+            *semi = '\0';
+        if (g[0] == '\0')
+            continue;
+        strcat(out, "/");
+        strcat(out, g);
+    }
+    if (out[0] == '\0' || trailing)
+        strcat(out, "/");
 }
 
 /* ck_assert_msg() for loops of many checks: Check records each passed
@@ -442,9 +507,9 @@ static uint64_t next(void)
 static size_t random_path(char *buf, size_t cap)
 {
     static const char *const good[] = {
-        "/",  "/",   "/",   "//",  ".",   "..",  ".",   "..", "a",
-        "b",  "%2e", "%2E", "%2f", "%2F", "%5c", "%5C", "\\", ";",
-        ";x", "%41", "%7e", "%20", "%3B", "%25", "~",   "-",  "%ff",
+        "/",   "/",   "/",   "//",  ".",   "..",  ".",   "..",  "a",  "b",
+        "%2e", "%2E", "%2f", "%2F", "%5c", "%5C", "\\",  ";",   ";x", "%41",
+        "%7e", "%20", "%3B", "%25", "~",   "-",   "%ff", "/;x", "/;", ";v=1",
     };
     static const char *const bad[] = {"%00", "%0a", "%7F", "%", "%g1", "%4", " ", "\x01", "\x80"};
     size_t len = 0, k, cnt = next() % 14;
@@ -496,47 +561,62 @@ END_TEST
 START_TEST(modes_agree_with_the_backend)
 {
     static const enum h1_escaped_slashes safe[] = {H1_SLASHES_REJECT, H1_SLASHES_DECODE};
-    char in[200], routed[256], want[OMAX * 2], seen[OMAX * 2];
-    size_t k, m, n, rlen;
-    unsigned found, refused = 0, decoded = 0;
+    static const unsigned optset[] = {MERGE, 0}; /* router.merge_slashes */
+    char in[200], routed[256], want[OMAX * 2], seen[OMAX * 2], named[OMAX * 2];
+    size_t k, m, o, n, rlen;
+    unsigned found, refused = 0, decoded = 0, popped = 0;
 
     for (k = 0; k < 200000; k++) {
         n = random_path(in, sizeof(in));
-        for (m = 0; m < 3; m++) {
-            enum h1_escaped_slashes mode = m < 2 ? safe[m] : H1_SLASHES_KEEP;
-            int rc = h1_path_route(in, n, routed, sizeof(routed), MERGE, mode, &found, &rlen);
-            int orc = oroute(in, n, mode, want);
-            EXPECT(rc == orc, "\"%s\" (mode %zu): %d, oracle %d", in, m, rc, orc);
-            if (rc < 0) {
-                refused += rc == -2;
-                continue;
+        for (o = 0; o < 2; o++)
+            for (m = 0; m < 3; m++) {
+                enum h1_escaped_slashes mode = m < 2 ? safe[m] : H1_SLASHES_KEEP;
+                unsigned opts = optset[o];
+                int rc = h1_path_route(in, n, routed, sizeof(routed), opts, mode, &found, &rlen);
+                int orc = oroute(in, n, opts, mode, want);
+                EXPECT(rc == orc, "\"%s\" (mode %zu, opts %u): %d, oracle %d", in, m, opts, rc,
+                       orc);
+                if (rc < 0) {
+                    refused += rc == -2;
+                    continue;
+                }
+                EXPECT(strcmp(routed, want) == 0, "\"%s\": \"%s\", oracle \"%s\"", in, routed,
+                       want);
+                if (mode == H1_SLASHES_KEEP) {
+                    popped += (found & POPE) != 0;
+                    continue;
+                }
+                /* what goes upstream: the target as received, or the decoded
+                 * path (gw_forward_head); a backend that drops ";params" and
+                 * merges slashes before it resolves dot segments reads it as
+                 * the routed path, segment for segment, less the params and
+                 * empty segments it drops */
+                decoded += (found & SLASH) != 0;
+                ostrip(routed, named);
+                EXPECT(obackend((found & SLASH) ? routed : in, seen) == 0,
+                       "\"%s\": no backend reading", in);
+                EXPECT(strcmp(seen, named) == 0,
+                       "\"%s\" (mode %zu, opts %u): routed as \"%s\" (\"%s\"), a backend reads "
+                       "\"%s\"",
+                       in, m, opts, routed, named, seen);
+                EXPECT(obackend(routed, seen) == 0 && strcmp(seen, named) == 0,
+                       "\"%s\": the routed \"%s\" reads \"%s\"", in, routed, seen);
+                /* nothing left a backend reads otherwise, and nothing climbs */
+                EXPECT(!h1_path_climbs(routed, rlen), "\"%s\" climbs", routed);
+                /* normalizing the routed path again changes nothing */
+                {
+                    char again[256];
+                    size_t alen;
+                    EXPECT(h1_path_route(routed, rlen, again, sizeof(again), opts, mode, &found,
+                                         &alen) == 0 &&
+                               strcmp(again, routed) == 0,
+                           "\"%s\" normalized again is \"%s\"", routed, again);
+                }
             }
-            EXPECT(strcmp(routed, want) == 0, "\"%s\": \"%s\", oracle \"%s\"", in, routed, want);
-            if (mode == H1_SLASHES_KEEP)
-                continue;
-            /* what goes upstream: the target as received, or the decoded path
-             * (gw_forward_head); the backend resolves it to the routed path */
-            decoded += (found & SLASH) != 0;
-            EXPECT(obackend((found & SLASH) ? routed : in, seen) == 0, "\"%s\": no backend reading",
-                   in);
-            EXPECT(strcmp(seen, routed) == 0,
-                   "\"%s\" (mode %zu): routed as \"%s\", a backend reads \"%s\"", in, m, routed,
-                   seen);
-            /* nothing left a backend reads otherwise, and nothing climbs */
-            EXPECT(!h1_path_climbs(routed, rlen), "\"%s\" climbs", routed);
-            /* normalizing the routed path again changes nothing */
-            {
-                char again[256];
-                size_t alen;
-                EXPECT(h1_path_route(routed, rlen, again, sizeof(again), MERGE, mode, &found,
-                                     &alen) == 0 &&
-                           strcmp(again, routed) == 0,
-                       "\"%s\" normalized again is \"%s\"", routed, again);
-            }
-        }
     }
     ck_assert_uint_gt(refused, 1000);
     ck_assert_uint_gt(decoded, 1000);
+    ck_assert_uint_gt(popped, 1000); /* the inputs reach the new refusal */
 }
 END_TEST
 
@@ -582,6 +662,19 @@ START_TEST(climbs_oracle)
         size_t n = random_path(in, sizeof(in));
         int got = h1_path_climbs(in, n);
         EXPECT(got == oclimbs(in), "\"%s\": %d", in, got);
+        {
+            /* fed in random pieces (a rewrite's parts): the same answer */
+            struct h1_climb c;
+            size_t at = 0;
+            h1_climb_init(&c);
+            while (at < n) {
+                size_t piece = 1 + next() % 4;
+                piece = piece < n - at ? piece : n - at;
+                h1_climb_feed(&c, in + at, piece);
+                at += piece;
+            }
+            EXPECT(h1_climb_end(&c) == got, "\"%s\" in pieces: %d", in, !got);
+        }
         up += (unsigned long)got;
     }
     ck_assert_uint_gt(up, 1000);
