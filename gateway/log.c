@@ -698,6 +698,15 @@ static void log_line(struct gw_conn *c, double duration_ms, const struct log_src
         gw_access_flush(w);
 }
 
+/* Whether the snapshot <c>'s request started under had the access log off.
+ * The process-wide switch follows a push only after the snapshot is out, so
+ * a request of the old config can end after it flipped: the line goes by
+ * the config the request ran under, as every other setting does. */
+static int off_for(const struct gw_conn *c)
+{
+    return c->snap && c->snap->cfg->access_log.target == ADM_LOG_OFF;
+}
+
 /* What <c>'s line takes from its snapshot, borrowed from it. */
 static void src_of(const struct gw_conn *c, struct log_src *s)
 {
@@ -714,6 +723,8 @@ void gw_log_access(struct gw_conn *c, double duration_ms)
 
     if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
         return; /* before any field is gathered: a log that is off costs nothing */
+    if (off_for(c))
+        return;
     src_of(c, &src);
     log_line(c, duration_ms, &src);
 }
@@ -724,7 +735,7 @@ int gw_log_access_later(struct gw_conn *c)
     struct log_src src;
     size_t cip_len;
 
-    if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
+    if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed) || off_for(c))
         return 0;
     src_of(c, &src);
     /* one allocation a tunnel: the two strings the snapshot owns */

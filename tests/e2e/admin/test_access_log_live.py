@@ -10,7 +10,12 @@ import json
 import os
 import signal
 
-from adminlib import (AdminCase, data_get, gateway_config, get, local_route, main, wait_for)
+import time
+
+from adminlib import (TIMEOUT, AdminCase, data_get, gateway_config, get, local_route, main,
+                      wait_for)
+
+import harness  # noqa: E402 (adminlib puts its folder on the path)
 
 
 def lines(path):
@@ -60,6 +65,34 @@ class AccessLogLiveTest(AdminCase):
         self.assertEqual(self.tagged(a, "three") + self.tagged(b, "three"), [])
         self.assertEqual(self.tagged(a, "off"), [])
         self.assertRegex(self.gw.log(), r"access log: " + a)
+
+    def test_a_request_logs_by_the_config_it_started_under(self):
+        # a request in flight under access_log "off" while a push turns the
+        # log on gets no line (the switch follows the snapshot; the request
+        # keeps the one it pinned), and one that began under the new config
+        # does
+        import threading
+        b = self.own_backend("slow")
+        cfg = dict(self.cfg, upstreams={"u": harness.upstream_cfg(b)},
+                   routes=self.cfg["routes"] + [{"id": "slow", "path": "/slow/*{tag}",
+                                                 "upstream": "u"}])
+        self.assertWrite(self.api.put("/config", cfg), 200)
+        a = self.tmp.file("a.log")
+        got = {}
+
+        def slow():
+            got["status"] = data_get(self.gw.port, "/slow/early?delay_ms=1500").status
+
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.5)  # the request is at the backend, under "off"
+        self.assertWrite(self.api.put("/config", dict(cfg, access_log=a)), 200)
+        t.join(TIMEOUT)
+        self.assertEqual(got.get("status"), 200)
+        self.assertEqual(data_get(self.gw.port, "/slow/late").status, 200)
+        wait_for(lambda: [l for l in lines(a) if l.get("path") == "/slow/late"],
+                 what="the late request's line")
+        self.assertEqual([l for l in lines(a) if l.get("path") == "/slow/early"], [])
 
     def test_sigusr1_reopens_after_a_rotation(self):
         path = self.tmp.file("rot.log")
