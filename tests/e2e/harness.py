@@ -383,6 +383,17 @@ class EarlyServer(HeadServer):
         return True
 
 
+def self_signed(tmp, name="tls"):
+    """A P-256 certificate for CN=localhost, made with the openssl CLI in
+    <tmp>: a listener's {"cert", "key"} entry."""
+    cert, key = tmp.file(name + ".pem"), tmp.file(name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert,
+                    "-subj", "/CN=localhost", "-days", "30"],
+                   check=True, capture_output=True, timeout=60)
+    return {"cert": cert, "key": key}
+
+
 def upstream_cfg(*backends_or_addrs, **extra):
     servers = []
     for b in backends_or_addrs:

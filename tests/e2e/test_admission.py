@@ -7,7 +7,6 @@ limits.max_pending_connections, and timeouts.client_header_ms from the
 accept on; the descriptor limit is raised at the start, a low one is
 warned about, and accept failures at it pause accepting instead of filling
 the log."""
-import os
 import re
 import resource
 import signal
@@ -15,8 +14,8 @@ import socket
 import subprocess
 import time
 
-from harness import (Client, GatewayCase, gateway_config, main, metrics_text, upstream_cfg,
-                     wait_for)
+from harness import (Client, GatewayCase, gateway_config, main, metrics_text, self_signed,
+                     upstream_cfg, wait_for)
 
 LOCAL = [{"id": "local", "path": "/*{r}", "response": {"body": "local\n"}}]
 FAST = 5  # seconds a client waits for an answer that must come at once
@@ -155,16 +154,9 @@ class AdmissionTest(GatewayCase):
     def test_a_tls_handshake_never_begun_ends_at_client_header_ms(self):
         # the handshake is part of the first head's time: a client that never
         # sends its ClientHello is closed then, counted as a handshake timeout
-        d = self.tmp.file("certs")
-        os.mkdir(d)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", d + "/k.pem",
-                        "-out", d + "/c.pem", "-subj", "/CN=localhost", "-days", "30"],
-                       check=True, capture_output=True, timeout=60)
         cfg = gateway_config(routes=LOCAL, workers=1,
                              timeouts={"client_header_ms": 300, "client_idle_ms": 600000})
-        cfg["listeners"][0]["tls"] = {"certificates": [{"cert": d + "/c.pem",
-                                                        "key": d + "/k.pem"}]}
+        cfg["listeners"][0]["tls"] = {"certificates": [self_signed(self.tmp)]}
         g = self.own_gateway(cfg)
         s = socket.create_connection(("127.0.0.1", g.port), timeout=FAST)
         self.addCleanup(s.close)

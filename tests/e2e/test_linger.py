@@ -9,15 +9,13 @@ sends no RST that would destroy the answer. A body read away after an early
 answer has the same total. A close after a request read whole, and an idle
 keep-alive close, still happen at once; a drain closes a lingering
 connection at once."""
-import os
 import re
 import socket
 import ssl
-import subprocess
 import threading
 import time
 
-from harness import (TIMEOUT, Client, EarlyServer, GatewayCase, gateway_config, main,
+from harness import (TIMEOUT, Client, EarlyServer, GatewayCase, gateway_config, main, self_signed,
                      metrics_text, upstream_cfg, wait_for)
 
 MAX_BODY = 1000
@@ -195,15 +193,8 @@ class LingerTest(GatewayCase):
         # close_notify and the FIN, then the client's records are read and
         # dropped through TLS: the whole 4 MiB goes, the connection stays
         # open (lingering, not failed) until the client closes
-        d = self.tmp.file("certs")
-        os.mkdir(d)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                        "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", d + "/k.pem",
-                        "-out", d + "/c.pem", "-subj", "/CN=localhost", "-days", "30"],
-                       check=True, capture_output=True, timeout=60)
         cfg = self.config()
-        cfg["listeners"][0]["tls"] = {"certificates": [{"cert": d + "/c.pem",
-                                                        "key": d + "/k.pem"}]}
+        cfg["listeners"][0]["tls"] = {"certificates": [self_signed(self.tmp)]}
         gw = self.own_gateway(cfg, name="tls")
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
