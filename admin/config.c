@@ -46,6 +46,7 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "client_ip", .kind = FK_FN, .fn = adm_cf_client_ip},
     {.key = "limits", .kind = FK_FN, .fn = adm_cf_limits},
     {.key = "timeouts", .kind = FK_FN, .fn = adm_cf_timeouts},
+    {.key = "http2", .kind = FK_FN, .fn = adm_cf_http2},
     {.key = "access_log", .kind = FK_FN, .fn = adm_cf_access_log},
     {.key = "access_log_format", .kind = FK_FN, .fn = adm_cf_access_log_format},
     {.key = "log_level", .kind = FK_FN, .fn = adm_cf_log_level},
@@ -160,6 +161,7 @@ static void config_defaults(struct adm_config *c)
                                         .drain_ms = 10000,
                                         .lingering_ms = 30000,
                                         .tunnel_idle_ms = 3600000};
+    c->http2 = (struct adm_http2){.max_concurrent_streams = 100, .initial_window_bytes = 65535};
     c->access_log.target = ADM_LOG_STDOUT;
     c->log_level = ADM_LEVEL_WARN;
     c->resolver.timeout_ms = 5000;

@@ -21,7 +21,8 @@
  * entry points), config_parse.c (the parse context and key tables that every
  * section uses, admin/config_int.h), and one file per section:
  * config_listeners.c, config_upstreams.c, config_routes.c, config_admin.c,
- * config_settings.c (router, trusted proxies, limits, timeouts, access log),
+ * config_settings.c (router, trusted proxies, limits, timeouts, http2,
+ * access log),
  * and tls_config.c for the "tls" objects of listeners and upstreams
  * (admin/tls.h). Error lists are admin/errors.h, addresses and CIDRs
  * admin/addr.h.
@@ -67,11 +68,20 @@ struct adm_client_ip {
     int has_trusted; /* "trusted" given; otherwise trusted_proxies */
 };
 
+/* listeners[].protocols: what a listener speaks, a set of these bits
+ * (Caddy's names). Never 0 in a parsed config: a TLS listener defaults to
+ * H1 | H2 (ALPN picks, h2 preferred), a plain one to H1. H2 is on TLS
+ * listeners only, H2C on plain ones only. */
+#define ADM_PROTO_H1 1u  /* "h1": HTTP/1.x */
+#define ADM_PROTO_H2 2u  /* "h2": HTTP/2 over TLS, selected by ALPN */
+#define ADM_PROTO_H2C 4u /* "h2c": HTTP/2 without TLS, by prior knowledge (the preface) */
+
 struct adm_listener {
     struct adm_addr addr;            /* always numeric */
     struct adm_client_ip *client_ip; /* NULL: the top-level client_ip */
     struct adm_tls_listener *tls;    /* NULL: plain HTTP */
     unsigned redirect_https;         /* plain only: 308 to https on this port; 0: off */
+    unsigned protocols;              /* ADM_PROTO_* bits; live (new connections) */
 };
 
 enum adm_balance {
@@ -283,6 +293,14 @@ struct adm_timeouts {              /* all milliseconds, 1..86400000 */
     unsigned tunnel_idle_ms;       /* 3600000: an upgraded tunnel with no byte either way */
 };
 
+/* "http2": the SETTINGS an HTTP/2 connection advertises; live, for the
+ * connections opened after a push (an open one keeps the SETTINGS it began
+ * with). Header sizes come from limits, as for HTTP/1.1. */
+struct adm_http2 {
+    unsigned max_concurrent_streams; /* 100, 1..10000: SETTINGS_MAX_CONCURRENT_STREAMS */
+    unsigned initial_window_bytes;   /* 65535, 65535..2^31-1: SETTINGS_INITIAL_WINDOW_SIZE */
+};
+
 enum adm_log_target {
     ADM_LOG_STDOUT = 0, /* "stdout", the default */
     ADM_LOG_STDERR,     /* "stderr" */
@@ -356,6 +374,7 @@ struct adm_config {
     struct adm_client_ip *client_ip; /* NULL: not configured (the peer, no X-Real-IP) */
     struct adm_limits limits;
     struct adm_timeouts timeouts;
+    struct adm_http2 http2;
     struct adm_access_log access_log;
     enum adm_log_format access_log_format;
     enum adm_log_level log_level;

@@ -148,6 +148,7 @@ void adm_cf_router(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_trusted_proxies(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_limits(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_timeouts(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_http2(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_access_log(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_access_log_format(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_log_level(struct adm_cf *x, const json_t *v, void *target);

@@ -1,7 +1,7 @@
 /*
  * config_settings.c - the smaller top-level keys: "router" (trailing slash,
  * automatic OPTIONS, merged slashes, the path forwarded, escaped slashes),
- * "trusted_proxies" (CIDRs), "limits", "timeouts", "access_log",
+ * "trusted_proxies" (CIDRs), "limits", "timeouts", "http2", "access_log",
  * "access_log_format", "log_level" and "resolver". Each object's keys are a table.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -87,6 +87,21 @@ static const struct adm_cf_field timeouts_fields[] = {
     TIMEOUT(tunnel_idle_ms),
 };
 
+/* The SETTINGS of an HTTP/2 connection. A window below the RFC's initial
+ * 65535 would only slow uploads; 2^31-1 is the protocol's largest. */
+static const struct adm_cf_field http2_fields[] = {
+    {.key = "max_concurrent_streams",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_http2, max_concurrent_streams),
+     .min = 1,
+     .max = 10000},
+    {.key = "initial_window_bytes",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_http2, initial_window_bytes),
+     .min = 65535,
+     .max = 2147483647},
+};
+
 /* adm_cf_<name>(): the nested object c-><name> through its key table. */
 #define SECTION(name, table)                                                                       \
     void adm_cf_##name(struct adm_cf *x, const json_t *v, void *target)                            \
@@ -98,6 +113,7 @@ static const struct adm_cf_field timeouts_fields[] = {
 SECTION(router, router_fields)
 SECTION(limits, limits_fields)
 SECTION(timeouts, timeouts_fields)
+SECTION(http2, http2_fields)
 
 void adm_cf_access_log(struct adm_cf *x, const json_t *v, void *target)
 {

@@ -97,7 +97,8 @@ static inline struct adm_config *expect_ok(const char *json)
 /* A config that sets every key. */
 static const char full_config[] =
     "{'workers': 4,"
-    " 'listeners': [{'address': '0.0.0.0:8080'}, {'address': '[::1]:8443'}],"
+    " 'listeners': [{'address': '0.0.0.0:8080'},"
+    "               {'address': '[::1]:8443', 'protocols': ['h2c', 'h1']}],"
     " 'upstreams': {"
     "   'users': {'servers': [{'address': '127.0.0.1:9001', 'weight': 2},"
     "                         {'address': 'Backend-1.internal:9002'}],"
@@ -129,6 +130,7 @@ static const char full_config[] =
     "              'upstream_connect_ms': 4, 'upstream_response_ms': 5,"
     "              'upstream_idle_ms': 6, 'drain_ms': 7, 'lingering_ms': 8,"
     "              'tunnel_idle_ms': 9},"
+    " 'http2': {'max_concurrent_streams': 250, 'initial_window_bytes': 1048576},"
     " 'access_log': '/var/log/switchyard/access.log',"
     " 'admin': {'address': '[::1]:9901', 'token_file': '/etc/switchyard/token',"
     "           'state_dir': '/var/lib/switchyard', 'heap_reserve_mb': 64,"

@@ -201,6 +201,10 @@ START_TEST(full_config_values)
     ck_assert_uint_eq(c->timeouts.drain_ms, 7);
     ck_assert_uint_eq(c->timeouts.lingering_ms, 8);
     ck_assert_uint_eq(c->timeouts.tunnel_idle_ms, 9);
+    ck_assert_uint_eq(c->http2.max_concurrent_streams, 250);
+    ck_assert_uint_eq(c->http2.initial_window_bytes, 1048576);
+    ck_assert_uint_eq(c->listeners[0].protocols, ADM_PROTO_H1);
+    ck_assert_uint_eq(c->listeners[1].protocols, ADM_PROTO_H1 | ADM_PROTO_H2C);
 
     ck_assert_int_eq(c->access_log.target, ADM_LOG_FILE);
     ck_assert_str_eq(c->access_log.path, "/var/log/switchyard/access.log");
@@ -263,6 +267,9 @@ START_TEST(minimal_config_defaults)
     ck_assert_uint_eq(c->timeouts.drain_ms, 10000);
     ck_assert_uint_eq(c->timeouts.lingering_ms, 30000);
     ck_assert_uint_eq(c->timeouts.tunnel_idle_ms, 3600000);
+    ck_assert_uint_eq(c->http2.max_concurrent_streams, 100);
+    ck_assert_uint_eq(c->http2.initial_window_bytes, 65535);
+    ck_assert_uint_eq(c->listeners[0].protocols, ADM_PROTO_H1);
     ck_assert_int_eq(c->access_log.target, ADM_LOG_STDOUT);
     ck_assert_ptr_null(c->access_log.path);
     ck_assert_int_eq(c->log_level, ADM_LEVEL_WARN);
@@ -472,6 +479,12 @@ START_TEST(unknown_keys)
     expect_error(doc("'timeouts': {'client_header': 1}"), "/timeouts/client_header",
                  "did you mean \"client_header_ms\"");
     expect_error(doc("'timeouts': {'drain': 1}"), "/timeouts/drain", "did you mean \"drain_ms\"");
+    expect_error(doc("'http2': {'max_concurrent_stream': 1}"), "/http2/max_concurrent_stream",
+                 "did you mean \"max_concurrent_streams\"");
+    /* header sizes are limits' keys, for HTTP/1.1 and HTTP/2 alike */
+    expect_error(doc("'http2': {'max_header_list_size': 1}"), "/http2/max_header_list_size",
+                 "unknown key (one of \"max_concurrent_streams\", \"initial_window_bytes\")");
+    expect_error(doc("'http2': []"), "/http2", "expected an object, got an array");
     expect_error(doc("'limits': {'max_body': 1}"), "/limits/max_body",
                  "did you mean \"max_body_bytes\"");
     expect_error(doc("'router': {'trailing-slash': 'strict'}"), "/router/trailing-slash",
@@ -592,6 +605,14 @@ START_TEST(out_of_range)
                  "between 1 and 86400000");
     expect_error(doc("'timeouts': {'client_idle_ms': 86400001}"), "/timeouts/client_idle_ms",
                  "between 1 and 86400000");
+    expect_error(doc("'http2': {'max_concurrent_streams': 0}"), "/http2/max_concurrent_streams",
+                 "must be between 1 and 10000 (got 0)");
+    expect_error(doc("'http2': {'max_concurrent_streams': 10001}"), "/http2/max_concurrent_streams",
+                 "must be between 1 and 10000 (got 10001)");
+    expect_error(doc("'http2': {'initial_window_bytes': 65534}"), "/http2/initial_window_bytes",
+                 "must be between 65535 and 2147483647 (got 65534)");
+    expect_error(doc("'http2': {'initial_window_bytes': 2147483648}"),
+                 "/http2/initial_window_bytes", "must be between 65535 and 2147483647");
     expect_error(doc("'router': {'trailing_slash': 'loose'}"), "/router/trailing_slash",
                  "expected one of \"strict\", \"redirect\", \"relaxed\"");
     expect_error(doc("'router': {'forward_path': 'raw'}"), "/router/forward_path",

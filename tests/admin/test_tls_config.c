@@ -2,7 +2,8 @@
  * test_tls_config.c - the "tls" objects of listeners and upstreams
  * (admin/tls_config.c), through adm_config_parse(): a full listener with RSA,
  * ECDSA, wildcard and default certificates, inline PEM, identities that
- * follow content and not file names, and every refusal at its JSON path.
+ * follow content and not file names, and every refusal at its JSON path;
+ * the listener keys that depend on tls (redirect_https, protocols).
  * Certificates are made by the openssl CLI at test time (tls_certs.h).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -332,6 +333,83 @@ START_TEST(redirect_https)
 }
 END_TEST
 
+/* A listener on 127.0.0.1:8443, with tls (a certificate) or without, and
+ * "protocols": <protocols> (a JSON value, ' for "; NULL: none). */
+static const char *proto_doc(int tls, const char *protocols)
+{
+    static char l[4096];
+    snprintf(l, sizeof(l), "{'address': '127.0.0.1:8443'%s%s%s%s%s}", tls ? ", 'tls': {" : "",
+             tls ? "'certificates': [{" : "", tls ? pair("ec", "ec") : "", tls ? "}]}" : "",
+             protocols ? ", 'protocols': " : "");
+    if (protocols)
+        snprintf(l + strlen(l) - 1, sizeof(l) - strlen(l) + 1, "%s}", protocols);
+    return doc2(l, NULL);
+}
+
+/* listeners[].protocols: the defaults by tls, every allowed set, and each
+ * refusal at its JSON path. */
+START_TEST(protocols)
+{
+    static const struct {
+        int tls;
+        const char *protocols;
+        unsigned want;
+    } ok[] = {
+        {0, NULL, ADM_PROTO_H1},
+        {1, NULL, ADM_PROTO_H1 | ADM_PROTO_H2},
+        {0, "['h1']", ADM_PROTO_H1},
+        {0, "['h2c']", ADM_PROTO_H2C},
+        {0, "['h2c', 'h1']", ADM_PROTO_H1 | ADM_PROTO_H2C},
+        {1, "['h1']", ADM_PROTO_H1},
+        {1, "['h2']", ADM_PROTO_H2},
+        {1, "['h2', 'h1']", ADM_PROTO_H1 | ADM_PROTO_H2},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct adm_config *c = expect_ok(proto_doc(ok[i].tls, ok[i].protocols));
+        ck_assert_msg(c->listeners[1].protocols == ok[i].want, "case %zu: got %u", i,
+                      c->listeners[1].protocols);
+        ck_assert_uint_eq(c->listeners[0].protocols, ADM_PROTO_H1);
+        adm_config_free(c);
+    }
+
+    static const struct {
+        int tls;
+        const char *protocols, *path, *needle;
+    } bad[] = {
+        {0, "['h1', 'h2']", "/listeners/1/protocols/1",
+         "\"h2\" needs tls (HTTP/2 over TLS, selected by ALPN): add \"tls\", or use \"h2c\" "
+         "for HTTP/2 by prior knowledge on a plain listener"},
+        {1, "['h2c']", "/listeners/1/protocols/0",
+         "\"h2c\" is HTTP/2 without TLS: on a tls listener write \"h2\""},
+        {1, "[]", "/listeners/1/protocols", "must list at least one protocol"},
+        {0, "'h1'", "/listeners/1/protocols", "expected an array, got a string"},
+        {1, "['h2', 'h1', 'h2']", "/listeners/1/protocols/2",
+         "\"h2\" is listed twice (also at index 0)"},
+        {1, "['h1', 7]", "/listeners/1/protocols/1", "expected a string, got an integer"},
+        {1, "['h1', 'spdy']", "/listeners/1/protocols/1",
+         "invalid value \"spdy\" (expected one of \"h1\", \"h2\", \"h2c\")"},
+        {1, "['http/1.1']", "/listeners/1/protocols/0",
+         "invalid value \"http/1.1\" (expected one of \"h1\", \"h2\", \"h2c\"): write \"h1\""},
+        {1, "['HTTP2']", "/listeners/1/protocols/0",
+         "write \"h2\" (over TLS) or \"h2c\" (without)"},
+        {1, "['H2']", "/listeners/1/protocols/0", "write \"h2\" (lower case)"},
+        {1, "['h1', 'h3']", "/listeners/1/protocols/1", "HTTP/3 is not supported"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        expect_error(proto_doc(bad[i].tls, bad[i].protocols), bad[i].path, bad[i].needle);
+    /* a "tls" in error is reported once, not again as "h2 needs tls" */
+    struct adm_errors e;
+    ck_assert_ptr_null(parse(doc2("{'address': '127.0.0.1:8443', 'tls': {'certificates': []}, "
+                                  "'protocols': ['h2']}",
+                                  NULL),
+                             &e));
+    for (size_t i = 0; i < e.n; i++)
+        ck_assert_msg(strncmp(e.v[i].path, "/listeners/1/protocols", 22) != 0, "%s: %s",
+                      e.v[i].path, e.v[i].msg);
+    adm_errors_clear(&e);
+}
+END_TEST
+
 START_TEST(upstream_tls)
 {
     char up[4096];
@@ -383,6 +461,7 @@ static Suite *tls_config_suite(void)
     tcase_add_test(tc, identity_follows_content);
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, redirect_https);
+    tcase_add_test(tc, protocols);
     tcase_add_test(tc, upstream_tls);
     suite_add_tcase(s, tc);
     return s;
