@@ -470,13 +470,21 @@ static char *upstream_key(const struct adm_config *cfg, const struct adm_upstrea
     return key;
 }
 
-/* The context of <prev> built from a definition with identity <id>, or NULL. */
-static struct adm_tls_ctx *tls_reusable(const struct adm_snapshot *prev, const unsigned char *id)
+/* The context of <prev> built from a definition with identity <id>, for
+ * <protocols> when one was, else for other protocols; NULL when none was. */
+static struct adm_tls_ctx *tls_reusable(const struct adm_snapshot *prev, const unsigned char *id,
+                                        unsigned protocols)
 {
-    for (size_t i = 0; prev && i < prev->cfg->nlisteners; i++)
-        if (prev->tls[i] && !memcmp(adm_tls_ctx_id(prev->tls[i]), id, ADM_TLS_ID_LEN))
+    struct adm_tls_ctx *other = NULL;
+
+    for (size_t i = 0; prev && i < prev->cfg->nlisteners; i++) {
+        if (!prev->tls[i] || memcmp(adm_tls_ctx_id(prev->tls[i]), id, ADM_TLS_ID_LEN))
+            continue;
+        if (adm_tls_ctx_protocols(prev->tls[i]) == protocols)
             return prev->tls[i];
-    return NULL;
+        other = prev->tls[i];
+    }
+    return other;
 }
 
 /* The client context of <prev>'s upstream <name> when its TLS identity is
@@ -492,7 +500,9 @@ static SSL_CTX *uptls_reusable(const struct adm_snapshot *prev, const char *name
     return NULL;
 }
 
-/* The TLS contexts of <b>'s config, reused from <prev> where unchanged. */
+/* The TLS contexts of <b>'s config, reused from <prev> where unchanged. A
+ * listener whose protocols alone changed gets a new context (what its ALPN
+ * selects is the context's) with the old one's ticket keys. */
 static int build_tls(struct adm_cfgref *b, const struct adm_snapshot *prev, struct adm_errors *errs)
 {
     const struct adm_config *cfg = b->cfg;
@@ -506,11 +516,16 @@ static int build_tls(struct adm_cfgref *b, const struct adm_snapshot *prev, stru
     }
     for (size_t i = 0; i < cfg->nlisteners; i++) {
         const struct adm_tls_listener *t = cfg->listeners[i].tls;
+        unsigned protocols = cfg->listeners[i].protocols;
         struct adm_tls_ctx *old;
         if (!t)
             continue;
-        old = tls_reusable(prev, t->id);
-        b->tls[i] = old ? adm_tls_ctx_ref(old) : adm_tls_ctx_new(t, why, sizeof(why));
+        old = tls_reusable(prev, t->id, protocols);
+        if (old && adm_tls_ctx_protocols(old) == protocols) {
+            b->tls[i] = adm_tls_ctx_ref(old);
+        } else if ((b->tls[i] = adm_tls_ctx_new(t, protocols, why, sizeof(why))) && old) {
+            adm_tls_ctx_share_tickets(b->tls[i], old);
+        }
         if (!b->tls[i]) {
             snprintf(path, sizeof(path), "/listeners/%zu/tls", i);
             adm_errors_add(errs, path, "%s", why);

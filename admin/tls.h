@@ -13,8 +13,8 @@
  *
  * tls_ctx.c builds the OpenSSL contexts from it on the admin thread when a
  * snapshot is built: one SSL_CTX per listener that every worker shares, with
- * SNI, ALPN, ticket keys and client verification; and a client SSL_CTX per
- * TLS upstream.
+ * SNI, ALPN (from the listener's protocols), ticket keys and client
+ * verification; and a client SSL_CTX per TLS upstream.
  *
  * Nothing here prints, exits, or keeps global state other than the OpenSSL
  * algorithms fetched once (adm_tls_init()).
@@ -174,8 +174,11 @@ int adm_tls_init(void);
 struct adm_tls_ctx;
 
 /* Builds the context of <t> (borrowed; the context keeps its own references
- * to the certificates). NULL with a reason in <why> on failure. */
-struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, char *why, size_t cap);
+ * to the certificates) for a listener whose listeners[].protocols are
+ * <protocols> (ADM_PROTO_* bits): what its ALPN selects. NULL with a reason
+ * in <why> on failure. */
+struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, unsigned protocols, char *why,
+                                    size_t cap);
 /* Another reference to <c>, returned. */
 struct adm_tls_ctx *adm_tls_ctx_ref(struct adm_tls_ctx *c);
 /* Drops one reference; NULL is a no-op. */
@@ -193,6 +196,22 @@ int adm_tls_ssl_group(const SSL *ssl);
 const struct adm_tls_ctx *adm_tls_ssl_ctx(const SSL *ssl);
 /* Whether the listener verifies client certificates. */
 int adm_tls_ctx_client_auth(const struct adm_tls_ctx *c);
+/* The ADM_PROTO_* bits it was built for. */
+unsigned adm_tls_ctx_protocols(const struct adm_tls_ctx *c);
+/* Gives the new, unpublished <c> the ticket keys of <from>, a context of
+ * the same TLS definition: tickets <from> issued resume on <c> (a push that
+ * changed only the listener's protocols). */
+void adm_tls_ctx_share_tickets(struct adm_tls_ctx *c, const struct adm_tls_ctx *from);
+
+/* Whether the handshake of <ssl> (a connection from a listener's context)
+ * selected h2 by ALPN: the connection speaks HTTP/2 from its first byte.
+ * 0 for http/1.1, http/1.0 or no ALPN. */
+int adm_tls_alpn_is_h2(const SSL *ssl);
+/* Whether ALPN passed over h2, which the client offered and the listener
+ * allows, because the TLS 1.2 cipher negotiated is on RFC 9113 9.2.2's
+ * block list (not an ephemeral AEAD suite): for a debug-level line. Never
+ * with the built-in cipher lists, which hold ephemeral AEAD suites only. */
+int adm_tls_h2_refused_by_cipher(const SSL *ssl);
 
 /* A client context for a TLS upstream: verification against ca_file or the
  * system store, sessions kept by the caller for resumption. NULL with a

@@ -17,6 +17,11 @@
  *   listener's client_auth settings and of the group's certificates, so that
  *   a session never resumes across a client-authentication boundary
  *   (nginx's CVE-2025-23419);
+ * - ALPN selects from the listener's protocols, h2 first (RFC 9113 9.2's
+ *   TLS 1.2 cipher rules permitting), then http/1.1 and http/1.0: a context
+ *   is built for one set of protocols, so a push that changes them builds
+ *   a new context (keeping the old one's ticket keys) and only connections
+ *   accepted after it see the change;
  * - there is no session cache (SSL_SESS_CACHE_OFF): resumption is by
  *   tickets only, for TLS 1.2 and 1.3;
  * - ticket keys are derived from a per-context master secret and the
@@ -51,16 +56,23 @@
 #define GROUPS "X25519:P-256:P-384"
 
 /* What a listener's ALPN selects, in preference order: the first of these
- * the client offers (the server's preference, as nginx and HAProxy pick).
- * h2 goes in front once the gateway speaks it. A client that offers none of
- * them goes on without ALPN (RFC 7301 allows it; nginx does so too) and
- * speaks HTTP/1.x as it would without ALPN: `curl -0` offers http/1.0 alone. */
+ * that the listener's protocols allow and the client offers (the server's
+ * preference, as nginx, HAProxy and h2o pick, whatever the client's order).
+ * A listener with h1 whose client offers none of them goes on without ALPN
+ * (RFC 7301 allows it; nginx does so too), and the client speaks HTTP/1.x as
+ * it would without ALPN: `curl -0` offers http/1.0 alone. A listener without
+ * h1 (["h2"]) has nothing to fall back to: a client that offers no h2 it
+ * may have, or no ALPN at all, gets RFC 7301's fatal no_application_protocol
+ * alert, which names the problem at the handshake instead of HTTP/1.1 bytes
+ * meeting an HTTP/2 connection. */
 static const struct {
     const char *name;
     unsigned char len;
+    unsigned proto; /* ADM_PROTO_* */
 } alpn_select[] = {
-    {"http/1.1", 8},
-    {"http/1.0", 8},
+    {"h2", 2, ADM_PROTO_H2},
+    {"http/1.1", 8, ADM_PROTO_H1},
+    {"http/1.0", 8, ADM_PROTO_H1},
 };
 
 /* What an upstream connection offers (wire format): it speaks HTTP/1.1. */
@@ -72,7 +84,7 @@ static const unsigned char alpn_offer[] = "\x08http/1.1";
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_rc = -1;
-static int ctx_idx = -1, ssl_idx = -1;
+static int ctx_idx = -1, ssl_idx = -1, alpn_idx = -1;
 static EVP_CIPHER *ticket_cipher; /* AES-256-CBC, fetched once */
 static char ticket_digest[] = "SHA256";
 
@@ -83,8 +95,9 @@ static void init_run(void)
 {
     ctx_idx = SSL_CTX_get_ex_new_index(0, "switchyard tls ctx", NULL, NULL, free_ctx_data);
     ssl_idx = SSL_get_ex_new_index(0, "switchyard tls group", NULL, NULL, NULL);
+    alpn_idx = SSL_get_ex_new_index(0, "switchyard h2 refused by cipher", NULL, NULL, NULL);
     ticket_cipher = EVP_CIPHER_fetch(NULL, "AES-256-CBC", NULL);
-    init_rc = ctx_idx >= 0 && ssl_idx >= 0 && ticket_cipher ? 0 : -1;
+    init_rc = ctx_idx >= 0 && ssl_idx >= 0 && alpn_idx >= 0 && ticket_cipher ? 0 : -1;
 }
 
 int adm_tls_init(void)
@@ -125,6 +138,7 @@ struct adm_tls_ctx {
     size_t nexact, nwild;
     int dflt; /* group for an unknown or absent SNI, -1: none */
     int client_auth;
+    unsigned protocols; /* the listener's ADM_PROTO_* bits: what ALPN may select */
     unsigned rotation_s;
     unsigned char master[32]; /* ticket keys derive from it */
 };
@@ -315,6 +329,15 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
         *al = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_CLIENT_HELLO_ERROR;
     }
+    /* without h1 a client must negotiate h2 (alpn_cb); one that offers no
+     * ALPN at all gets the same alert, counted as an ALPN failure */
+    if (!(c->protocols & ADM_PROTO_H1) &&
+        !SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext,
+                                   &len)) {
+        ERR_raise(ERR_LIB_SSL, SSL_R_NO_APPLICATION_PROTOCOL);
+        *al = SSL_AD_NO_APPLICATION_PROTOCOL;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
     const struct group *grp = &c->groups[g];
     for (int k = 0; k < 2; k++) {
         const struct gcert *gc = &grp->c[k];
@@ -330,26 +353,62 @@ fail:
     return SSL_CLIENT_HELLO_ERROR;
 }
 
-/* The first protocol of alpn_select that the client's list <in> (<inlen>
- * bytes, wire format: OpenSSL checked its framing) names; else no ALPN at
- * all (SSL_TLSEXT_ERR_NOACK), never the fatal no_application_protocol. */
+/* Whether h2 may run over the handshake of <ssl> (RFC 9113 9.2): TLS 1.3
+ * always; TLS 1.2 only with an ephemeral key exchange (ECDHE, DHE) and an
+ * AEAD cipher (GCM, CHACHA20-POLY1305, CCM), which is what the block list of
+ * 9.2.2 leaves. Called from the ALPN callback, when the version and the
+ * cipher are chosen but not yet current (SSL_get_pending_cipher). */
+static int h2_cipher_ok(const SSL *ssl)
+{
+    const SSL_CIPHER *ci;
+    int kx;
+
+    if (SSL_version(ssl) >= TLS1_3_VERSION)
+        return 1;
+    if (!(ci = SSL_get_pending_cipher(ssl)))
+        return 0;
+    kx = SSL_CIPHER_get_kx_nid(ci);
+    return (kx == NID_kx_ecdhe || kx == NID_kx_dhe || kx == NID_kx_ecdhe_psk ||
+            kx == NID_kx_dhe_psk) &&
+           SSL_CIPHER_is_aead(ci);
+}
+
+/* Whether the client's list <in> (<inlen> bytes, wire format: OpenSSL
+ * checked its framing) names <name> (<len> bytes). */
+static int alpn_offered(const unsigned char *in, unsigned inlen, const char *name, unsigned len)
+{
+    for (unsigned p = 0; p < inlen; p += 1u + in[p]) {
+        if (p + 1u + in[p] > inlen)
+            break;
+        if (in[p] == len && !memcmp(in + p + 1, name, len))
+            return 1;
+    }
+    return 0;
+}
+
+/* The first protocol of alpn_select that the listener's protocols allow
+ * and the client offers; h2 only when the cipher allows it (else the next
+ * one, and adm_tls_h2_refused_by_cipher() says why). With nothing
+ * selected: no ALPN at all (SSL_TLSEXT_ERR_NOACK) on a listener with h1,
+ * the fatal no_application_protocol on one without. */
 static int alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned inlen, void *arg)
 {
-    (void)ssl, (void)arg;
+    const struct adm_tls_ctx *c = arg;
 
     for (size_t i = 0; i < sizeof(alpn_select) / sizeof(alpn_select[0]); i++) {
-        for (unsigned p = 0; p < inlen; p += 1u + in[p]) {
-            if (p + 1u + in[p] > inlen)
-                break;
-            if (in[p] == alpn_select[i].len && !memcmp(in + p + 1, alpn_select[i].name, in[p])) {
-                *out = (const unsigned char *)alpn_select[i].name;
-                *outlen = alpn_select[i].len;
-                return SSL_TLSEXT_ERR_OK;
-            }
+        if (!(c->protocols & alpn_select[i].proto) ||
+            !alpn_offered(in, inlen, alpn_select[i].name, alpn_select[i].len))
+            continue;
+        if (alpn_select[i].proto == ADM_PROTO_H2 && !h2_cipher_ok(ssl)) {
+            SSL_set_ex_data(ssl, alpn_idx, (void *)1);
+            continue;
         }
+        *out = (const unsigned char *)alpn_select[i].name;
+        *outlen = alpn_select[i].len;
+        return SSL_TLSEXT_ERR_OK;
     }
-    return SSL_TLSEXT_ERR_NOACK;
+    return c->protocols & ADM_PROTO_H1 ? SSL_TLSEXT_ERR_NOACK : SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
 /* The ticket keys of one rotation period. */
@@ -486,7 +545,8 @@ static const char *fail_reason(char *why, size_t cap, const char *what)
     return why;
 }
 
-struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, char *why, size_t cap)
+struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, unsigned protocols, char *why,
+                                    size_t cap)
 {
     struct adm_tls_ctx *c;
     SSL_CTX *ssl;
@@ -503,6 +563,7 @@ struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, char *why,
     c->uid = atomic_fetch_add(&next_uid, 1);
     c->rotation_s = t->ticket_rotation_s ? t->ticket_rotation_s : 43200;
     c->client_auth = t->client_mode != ADM_TLS_CLIENT_OFF;
+    c->protocols = protocols;
     for (size_t i = 0; i < t->ncerts; i++) {
         const struct adm_tls_cert *cert = &t->certs[i];
         if (!cert->nhosts && group_add(c, NULL, cert) < 0)
@@ -585,6 +646,30 @@ const unsigned char *adm_tls_ctx_id(const struct adm_tls_ctx *c)
 int adm_tls_ctx_client_auth(const struct adm_tls_ctx *c)
 {
     return c->client_auth;
+}
+
+unsigned adm_tls_ctx_protocols(const struct adm_tls_ctx *c)
+{
+    return c->protocols;
+}
+
+void adm_tls_ctx_share_tickets(struct adm_tls_ctx *c, const struct adm_tls_ctx *from)
+{
+    memcpy(c->master, from->master, sizeof(c->master));
+}
+
+int adm_tls_alpn_is_h2(const SSL *ssl)
+{
+    const unsigned char *p;
+    unsigned len = 0;
+
+    SSL_get0_alpn_selected(ssl, &p, &len);
+    return len == 2 && !memcmp(p, "h2", 2);
+}
+
+int adm_tls_h2_refused_by_cipher(const SSL *ssl)
+{
+    return SSL_get_ex_data(ssl, alpn_idx) != NULL;
 }
 
 int adm_tls_ssl_group(const SSL *ssl)

@@ -2,7 +2,8 @@
  * test_tls_ctx.c - the listener contexts (admin/tls_ctx.c), exercised by
  * real handshakes between an OpenSSL client and the built SSL_CTX over a
  * memory BIO pair: SNI by exact name, wildcard and default, RSA against
- * ECDSA by the client's signature algorithms, versions, ALPN, resumption by
+ * ECDSA by the client's signature algorithms, versions, ALPN by the
+ * listener's protocols (and RFC 9113's TLS 1.2 cipher rule), resumption by
  * ticket for TLS 1.2 and 1.3 (and not across contexts, nor across a
  * client-auth boundary, nor with tickets off), ticket-key rotation with its
  * grace period, and client certificates.
@@ -61,14 +62,23 @@ static struct adm_tls_listener *listener(const char *tls)
     return t;
 }
 
-static struct adm_tls_ctx *ctx_of(const char *tls)
+/* The context of a listener with "tls": {<tls>} and the protocols
+ * <protocols> (ADM_PROTO_* bits). */
+static struct adm_tls_ctx *ctx_for(const char *tls, unsigned protocols)
 {
     char why[256];
     struct adm_tls_listener *t = listener(tls);
-    struct adm_tls_ctx *c = adm_tls_ctx_new(t, why, sizeof(why));
+    struct adm_tls_ctx *c = adm_tls_ctx_new(t, protocols, why, sizeof(why));
     ck_assert_msg(c != NULL, "%s", why);
+    ck_assert_uint_eq(adm_tls_ctx_protocols(c), protocols);
     adm_tls_listener_free(t); /* the context keeps its own references */
     return c;
+}
+
+/* ... with a TLS listener's default protocols, h1 and h2. */
+static struct adm_tls_ctx *ctx_of(const char *tls)
+{
+    return ctx_for(tls, ADM_PROTO_H1 | ADM_PROTO_H2);
 }
 
 #define STD                                                                                        \
@@ -82,6 +92,7 @@ struct hs {
     const char *alpn;    /* wire format, NULL: none */
     SSL_SESSION *resume;
     const char *client_cert; /* a name from tls_certs.h, NULL: none */
+    const char *ciphers;     /* the client's TLS 1.2 cipher list, NULL: OpenSSL's default */
     /* out */
     int ok;
     int resumed;
@@ -90,7 +101,18 @@ struct hs {
     char alpn_got[32];
     SSL_SESSION *session; /* the client's, after the server's tickets arrived */
     int group;
+    int is_h2;           /* adm_tls_alpn_is_h2() of the server's side */
+    int h2_cipher;       /* adm_tls_h2_refused_by_cipher() of the server's side */
+    unsigned char alert; /* the alert the client received, 0: none */
 };
+
+/* Keeps the last alert a client received (SSL_set_info_callback). */
+static void alert_seen(const SSL *ssl, int where, int ret)
+{
+    struct hs *h = SSL_get_app_data(ssl);
+    if ((where & SSL_CB_READ_ALERT) && h)
+        h->alert = (unsigned char)(ret & 0xff);
+}
 
 /* One handshake of a fresh client against <c>, then a byte each way so that
  * TLS 1.3 tickets reach the client. Bounded in rounds. */
@@ -115,8 +137,12 @@ static void handshake(struct adm_tls_ctx *c, struct hs *h)
         snprintf(f, sizeof(f), "%s/%s.key", tls_certs(), h->client_cert);
         ck_assert_int_eq(SSL_CTX_use_PrivateKey_file(cctx, f, SSL_FILETYPE_PEM), 1);
     }
+    if (h->ciphers)
+        ck_assert_int_eq(SSL_CTX_set_cipher_list(cctx, h->ciphers), 1);
     cl = SSL_new(cctx);
     sv = SSL_new(adm_tls_ctx_ssl(c));
+    SSL_set_app_data(cl, h);
+    SSL_set_info_callback(cl, alert_seen);
     ck_assert_int_eq(BIO_new_bio_pair(&bc, 0, &bs, 0), 1);
     SSL_set_bio(cl, bc, bc);
     SSL_set_bio(sv, bs, bs);
@@ -147,8 +173,12 @@ static void handshake(struct adm_tls_ctx *c, struct hs *h)
                 break;
         }
     }
+    if (!cdone && !sdone)
+        SSL_do_handshake(cl); /* reads the alert the server sent, if any */
     h->ok = cdone && sdone;
     h->group = adm_tls_ssl_group(sv);
+    h->is_h2 = adm_tls_alpn_is_h2(sv);
+    h->h2_cipher = adm_tls_h2_refused_by_cipher(sv);
     if (h->ok) {
         char b;
         ck_assert_int_eq(SSL_write(sv, "x", 1), 1);
@@ -233,11 +263,13 @@ START_TEST(versions_and_alpn)
     ck_assert(h12.ok);
     ck_assert_int_eq(h12.version, TLS1_2_VERSION);
     ck_assert_str_eq(h12.alpn_got, "http/1.1");
+    ck_assert_int_eq(h12.is_h2, 0);
     struct hs h13 = {.alpn = "\x02h2\x08http/1.1"};
     handshake(c, &h13);
     ck_assert(h13.ok);
     ck_assert_int_eq(h13.version, TLS1_3_VERSION);
-    ck_assert_str_eq(h13.alpn_got, "http/1.1");
+    ck_assert_str_eq(h13.alpn_got, "h2");
+    ck_assert_int_eq(h13.is_h2, 1);
     /* http/1.0 alone (curl -0) is selected; the server's order wins */
     struct hs h10 = {.alpn = "\x08http/1.0"};
     handshake(c, &h10);
@@ -247,11 +279,12 @@ START_TEST(versions_and_alpn)
     handshake(c, &h10first);
     ck_assert(h10first.ok);
     ck_assert_str_eq(h10first.alpn_got, "http/1.1");
-    /* nothing in common: the handshake goes on without ALPN, no alert */
+    /* h2 alone */
     struct hs h2only = {.alpn = "\x02h2"};
     handshake(c, &h2only);
     ck_assert(h2only.ok);
-    ck_assert_str_eq(h2only.alpn_got, "");
+    ck_assert_str_eq(h2only.alpn_got, "h2");
+    /* nothing in common: the handshake goes on without ALPN, no alert */
     struct hs unknown = {.alpn = "\x03"
                                  "foo"
                                  "\x09http/1.1x"};
@@ -271,6 +304,101 @@ START_TEST(versions_and_alpn)
     handshake(c, &only12);
     ck_assert_int_eq(only12.ok, 0);
     adm_tls_ctx_unref(c);
+}
+END_TEST
+
+/* ALPN follows the listener's protocols: h2 first whatever the client's
+ * order; never with h1 alone; with h2 alone, a client without h2 (or
+ * without ALPN) is refused with no_application_protocol. */
+START_TEST(alpn_follows_protocols)
+{
+    static const struct {
+        unsigned protocols;
+        const char *offer; /* wire format, NULL: no ALPN */
+        int ok;
+        const char *got;
+    } cases[] = {
+        {ADM_PROTO_H1 | ADM_PROTO_H2, "\x08http/1.1\x02h2", 1, "h2"},
+        {ADM_PROTO_H1 | ADM_PROTO_H2, "\x08http/1.1", 1, "http/1.1"},
+        {ADM_PROTO_H1 | ADM_PROTO_H2, NULL, 1, ""},
+        {ADM_PROTO_H1, "\x02h2\x08http/1.1", 1, "http/1.1"},
+        {ADM_PROTO_H1, "\x02h2", 1, ""},
+        {ADM_PROTO_H2, "\x02h2\x08http/1.1", 1, "h2"},
+        {ADM_PROTO_H2, "\x08http/1.1", 0, ""},
+        {ADM_PROTO_H2, NULL, 0, ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct adm_tls_ctx *c = ctx_for(STD, cases[i].protocols);
+        for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+            struct hs h = {.max_version = v, .alpn = cases[i].offer};
+            handshake(c, &h);
+            ck_assert_msg(h.ok == cases[i].ok, "case %zu, version %x: ok %d", i, v, h.ok);
+            if (h.ok) {
+                ck_assert_msg(!strcmp(h.alpn_got, cases[i].got), "case %zu, version %x: %s", i, v,
+                              h.alpn_got);
+                ck_assert_int_eq(h.is_h2, !strcmp(cases[i].got, "h2"));
+            } else {
+                ck_assert_uint_eq(h.alert, SSL_AD_NO_APPLICATION_PROTOCOL);
+            }
+            ck_assert_int_eq(h.h2_cipher, 0);
+            SSL_SESSION_free(h.session);
+        }
+        adm_tls_ctx_unref(c);
+    }
+}
+END_TEST
+
+/* RFC 9113 9.2: over TLS 1.2, h2 only with an ephemeral key exchange and an
+ * AEAD cipher. The built-in list has no other TLS 1.2 suite, so the test
+ * widens its context's list to reach the other branch. */
+START_TEST(alpn_h2_needs_an_ephemeral_aead_suite)
+{
+    static const struct {
+        const char *ciphers;
+        int version;
+        const char *got;
+    } cases[] = {
+        {"ECDHE-ECDSA-AES128-GCM-SHA256", TLS1_2_VERSION, "h2"},
+        {"ECDHE-ECDSA-CHACHA20-POLY1305", TLS1_2_VERSION, "h2"},
+        {"ECDHE-ECDSA-AES128-SHA256", TLS1_2_VERSION, "http/1.1"}, /* CBC */
+        {"ECDHE-ECDSA-AES256-SHA", TLS1_2_VERSION, "http/1.1"},    /* CBC */
+        {"AES128-GCM-SHA256", TLS1_2_VERSION, "http/1.1"},         /* RSA key exchange */
+        {"ECDHE-ECDSA-AES128-SHA256", TLS1_3_VERSION, "h2"},       /* 1.3 suites are AEAD */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct adm_tls_ctx *c = ctx_of(STD);
+        ck_assert_int_eq(SSL_CTX_set_cipher_list(adm_tls_ctx_ssl(c),
+                                                 "ECDHE-ECDSA-AES128-GCM-SHA256:"
+                                                 "ECDHE-ECDSA-CHACHA20-POLY1305:"
+                                                 "ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA:"
+                                                 "AES128-GCM-SHA256:@SECLEVEL=0"),
+                         1);
+        struct hs h = {.sni = "api.example.com",
+                       .max_version = cases[i].version,
+                       .alpn = "\x02h2\x08http/1.1",
+                       .ciphers = cases[i].ciphers};
+        handshake(c, &h);
+        ck_assert_msg(h.ok, "case %zu: no handshake", i);
+        ck_assert_msg(!strcmp(h.alpn_got, cases[i].got), "case %zu: %s", i, h.alpn_got);
+        ck_assert_int_eq(h.h2_cipher, strcmp(cases[i].got, "h2") != 0);
+        SSL_SESSION_free(h.session);
+
+        /* a listener with h2 alone has nothing to fall back to */
+        adm_tls_ctx_unref(c);
+        c = ctx_for(STD, ADM_PROTO_H2);
+        SSL_CTX_set_cipher_list(adm_tls_ctx_ssl(c),
+                                "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-CHACHA20-POLY1305:"
+                                "ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA:"
+                                "AES128-GCM-SHA256:@SECLEVEL=0");
+        struct hs only = {.sni = "api.example.com",
+                          .max_version = cases[i].version,
+                          .alpn = "\x02h2\x08http/1.1",
+                          .ciphers = cases[i].ciphers};
+        handshake(c, &only);
+        ck_assert_int_eq(only.ok, !strcmp(cases[i].got, "h2"));
+        SSL_SESSION_free(only.session);
+        adm_tls_ctx_unref(c);
+    }
 }
 END_TEST
 
@@ -454,6 +582,51 @@ START_TEST(snapshots_reuse_contexts)
 }
 END_TEST
 
+/* A push that changes a listener's protocols alone gives it a new context
+ * (what ALPN selects is the context's: connections accepted after the push
+ * see the change), which keeps the old one's ticket keys; the unchanged
+ * listener keeps its context. */
+START_TEST(snapshots_follow_protocols)
+{
+    char doc[4096];
+    struct adm_errors e;
+    const char *d = tls_certs();
+    struct adm_snapshot *s[3] = {0};
+    const char *protocols[3] = {"", ", \"protocols\": [\"h1\"]", ", \"protocols\": [\"h1\"]"};
+
+    for (int i = 0; i < 3; i++) {
+        snprintf(doc, sizeof(doc),
+                 "{\"listeners\": [{\"address\": \"127.0.0.1:8443\", \"tls\": {\"certificates\": "
+                 "[{\"cert\": \"%s/ec.pem\", \"key\": \"%s/ec.key\"}]}%s}, "
+                 "{\"address\": \"127.0.0.1:8444\", \"tls\": {\"certificates\": "
+                 "[{\"cert\": \"%s/wild.pem\", \"key\": \"%s/wild.key\"}]}}]}",
+                 d, d, protocols[i], d, d);
+        adm_errors_init(&e);
+        struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
+        ck_assert_msg(c != NULL, "%s", adm_errors_format(&e));
+        s[i] = adm_snapshot_build(c, i ? s[i - 1] : NULL, 2, &e);
+        ck_assert_ptr_nonnull(s[i]);
+        adm_errors_clear(&e);
+    }
+    ck_assert_uint_eq(adm_tls_ctx_protocols(s[0]->tls[0]), ADM_PROTO_H1 | ADM_PROTO_H2);
+    ck_assert_ptr_ne(s[0]->tls[0], s[1]->tls[0]);
+    ck_assert_uint_eq(adm_tls_ctx_protocols(s[1]->tls[0]), ADM_PROTO_H1);
+    ck_assert_ptr_eq(s[1]->tls[0], s[2]->tls[0]); /* unchanged again */
+    ck_assert_ptr_eq(s[0]->tls[1], s[1]->tls[1]);
+    struct hs before = {.alpn = "\x02h2\x08http/1.1"}, after = before;
+    handshake(s[0]->tls[0], &before);
+    handshake(s[1]->tls[0], &after);
+    ck_assert_str_eq(before.alpn_got, "h2");
+    ck_assert_str_eq(after.alpn_got, "http/1.1");
+    SSL_SESSION_free(before.session);
+    SSL_SESSION_free(after.session);
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++)
+        ck_assert_int_eq(resumes(s[0]->tls[0], s[1]->tls[0], NULL, NULL, v), 1);
+    for (int i = 0; i < 3; i++)
+        adm_snapshot_free(s[i]);
+}
+END_TEST
+
 static Suite *tls_ctx_suite(void)
 {
     Suite *s = suite_create("tls_ctx");
@@ -461,11 +634,14 @@ static Suite *tls_ctx_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sni_picks_the_certificate);
     tcase_add_test(tc, versions_and_alpn);
+    tcase_add_test(tc, alpn_follows_protocols);
+    tcase_add_test(tc, alpn_h2_needs_an_ephemeral_aead_suite);
     tcase_add_test(tc, resumption);
     tcase_add_test(tc, no_resumption_across_client_auth);
     tcase_add_test(tc, client_certificates);
     tcase_add_test(tc, ticket_rotation);
     tcase_add_test(tc, snapshots_reuse_contexts);
+    tcase_add_test(tc, snapshots_follow_protocols);
     suite_add_tcase(s, tc);
     return s;
 }
