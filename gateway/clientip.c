@@ -114,62 +114,62 @@ int gw_cip_derive(const struct adm_client_ip *ci, const struct adm_cidr *trusted
     return 1;
 }
 
-const struct adm_client_ip *gw_client_ip_config(struct gw_conn *c)
+const struct adm_client_ip *gw_client_ip_config(struct gw_req *r)
 {
     const struct adm_listener *al;
 
-    if (!c->snap)
+    if (!r->snap)
         return NULL;
-    al = gw_conn_listener(c);
+    al = gw_conn_listener(r->c);
     if (al && al->client_ip)
         return al->client_ip;
-    return c->snap->cfg->client_ip;
+    return r->snap->cfg->client_ip;
 }
 
-/* Derives <c>'s address once per request (c->cip_state). */
-static void derive(struct gw_conn *c)
+/* Derives <c>'s address once per request (r->cip_state). */
+static void derive(struct gw_req *r)
 {
     const struct adm_client_ip *ci;
     const struct adm_config *cfg;
 
-    if (!c->snap) /* no complete head yet (a 400): nothing to derive from */
+    if (!r->snap) /* no complete head yet (a 400): nothing to derive from */
         return;
-    c->cip_state = GW_CIP_PEER;
-    if (!(ci = gw_client_ip_config(c)))
+    r->cip_state = GW_CIP_PEER;
+    if (!(ci = gw_client_ip_config(r)))
         return;
-    cfg = c->snap->cfg;
+    cfg = r->snap->cfg;
     if (!gw_cip_derive(ci, ci->has_trusted ? ci->trusted : cfg->trusted_proxies,
-                       ci->has_trusted ? ci->ntrusted : cfg->ntrusted_proxies, &c->rp.req,
-                       (const struct sockaddr *)&c->peer, &c->cip_addr))
+                       ci->has_trusted ? ci->ntrusted : cfg->ntrusted_proxies, &r->rp->req,
+                       (const struct sockaddr *)&r->c->peer, &r->cip_addr))
         return;
-    if (c->cip_addr.ss_family == AF_INET)
-        inet_ntop(AF_INET, &((struct sockaddr_in *)&c->cip_addr)->sin_addr, c->cip, sizeof(c->cip));
+    if (r->cip_addr.ss_family == AF_INET)
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&r->cip_addr)->sin_addr, r->cip, sizeof(r->cip));
     else
-        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&c->cip_addr)->sin6_addr, c->cip,
-                  sizeof(c->cip));
-    c->cip_len = strlen(c->cip);
-    c->cip_state = GW_CIP_DERIVED;
+        inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&r->cip_addr)->sin6_addr, r->cip,
+                  sizeof(r->cip));
+    r->cip_len = strlen(r->cip);
+    r->cip_state = GW_CIP_DERIVED;
 }
 
-const char *gw_client_ip_text(struct gw_conn *c, size_t *len)
+const char *gw_client_ip_text(struct gw_req *r, size_t *len)
 {
-    if (c->cip_state == GW_CIP_UNKNOWN)
-        derive(c);
-    if (c->cip_state == GW_CIP_DERIVED) {
-        *len = c->cip_len;
-        return c->cip;
+    if (r->cip_state == GW_CIP_UNKNOWN)
+        derive(r);
+    if (r->cip_state == GW_CIP_DERIVED) {
+        *len = r->cip_len;
+        return r->cip;
     }
-    *len = strlen(c->peer_ip);
-    return c->peer_ip;
+    *len = strlen(r->c->peer_ip);
+    return r->c->peer_ip;
 }
 
-const unsigned char *gw_client_ip(struct gw_conn *c, size_t *len)
+const unsigned char *gw_client_ip(struct gw_req *r, size_t *len)
 {
     const struct sockaddr_storage *a;
 
-    if (c->cip_state == GW_CIP_UNKNOWN)
-        derive(c);
-    a = c->cip_state == GW_CIP_DERIVED ? &c->cip_addr : &c->peer;
+    if (r->cip_state == GW_CIP_UNKNOWN)
+        derive(r);
+    a = r->cip_state == GW_CIP_DERIVED ? &r->cip_addr : &r->c->peer;
     if (a->ss_family == AF_INET) {
         *len = 4;
         return (const unsigned char *)&((const struct sockaddr_in *)a)->sin_addr;

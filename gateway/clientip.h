@@ -30,19 +30,19 @@ int gw_cip_derive(const struct adm_client_ip *ci, const struct adm_cidr *trusted
                   const struct h1_request *rq, const struct sockaddr *peer,
                   struct sockaddr_storage *out);
 
-struct gw_conn;
+struct gw_req;
 
 /* The client address of <c>'s current request as text (its length in
  * *<len>): derived once per request under the listener's client_ip, else
  * the config's; the peer's address when neither is set, or before a
  * request head is complete. Valid until the request is done. */
-const char *gw_client_ip_text(struct gw_conn *c, size_t *len);
+const char *gw_client_ip_text(struct gw_req *r, size_t *len);
 
 /* The same address as bytes (4 for IPv4, 16 for IPv6; an IPv4-mapped
  * peer is 16), for hashing: a pool's "hash_key": "client_ip". */
-const unsigned char *gw_client_ip(struct gw_conn *c, size_t *len);
+const unsigned char *gw_client_ip(struct gw_req *r, size_t *len);
 
 /* Whether <c>'s request is under a client_ip (so X-Real-IP goes up). */
-const struct adm_client_ip *gw_client_ip_config(struct gw_conn *c);
+const struct adm_client_ip *gw_client_ip_config(struct gw_req *r);
 
 #endif

@@ -64,8 +64,8 @@ void gw_tmo_check(struct gw_tmo *t, struct gw_io *io, long long now)
 
 const struct adm_config *gw_conn_cfg(const struct gw_conn *c)
 {
-    return c->snap ? c->snap->cfg
-                   : atomic_load_explicit(&c->w->proc->swap.current, memory_order_acquire)->cfg;
+    return c->req.snap ? c->req.snap->cfg
+                       : atomic_load_explicit(&c->w->proc->swap.current, memory_order_acquire)->cfg;
 }
 
 /* An
@@ -75,83 +75,6 @@ const struct adm_config *gw_conn_cfg(const struct gw_conn *c)
 int gw_peek_first(struct evbuffer *in, struct evbuffer_iovec *v)
 {
     return evbuffer_get_length(in) > 0 && evbuffer_peek(in, -1, NULL, v, 1) >= 1 && v->iov_len > 0;
-}
-
-/* The request's counters: the worker's and its route's. */
-static void count_status(struct gw_conn *c, double ms)
-{
-    struct gw_counters *k = &c->w->ctr;
-    int cls = c->status / 100;
-    double secs = ms / 1e3;
-
-    gw_count(&k->requests, 1);
-    if (cls >= 1 && cls <= 5) {
-        gw_count(&k->status[cls], 1);
-        if (c->sr)
-            gw_count(&c->sr->ctr[c->w->id].status[cls], 1);
-    }
-    gw_count(&k->dur[gw_hist_bucket(secs)], 1);
-    gw_count(&k->dur_sum_us, (uint64_t)(secs * 1e6));
-    gw_count(&k->bytes_in, c->bytes_in);
-    gw_count(&k->bytes_out, c->bytes_out);
-}
-
-void gw_conn_unpin(struct gw_conn *c)
-{
-    if (c->snap) {
-        adm_swap_unpin(c->snap, c->w->id);
-        c->snap = NULL;
-    }
-}
-
-void gw_conn_make_reqid(struct gw_conn *c)
-{
-    static const char hex[] = "0123456789abcdef";
-    struct gw_worker *w = c->w;
-    char *d = w->reqid_last;
-
-    if (!w->reqid_ready) {
-        /* once per worker: process prefix and worker, then sequence 0 */
-        uint64_t hi = ((uint64_t)w->reqid_prefix << 8) | (w->id & 0xff);
-        for (int i = 9; i >= 0; i--, hi >>= 4)
-            d[i] = hex[hi & 15];
-        memset(d + 10, '0', 14);
-        w->reqid_ready = 1;
-    }
-    /* The sequence's 14 hex digits count up in place: formatting all 24
-     * digits anew cost about 170 instructions a request, this about 10 (a
-     * carry past the last digit comes once in 16 ids). */
-    for (int i = 23; i >= 10; i--) {
-        if (d[i] == '9') {
-            d[i] = 'a';
-            break;
-        }
-        if (d[i] != 'f') {
-            d[i]++;
-            break;
-        }
-        d[i] = '0';
-    }
-    memcpy(c->reqid, d, 24);
-    c->reqid_len = 24;
-}
-
-void gw_conn_account(struct gw_conn *c)
-{
-    /* one clock read for the access log and the histogram alike */
-    double ms = gw_elapsed_ms(&c->t0);
-
-    gw_log_access(c, ms);
-    count_status(c, ms);
-}
-
-void gw_conn_account_tunnel(struct gw_conn *c)
-{
-    double ms = gw_elapsed_ms(&c->t0);
-
-    if (gw_log_access_later(c) < 0)
-        gw_log_access(c, ms); /* out of memory: its line now, as far as it got */
-    count_status(c, ms);
 }
 
 void gw_conn_keepalive(evutil_socket_t fd)
@@ -176,10 +99,10 @@ void gw_conn_keepalive(evutil_socket_t fd)
  * was read away until its end (linger_end, local.c): nginx closes then too. */
 static int may_still_send(const struct gw_conn *c)
 {
-    if (c->io.rd_eof || c->status == 408)
+    if (c->io.rd_eof || c->req.status == 408)
         return 0;
     if (c->st == GW_CONN_HEAD ||
-        ((c->st == GW_CONN_LOCAL || c->st == GW_CONN_PROXY) && !c->body_done))
+        ((c->st == GW_CONN_LOCAL || c->st == GW_CONN_PROXY) && !c->req.body_done))
         return !c->linger_end || gw_now_ms() < c->linger_end;
     return evbuffer_get_length(c->io.in) > 0;
 }
@@ -379,10 +302,6 @@ void gw_conn_request_done(struct gw_conn *c)
     size_t pending = evbuffer_get_length(c->io.in);
     const struct adm_config *cfg;
 
-    gw_conn_account(c);
-    gw_conn_unpin(c);
-    c->sr = NULL;
-    c->upstream_addr = NULL;
     if (gw_conn_last(c) || (c->eof && !pending)) {
         gw_conn_close_when_flushed(c);
         return;
@@ -405,7 +324,7 @@ void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c)
 {
     if (gw_conn_last(c))
         gw_ob_lit(o, "Connection: close\r\n");
-    else if (c->http10)
+    else if (c->req.http10)
         gw_ob_lit(o, "Connection: keep-alive\r\n");
 }
 
@@ -474,14 +393,14 @@ size_t gw_conn_listener_index(const struct adm_config *cfg, const struct gw_list
 
 const struct adm_listener *gw_conn_listener(struct gw_conn *c)
 {
-    const struct adm_config *cfg = c->snap->cfg;
+    const struct adm_config *cfg = c->req.snap->cfg;
     size_t i;
 
-    if (!c->l || c->al_gen == c->snap->gen)
+    if (!c->l || c->al_gen == c->req.snap->gen)
         return c->al;
     i = gw_conn_listener_index(cfg, c->l);
     c->al = i < cfg->nlisteners ? &cfg->listeners[i] : NULL;
-    c->al_gen = c->snap->gen;
+    c->al_gen = c->req.snap->gen;
     return c->al;
 }
 
@@ -574,21 +493,21 @@ void gw_conn_free(struct gw_conn *c)
     struct gw_worker *w = c->w;
     struct gw_listener *l = c->l;
 
-    assert(c->up == NULL);
+    assert(c->req.up == NULL);
     /* a tunnel's line: its request's fields, its io and its clock still here */
-    if (c->log_later)
-        gw_log_access_kept(c, gw_elapsed_ms(&c->t0));
+    if (c->req.log_later)
+        gw_log_access_kept(&c->req, gw_elapsed_ms(&c->req.t0));
     if (c->queue == GW_CONN_Q_PARKED)
         atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
     queue_move(c, GW_CONN_Q_NONE);
-    gw_conn_unpin(c);
+    gw_req_unpin(&c->req);
     LIST_REMOVE(c, link);
     gw_io_close(&c->io);
     pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     h1_req_parser_free(&c->rp);
-    if (c->body) /* a buffered body at shutdown; proxy.c frees it otherwise */
-        evbuffer_free(c->body);
-    free(c->params);
+    if (c->req.body) /* a buffered body at shutdown; proxy.c frees it otherwise */
+        evbuffer_free(c->req.body);
+    free(c->req.params);
     free(c);
     w->nconns--;
     atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);

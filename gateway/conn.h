@@ -28,6 +28,7 @@
 #include "admin/clock.h"
 #include "gateway/gateway.h"
 #include "gateway/io.h"
+#include "gateway/req.h"
 
 /* Bodies stream with backpressure: when the far side's output passes
  * GW_HWM, reading the near side stops until that output drains to GW_LWM
@@ -87,13 +88,6 @@ enum gw_conn_state {
 struct gw_upconn;
 struct gw_log_later;
 
-/* Whether the request's client address is derived yet (clientip.c). */
-enum gw_cip_state {
-    GW_CIP_UNKNOWN = 0, /* not asked yet this request */
-    GW_CIP_PEER,        /* it is the peer's */
-    GW_CIP_DERIVED,     /* it is c->cip, from the request's fields */
-};
-
 struct gw_conn {
     LIST_ENTRY(gw_conn) link;   /* the worker's conns */
     TAILQ_ENTRY(gw_conn) qlink; /* in the worker's admission queue <queue> */
@@ -112,45 +106,13 @@ struct gw_conn {
     int linger;           /* at the close the client may still send: linger (conn.c) */
     long long linger_end; /* LINGER, or LOCAL reading a body away: closes then; 0: neither */
 
-    /* the current request */
-    struct adm_snapshot *snap;
-    const struct adm_sroute *sr;
-    struct rt_param *params;
-    size_t params_cap, nparams;
-    struct gw_upconn *up;
-    int body_done, resp_started, keep, is_head, http10, retried, read_paused;
-    int body_fed;   /* the streamed body began to go to an upstream: a retry cannot resend it */
-    int continued;  /* we sent 100 Continue: the client sends its body, which is read whole */
-    int interim;    /* 1xx responses passed on so far (proxy.c: GW_UP_INTERIM_MAX) */
-    unsigned tries; /* retries on other servers so far (upstreams.NAME.retries) */
-    struct up_tried tried; /* the servers those failed on */
-    /* the pool's limits (limits.h), NULL: it has none. All zero between
-     * requests: proxy.c clears them when a proxied request ends. */
-    struct gw_plim *plim;
-    size_t slot;          /* 1 + the server whose slot this try holds; 0: none */
-    unsigned char budget; /* this try counts in the retry budget: 1 a first try, 2 a retry */
-    unsigned char next_retry, queued; /* the next try is an admitted retry; waiting for a slot */
-    uint64_t queue_deadline;          /* set when it first queued: requeues keep it; 0: never */
-    struct evbuffer *body;            /* request_buffering: the whole body, NULL: it streams */
-    int status;
-    uint64_t bytes_in, bytes_out;
-    uint64_t head_out; /* of bytes_out, the response heads' (the access log's body bytes) */
-    struct timespec t0;
-    char reqid[64];
-    size_t reqid_len;
-    enum gw_cip_state cip_state; /* reset with each request head (clientip.c) */
-    struct sockaddr_storage cip_addr;
-    char cip[INET6_ADDRSTRLEN]; /* GW_CIP_DERIVED: the client_ip address */
-    size_t cip_len;
-    const char *upstream_addr;
-    struct timespec t_up; /* when the request went upstream */
-    double up_ms;         /* upstream time to the response head; -1: none */
+    int read_paused;   /* reading stopped: its output is full, or its request's body waits */
+    struct gw_req req; /* the current request (HTTP/1: one at a time) */
     struct gw_tmo tmo;
     /* gw_now_ms() at its admission, 0 once its first head was whole:
      * client_header_ms counts from it for the first head, from their first
      * byte (t0) for the later ones */
     long long admitted_ms;
-    struct gw_log_later *log_later; /* a tunnel's access-log line, kept for its close (log.c) */
 };
 
 /* ---- the output buffer ---- */
@@ -313,27 +275,16 @@ void gw_conn_pending_check(struct gw_conn *c);
 int gw_conn_reclaim(struct gw_worker *w, enum gw_conn_q q);
 /* The config of <c>'s request, or the current one between requests. */
 const struct adm_config *gw_conn_cfg(const struct gw_conn *c);
-void gw_conn_unpin(struct gw_conn *c);
-/* A fresh request id (process prefix, worker, sequence) in c->reqid. */
-void gw_conn_make_reqid(struct gw_conn *c);
 /* Whether <c>'s current request is its last: the client or the response
  * does not keep the connection, the worker drains, or the listener it came
  * in on was removed from the config. */
 static inline int gw_conn_last(const struct gw_conn *c)
 {
-    return !c->keep || c->w->draining || (c->l && c->l->closed);
+    return !c->req.keep || c->w->draining || (c->l && c->l->closed);
 }
 /* The Connection field of a response to <c>'s client: close when the
  * connection ends after it, keep-alive for an HTTP/1.0 client that keeps it. */
 void gw_conn_ob_connection(struct gw_obuf *o, const struct gw_conn *c);
-/* Logs and counts the request that ends. */
-void gw_conn_account(struct gw_conn *c);
-/* Counts the request that turns into a tunnel (its status, and its time
- * to the 101 in the duration histogram), and keeps its access-log line
- * for the close (gw_conn_free() writes it), when the tunnel's bytes both
- * ways and its whole duration are known. Its snapshot must still be
- * pinned. */
-void gw_conn_account_tunnel(struct gw_conn *c);
 /* TCP keepalive on the socket <fd> (GW_KEEPALIVE_*); best effort. */
 void gw_conn_keepalive(evutil_socket_t fd);
 /* No more requests: the connection closes once its output is flushed (by
@@ -356,8 +307,8 @@ int gw_conn_linger_read(struct gw_conn *c, long long now);
  * sets the read timeout to <gap_ms> from <now>, but never past that end;
  * -1 when the end has come (<c> closes). */
 int gw_conn_linger_gap(struct gw_conn *c, long long now, unsigned gap_ms);
-/* Ends the current request: log, count, release the snapshot, and either
- * wait for the next request (GW_CONN_IDLE, reading on, buffered bytes
+/* HTTP/1's end of a request, after gw_req_done logged and counted it and
+ * released its snapshot: either wait for the next request (GW_CONN_IDLE, reading on, buffered bytes
  * kicked to the read callback) or close once the output is flushed. */
 void gw_conn_request_done(struct gw_conn *c);
 
@@ -371,15 +322,15 @@ void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim);
 
 /* log.c: the access-log line of <c>'s request, which took <duration_ms>, into the
  * worker's buffer (JSON or combined, as its snapshot says). */
-void gw_log_access(struct gw_conn *c, double duration_ms);
-/* log.c: keeps the line of <c>'s request for later in c->log_later, with
+void gw_log_access(struct gw_req *r, double duration_ms);
+/* log.c: keeps the line of <c>'s request for later in c->req.log_later, with
  * copies of what it takes from the snapshot (the format, the route's id,
  * the server's address); the request's own fields stay in <c>. Keeps
  * nothing when the access log is off. 0, or -1 when out of memory. */
-int gw_log_access_later(struct gw_conn *c);
+int gw_log_access_later(struct gw_req *r);
 /* log.c: writes the line gw_log_access_later() kept, with <c>'s fields as
  * they are now and <duration_ms>, unless the access log is off now; frees
  * it. A no-op when nothing is kept. */
-void gw_log_access_kept(struct gw_conn *c, double duration_ms);
+void gw_log_access_kept(struct gw_req *r, double duration_ms);
 
 #endif

@@ -371,8 +371,8 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
 }
 
 /* The head is complete: route it and act. */
-/* What becomes of the request in c->rp under snapshot c->snap: routed
- * (c->sr, c->params), and the checks that decide whether it goes upstream.
+/* What becomes of the request in c->rp under snapshot c->req.snap: routed
+ * (c->req.sr, c->req.params), and the checks that decide whether it goes upstream.
  * request_start() acts on the verdict; the upstream-head fuzz probe too. */
 const struct h1_header *gw_forward_client_id(const struct h1_request *rq, size_t max)
 {

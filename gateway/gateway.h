@@ -32,6 +32,7 @@
 
 struct gw_worker;
 struct gw_conn;
+struct gw_codec;
 struct gw_plim;
 
 /* Per-worker counters: written by their worker only (relaxed single-writer
@@ -249,6 +250,8 @@ void gw_listen_free(void);
  * state <xprt>, waiting unread for admission when <parked>; NULL when out of
  * memory (the socket is closed, the drop counted). */
 struct gw_io_ops;
+/* http1.c: the HTTP/1.1 codec (req.h) */
+extern const struct gw_codec gw_http1_codec;
 struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
                                 const struct sockaddr *sa, int salen, int parked,
                                 const struct gw_io_ops *ops, void *xprt);

@@ -42,16 +42,16 @@ static const char *cookie(const struct h1_request *rq, const char *name, size_t 
     return NULL;
 }
 
-uint64_t gw_hashkey(struct gw_conn *c, const struct adm_upstream *u)
+uint64_t gw_hashkey(struct gw_req *r, const struct adm_upstream *u)
 {
-    const struct h1_request *rq = &c->rp.req;
+    const struct h1_request *rq = &r->rp->req;
     const struct h1_header *h;
     const void *key = "";
     size_t len = 0;
 
     switch (u->hash_on) {
     case ADM_HASH_CLIENT_IP:
-        key = gw_client_ip(c, &len); /* under client_ip, the derived address */
+        key = gw_client_ip(r, &len); /* under client_ip, the derived address */
         break;
     case ADM_HASH_HEADER:
         if ((h = h1_request_header(rq, u->hash_name)) && h->value.ptr) {

@@ -1,10 +1,12 @@
 /*
- * http1.c - the HTTP/1.1 handler on top of a client connection: reads
- * request heads (pipelined ones too), parses them, has gw_forward_decide()
- * say where each goes, and dispatches it to proxy.c or local.c; the
- * connection's read, write and event callbacks, which go on with whatever
- * its state says is under way (a head, a body read away, a body going up,
- * a tunnel, the last flush, the lingering close).
+ * http1.c - the HTTP/1.1 codec on top of a client connection: reads
+ * request heads (pipelined ones too), parses them, and hands each to the
+ * request entry (gw_req_start, serve.c) in the connection's one request;
+ * writes that request's answer as HTTP/1.1 bytes and reads its body
+ * through the parser (struct gw_codec); the connection's read, write and
+ * event callbacks, which go on with whatever its state says is under way
+ * (a head, a body read away, a body going up, a tunnel, the last flush,
+ * the lingering close).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
@@ -17,85 +19,163 @@
 #include "gateway/forward.h"
 #include "gateway/local.h"
 #include "gateway/proxy.h"
+#include "admin/http1/status.h"
 
 /* Detaches the upstream connection, if any, then frees <c>. */
 static void conn_close(struct gw_conn *c)
 {
-    gw_proxy_detach(c);
+    gw_proxy_detach(&c->req);
     gw_conn_free(c);
 }
 
-/* What the connection decides before the route does: a redirect_https
- * listener sends every request to https; on a listener that verifies
- * clients, a request must be for a name of the certificate its handshake
- * picked, since another one would skip that name's client check (421, RFC
- * 9110 15.5.20; nginx's CVE-2025-23419). GW_V_UPSTREAM: neither. */
-static enum gw_verdict tls_verdict(struct gw_conn *c)
-{
-    const struct h1_request *rq = &c->rp.req;
-    const struct adm_listener *al = gw_conn_listener(c);
-    const struct adm_tls_ctx *t = gw_tls_ctx(&c->io);
+/* ---- the codec: a request's answer as HTTP/1.1 bytes, its body read
+ * through the parser ---- */
 
-    if (al && al->redirect_https && !gw_io_is_tls(&c->io))
-        return GW_V_HTTPS;
-    if (t && adm_tls_ctx_client_auth(t) && rq->host_name.ptr &&
-        adm_tls_ctx_group(t, rq->host_name.ptr, rq->host_name.len) != gw_tls_group(&c->io))
-        return GW_V_MISDIRECTED;
-    return GW_V_UPSTREAM;
+static void h1_head_begin(struct gw_req *r, struct gw_obuf *o, int status,
+                          const struct h1_slice *reason)
+{
+    char line[13] = {'H', 'T', 'T', 'P', '/', '1', '.', '1', ' ', '0', '0', '0', ' '};
+
+    gw_ob_init_io(o, &r->c->io);
+    /* a status is three digits (the parsers and the config see to it) */
+    line[9] = (char)('0' + status / 100 % 10);
+    line[10] = (char)('0' + status / 10 % 10);
+    line[11] = (char)('0' + status % 10);
+    gw_ob_add(o, line, sizeof(line));
+    if (!reason)
+        gw_ob_str(o, h1_status_reason(status));
+    else if (reason->len)
+        gw_ob_slice(o, reason);
+    gw_ob_lit(o, "\r\n");
 }
 
-static void request_start(struct gw_conn *c)
+static void h1_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
 {
-    struct gw_worker *w = c->w;
-    const struct h1_request *rq = &c->rp.req;
-    struct rt_match m;
-    enum gw_verdict v;
-    struct adm_snapshot *s;
-    size_t need;
+    if (flags & GW_HEAD_UPGRADE)
+        gw_ob_lit(o, "Connection: upgrade\r\n");
+    else if (!(flags & GW_HEAD_INTERIM)) /* an interim head says nothing of the connection */
+        gw_conn_ob_connection(o, r->c);
+    gw_ob_lit(o, "\r\n");
+    if (flags & (GW_HEAD_INTERIM | GW_HEAD_NOBODY))
+        gw_ob_flush(o);
+}
 
-    c->snap = s = adm_swap_pin(&w->proc->swap, w->id);
-    c->sr = NULL;
-    c->up = NULL;
-    c->body_done = rq->body_kind == H1_BODY_NONE;
-    c->resp_started = 0;
-    c->body_fed = 0;
-    c->continued = 0;
-    c->retried = 0;
-    c->tries = 0;
-    c->tried.n = 0;
-    c->read_paused = 0;
-    c->keep = rq->keep_alive;
-    c->http10 = rq->version_minor == 0;
-    c->is_head = rq->method_id == HTTP_HEAD;
-    c->status = 0;
-    c->reqid_len = 0;
-    c->up_ms = -1;
-    if (!c->body_done)
-        gw_tmo_set(&c->tmo, s->cfg->timeouts.client_body_ms, s->cfg->timeouts.client_idle_ms);
+static void h1_data_move(struct gw_req *r, struct evbuffer *src, size_t n, struct gw_obuf *pend)
+{
+    struct evbuffer *out = r->c->io.out;
 
-    need = rt_table_max_params(s->rt);
-    if (need > c->params_cap) {
-        struct rt_param *p = realloc(c->params, need * sizeof(*p));
-        if (p) {
-            c->params = p;
-            c->params_cap = need;
+    if (pend) {
+        if (!pend->out) /* nothing in it yet this time */
+            gw_ob_init_io(pend, &r->c->io);
+        if (evbuffer_get_length(out) == 0 && pend->n + n <= sizeof(pend->b)) {
+            /* small bodies leave with the head in one write */
+            evbuffer_remove(src, pend->b + pend->n, n);
+            pend->n += n;
+            pend->total += n;
+            return;
         }
+        gw_ob_flush(pend);
     }
-    v = tls_verdict(c);
-    if (v == GW_V_UPSTREAM) /* nothing to say about the connection itself */
-        v = gw_forward_decide(&c->rp, s, w->rtctx, c->params, c->params_cap, &m, &c->sr);
-    c->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM || v == GW_V_HTTPS ||
-                         v == GW_V_MISDIRECTED || v == GW_V_BAD_PATH
-                     ? 0
-                     : m.nparams;
-    if (v != GW_V_UPSTREAM && rq->expect_continue && !c->body_done)
-        c->keep = 0; /* no 100 Continue from us: the body may come or not, so the
-                      * answer says the connection closes (RFC 9110 10.1.1) */
-    if (v == GW_V_UPSTREAM)
-        gw_proxy_start(c);
-    else
-        gw_local_answer(c, v, &m);
+    evbuffer_remove_buffer(src, out, n);
 }
+
+static void h1_data(struct gw_req *r, const char *p, size_t n)
+{
+    evbuffer_add(r->c->io.out, p, n);
+}
+
+static void h1_end(struct gw_req *r, const char *trailers, size_t trailers_len)
+{
+    /* a body passed framed carried its trailers; a decoded one (to an
+     * HTTP/1.0 client) has nowhere to put them */
+    (void)r;
+    (void)trailers;
+    (void)trailers_len;
+}
+
+static void h1_abort(struct gw_req *r)
+{
+    r->keep = 0; /* the close tells the client the answer was cut short */
+}
+
+static size_t h1_out_pending(const struct gw_req *r)
+{
+    return evbuffer_get_length(r->c->io.out);
+}
+
+/* Passes the first run of the client's buffered bytes through the body
+ * parser, its decoded bytes to <cb>. A client that half-closed before the
+ * end of its body is answered 400. */
+static int h1_body_feed(struct gw_req *r, h1_req_body_cb cb, void *ctx)
+{
+    struct gw_conn *c = r->c;
+    struct evbuffer *in = c->io.in;
+    struct evbuffer_iovec v;
+    size_t used = 0;
+    int rc;
+
+    if (!gw_peek_first(in, &v)) {
+        v.iov_base = (void *)"";
+        v.iov_len = 0;
+    }
+    rc = h1_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, cb, ctx);
+    evbuffer_drain(in, used);
+    r->bytes_in += used;
+    if (rc == H1_REQ_ERROR) {
+        gw_proxy_fail(r, c->rp.status);
+        return GW_FEED_FAILED;
+    }
+    if (rc == H1_REQ_DONE) {
+        r->body_done = 1;
+        return GW_FEED_DONE;
+    }
+    if (v.iov_len)
+        return GW_FEED_MORE;
+    if (c->eof) { /* half-closed before the end of its body */
+        gw_proxy_fail(r, 400);
+        return GW_FEED_FAILED;
+    }
+    /* need more bytes from the client */
+    gw_tmo_set(&c->tmo, gw_conn_cfg(c)->timeouts.client_body_ms,
+               gw_conn_cfg(c)->timeouts.client_idle_ms);
+    gw_io_read(&c->io, 1);
+    return GW_FEED_WAIT;
+}
+
+static void h1_body_read(struct gw_req *r, int on)
+{
+    gw_io_read(&r->c->io, on);
+    r->c->read_paused = !on;
+}
+
+static void h1_phase(struct gw_req *r, enum gw_req_phase ph)
+{
+    if (ph == GW_REQ_PROXY)
+        gw_conn_set_state(r->c, GW_CONN_PROXY);
+    else if (ph == GW_REQ_LOCAL)
+        gw_conn_set_state(r->c, GW_CONN_LOCAL);
+}
+
+static void h1_done(struct gw_req *r)
+{
+    gw_conn_request_done(r->c);
+}
+
+const struct gw_codec gw_http1_codec = {
+    .proto = "HTTP/1.1",
+    .http1 = 1,
+    .head_begin = h1_head_begin,
+    .head_end = h1_head_end,
+    .data_move = h1_data_move,
+    .data = h1_data,
+    .end = h1_end,
+    .abort = h1_abort,
+    .out_pending = h1_out_pending,
+    .body_feed = h1_body_feed,
+    .body_read = h1_body_read,
+    .phase = h1_phase,
+    .done = h1_done,
+};
 
 /* Reads request heads from the input while the connection is between
  * requests; stops at the first request that cannot finish right away. */
@@ -126,28 +206,28 @@ static void conn_process(struct gw_conn *c)
             }
             /* the header deadline is armed only if the head is partial */
             gw_conn_set_state(c, GW_CONN_HEAD);
-            c->bytes_in = 0;
-            c->bytes_out = 0;
-            c->head_out = 0;
-            c->reqid_len = 0;
-            c->cip_state = GW_CIP_UNKNOWN;
-            clock_gettime(CLOCK_MONOTONIC, &c->t0);
+            c->req.bytes_in = 0;
+            c->req.bytes_out = 0;
+            c->req.head_out = 0;
+            c->req.reqid_len = 0;
+            c->req.cip_state = GW_CIP_UNKNOWN;
+            clock_gettime(CLOCK_MONOTONIC, &c->req.t0);
         }
         rc = h1_req_feed_head(&c->rp, v.iov_base, v.iov_len, &used);
         evbuffer_drain(in, used);
-        c->bytes_in += used;
+        c->req.bytes_in += used;
         if (rc == H1_REQ_AGAIN) {
             /* client_header_ms bounds the whole head, not each read (as
              * nginx), and a first head from the accept on: a client
              * trickling bytes must not hold the connection */
             const struct adm_config *cfg = gw_conn_cfg(c);
-            double left =
-                (double)cfg->timeouts.client_header_ms -
-                (c->admitted_ms ? (double)(gw_now_ms() - c->admitted_ms) : gw_elapsed_ms(&c->t0));
+            double left = (double)cfg->timeouts.client_header_ms -
+                          (c->admitted_ms ? (double)(gw_now_ms() - c->admitted_ms)
+                                          : gw_elapsed_ms(&c->req.t0));
             if (left < 1) {
-                c->is_head = 0;
-                c->http10 = 0;
-                gw_local_error_close(c, 408);
+                c->req.is_head = 0;
+                c->req.http10 = 0;
+                gw_local_error_close(&c->req, 408);
                 return;
             }
             gw_tmo_set(&c->tmo, (unsigned)left, cfg->timeouts.client_idle_ms);
@@ -155,12 +235,16 @@ static void conn_process(struct gw_conn *c)
             continue;
         }
         if (rc == H1_REQ_ERROR) {
-            c->is_head = 0;
-            c->http10 = 0;
-            gw_local_error_close(c, c->rp.status);
+            c->req.is_head = 0;
+            c->req.http10 = 0;
+            gw_local_error_close(&c->req, c->rp.status);
             return;
         }
-        request_start(c);
+        if (c->rp.req.body_kind != H1_BODY_NONE) {
+            const struct adm_config *cfg = gw_conn_cfg(c);
+            gw_tmo_set(&c->tmo, cfg->timeouts.client_body_ms, cfg->timeouts.client_idle_ms);
+        }
+        gw_req_start(&c->req);
         if (c->st == GW_CONN_CLOSING)
             return; /* may already be freed: request_done frees at once */
     }
@@ -180,14 +264,14 @@ static void conn_read_cb(struct gw_io *io, void *arg)
         conn_process(c);
         break;
     case GW_CONN_LOCAL:
-        gw_local_discard(c);
+        gw_local_discard(&c->req);
         break;
     case GW_CONN_PROXY:
-        if (!c->body_done)
-            gw_proxy_body_up(c);
+        if (!c->req.body_done)
+            gw_proxy_body_up(&c->req);
         break;
     case GW_CONN_TUNNEL:
-        gw_proxy_tunnel_up(c);
+        gw_proxy_tunnel_up(&c->req);
         break;
     case GW_CONN_CLOSING:
         evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
@@ -207,13 +291,13 @@ static void conn_write_cb(struct gw_io *io, void *arg)
     if (c->st == GW_CONN_CLOSING) {
         if (evbuffer_get_length(c->io.out) > 0)
             return;
-        gw_proxy_detach(c);
+        gw_proxy_detach(&c->req);
         if (!c->linger || gw_conn_linger(c) < 0)
             gw_conn_free(c);
         return;
     }
-    if (c->up) { /* the response (or a tunnel) waits for this output to drain */
-        gw_proxy_drained(c);
+    if (c->req.up) { /* the response (or a tunnel) waits for this output to drain */
+        gw_proxy_drained(&c->req);
         return;
     }
     if (c->st == GW_CONN_IDLE && c->queue == GW_CONN_Q_NONE)
@@ -240,29 +324,30 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
         gw_tls_count_timeout(&c->io); /* in its handshake */
     if (what & GW_IO_TIMEOUT) {
         if ((what & GW_IO_READING) && c->st == GW_CONN_HEAD) {
-            c->is_head = 0;
-            gw_local_error_close(c, 408);
+            c->req.is_head = 0;
+            gw_local_error_close(&c->req, 408);
             return;
         }
-        if ((what & GW_IO_READING) && c->st == GW_CONN_PROXY && !c->resp_started && !c->body_done) {
-            gw_proxy_fail(c, 408);
+        if ((what & GW_IO_READING) && c->st == GW_CONN_PROXY && !c->req.resp_started &&
+            !c->req.body_done) {
+            gw_proxy_fail(&c->req, 408);
             return;
         }
         if ((what & GW_IO_READING) && (c->st == GW_CONN_PROXY || c->st == GW_CONN_LOCAL) &&
-            c->body_done) {
+            c->req.body_done) {
             /* only waiting for our own answer: the upstream's timeout rules */
             gw_io_read(&c->io, 1);
             return;
         }
-        if (c->snap) {
-            c->status = c->status ? c->status : 408;
-            gw_conn_account(c);
+        if (c->req.snap) {
+            c->req.status = c->req.status ? c->req.status : 408;
+            gw_req_account(&c->req);
         }
         conn_close(c);
         return;
     }
     if ((what & GW_IO_EOF) && c->st != GW_CONN_CLOSING && c->st != GW_CONN_TUNNEL &&
-        (evbuffer_get_length(c->io.in) > 0 || (c->st == GW_CONN_PROXY && c->body_done))) {
+        (evbuffer_get_length(c->io.in) > 0 || (c->st == GW_CONN_PROXY && c->req.body_done))) {
         /* A half-close: the client sends nothing more, but what it sent
          * before is still answered, in order, then the connection closes
          * (request_done). Bytes still in the input buffer (pipelined
@@ -287,9 +372,9 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
         gw_io_read(&c->io, 0);
         return;
     }
-    if (c->snap && c->st != GW_CONN_CLOSING) {
-        c->status = c->status ? c->status : 499;
-        gw_conn_account(c);
+    if (c->req.snap && c->st != GW_CONN_CLOSING) {
+        c->req.status = c->req.status ? c->req.status : 499;
+        gw_req_account(&c->req);
     }
     conn_close(c);
 }
@@ -298,6 +383,10 @@ struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evut
                                 const struct sockaddr *sa, int salen, int parked,
                                 const struct gw_io_ops *ops, void *xprt)
 {
-    return gw_conn_new(w, l, fd, sa, salen, parked, ops, xprt, conn_read_cb, conn_write_cb,
-                       conn_event_cb);
+    struct gw_conn *c = gw_conn_new(w, l, fd, sa, salen, parked, ops, xprt, conn_read_cb,
+                                    conn_write_cb, conn_event_cb);
+
+    if (c)
+        gw_req_init(&c->req, c, &gw_http1_codec, NULL, &c->rp);
+    return c;
 }

@@ -52,7 +52,7 @@ struct gw_pname {
 struct gw_plim {
     struct gw_plim *next; /* the worker's list */
     up_pool *pool;        /* retained */
-    unsigned nreqs;       /* requests pointing at it (c->plim): gw_plim_get .. gw_plim_put */
+    unsigned nreqs;       /* requests pointing at it (c->req.plim): gw_plim_get .. gw_plim_put */
     size_t nservers;
     unsigned share;         /* slots per server on this worker; 0: no limit */
     struct gw_pslot **slot; /* per server, NULL without max_connections */
@@ -102,7 +102,7 @@ size_t gw_plim_other(const struct gw_plim *l, size_t s, const struct up_tried *t
  * full. <l> NULL (no limits): the balancer's pick. */
 size_t gw_plim_pick(const struct gw_plim *l, up_pool *pool, unsigned w, const struct up_pick *pk);
 /* The server for the retry of a try that failed (<reached>: it reached its
- * server, gw_upconn_reached()), <pk->tried> holding the servers tried. The
+ * server, gw_try_reached()), <pk->tried> holding the servers tried. The
  * budget is asked first: a retry it refuses returns GW_PICK_REFUSED and
  * never moves the balancer. Then gw_plim_pick(); when it finds no server
  * (UP_NONE), the budget is given back what it admitted. *<counted>: 1 when

@@ -11,18 +11,18 @@
 void gw_local_init(void);
 /* Answers the request in <c> that gw_forward_decide() gave verdict <v>
  * other than GW_V_UPSTREAM (<m>: the router's match), then finishes it. */
-void gw_local_answer(struct gw_conn *c, enum gw_verdict v, const struct rt_match *m);
+void gw_local_answer(struct gw_req *r, enum gw_verdict v, const struct rt_match *m);
 /* A short "<status> <reason>" answer with <extra> fields (each ending in
  * CRLF, <extra_len> bytes in all). */
-void gw_local_simple(struct gw_conn *c, int status, const char *extra, size_t extra_len);
+void gw_local_simple(struct gw_req *r, int status, const char *extra, size_t extra_len);
 /* A bad request: answer <status> and close. */
-void gw_local_error_close(struct gw_conn *c, int status);
+void gw_local_error_close(struct gw_req *r, int status);
 /* After a local answer is queued (GW_CONN_LOCAL): read the request's body
  * away so the connection stays in step, then end the request. A body the
  * client may or may not send (Expect: 100-continue, and no 100 sent) is
  * not waited for: the connection closes. */
-void gw_local_finish(struct gw_conn *c);
+void gw_local_finish(struct gw_req *r);
 /* Goes on reading the body away (the client's read callback). */
-void gw_local_discard(struct gw_conn *c);
+void gw_local_discard(struct gw_req *r);
 
 #endif

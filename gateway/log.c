@@ -573,8 +573,9 @@ size_t gw_log_combined(struct gw_log_clock *clk, char *out, const struct gw_log_
     p = put_esc_combined(p, r->method, r->method ? r->method_len : 0);
     *p++ = ' ';
     p = put_esc_combined(p, r->target, r->target ? r->target_len : 0);
-    p = PUT_LIT(p, " HTTP/1.");
-    p = put_u64(p, r->version_minor);
+    *p++ = ' ';
+    memcpy(p, r->proto ? r->proto : "HTTP/1.1", 8);
+    p += 8;
     p = PUT_LIT(p, "\" ");
     p = put_int(p, r->status);
     *p++ = ' ';
@@ -629,26 +630,26 @@ struct gw_log_later {
 };
 
 /* <c>'s line, in the format <src> names, into the worker's buffer. */
-static void log_line(struct gw_conn *c, double duration_ms, const struct log_src *src)
+static void log_line(struct gw_req *r, double duration_ms, const struct log_src *src)
 {
-    struct gw_worker *w = c->w;
-    const struct h1_request *rq = &c->rp.req;
+    struct gw_worker *w = r->c->w;
+    const struct h1_request *rq = &r->rp->req;
     int combined = src->combined;
     const struct h1_header *ua = NULL, *ref = NULL, *auth = NULL;
     size_t cip_len;
-    const char *cip = gw_client_ip_text(c, &cip_len);
+    const char *cip = gw_client_ip_text(r, &cip_len);
     const char *tls_version = NULL, *sni = NULL;
     size_t sni_len = 0;
-    struct gw_log_rec r;
+    struct gw_log_rec rec;
 
     log_headers(rq, combined, &ua, &ref, &auth);
-    if (gw_io_is_tls(&c->io)) /* a plain connection pays this compare only */
-        gw_tls_log_fields(&c->io, &tls_version, &sni, &sni_len);
-    r = (struct gw_log_rec){
+    if (gw_io_is_tls(&r->c->io)) /* a plain connection pays this compare only */
+        gw_tls_log_fields(&r->c->io, &tls_version, &sni, &sni_len);
+    rec = (struct gw_log_rec){
         .client_ip = cip, /* client_ip's address; its port only when it is the peer */
         .client_ip_len = cip_len,
-        .client_port = c->peer_port,
-        .client_derived = cip != c->peer_ip,
+        .client_port = r->c->peer_port,
+        .client_derived = cip != r->c->peer_ip,
         .method = rq->method.ptr,
         .method_len = rq->method.len,
         .host = rq->host.ptr,
@@ -659,21 +660,21 @@ static void log_line(struct gw_conn *c, double duration_ms, const struct log_src
         .path_len = rq->path_len,
         .ua = ua ? ua->value.ptr : NULL,
         .ua_len = ua ? ua->value.len : 0,
-        .status = c->status,
-        .bytes_in = c->bytes_in,
-        .bytes_out = c->bytes_out,
+        .status = r->status,
+        .bytes_in = r->bytes_in,
+        .bytes_out = r->bytes_out,
         .duration_ms = duration_ms,
-        .upstream_ms = c->up_ms,
+        .upstream_ms = r->up_ms,
         .route = src->route,
         .route_len = src->route_len,
         .upstream = src->upstream,
         .upstream_len = src->upstream_len,
-        .reqid = c->reqid,
-        .reqid_len = c->reqid_len,
-        .version_minor = rq->version_minor,
+        .reqid = r->reqid,
+        .reqid_len = r->reqid_len,
+        .proto = r->codec->http1 && !rq->version_minor ? "HTTP/1.0" : r->codec->proto,
         .referer = ref ? ref->value.ptr : NULL,
         .referer_len = ref ? ref->value.len : 0,
-        .body_bytes = c->bytes_out > c->head_out ? c->bytes_out - c->head_out : 0,
+        .body_bytes = r->bytes_out > r->head_out ? r->bytes_out - r->head_out : 0,
         .auth = auth ? auth->value.ptr : NULL,
         .auth_len = auth ? auth->value.len : 0,
         .tls_version = tls_version,
@@ -682,18 +683,18 @@ static void log_line(struct gw_conn *c, double duration_ms, const struct log_src
     };
     size_t need;
 
-    need = gw_log_json_max(&r);
+    need = gw_log_json_max(&rec);
     if (w->log_cap - w->log_len < need)
         gw_access_flush(w);
     if (w->log_cap - w->log_len < need) { /* longer than the whole buffer */
         access_dropped(w, 1, 0);
         return;
     }
-    clock_gettime(CLOCK_REALTIME, &r.now);
+    clock_gettime(CLOCK_REALTIME, &rec.now);
     if (combined)
-        w->log_len += gw_log_combined(&w->log_clock_local, w->log + w->log_len, &r);
+        w->log_len += gw_log_combined(&w->log_clock_local, w->log + w->log_len, &rec);
     else
-        w->log_len += gw_log_json(&w->log_clock, w->log + w->log_len, &r);
+        w->log_len += gw_log_json(&w->log_clock, w->log + w->log_len, &rec);
     if (w->log_len > w->log_cap / 2)
         gw_access_flush(w);
 }
@@ -702,42 +703,42 @@ static void log_line(struct gw_conn *c, double duration_ms, const struct log_src
  * The process-wide switch follows a push only after the snapshot is out, so
  * a request of the old config can end after it flipped: the line goes by
  * the config the request ran under, as every other setting does. */
-static int off_for(const struct gw_conn *c)
+static int off_for(const struct gw_req *r)
 {
-    return c->snap && c->snap->cfg->access_log.target == ADM_LOG_OFF;
+    return r->snap && r->snap->cfg->access_log.target == ADM_LOG_OFF;
 }
 
 /* What <c>'s line takes from its snapshot, borrowed from it. */
-static void src_of(const struct gw_conn *c, struct log_src *s)
+static void src_of(const struct gw_req *r, struct log_src *s)
 {
-    s->combined = c->snap && c->snap->cfg->access_log_format == ADM_LOG_COMBINED;
-    s->route = c->sr ? c->sr->id : NULL;
-    s->route_len = c->sr ? strlen(c->sr->id) : 0;
-    s->upstream = c->upstream_addr;
-    s->upstream_len = c->upstream_addr ? strlen(c->upstream_addr) : 0;
+    s->combined = r->snap && r->snap->cfg->access_log_format == ADM_LOG_COMBINED;
+    s->route = r->sr ? r->sr->id : NULL;
+    s->route_len = r->sr ? strlen(r->sr->id) : 0;
+    s->upstream = r->upstream_addr;
+    s->upstream_len = r->upstream_addr ? strlen(r->upstream_addr) : 0;
 }
 
-void gw_log_access(struct gw_conn *c, double duration_ms)
+void gw_log_access(struct gw_req *r, double duration_ms)
 {
     struct log_src src;
 
-    if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
+    if (!atomic_load_explicit(&r->c->w->proc->access_on, memory_order_relaxed))
         return; /* before any field is gathered: a log that is off costs nothing */
-    if (off_for(c))
+    if (off_for(r))
         return;
-    src_of(c, &src);
-    log_line(c, duration_ms, &src);
+    src_of(r, &src);
+    log_line(r, duration_ms, &src);
 }
 
-int gw_log_access_later(struct gw_conn *c)
+int gw_log_access_later(struct gw_req *r)
 {
     struct gw_log_later *k;
     struct log_src src;
     size_t cip_len;
 
-    if (!atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed) || off_for(c))
+    if (!atomic_load_explicit(&r->c->w->proc->access_on, memory_order_relaxed) || off_for(r))
         return 0;
-    src_of(c, &src);
+    src_of(r, &src);
     /* one allocation a tunnel: the two strings the snapshot owns */
     if (!(k = malloc(sizeof(*k) + src.route_len + src.upstream_len + 2)))
         return -1;
@@ -747,19 +748,19 @@ int gw_log_access_later(struct gw_conn *c)
     if (src.upstream)
         k->src.upstream = memcpy(k->text + src.route_len + 1, src.upstream, src.upstream_len + 1);
     /* the client address is derived under the snapshot's client_ip, now */
-    (void)gw_client_ip_text(c, &cip_len);
-    c->log_later = k;
+    (void)gw_client_ip_text(r, &cip_len);
+    r->log_later = k;
     return 0;
 }
 
-void gw_log_access_kept(struct gw_conn *c, double duration_ms)
+void gw_log_access_kept(struct gw_req *r, double duration_ms)
 {
-    struct gw_log_later *k = c->log_later;
+    struct gw_log_later *k = r->log_later;
 
     if (!k)
         return;
-    c->log_later = NULL;
-    if (atomic_load_explicit(&c->w->proc->access_on, memory_order_relaxed))
-        log_line(c, duration_ms, &k->src);
+    r->log_later = NULL;
+    if (atomic_load_explicit(&r->c->w->proc->access_on, memory_order_relaxed))
+        log_line(r, duration_ms, &k->src);
     free(k);
 }

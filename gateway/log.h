@@ -36,8 +36,9 @@ struct gw_log_rec {
     size_t route_len, upstream_len;
     const char *reqid; /* no NUL in it (the gateway's are 24 hex digits) */
     size_t reqid_len;
-    unsigned version_minor; /* HTTP/1.x, for combined's request line */
-    const char *referer;    /* NULL: no Referer */
+    const char *proto;   /* "HTTP/1.1", "HTTP/1.0", "HTTP/2.0": combined's request line (8 bytes);
+                            NULL: HTTP/1.1 */
+    const char *referer; /* NULL: no Referer */
     size_t referer_len;
     uint64_t body_bytes; /* of bytes_out, the body's: combined's $body_bytes_sent */
     const char *auth;    /* the Authorization value (NULL: none): combined's $remote_user */

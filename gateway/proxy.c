@@ -34,59 +34,33 @@
 #include "gateway/health.h"
 #include "gateway/limits.h"
 #include "gateway/local.h"
+#include "gateway/try.h"
 #include "gateway/upconn.h"
 
-static int send_to(struct gw_conn *c, size_t server, int fresh);
-static void tunnel_start(struct gw_conn *c);
-static void fail_with(struct gw_conn *c, int status, const char *extra, size_t extra_len);
-
-/* One error-log line about <c>'s upstream request, in the one form every
- * upstream warning takes: "upstream POOL server ADDR route ID request
- * REQID: " and the reason (<fmt>). <u> NULL: no server picked yet ("-"). */
-static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u, const char *fmt,
-                   ...) __attribute__((format(printf, 4, 5)));
-static void up_log(int level, const struct gw_conn *c, const struct gw_upconn *u, const char *fmt,
-                   ...)
-{
-    const up_pool *pool = u ? u->pool : c->snap->pools[c->sr->upstream];
-    char why[512];
-    va_list ap;
-
-    if (!gw_log_enabled(level))
-        return;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    gw_log(level, "upstream %s server %s route %s request %.*s: %s", up_pool_name(pool),
-           u ? up_server_address(pool, u->server) : "-", c->sr->id, (int)c->reqid_len, c->reqid,
-           why);
-}
-
-/* Whether <rq>'s framing says it has no body (Content-Length: 0 is none). */
-static int no_body(const struct h1_request *rq)
-{
-    return rq->body_kind == H1_BODY_NONE ||
-           (rq->body_kind == H1_BODY_LENGTH && rq->content_length == 0);
-}
+static int send_to(struct gw_req *r, size_t server, int fresh);
+static void tunnel_start(struct gw_req *r);
+static void fail_with(struct gw_req *r, int status, const char *extra, size_t extra_len);
 
 /* Answers Expect: 100-continue, once per request: the body may come now.
  * We answer it ourselves (the field does not go upstream, as with nginx
  * and Envoy) when the body is wanted: before it is buffered, or once the
  * first try has a server. From then on the client sends its body, so a
  * final answer of ours reads it away and keeps the connection. */
-static void send_continue(struct gw_conn *c)
+static void send_continue(struct gw_req *r)
 {
-    if (c->rp.req.expect_continue && !c->continued && !no_body(&c->rp.req)) {
-        evbuffer_add(c->io.out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-        c->continued = 1;
+    if (r->rp->req.expect_continue && !r->continued && !gw_try_no_body(&r->rp->req)) {
+        struct gw_obuf ob;
+        r->codec->head_begin(r, &ob, 100, NULL);
+        r->codec->head_end(r, &ob, GW_HEAD_INTERIM);
+        r->continued = 1;
     }
 }
 
 /* An overflow or a timeout of the queue: 503 at once, come back soon. */
-static void fail_busy(struct gw_conn *c)
+static void fail_busy(struct gw_req *r)
 {
     static const char ra[] = "Retry-After: 1\r\n";
-    fail_with(c, 503, ra, sizeof(ra) - 1);
+    fail_with(r, 503, ra, sizeof(ra) - 1);
 }
 
 /* No server left to pick for <c>'s try, first or retry. Every server down
@@ -98,104 +72,46 @@ static void fail_busy(struct gw_conn *c)
  * this key is down and the pool has no fallback; nothing failed, the
  * server is unavailable. Servers left that were all tried already: 502,
  * the try's failure. */
-static void fail_none_left(struct gw_conn *c)
+static void fail_none_left(struct gw_req *r)
 {
-    if (up_pool_all_down(c->snap->pools[c->sr->upstream])) {
-        fail_busy(c);
-    } else if (!c->tried.n) {
-        up_log(GW_LOG_INFO, c, NULL, "%s",
-               c->snap->cfg->upstreams[c->sr->upstream].balance == ADM_BALANCE_HASH
-                   ? "the server for this request's hash key is down (no fallback)"
-                   : "no server can take this request");
-        fail_busy(c);
+    if (up_pool_all_down(r->snap->pools[r->sr->upstream])) {
+        fail_busy(r);
+    } else if (!r->tried.n) {
+        gw_up_log(GW_LOG_INFO, r, NULL, "%s",
+                  r->snap->cfg->upstreams[r->sr->upstream].balance == ADM_BALANCE_HASH
+                      ? "the server for this request's hash key is down (no fallback)"
+                      : "no server can take this request");
+        fail_busy(r);
     } else {
-        gw_proxy_fail(c, 502);
+        gw_proxy_fail(r, 502);
     }
 }
 
-/* The try on <c>'s current server is over: its slot and its place in the
- * retry budget are given back. */
-static void try_end(struct gw_conn *c)
+void gw_proxy_detach(struct gw_req *r)
 {
-    struct gw_plim *l = c->plim;
-
-    if (!l)
-        return;
-    if (c->slot) {
-        gw_plim_release(c->w, l, c->slot - 1);
-        c->slot = 0;
-    }
-    if (c->budget) {
-        up_budget_end(&l->name->budget, c->budget == 2);
-        c->budget = 0;
-    }
-}
-
-/* The try is over and its upstream connection freed (a retry follows). */
-static void detach_try(struct gw_conn *c)
-{
-    struct gw_upconn *u = c->up;
-
-    try_end(c);
-    if (u) {
-        c->up = NULL;
-        u->c = NULL;
-        gw_upconn_free(u);
-    }
-}
-
-/* The proxied request is over: out of the queue, its try ended, its
- * buffered body freed; every per-request field of the limits back to 0. */
-static void req_end(struct gw_conn *c)
-{
-    struct gw_plim *l = c->plim;
-
-    if (c->body) {
-        evbuffer_free(c->body);
-        c->body = NULL;
-    }
-    if (!l)
-        return;
-    if (c->queued) {
-        up_queue_remove(l->queue, c);
-        c->queued = 0;
-        up_pool_count(l->pool, c->w->id, UP_PC_QUEUED, -1);
-    }
-    c->queue_deadline = 0;
-    try_end(c);
-    if (c->next_retry) { /* admitted, but never sent */
-        up_budget_end(&l->name->budget, 1);
-        c->next_retry = 0;
-    }
-    gw_plim_put(l);
-    c->plim = NULL;
-}
-
-void gw_proxy_detach(struct gw_conn *c)
-{
-    detach_try(c);
-    req_end(c);
+    gw_try_detach(r);
+    gw_try_finish(r);
 }
 
 /* Decoded response body bytes (chunked to an HTTP/1.0 client) go on to
  * the client; raw ones are moved whole by pump_body_down. */
 static void body_down_cb(void *ctx, const char *data, size_t len)
 {
-    struct gw_conn *c = ctx;
+    struct gw_req *r = ctx;
 
-    evbuffer_add(c->io.out, data, len);
-    c->bytes_out += len;
+    r->codec->data(r, data, len);
+    r->bytes_out += len;
 }
 
 static int body_up_cb(void *ctx, const char *data, size_t len)
 {
-    struct gw_conn *c = ctx;
+    struct gw_req *r = ctx;
     struct evbuffer *out;
 
-    if (!c->up || !len)
+    if (!r->up || !len)
         return 0;
-    out = c->up->io.out;
-    if (c->rp.req.body_kind == H1_BODY_CHUNKED) {
+    out = r->up->io.out;
+    if (r->rp->req.body_kind == H1_BODY_CHUNKED) {
         char sz[24];
         int n = snprintf(sz, sizeof(sz), "%zx\r\n", len);
         evbuffer_add(out, sz, (size_t)n);
@@ -207,50 +123,7 @@ static int body_up_cb(void *ctx, const char *data, size_t len)
     return 0;
 }
 
-/* What feed_body() did. */
-enum { FEED_FAILED = -1, FEED_WAIT, FEED_MORE, FEED_DONE };
-
-/* Passes the first run of the client's buffered bytes through the body
- * parser, its decoded bytes to <cb>. FEED_DONE: the body is whole; FEED_MORE:
- * bytes were taken, go on; FEED_WAIT: none are here (reading is armed, with
- * the body timeout); FEED_FAILED: the request was answered (400 for a
- * client that half-closed before the end), <c> may be gone. */
-static int feed_body(struct gw_conn *c, h1_req_body_cb cb)
-{
-    struct evbuffer *in = c->io.in;
-    struct evbuffer_iovec v;
-    size_t used = 0;
-    int rc;
-
-    if (!gw_peek_first(in, &v)) {
-        v.iov_base = (void *)"";
-        v.iov_len = 0;
-    }
-    rc = h1_req_feed_body(&c->rp, v.iov_base, v.iov_len, &used, cb, c);
-    evbuffer_drain(in, used);
-    c->bytes_in += used;
-    if (rc == H1_REQ_ERROR) {
-        gw_proxy_fail(c, c->rp.status);
-        return FEED_FAILED;
-    }
-    if (rc == H1_REQ_DONE) {
-        c->body_done = 1;
-        return FEED_DONE;
-    }
-    if (v.iov_len)
-        return FEED_MORE;
-    if (c->eof) { /* half-closed before the end of its body */
-        gw_proxy_fail(c, 400);
-        return FEED_FAILED;
-    }
-    /* need more bytes from the client */
-    gw_tmo_set(&c->tmo, gw_conn_cfg(c)->timeouts.client_body_ms,
-               gw_conn_cfg(c)->timeouts.client_idle_ms);
-    gw_io_read(&c->io, 1);
-    return FEED_WAIT;
-}
-
-static void buffer_body(struct gw_conn *c);
+static void buffer_body(struct gw_req *r);
 
 /* Moves request body bytes from the client to the upstream, as far as the
  * upstream's output buffer allows. A streamed body waits for the upstream
@@ -258,32 +131,32 @@ static void buffer_body(struct gw_conn *c);
  * the client's buffer, so that a connect that fails took none of it and
  * the request can go to another server whole (resendable), as nginx does
  * without request buffering. */
-void gw_proxy_body_up(struct gw_conn *c)
+void gw_proxy_body_up(struct gw_req *r)
 {
-    if (c->body && !c->body_done) {
-        buffer_body(c);
+    if (r->body && !r->body_done) {
+        buffer_body(r);
         return;
     }
-    if (c->up && c->up->st == GW_UP_CONNECTING) {
+    if (r->up && r->up->st == GW_UP_CONNECTING) {
         /* not read meanwhile: the client's read timeout (client_body_ms)
          * must not blame it for a slow connect */
-        gw_io_read(&c->io, 0);
-        c->read_paused = 1;
+        r->codec->body_read(r, 0);
+        r->body_paused = 1;
         return;
     }
-    while (!c->body_done && c->up) {
+    while (!r->body_done && r->up) {
         int rc;
 
-        if (evbuffer_get_length(c->up->io.out) > GW_HWM) {
-            gw_io_read(&c->io, 0);
-            c->read_paused = 1;
+        if (evbuffer_get_length(r->up->io.out) > GW_HWM) {
+            r->codec->body_read(r, 0);
+            r->body_paused = 1;
             return;
         }
-        c->body_fed = 1;
-        if ((rc = feed_body(c, body_up_cb)) < FEED_MORE)
+        r->body_fed = 1;
+        if ((rc = r->codec->body_feed(r, body_up_cb, r)) < GW_FEED_MORE)
             return;
-        if (rc == FEED_DONE && c->rp.req.body_kind == H1_BODY_CHUNKED)
-            evbuffer_add(c->up->io.out, "0\r\n\r\n", 5);
+        if (rc == GW_FEED_DONE && r->rp->req.body_kind == H1_BODY_CHUNKED)
+            evbuffer_add(r->up->io.out, "0\r\n\r\n", 5);
     }
     /* After the body, reading goes on: a pipelined next request waits in
      * the input buffer (bounded by the read watermark) and a client that
@@ -307,38 +180,36 @@ static int up_parse_head(struct gw_upconn *u, struct evbuffer *in, size_t *head_
 }
 
 /* The route's response_headers <rs> set and added, for <c>'s request. */
-static void emit_resp_headers(struct gw_conn *c, const struct adm_shdrs *rs, struct gw_obuf *o)
+static void emit_resp_headers(struct gw_req *r, const struct adm_shdrs *rs, struct gw_obuf *o)
 {
     struct gw_hdr_vals v = {
-        .params = c->params,
-        .nparams = c->nparams < c->params_cap ? c->nparams : c->params_cap,
-        .reqid = c->reqid,
-        .reqid_len = c->reqid_len,
-        .host = c->rp.req.host_name.ptr,
-        .host_len = c->rp.req.host_name.len,
+        .params = r->params,
+        .nparams = r->nparams < r->params_cap ? r->nparams : r->params_cap,
+        .reqid = r->reqid,
+        .reqid_len = r->reqid_len,
+        .host = r->rp->req.host_name.ptr,
+        .host_len = r->rp->req.host_name.len,
     };
 
-    v.client_ip = gw_client_ip_text(c, &v.client_ip_len);
+    v.client_ip = gw_client_ip_text(r, &v.client_ip_len);
     gw_hdrs_emit(o, rs, &v);
 }
 
 /* Writes the response head to the client, dropping hop-by-hop fields (and
  * those the route's response_headers remove or set). */
-static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
+static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, int nobody,
                             struct gw_obuf *pend)
 {
     /* a final response gets the route's response_headers, an interim one not */
-    const struct adm_shdrs *rs = u->resp.status >= 200 ? c->sr->resph : NULL;
+    const struct adm_shdrs *rs = u->resp.status >= 200 ? r->sr->resph : NULL;
     struct gw_obuf ob, *o = pend ? pend : &ob;
     struct h1_slice conn_tok[32];
     size_t ntok = 0;
     int have_id = 0, have_date = 0;
 
     size_t before;
+    unsigned flags = upgrade ? GW_HEAD_UPGRADE : 0;
 
-    if (!pend)
-        gw_ob_init_io(o, &c->io);
-    before = o->total;
     for (size_t i = 0; i < u->resp.nhdr; i++) {
         const struct h1_header *h = &u->resp.hdr[i];
         if (h1_name_is(&h->name, "connection")) {
@@ -358,12 +229,9 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
             }
         }
     }
-    gw_ob_lit(o, "HTTP/1.1 ");
-    gw_ob_u64(o, (uint64_t)u->resp.status);
-    gw_ob_lit(o, " ");
-    if (u->resp.status_text.ptr)
-        gw_ob_slice(o, &u->resp.status_text);
-    gw_ob_lit(o, "\r\n");
+    r->codec->head_begin(r, o, u->resp.status,
+                         u->resp.status_text.ptr ? &u->resp.status_text : NULL);
+    before = 0;
     for (size_t i = 0; i < u->resp.nhdr; i++) {
         const struct h1_header *h = &u->resp.hdr[i];
         const char *v = h->value.ptr ? h->value.ptr : "";
@@ -372,7 +240,7 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
             continue;
         if (rs && gw_hdrs_drops(rs, &h->name)) /* the route's response_headers */
             continue;
-        if (!u->raw && h1_name_is(&h->name, "transfer-encoding"))
+        if ((!u->raw || !r->codec->http1) && h1_name_is(&h->name, "transfer-encoding"))
             continue;
         if (h1_name_is(&h->name, "x-request-id"))
             have_id = 1;
@@ -383,45 +251,47 @@ static void write_resp_head(struct gw_conn *c, struct gw_upconn *u, int upgrade,
         gw_ob_field(o, h->name.ptr, h->name.len, v, vl);
     }
     if (rs)
-        emit_resp_headers(c, rs, o);
-    if (!have_id && c->reqid_len)
-        gw_ob_field(o, "X-Request-Id", 12, c->reqid, c->reqid_len);
+        emit_resp_headers(r, rs, o);
+    if (!have_id && r->reqid_len)
+        gw_ob_field(o, "X-Request-Id", 12, r->reqid, r->reqid_len);
     if (!have_date && u->resp.status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */
-        gw_ob_add(o, c->w->date, c->w->date_len);
+        gw_ob_add(o, r->c->w->date, r->c->w->date_len);
     if (upgrade) {
         const struct h1_header *up = NULL;
         for (size_t i = 0; i < u->resp.nhdr; i++)
             if (h1_name_is(&u->resp.hdr[i].name, "upgrade"))
                 up = &u->resp.hdr[i];
-        gw_ob_lit(o, "Connection: upgrade\r\n");
         if (up)
             gw_ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
-    } else {
-        gw_conn_ob_connection(o, c);
     }
-    gw_ob_lit(o, "\r\n");
+    if (u->resp.status < 200 && !upgrade)
+        flags |= GW_HEAD_INTERIM;
+    else if (nobody)
+        flags |= GW_HEAD_NOBODY;
+    r->codec->head_end(r, o, flags);
     if (!pend)
         gw_ob_flush(o);
-    c->bytes_out += o->total - before;
-    c->head_out += o->total - before;
-    c->resp_started = 1;
-    c->status = u->resp.status;
+    r->bytes_out += o->total - before;
+    r->head_out += o->total - before;
+    r->resp_started = 1;
+    r->status = u->resp.status;
 }
 
 /* The response is complete: park or close the upstream connection and go
  * on with the client. */
-static void resp_done(struct gw_conn *c)
+static void resp_done(struct gw_req *r)
 {
-    struct gw_upconn *u = c->up;
+    struct gw_upconn *u = r->up;
 
     if (u) {
-        int reuse = u->keep && c->body_done && evbuffer_get_length(u->io.in) == 0 &&
-                    evbuffer_get_length(u->io.out) == 0 && !c->w->draining;
-        gw_upconn_release(u, reuse, c->snap->cfg->upstreams[c->sr->upstream].idle_timeout_ms);
+        int reuse = u->keep && r->body_done && evbuffer_get_length(u->io.in) == 0 &&
+                    evbuffer_get_length(u->io.out) == 0 && !r->c->w->draining;
+        gw_upconn_release(u, reuse, r->snap->cfg->upstreams[r->sr->upstream].idle_timeout_ms);
     }
-    req_end(c);
-    if (c->body_done) {
-        gw_conn_request_done(c);
+    gw_try_finish(r);
+    r->codec->end(r, NULL, 0);
+    if (r->body_done) {
+        gw_req_done(r);
         return;
     }
     /* The upstream answered before taking the whole body (a 413, a 401, a
@@ -429,13 +299,12 @@ static void resp_done(struct gw_conn *c)
      * read away and the connection goes on, as nginx does, rather than
      * closed under a client still sending (its answer said nothing of a
      * close, and a reset could take the answer with it). */
-    gw_local_finish(c);
+    gw_local_finish(r);
 }
 
-static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obuf *pend)
+static void pump_body_down(struct gw_req *r, struct gw_upconn *u, struct gw_obuf *pend)
 {
     struct evbuffer *in = u->io.in;
-    struct evbuffer *out = c->io.out;
 
     if (pend && !u->raw) { /* decoded bodies go through the output: head first */
         gw_ob_flush(pend);
@@ -450,7 +319,7 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
         struct evbuffer_iovec v;
         size_t used;
 
-        if (evbuffer_get_length(out) > GW_HWM) {
+        if (r->codec->out_pending(r) > GW_HWM) {
             gw_io_read(&u->io, 0);
             u->read_paused = 1;
             PEND_FLUSH();
@@ -463,24 +332,16 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
             return;
         }
         if (h1_resp_feed_body(&u->resp, v.iov_base, v.iov_len, &used, u->raw ? NULL : body_down_cb,
-                              c) < 0) {
-            up_log(GW_LOG_WARN, c, u, "invalid response body (%s); closing client %s:%u",
-                   h1_resp_error(&u->resp), c->peer_ip, c->peer_port);
+                              r) < 0) {
+            gw_up_log(GW_LOG_WARN, r, u, "invalid response body (%s); closing client %s:%u",
+                      h1_resp_error(&u->resp), r->c->peer_ip, r->c->peer_port);
             PEND_FLUSH();
-            gw_proxy_fail(c, 502);
+            gw_proxy_fail(r, 502);
             return;
         }
         if (u->raw) {
-            if (pend && evbuffer_get_length(out) == 0 && pend->n + used <= sizeof(pend->b)) {
-                /* small bodies leave with the head in one write */
-                evbuffer_remove(in, pend->b + pend->n, used);
-                pend->n += used;
-                pend->total += used;
-            } else {
-                PEND_FLUSH();
-                evbuffer_remove_buffer(in, out, used);
-            }
-            c->bytes_out += used;
+            r->codec->data_move(r, in, used, pend);
+            r->bytes_out += used;
         } else {
             evbuffer_drain(in, used);
         }
@@ -490,47 +351,58 @@ static void pump_body_down(struct gw_conn *c, struct gw_upconn *u, struct gw_obu
     if (!u->resp.msg_done) {
         /* the upstream closed and every byte it sent has gone on */
         if (h1_resp_needs_eof(&u->resp)) {
-            resp_done(c); /* a close-delimited body ends here */
+            resp_done(r); /* a close-delimited body ends here */
             return;
         }
-        up_count_failure(u->pool, c->w->id, u->server, UP_F_RESET);
-        up_log(GW_LOG_WARN, c, u, "closed mid-body; closing client %s:%u", c->peer_ip,
-               c->peer_port);
-        gw_proxy_fail(c, 502);
+        up_count_failure(u->pool, r->c->w->id, u->server, UP_F_RESET);
+        gw_up_log(GW_LOG_WARN, r, u, "closed mid-body; closing client %s:%u", r->c->peer_ip,
+                  r->c->peer_port);
+        gw_proxy_fail(r, 502);
         return;
     }
     if (evbuffer_get_length(in))
         u->keep = 0; /* bytes after the response: never reuse */
-    resp_done(c);
+    resp_done(r);
 }
 
-static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int answered);
+static void wait_for_slot(struct gw_req *r);
 
-/* Whether <c>'s request can be sent again whole: it has no body, or its
- * body was buffered, or none of it went to a server yet. */
-static int resendable(const struct gw_conn *c)
+/* Acts on the "next server" decision <n> (gw_try_next) for <r>; 1 when
+ * the request went on (or waits, or was answered), 0 when the caller
+ * answers as without retries. */
+static int next_try(struct gw_req *r, enum gw_next n, size_t server)
 {
-    return c->body || no_body(&c->rp.req) || !c->body_fed;
+    switch (n) {
+    case GW_NEXT_GIVE_UP:
+        return 0;
+    case GW_NEXT_NONE_LEFT:
+        fail_none_left(r);
+        return 1;
+    case GW_NEXT_WAIT:
+        wait_for_slot(r);
+        return 1;
+    case GW_NEXT_SERVER:
+        break;
+    }
+    if (send_to(r, server, 0) < 0)
+        gw_proxy_fail(r, 502);
+    else if (!r->body_done) /* a streamed body none of which went out yet */
+        gw_proxy_body_up(r);
+    return 1;
 }
 
-/* retry_on_status: the final response of <u> has a status the pool
- * retries, no byte of it went to the client yet (not even a 103), and the
- * request, which reached the server, may go again (idempotent, sent
- * whole). 1 when it went on to another server; the response is dropped
- * with its connection. */
-static int status_retry(struct gw_conn *c, struct gw_upconn *u)
+/* retry_on_status: 1 when the request went on to another server; the
+ * response is dropped with its connection. */
+static int status_retry(struct gw_req *r, struct gw_upconn *u)
 {
-    const struct adm_upstream *def;
-    char why[32];
+    size_t server = 0;
+    enum gw_next n;
 
-    if (!c->plim) /* a pool without retries (nor limits) */
-        return 0;
-    def = &c->snap->cfg->upstreams[c->sr->upstream];
-    if (c->tries >= def->retries || !adm_statuses_has(&def->retry_on_status, u->resp.status) ||
-        c->bytes_out || !c->body_done || !resendable(c) || !gw_upconn_idempotent(&c->rp.req))
-        return 0;
-    snprintf(why, sizeof(why), "answered %d", u->resp.status);
-    return retry(c, u, why, 1);
+    if (!r->plim || !adm_statuses_has(&r->snap->cfg->upstreams[r->sr->upstream].retry_on_status,
+                                      (unsigned)u->resp.status))
+        return 0; /* the common case, decided here */
+    n = gw_try_next(r, u, 0, u->resp.status, &server);
+    return next_try(r, n, server);
 }
 
 /* An interim response of <u> (1xx but 101): 100 is ours to send (we
@@ -540,35 +412,31 @@ static int status_retry(struct gw_conn *c, struct gw_upconn *u)
  * advisory (a client may ignore it, RFC 9110 15.2), so the final response
  * still goes through, and it comes within the response timeout, which a
  * 1xx does not restart (up_read_cb). */
-static void pass_interim(struct gw_conn *c, struct gw_upconn *u)
+static void pass_interim(struct gw_req *r, struct gw_upconn *u)
 {
-    int keep = c->keep;
-
-    if (u->resp.status == 100 || c->http10)
+    if (u->resp.status == 100 || r->http10)
         return;
-    if (c->interim >= GW_UP_INTERIM_MAX) {
-        if (c->interim == GW_UP_INTERIM_MAX) { /* said once per request */
-            up_log(GW_LOG_INFO, c, u, "over %d interim responses; the rest are dropped",
-                   GW_UP_INTERIM_MAX);
-            c->interim++;
+    if (r->interim >= GW_UP_INTERIM_MAX) {
+        if (r->interim == GW_UP_INTERIM_MAX) { /* said once per request */
+            gw_up_log(GW_LOG_INFO, r, u, "over %d interim responses; the rest are dropped",
+                      GW_UP_INTERIM_MAX);
+            r->interim++;
         }
         return;
     }
-    c->interim++;
+    r->interim++;
     u->raw = 1;
-    c->keep = 1; /* an interim head says nothing of the connection */
-    write_resp_head(c, u, 0, NULL);
-    c->keep = keep;
-    c->resp_started = 0;
+    write_resp_head(r, u, 0, 0, NULL); /* an interim head says nothing of the connection */
+    r->resp_started = 0;
 }
 
 /* Handles what the upstream sent; returns after the client may be gone. */
-static void up_handle(struct gw_conn *c, struct gw_upconn *u)
+static void up_handle(struct gw_req *r, struct gw_upconn *u)
 {
     struct evbuffer *in = u->io.in;
     struct gw_obuf pend;
 
-    gw_ob_init_io(&pend, &c->io);
+    gw_ob_init(&pend, NULL); /* the codec's head_begin sets it up */
 
     while (u->st == GW_UP_WAITING) {
         size_t hl = 0;
@@ -576,26 +444,26 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
         if (rc == 0)
             return;
         if (rc < 0) {
-            up_log(GW_LOG_WARN, c, u, "invalid response head%s",
-                   u->resp.too_many ? " (too many fields)" : "");
-            gw_proxy_fail(c, 502);
+            gw_up_log(GW_LOG_WARN, r, u, "invalid response head%s",
+                      u->resp.too_many ? " (too many fields)" : "");
+            gw_proxy_fail(r, 502);
             return;
         }
         if (u->resp.status == 101) {
-            if (!gw_forward_upgrade(&c->rp.req, c->sr)) { /* we sent no Upgrade */
-                gw_proxy_fail(c, 502);
+            if (!gw_forward_upgrade(&r->rp->req, r->sr)) { /* we sent no Upgrade */
+                gw_proxy_fail(r, 502);
                 return;
             }
             u->raw = 1;
-            write_resp_head(c, u, 1, NULL);
+            write_resp_head(r, u, 1, 0, NULL);
             evbuffer_drain(in, hl);
-            tunnel_start(c);
+            tunnel_start(r);
             return;
         }
         if (u->resp.status >= 100 && u->resp.status < 200) {
-            pass_interim(c, u);
+            pass_interim(r, u);
             evbuffer_drain(in, hl);
-            if (evbuffer_get_length(c->io.out) > GW_HWM) {
+            if (r->codec->out_pending(r) > GW_HWM) {
                 /* the client is behind: the next head waits upstream, as
                  * body bytes do (gw_proxy_drained goes on) */
                 gw_io_read(&u->io, 0);
@@ -605,53 +473,55 @@ static void up_handle(struct gw_conn *c, struct gw_upconn *u)
             continue;
         }
         /* a status retried elsewhere still counts against its server */
-        gw_health_status(c->w->id, c->snap, c->sr->upstream, u->server, (unsigned)u->resp.status);
+        gw_health_status(r->c->w->id, r->snap, r->sr->upstream, u->server,
+                         (unsigned)u->resp.status);
         if (u->resp.status >= 500)
-            up_count_failure(u->pool, c->w->id, u->server, UP_F_5XX);
-        if (status_retry(c, u))
+            up_count_failure(u->pool, r->c->w->id, u->server, UP_F_5XX);
+        if (status_retry(r, u))
             return;
         gw_upconn_set_state(u, GW_UP_BODY);
         u->tmo.last_rd = gw_now_ms(); /* from now on timeout_ms is between two reads */
         u->keep = h1_resp_keep_alive(&u->resp);
         {
-            double secs = gw_elapsed_ms(&c->t_up) / 1e3;
-            c->up_ms = secs * 1e3; /* the access log's upstream time */
-            gw_count(&c->w->ctr.up[gw_hist_bucket(secs)], 1);
-            gw_count(&c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
+            double secs = gw_elapsed_ms(&r->t_up) / 1e3;
+            r->up_ms = secs * 1e3; /* the access log's upstream time */
+            gw_count(&r->c->w->ctr.up[gw_hist_bucket(secs)], 1);
+            gw_count(&r->c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
         }
-        if (c->is_head || u->resp.status == 204 || u->resp.status == 304) {
-            write_resp_head(c, u, 0, NULL);
+        if (r->is_head || u->resp.status == 204 || u->resp.status == 304) {
+            write_resp_head(r, u, 0, 1, NULL);
             evbuffer_drain(in, hl);
             if (evbuffer_get_length(in))
                 u->keep = 0;
-            resp_done(c);
+            resp_done(r);
             return;
         }
         if (h1_resp_needs_eof(&u->resp)) {
             u->keep = 0;
-            c->keep = 0; /* close-delimited: the client learns the end by the close */
+            r->keep = 0; /* close-delimited: the client learns the end by the close */
         }
-        u->raw = !(c->http10 && h1_resp_chunked(&u->resp));
-        if (!u->raw)
-            c->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
-        write_resp_head(c, u, 0, &pend);
+        u->raw = r->codec->http1 && !(r->http10 && h1_resp_chunked(&u->resp));
+        if (r->codec->http1 && !u->raw)
+            r->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
+        write_resp_head(r, u, 0, 0, &pend);
         evbuffer_drain(in, hl);
         h1_resp_begin_body(&u->resp);
     }
-    pump_body_down(c, u, &pend);
+    pump_body_down(r, u, &pend);
 }
 
 /* gw_proxy_fail, the answer with <extra> fields (gw_local_simple's). */
-static void fail_with(struct gw_conn *c, int status, const char *extra, size_t extra_len)
+static void fail_with(struct gw_req *r, int status, const char *extra, size_t extra_len)
 {
-    gw_proxy_detach(c);
+    gw_proxy_detach(r);
     if (status >= 500)
-        gw_count(&c->w->ctr.upstream_errors, 1);
-    if (c->resp_started) {
-        /* what the client already has goes out, then the close tells it
-         * the response was cut short */
-        c->keep = 0;
-        gw_conn_request_done(c);
+        gw_count(&r->c->w->ctr.upstream_errors, 1);
+    if (r->resp_started) {
+        /* what the client already has goes out, then the close (HTTP/1)
+         * or the stream's reset (HTTP/2) tells it the response was cut
+         * short */
+        r->codec->abort(r);
+        gw_req_done(r);
         return;
     }
     /* The rest of the body (all of it when it waited for a connection that
@@ -664,21 +534,21 @@ static void fail_with(struct gw_conn *c, int status, const char *extra, size_t e
      * or no server could take it) the connection closes instead, as
      * gw_local_finish does: whether the client sends the body now is not
      * known for sure. */
-    if (status < 500 || (!c->body_done && c->rp.req.expect_continue && !c->continued))
-        c->keep = 0;
-    gw_local_simple(c, status, extra, extra_len);
-    if (!c->keep) {
-        gw_conn_request_done(c);
+    if (status < 500 || (!r->body_done && r->rp->req.expect_continue && !r->continued))
+        r->keep = 0;
+    gw_local_simple(r, status, extra, extra_len);
+    if (!r->keep) {
+        gw_req_done(r);
         return;
     }
-    gw_local_finish(c);
+    gw_local_finish(r);
 }
 
 /* Fails the proxied request: an error answer when nothing was sent yet,
  * else the client connection is closed (it cannot be told otherwise). */
-void gw_proxy_fail(struct gw_conn *c, int status)
+void gw_proxy_fail(struct gw_req *r, int status)
 {
-    fail_with(c, status, NULL, 0);
+    fail_with(r, status, NULL, 0);
 }
 
 static void up_read_cb(struct gw_io *io, void *arg)
@@ -691,108 +561,48 @@ static void up_read_cb(struct gw_io *io, void *arg)
     if (u->st != GW_UP_WAITING)
         u->tmo.last_rd = gw_now_ms();
     u->got_bytes = 1;
-    up_handle(u->c, u);
+    up_handle(u->r, u);
 }
 
 /* The client is read again and its body goes on to the upstream: it was
  * paused (the upstream's buffer was full, or it was connecting). */
-static void body_resume(struct gw_conn *c)
+static void body_resume(struct gw_req *r)
 {
-    if (c->read_paused) {
-        c->read_paused = 0;
-        gw_io_read(&c->io, 1);
+    if (r->body_paused) {
+        r->body_paused = 0;
+        r->codec->body_read(r, 1);
     }
-    gw_proxy_body_up(c);
+    gw_proxy_body_up(r);
 }
 
 static void up_write_cb(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
-    struct gw_conn *c = u->c;
+    struct gw_req *r = u->r;
 
     (void)io;
-    if (c && c->read_paused && !c->body_done)
-        body_resume(c);
-}
-
-static void pick_of(struct gw_conn *c, struct up_pick *pk);
-static void wait_for_slot(struct gw_conn *c);
-
-/* The try of <c> on <u> failed (<why>; <answered>: with a response that
- * can still be dropped): the request goes to a server not tried yet, when
- * the pool's retry budget admits one more retry and one is left (the
- * budget is asked first, so that a retry it refuses does not move the
- * balancer: gw_plim_retry). 1 when it went on (or waits for a slot, or
- * was answered); 0 when the caller answers as without retries. */
-static int retry(struct gw_conn *c, struct gw_upconn *u, const char *why, int answered)
-{
-    up_pool *pool = c->snap->pools[c->sr->upstream];
-    struct up_pick pk;
-    int counted;
-    size_t s;
-
-    up_tried_add(&c->tried, u->server);
-    pick_of(c, &pk);
-    s = gw_plim_retry(c->plim, pool, c->w->id, &pk, gw_upconn_reached(u), &counted);
-    if (s == GW_PICK_REFUSED) {
-        up_pool_count(pool, c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
-        return 0;
-    }
-    if (s == UP_NONE) {
-        if (answered) /* the answer we have is the best one */
-            return 0;
-        detach_try(c);
-        fail_none_left(c);
-        return 1;
-    }
-    c->next_retry = (unsigned char)counted; /* 0: admitted as the first attempt it still is */
-    up_log(GW_LOG_WARN, c, u, "%s; retrying on another server", why);
-    up_pool_count(pool, c->w->id, UP_PC_RETRIES, 1);
-    c->tries++;
-    detach_try(c);
-    if (s == GW_PICK_FULL)
-        wait_for_slot(c);
-    else if (send_to(c, s, 0) < 0)
-        gw_proxy_fail(c, 502);
-    else if (!c->body_done) /* a streamed body none of which went out yet */
-        gw_proxy_body_up(c);
-    return 1;
-}
-
-/* A try that failed before any answer goes to another server while the
- * pool's retries last (gw_upconn_retry_elsewhere says which may). 1 when
- * the request went on (or was answered: no server was left). */
-static int retry_elsewhere(struct gw_conn *c, struct gw_upconn *u, short what)
-{
-    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
-
-    if (c->tries >= def->retries || !gw_upconn_retry_elsewhere(u, what, &c->rp.req, resendable(c)))
-        return 0;
-    return retry(c, u,
-                 (what & GW_IO_TIMEOUT) ? "connect timed out"
-                 : (what & GW_IO_EOF)   ? "closed before responding"
-                                        : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()),
-                 0);
+    if (r && r->body_paused && !r->body_done)
+        body_resume(r);
 }
 
 /* Counts the failure (<what>) of the try on <u> against its server, by
  * kind: a connect that never completed; a TLS handshake (connected, not
  * yet open); a timeout; a close or reset. */
-static void count_failure(const struct gw_conn *c, const struct gw_upconn *u, short what)
+static void count_failure(const struct gw_req *r, const struct gw_upconn *u, short what)
 {
     enum up_failure kind = UP_F_RESET;
 
     if (u->st == GW_UP_CONNECTING)
-        kind = gw_upconn_reached(u) ? UP_F_TLS : UP_F_CONNECT;
+        kind = gw_try_reached(u) ? UP_F_TLS : UP_F_CONNECT;
     else if (what & GW_IO_TIMEOUT)
         kind = UP_F_TIMEOUT;
-    up_count_failure(u->pool, c->w->id, u->server, kind);
+    up_count_failure(u->pool, r->c->w->id, u->server, kind);
 }
 
 static void up_event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
-    struct gw_conn *c = u->c;
+    struct gw_req *r = u->r;
     char why[256];
 
     (void)io;
@@ -800,9 +610,9 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         gw_upconn_set_state(u, GW_UP_WAITING);
         gw_upconn_session_keep(u);
         /* from now on writes are held to the response timeout too */
-        gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
-        if (!c->body_done) /* a streamed body waited for the connection */
-            body_resume(c);
+        gw_tmo_set(&u->tmo, r->sr->timeout_ms, r->sr->timeout_ms);
+        if (!r->body_done) /* a streamed body waited for the connection */
+            body_resume(r);
         return;
     }
     if ((what & GW_IO_EOF) && u->st == GW_UP_BODY && !u->resp.msg_done) {
@@ -812,158 +622,114 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
         u->eof = 1;
         u->keep = 0;
         if (!u->read_paused)
-            pump_body_down(c, u, NULL);
+            pump_body_down(r, u, NULL);
         return;
     }
-    if (gw_upconn_retryable(u, what, &c->rp.req, c->retried)) {
+    if (gw_try_same(r, u, what)) {
         /* a pooled connection that died before answering (the server
          * closed it while idle): once more, on a fresh connection to the
          * same server, which did not fail and keeps its turn in the
          * balancing */
         size_t server = u->server;
-        c->retried = 1;
-        detach_try(c);
-        if (send_to(c, server, 1) < 0)
-            gw_proxy_fail(c, 502);
+        gw_try_detach(r);
+        if (send_to(r, server, 1) < 0)
+            gw_proxy_fail(r, 502);
         return;
     }
-    count_failure(c, u, what);
+    count_failure(r, u, what);
     if (u->st == GW_UP_CONNECTING || u->st == GW_UP_WAITING) /* no answer: outlier food */
-        gw_health_outcome(c->w->id, c->snap, c->sr->upstream, u->server, 1);
-    if (retry_elsewhere(c, u, what))
-        return;
+        gw_health_outcome(r->c->w->id, r->snap, r->sr->upstream, u->server, 1);
+    {
+        size_t server = 0;
+        enum gw_next n = gw_try_next(r, u, what, 0, &server);
+        if (next_try(r, n, server))
+            return;
+    }
     if (what & GW_IO_TIMEOUT) {
         if (u->st == GW_UP_CONNECTING) {
-            up_log(GW_LOG_WARN, c, u, "connect timed out");
-            gw_proxy_fail(c, 504);
+            gw_up_log(GW_LOG_WARN, r, u, "connect timed out");
+            gw_proxy_fail(r, 504);
         } else if (u->st == GW_UP_WAITING) {
-            up_log(GW_LOG_WARN, c, u, "no response within %u ms", c->sr->timeout_ms);
-            gw_proxy_fail(c, 504);
+            gw_up_log(GW_LOG_WARN, r, u, "no response within %u ms", r->sr->timeout_ms);
+            gw_proxy_fail(r, 504);
         } else {
-            gw_proxy_fail(c, 504);
+            gw_proxy_fail(r, 504);
         }
         return;
     }
     if (u->st == GW_UP_BODY) {
-        up_log(GW_LOG_WARN, c, u, "failed mid-response; closing client %s:%u", c->peer_ip,
-               c->peer_port);
+        gw_up_log(GW_LOG_WARN, r, u, "failed mid-response; closing client %s:%u", r->c->peer_ip,
+                  r->c->peer_port);
     } else if (gw_tls_error(&u->io, why, sizeof(why))) {
-        up_log(GW_LOG_WARN, c, u, "TLS handshake failed: %s", why);
+        gw_up_log(GW_LOG_WARN, r, u, "TLS handshake failed: %s", why);
         gw_upconn_session_forget(u); /* never resume a failed server's old session */
     } else {
         int e = EVUTIL_SOCKET_ERROR();
-        up_log(GW_LOG_WARN, c, u, "%s",
-               (what & GW_IO_EOF) ? "closed before responding" : evutil_socket_error_to_string(e));
+        gw_up_log(GW_LOG_WARN, r, u, "%s",
+                  (what & GW_IO_EOF) ? "closed before responding"
+                                     : evutil_socket_error_to_string(e));
     }
-    gw_proxy_fail(c, 502);
-}
-
-/* What a pick for <c>'s next try depends on: c->tried, its hash key, the
- * time for slow start. */
-static void pick_of(struct gw_conn *c, struct up_pick *pk)
-{
-    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
-
-    *pk = (struct up_pick){
-        .tried = c->tried.n ? &c->tried : NULL,
-        .hash = def->balance == ADM_BALANCE_HASH ? gw_hashkey(c, def) : 0,
-        .now_ms = def->slow_start_ms ? (uint64_t)gw_now_ms() : 0,
-    };
-}
-
-/* A server for <c>'s next try, not in c->tried: the balancer's pick among
- * those with a slot free on this worker (gw_plim_pick). UP_NONE when no
- * server is usable, GW_PICK_FULL when every usable one is at its
- * max_connections (the request waits). */
-static size_t pick(struct gw_conn *c, up_pool *pool)
-{
-    struct up_pick pk;
-
-    pick_of(c, &pk);
-    return gw_plim_pick(c->plim, pool, c->w->id, &pk);
-}
-
-/* The try starts on <server>: it takes a slot there, and counts in the
- * retry budget (as the retry admitted for it, or as a first try). Its wait
- * for a slot, if it waited, is over: should this try fail and its retry
- * wait again, that is a new wait with a deadline of its own. */
-static void try_start(struct gw_conn *c, size_t server)
-{
-    struct gw_plim *l = c->plim;
-
-    c->queue_deadline = 0;
-    if (!l)
-        return;
-    if (l->share) {
-        gw_plim_take(l, server);
-        c->slot = server + 1;
-    }
-    if (l->budget_on) {
-        if (!c->next_retry)
-            up_budget_start(&l->name->budget);
-        c->budget = c->next_retry ? 2 : 1;
-    }
-    c->next_retry = 0;
+    gw_proxy_fail(r, 502);
 }
 
 /* Sends the request head (and a buffered body) to <server>, on one of the
  * worker's idle connections to it, or on a new one (always when <fresh>).
  * 0; -1 when no connection could be started. */
-static int send_to(struct gw_conn *c, size_t server, int fresh)
+static int send_to(struct gw_req *r, size_t server, int fresh)
 {
-    struct adm_snapshot *s = c->snap;
-    const struct h1_request *rq = &c->rp.req;
-    up_pool *pool = s->pools[c->sr->upstream];
+    struct adm_snapshot *s = r->snap;
+    const struct h1_request *rq = &r->rp->req;
+    up_pool *pool = s->pools[r->sr->upstream];
     const struct adm_config *cfg = s->cfg;
     struct gw_upconn *u;
     struct gw_forward f;
     struct gw_obuf ob;
     char subject[512], sha256[65];
 
-    try_start(c, server);
-    u = fresh ? NULL : gw_upconn_take(c->w, pool, server);
+    gw_try_start(r, server);
+    u = fresh ? NULL : gw_upconn_take(r->c->w, pool, server);
     if (!u) {
-        u = gw_upconn_connect(c->w, s, c->sr->upstream, server);
+        u = gw_upconn_connect(r->c->w, s, r->sr->upstream, server);
         if (!u)
             return -1;
         /* the pool's, which falls back to timeouts.upstream_connect_ms */
-        gw_tmo_set(&u->tmo, c->sr->timeout_ms, cfg->upstreams[c->sr->upstream].connect_timeout_ms);
+        gw_tmo_set(&u->tmo, r->sr->timeout_ms, cfg->upstreams[r->sr->upstream].connect_timeout_ms);
     } else {
-        gw_tmo_set(&u->tmo, c->sr->timeout_ms, c->sr->timeout_ms);
+        gw_tmo_set(&u->tmo, r->sr->timeout_ms, r->sr->timeout_ms);
     }
     gw_io_setcb(&u->io, up_read_cb, up_write_cb, up_event_cb, u);
-    up_count_request(pool, c->w->id, server);
-    gw_upconn_lend(u, c);
+    up_count_request(pool, r->c->w->id, server);
+    gw_upconn_lend(u, r);
     u->resp.msg_done = 0;
     u->got_bytes = 0;
     u->raw = 1;
-    c->up = u;
-    c->upstream_addr = up_server_address(pool, server);
-    clock_gettime(CLOCK_MONOTONIC, &c->t_up);
+    r->up = u;
+    r->upstream_addr = up_server_address(pool, server);
+    clock_gettime(CLOCK_MONOTONIC, &r->t_up);
 
     f.rq = rq;
     f.snap = s;
-    f.sr = c->sr;
-    f.params = c->params;
-    f.nparams = c->nparams < c->params_cap ? c->nparams : c->params_cap;
-    f.peer = (const struct sockaddr *)&c->peer;
-    f.peer_ip = c->peer_ip;
-    f.client_ip = gw_client_ip_config(c) ? gw_client_ip_text(c, &f.client_ip_len) : NULL;
-    f.upstream_addr = c->upstream_addr;
-    f.client_id = gw_forward_client_id(rq, sizeof(c->reqid));
+    f.sr = r->sr;
+    f.params = r->params;
+    f.nparams = r->nparams < r->params_cap ? r->nparams : r->params_cap;
+    f.peer = (const struct sockaddr *)&r->c->peer;
+    f.peer_ip = r->c->peer_ip;
+    f.client_ip = gw_client_ip_config(r) ? gw_client_ip_text(r, &f.client_ip_len) : NULL;
+    f.upstream_addr = r->upstream_addr;
+    f.client_id = gw_forward_client_id(rq, sizeof(r->reqid));
     if (f.client_id) {
-        c->reqid_len = f.client_id->value.len;
-        memcpy(c->reqid, f.client_id->value.ptr, c->reqid_len);
-    } else if (!c->reqid_len) {
-        gw_conn_make_reqid(c);
+        r->reqid_len = f.client_id->value.len;
+        memcpy(r->reqid, f.client_id->value.ptr, r->reqid_len);
+    } else if (!r->reqid_len) {
+        gw_req_make_reqid(r);
     }
-    f.reqid = c->reqid;
-    f.reqid_len = c->reqid_len;
-    f.tls = gw_io_is_tls(&c->io);
-    f.buffered = c->body != NULL;
-    f.buffered_len = c->body ? evbuffer_get_length(c->body) : 0;
+    f.reqid = r->reqid;
+    f.reqid_len = r->reqid_len;
+    f.tls = gw_io_is_tls(&r->c->io);
+    f.buffered = r->body != NULL;
+    f.buffered_len = r->body ? evbuffer_get_length(r->body) : 0;
     f.client_subject = f.client_sha256 = NULL;
-    if (gw_tls_client_cert(&c->io, subject, sizeof(subject), sha256)) {
+    if (gw_tls_client_cert(&r->c->io, subject, sizeof(subject), sha256)) {
         f.client_subject = subject;
         f.client_sha256 = sha256;
     }
@@ -971,14 +737,14 @@ static int send_to(struct gw_conn *c, size_t server, int fresh)
      * one, the head waits in the output until the body bytes already here
      * have passed the parser, so a request refused for its framing puts no
      * byte on the upstream. */
-    if (no_body(rq))
+    if (gw_try_no_body(rq))
         gw_ob_init_io(&ob, &u->io);
     else
         gw_ob_init(&ob, u->io.out);
     gw_forward_head(&f, &ob);
     gw_ob_flush(&ob);
-    if (c->body) /* shared, not copied: a retry sends it again */
-        evbuffer_add_buffer_reference(u->io.out, c->body);
+    if (r->body) /* shared, not copied: a retry sends it again */
+        evbuffer_add_buffer_reference(u->io.out, r->body);
     if (!u->reused)            /* a parked connection reads already */
         gw_io_read(&u->io, 1); /* from the moment it is connected */
     return 0;
@@ -987,45 +753,34 @@ static int send_to(struct gw_conn *c, size_t server, int fresh)
 /* The request's first try goes to a server; then its body follows (after
  * a 100 Continue when the client waits for one and its body streams).
  * Without a server usable it is answered, without a slot it waits. */
-static void go_upstream(struct gw_conn *c)
+static void go_upstream(struct gw_req *r)
 {
-    size_t s = pick(c, c->snap->pools[c->sr->upstream]);
+    size_t s = gw_try_pick(r);
 
     if (s == GW_PICK_FULL) {
-        wait_for_slot(c);
+        wait_for_slot(r);
         return;
     }
     if (s == UP_NONE) {
-        fail_none_left(c);
+        fail_none_left(r);
         return;
     }
-    if (send_to(c, s, 0) < 0) {
-        up_log(GW_LOG_ERROR, c, NULL, "cannot open a connection: %s", strerror(errno));
-        gw_proxy_fail(c, 502);
+    if (send_to(r, s, 0) < 0) {
+        gw_up_log(GW_LOG_ERROR, r, NULL, "cannot open a connection: %s", strerror(errno));
+        gw_proxy_fail(r, 502);
         return;
     }
-    send_continue(c);
-    gw_proxy_body_up(c);
+    send_continue(r);
+    gw_proxy_body_up(r);
 }
 
-/* Every usable server is at its max_connections: <c> waits in the worker's
- * queue for the pool, or is answered 503 at once when that is full. A
- * request queued again before it got a slot (woken, it found none it may
- * use) keeps the deadline of its first wait: queue_timeout_ms bounds its
- * whole wait for a slot. */
-static void wait_for_slot(struct gw_conn *c)
+/* Every usable server is at its max_connections: <r> waits in the
+ * worker's queue for the pool, or is answered 503 at once when that is
+ * full. */
+static void wait_for_slot(struct gw_req *r)
 {
-    struct gw_plim *l = c->plim;
-
-    if (!c->queue_deadline)
-        c->queue_deadline = (uint64_t)gw_now_ms() + l->queue_timeout_ms;
-    if (!l->queue || up_queue_push(l->queue, c, c->queue_deadline) < 0) {
-        up_pool_count(l->pool, c->w->id, UP_PC_QUEUE_OVERFLOWS, 1);
-        fail_busy(c);
-        return;
-    }
-    c->queued = 1;
-    up_pool_count(l->pool, c->w->id, UP_PC_QUEUED, 1);
+    if (gw_try_wait(r) < 0)
+        fail_busy(r);
 }
 
 /* The worker's wake event: slots freed while requests wait. Each pool's
@@ -1045,12 +800,10 @@ static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
     for (struct gw_plim *l = w->plims; l; l = l->next) {
         unsigned n = l->queue ? up_queue_len(l->queue) : 0;
 
-        while (n-- && up_queue_len(l->queue) && gw_plim_any(l)) {
-            struct gw_conn *c = up_queue_pop(l->queue);
-            c->queued = 0;
-            up_pool_count(l->pool, w->id, UP_PC_QUEUED, -1);
-            go_upstream(c);
-        }
+        struct gw_req *r;
+
+        while (n-- && gw_plim_any(l) && (r = gw_try_dequeue(l)))
+            go_upstream(r);
     }
 }
 
@@ -1065,13 +818,9 @@ void gw_proxy_sweep(struct gw_worker *w)
     int wake = 0;
 
     for (struct gw_plim *l = w->plims; l; l = l->next) {
-        struct gw_conn *c;
-        while (l->queue && (c = up_queue_expired(l->queue, now))) {
-            c->queued = 0;
-            up_pool_count(l->pool, w->id, UP_PC_QUEUED, -1);
-            up_pool_count(l->pool, w->id, UP_PC_QUEUE_TIMEOUTS, 1);
-            fail_busy(c);
-        }
+        struct gw_req *r;
+        while ((r = gw_try_expired(l, now)))
+            fail_busy(r);
         if (l->queue && up_queue_len(l->queue) && gw_plim_any(l))
             wake = 1;
     }
@@ -1083,81 +832,81 @@ void gw_proxy_sweep(struct gw_worker *w)
 /* request_buffering: decoded body bytes are kept whole. */
 static int buffer_cb(void *ctx, const char *data, size_t len)
 {
-    struct gw_conn *c = ctx;
+    struct gw_req *r = ctx;
 
-    return evbuffer_add(c->body, data, len);
+    return evbuffer_add(r->body, data, len);
 }
 
-/* Reads the body into c->body until it is whole (then it goes upstream),
+/* Reads the body into r->body until it is whole (then it goes upstream),
  * answering 413 past max_buffered_body_bytes. */
-static void buffer_body(struct gw_conn *c)
+static void buffer_body(struct gw_req *r)
 {
     int rc;
 
     do {
-        if ((rc = feed_body(c, buffer_cb)) == FEED_FAILED)
+        if ((rc = r->codec->body_feed(r, buffer_cb, r)) == GW_FEED_FAILED)
             return;
-        if (evbuffer_get_length(c->body) > c->sr->max_buffered_body_bytes) {
-            gw_proxy_fail(c, 413);
+        if (evbuffer_get_length(r->body) > r->sr->max_buffered_body_bytes) {
+            gw_proxy_fail(r, 413);
             return;
         }
-    } while (rc == FEED_MORE);
-    if (rc == FEED_DONE)
-        go_upstream(c);
+    } while (rc == GW_FEED_MORE);
+    if (rc == GW_FEED_DONE)
+        go_upstream(r);
 }
 
 /* request_buffering on the route and a body: it is read whole first (413
  * at once when its Content-Length is over the limit). */
-static int buffer_start(struct gw_conn *c)
+static int buffer_start(struct gw_req *r)
 {
-    const struct h1_request *rq = &c->rp.req;
+    const struct h1_request *rq = &r->rp->req;
 
-    if (!c->sr->request_buffering || c->body_done || no_body(rq))
+    if (!r->sr->request_buffering || r->body_done || gw_try_no_body(rq))
         return 0;
-    if (rq->body_kind == H1_BODY_LENGTH && rq->content_length > c->sr->max_buffered_body_bytes) {
-        gw_proxy_fail(c, 413);
+    if (rq->body_kind == H1_BODY_LENGTH && rq->content_length > r->sr->max_buffered_body_bytes) {
+        gw_proxy_fail(r, 413);
         return 1;
     }
-    if (!(c->body = evbuffer_new())) {
-        gw_proxy_fail(c, 503);
+    if (!(r->body = evbuffer_new())) {
+        gw_proxy_fail(r, 503);
         return 1;
     }
-    send_continue(c);
-    buffer_body(c);
+    send_continue(r);
+    buffer_body(r);
     return 1;
 }
 
-void gw_proxy_start(struct gw_conn *c)
+void gw_proxy_start(struct gw_req *r)
 {
-    const struct adm_upstream *def = &c->snap->cfg->upstreams[c->sr->upstream];
+    const struct adm_upstream *def = &r->snap->cfg->upstreams[r->sr->upstream];
 
-    gw_conn_set_state(c, GW_CONN_PROXY);
-    c->interim = 0;
+    gw_req_phase(r, GW_REQ_PROXY);
+    r->interim = 0;
     if ((def->retries || def->max_connections) &&
-        !(c->plim = gw_plim_get(c->w, c->snap->pools[c->sr->upstream], def, dispatch_cb))) {
-        gw_proxy_fail(c, 503); /* out of memory */
+        !(r->plim = gw_plim_get(r->c->w, r->snap->pools[r->sr->upstream], def, dispatch_cb))) {
+        gw_proxy_fail(r, 503); /* out of memory */
         return;
     }
-    if (buffer_start(c))
+    if (buffer_start(r))
         return;
-    go_upstream(c);
+    go_upstream(r);
 }
 
 /* A tunnel's bytes are counted as they move: the access log's line (at
  * the close) and /metrics' bytes both ways take them. Each move, and each
- * output drained, is activity for timeouts.tunnel_idle_ms (c->tmo.idle). */
-static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)
+ * output drained, is activity for timeouts.tunnel_idle_ms (r->c->tmo.idle). */
+static void tunnel_move(struct gw_req *r, struct gw_io *from, struct gw_io *to)
 {
     size_t n = evbuffer_get_length(from->in);
 
-    if (from == &c->io) {
-        c->bytes_in += n;
-        gw_count(&c->w->ctr.bytes_in, n);
+    if (from == &r->c->io) {
+        r->bytes_in += n;
+        gw_count(&r->c->w->ctr.bytes_in, n);
     } else {
-        c->bytes_out += n;
-        gw_count(&c->w->ctr.bytes_out, n);
+        r->bytes_out += n;
+        gw_count(&r->c->w->ctr.bytes_out, n);
     }
-    c->tmo.last_rd = gw_now_ms();
+    r->c->tmo.last_rd = gw_now_ms();
     evbuffer_add_buffer(to->out, from->in);
     if (evbuffer_get_length(to->out) > GW_HWM)
         gw_io_read(from, 0);
@@ -1166,79 +915,79 @@ static void tunnel_move(struct gw_conn *c, struct gw_io *from, struct gw_io *to)
 static void tunnel_up_read(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
-    tunnel_move(u->c, io, &u->c->io);
+    tunnel_move(u->r, io, &u->r->c->io);
 }
 
 static void tunnel_up_write(struct gw_io *io, void *arg)
 {
     struct gw_upconn *u = arg;
     (void)io;
-    u->c->tmo.last_rd = gw_now_ms();
-    gw_io_read(&u->c->io, 1);
+    u->r->c->tmo.last_rd = gw_now_ms();
+    gw_io_read(&u->r->c->io, 1);
 }
 
 static void tunnel_up_event(struct gw_io *io, short what, void *arg)
 {
     struct gw_upconn *u = arg;
-    struct gw_conn *c = u->c;
+    struct gw_req *r = u->r;
 
     (void)io;
     (void)what;
     /* the upstream side ended: flush what the client still has to get,
      * as long as that flush goes on (no tunnel_idle_ms without progress) */
-    gw_proxy_detach(c);
-    gw_conn_set_state(c, GW_CONN_CLOSING);
-    gw_tmo_set(&c->tmo, 0, c->tmo.idle);
-    if (evbuffer_get_length(c->io.out) == 0)
-        gw_conn_free(c);
+    gw_proxy_detach(r);
+    gw_conn_set_state(r->c, GW_CONN_CLOSING);
+    gw_tmo_set(&r->c->tmo, 0, r->c->tmo.idle);
+    if (evbuffer_get_length(r->c->io.out) == 0)
+        gw_conn_free(r->c);
 }
 
 /* After the 101: the request is counted (its line waits for the close),
  * the snapshot released, both sockets keep alive (GW_KEEPALIVE_*), and
  * the tunnel closes when no byte went either way for the snapshot's
  * timeouts.tunnel_idle_ms: a tunnel takes the value it started with. */
-static void tunnel_start(struct gw_conn *c)
+static void tunnel_start(struct gw_req *r)
 {
-    struct gw_upconn *u = c->up;
-    unsigned idle_ms = c->snap->cfg->timeouts.tunnel_idle_ms;
+    struct gw_upconn *u = r->up;
+    unsigned idle_ms = r->snap->cfg->timeouts.tunnel_idle_ms;
 
-    gw_conn_set_state(c, GW_CONN_TUNNEL);
+    gw_conn_set_state(r->c, GW_CONN_TUNNEL);
     gw_upconn_set_state(u, GW_UP_TUNNEL);
-    gw_conn_account_tunnel(c);
-    gw_conn_unpin(c);        /* a tunnel needs no snapshot: swaps go on freely */
-    c->sr = NULL;            /* nor its route, which the snapshot held */
-    c->upstream_addr = NULL; /* nor the pool's server name: the log took its copy */
-    gw_conn_keepalive(c->io.fd);
+    gw_req_account_tunnel(r);
+    gw_req_unpin(r);         /* a tunnel needs no snapshot: swaps go on freely */
+    r->sr = NULL;            /* nor its route, which the snapshot held */
+    r->upstream_addr = NULL; /* nor the pool's server name: the log took its copy */
+    gw_conn_keepalive(r->c->io.fd);
     gw_conn_keepalive(u->io.fd);
     gw_io_setcb(&u->io, tunnel_up_read, tunnel_up_write, tunnel_up_event, u);
     gw_tmo_set(&u->tmo, 0, 0);
-    gw_tmo_set(&c->tmo, 0, 0);
-    c->tmo.idle = idle_ms;
+    gw_tmo_set(&r->c->tmo, 0, 0);
+    r->c->tmo.idle = idle_ms;
     /* bytes already read on either side go first */
-    tunnel_move(c, &u->io, &c->io);
-    tunnel_move(c, &c->io, &u->io);
+    tunnel_move(r, &u->io, &r->c->io);
+    tunnel_move(r, &r->c->io, &u->io);
     gw_io_read(&u->io, 1);
-    gw_io_read(&c->io, 1);
+    gw_io_read(&r->c->io, 1);
 }
 
-void gw_proxy_tunnel_up(struct gw_conn *c)
+void gw_proxy_tunnel_up(struct gw_req *r)
 {
-    if (c->up)
-        tunnel_move(c, &c->io, &c->up->io);
+    if (r->up)
+        tunnel_move(r, &r->c->io, &r->up->io);
 }
 
-void gw_proxy_drained(struct gw_conn *c)
+void gw_proxy_drained(struct gw_req *r)
 {
-    struct gw_upconn *u = c->up;
+    struct gw_upconn *u = r->up;
 
-    if (c->st == GW_CONN_TUNNEL) {
-        c->tmo.last_rd = gw_now_ms();
+    if (r->codec->http1 && r->c->st == GW_CONN_TUNNEL) {
+        r->c->tmo.last_rd = gw_now_ms();
         gw_io_read(&u->io, 1);
         return;
     }
     if (u->read_paused) {
         u->read_paused = 0;
         gw_io_read(&u->io, 1);
-        up_handle(c, u);
+        up_handle(r, u);
     }
 }

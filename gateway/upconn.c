@@ -64,9 +64,9 @@ static void request_end(struct gw_upconn *u)
     }
 }
 
-void gw_upconn_lend(struct gw_upconn *u, struct gw_conn *c)
+void gw_upconn_lend(struct gw_upconn *u, struct gw_req *r)
 {
-    u->c = c;
+    u->r = r;
     u->lent = 1;
     up_request_start(u->pool, u->w->id, u->server);
 }
@@ -89,8 +89,8 @@ void gw_upconn_free(struct gw_upconn *u)
     if (u->st == GW_UP_IDLE)
         up_idle_remove(u->pool, u->w->id, u->server, u);
     gw_upconn_session_keep(u);
-    if (u->c && u->c->up == u)
-        u->c->up = NULL;
+    if (u->r && u->r->up == u)
+        u->r->up = NULL;
     LIST_REMOVE(u, link);
     gw_io_close(&u->io);
     up_pool_release(u->pool);
@@ -207,45 +207,6 @@ fail:
     return NULL;
 }
 
-int gw_upconn_idempotent(const struct h1_request *rq)
-{
-    switch (rq->method_id) {
-    case HTTP_GET:
-    case HTTP_HEAD:
-    case HTTP_PUT:
-    case HTTP_DELETE:
-    case HTTP_OPTIONS:
-    case HTTP_TRACE:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_request *rq,
-                        int retried)
-{
-    return u->st == GW_UP_WAITING && !u->got_bytes && u->reused && !retried &&
-           (what & (GW_IO_EOF | GW_IO_ERR)) && gw_upconn_idempotent(rq) &&
-           rq->body_kind == H1_BODY_NONE;
-}
-
-int gw_upconn_reached(const struct gw_upconn *u)
-{
-    return u->io.established;
-}
-
-int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq,
-                              int resendable)
-{
-    if (!resendable)
-        return 0;
-    if (u->st == GW_UP_CONNECTING) /* nothing reached a server */
-        return (what & (GW_IO_EOF | GW_IO_ERR | GW_IO_TIMEOUT)) != 0;
-    return u->st == GW_UP_WAITING && !u->got_bytes && (what & (GW_IO_EOF | GW_IO_ERR)) &&
-           gw_upconn_idempotent(rq);
-}
-
 /* 1 when idle <u> still belongs to a pool of snapshot <s>: its own, or the
  * changed pool of the same name that took over its server's state (then
  * <u> moves to that pool now). */
@@ -331,9 +292,9 @@ struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t serv
 void gw_upconn_release(struct gw_upconn *u, int reuse, unsigned idle_ms)
 {
     request_end(u);
-    if (u->c && u->c->up == u)
-        u->c->up = NULL;
-    u->c = NULL;
+    if (u->r && u->r->up == u)
+        u->r->up = NULL;
+    u->r = NULL;
     if (reuse && u->st == GW_UP_BODY && up_idle_put(u->pool, u->w->id, u->server, u) == 0) {
         /* parked as it is (reading on, timeouts unchanged, so parking
          * re-arms nothing); the worker's tick closes it after the idle

@@ -29,7 +29,7 @@ struct gw_upconn {
     size_t server;
     SSL_CTX *tls; /* a TLS upstream's client context (its snapshot's), NULL: plain */
     enum gw_upconn_state st;
-    struct gw_conn *c;   /* the client served; NULL while idle */
+    struct gw_req *r;    /* the request served; NULL while idle */
     struct h1_resp resp; /* the response parser: status, fields, msg_done */
     int reused, got_bytes, raw, keep, read_paused;
     int lent; /* a request started on it (up_request_start) and has not ended */
@@ -53,7 +53,7 @@ void gw_upconn_session_forget(struct gw_upconn *u);
 /* Lends <u> to client <c>'s request: the request starts on <u>'s server
  * (up_request_start); it ends (up_request_end) when <u> is released or
  * freed, whatever ended it. */
-void gw_upconn_lend(struct gw_upconn *u, struct gw_conn *c);
+void gw_upconn_lend(struct gw_upconn *u, struct gw_req *r);
 /* A parked connection to <server> of <pool>, now GW_UP_WAITING, or NULL.
  * One parked through another pool that shares the server's state (the pool
  * <pool> took over from in a swap) now holds <pool>. */
@@ -63,25 +63,4 @@ struct gw_upconn *gw_upconn_take(struct gw_worker *w, up_pool *pool, size_t serv
 void gw_upconn_release(struct gw_upconn *u, int reuse, unsigned idle_ms);
 /* Detaches <u> from its client and frees it; gw_upconn_free(NULL) is a no-op. */
 void gw_upconn_free(struct gw_upconn *u);
-/* Whether the request of <u>'s client, which <u> failed with <what> before
- * any byte of an answer, goes once more on a fresh connection to the same
- * server: <u> was pooled (the server closed it while idle), the request is
- * idempotent and has no body, and it was not retried yet. */
-int gw_upconn_retryable(const struct gw_upconn *u, short what, const struct h1_request *rq,
-                        int retried);
-/* Whether the try on <u> reached a server: 0 while its TCP connect had not
- * completed (refused, unreachable, timed out), when no byte of the request
- * (nor a TLS handshake) cost any server anything. */
-int gw_upconn_reached(const struct gw_upconn *u);
-/* Whether the request of <u>'s client, which <u> failed with <what>, may go
- * to another server (upstreams.NAME.retries): no server answered it (a
- * connect failure or timeout, or a reset or close before any response
- * byte), it can be sent again whole (<resendable>: it has no body, or its
- * body was buffered), and when its head may have reached the server, it is
- * idempotent. */
-int gw_upconn_retry_elsewhere(const struct gw_upconn *u, short what, const struct h1_request *rq,
-                              int resendable);
-/* Whether <rq>'s method is idempotent (RFC 9110 9.2.2): safe to send twice. */
-int gw_upconn_idempotent(const struct h1_request *rq);
-
 #endif

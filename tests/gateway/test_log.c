@@ -178,8 +178,8 @@ static size_t plain_combined(char *out, size_t cap, const struct gw_log_rec *r)
     n = plain_esc_combined(out, n, r->method ? r->method : "", r->method ? r->method_len : 0);
     out[n++] = ' ';
     n = plain_esc_combined(out, n, r->target ? r->target : "", r->target ? r->target_len : 0);
-    n += (size_t)snprintf(out + n, cap - n, " HTTP/1.%u\" %d %llu \"", r->version_minor, r->status,
-                          (unsigned long long)r->body_bytes);
+    n += (size_t)snprintf(out + n, cap - n, " %s\" %d %llu \"", r->proto ? r->proto : "HTTP/1.1",
+                          r->status, (unsigned long long)r->body_bytes);
     if (r->referer)
         n = plain_esc_combined(out, n, r->referer, r->referer_len);
     else
@@ -378,7 +378,7 @@ static void random_records(int combined)
         r.reqid = reqid;
         if (rnd() % 20 == 0)
             r.reqid_len = 0;
-        r.version_minor = (unsigned)(rnd() % 2);
+        r.proto = rnd() % 2 ? "HTTP/1.1" : (rnd() % 2 ? "HTTP/1.0" : "HTTP/2.0");
         if (rnd() % 2) {
             r.referer_len = rnd_bytes(ref, sizeof(ref), any);
             r.referer = ref;
@@ -482,7 +482,7 @@ START_TEST(combined_user_and_body)
     r.method_len = 3;
     r.target = "/a";
     r.target_len = 2;
-    r.version_minor = 1;
+    r.proto = "HTTP/1.1";
     r.status = 200;
     r.bytes_out = 180;
     r.body_bytes = 12;

@@ -30,18 +30,19 @@ static void run(uint32_t prefix, unsigned id, uint64_t start, unsigned n)
     w.id = id;
     w.reqid_prefix = prefix;
     c.w = &w;
+    c.req.c = &c;
     if (start > 0) {
         /* the first id builds the worker's template; then jump to <start> */
-        gw_conn_make_reqid(&c);
+        gw_req_make_reqid(&c.req);
         oracle(prefix, id, start, want);
         memcpy(w.reqid_last, want, 24);
     }
     for (uint64_t seq = start + 1; seq <= start + n; seq++) {
-        gw_conn_make_reqid(&c);
+        gw_req_make_reqid(&c.req);
         oracle(prefix, id, seq, want);
-        ck_assert_uint_eq(c.reqid_len, 24);
-        ck_assert_msg(memcmp(c.reqid, want, 24) == 0, "seq %llu: %.24s, want %s",
-                      (unsigned long long)seq, c.reqid, want);
+        ck_assert_uint_eq(c.req.reqid_len, 24);
+        ck_assert_msg(memcmp(c.req.reqid, want, 24) == 0, "seq %llu: %.24s, want %s",
+                      (unsigned long long)seq, c.req.reqid, want);
     }
 }
 

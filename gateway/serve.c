@@ -1,0 +1,106 @@
+/*
+ * serve.c - the one request entry both codecs call: a request whose head
+ * is whole is pinned to the current snapshot, decided on (the
+ * connection's own checks, then the route), and proxied or answered here;
+ * and the request's ends that reach into the proxy (a drained output, a
+ * cancel).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "gateway/gateway.h"
+
+#include <stdlib.h>
+
+#include "gateway/conn.h"
+#include "gateway/forward.h"
+#include "gateway/local.h"
+#include "gateway/proxy.h"
+
+/* What the connection decides before the route does: a redirect_https
+ * listener sends every request to https; on a listener that verifies
+ * clients, a request must be for a name of the certificate its handshake
+ * picked, since another one would skip that name's client check (421, RFC
+ * 9110 15.5.20; nginx's CVE-2025-23419). GW_V_UPSTREAM: neither. */
+static enum gw_verdict conn_verdict(struct gw_req *r)
+{
+    struct gw_conn *c = r->c;
+    const struct h1_request *rq = &r->rp->req;
+    const struct adm_listener *al = gw_conn_listener(c);
+    const struct adm_tls_ctx *t = gw_tls_ctx(&c->io);
+
+    if (al && al->redirect_https && !gw_io_is_tls(&c->io))
+        return GW_V_HTTPS;
+    if (t && adm_tls_ctx_client_auth(t) && rq->host_name.ptr &&
+        adm_tls_ctx_group(t, rq->host_name.ptr, rq->host_name.len) != gw_tls_group(&c->io))
+        return GW_V_MISDIRECTED;
+    return GW_V_UPSTREAM;
+}
+
+void gw_req_start(struct gw_req *r)
+{
+    struct gw_worker *w = r->c->w;
+    const struct h1_request *rq = &r->rp->req;
+    struct rt_match m;
+    enum gw_verdict v;
+    struct adm_snapshot *s;
+    size_t need;
+
+    r->snap = s = adm_swap_pin(&w->proc->swap, w->id);
+    r->phase = GW_REQ_HEAD;
+    r->sr = NULL;
+    r->up = NULL;
+    r->body_done = rq->body_kind == H1_BODY_NONE;
+    r->resp_started = 0;
+    r->body_fed = 0;
+    r->body_paused = 0;
+    r->continued = 0;
+    r->retried = 0;
+    r->tries = 0;
+    r->tried.n = 0;
+    r->keep = rq->keep_alive;
+    r->http10 = rq->version_minor == 0;
+    r->is_head = rq->method_id == HTTP_HEAD;
+    r->status = 0;
+    r->reqid_len = 0;
+    r->up_ms = -1;
+
+    need = rt_table_max_params(s->rt);
+    if (need > r->params_cap) {
+        struct rt_param *p = realloc(r->params, need * sizeof(*p));
+        if (p) {
+            r->params = p;
+            r->params_cap = need;
+        }
+    }
+    v = conn_verdict(r);
+    if (v == GW_V_UPSTREAM) /* nothing to say about the connection itself */
+        v = gw_forward_decide(r->rp, s, w->rtctx, r->params, r->params_cap, &m, &r->sr);
+    r->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM || v == GW_V_HTTPS ||
+                         v == GW_V_MISDIRECTED || v == GW_V_BAD_PATH
+                     ? 0
+                     : m.nparams;
+    if (v != GW_V_UPSTREAM && rq->expect_continue && !r->body_done)
+        r->keep = 0; /* no 100 Continue from us: the body may come or not, so the
+                      * answer says the connection closes (RFC 9110 10.1.1) */
+    if (v == GW_V_UPSTREAM)
+        gw_proxy_start(r);
+    else
+        gw_local_answer(r, v, &m);
+}
+
+void gw_req_drained(struct gw_req *r)
+{
+    if (r->up)
+        gw_proxy_drained(r);
+}
+
+void gw_req_cancel(struct gw_req *r)
+{
+    gw_proxy_detach(r);
+    if (r->snap) {
+        r->status = r->status ? r->status : 499;
+        gw_req_account(r);
+        gw_req_unpin(r);
+    }
+    r->sr = NULL;
+    r->upstream_addr = NULL;
+}
