@@ -4,18 +4,23 @@
  * buffer every answer is written through.
  *
  * The data plane is a one-way stack of files:
- *   http1.c     reads, parses, decides and dispatches each request
+ *   http1.c     the HTTP/1.1 codec: reads, parses, hands each request on
+ *   serve.c     the one request entry (gw_req_start): decide, then proxy or answer
  *   proxy.c     streams a request upstream and its response back
  *   local.c     answers a request here
+ *   tunnel.c    bytes both ways after a 101
+ *   try.c       the try machine: pick, slot, budget, queue, next server
  *   forward.c   where a request goes, and its upstream head (pure)
  *   hashkey.c   the key a hash-balanced pool hashes (pure)
  *   upconn.c    upstream connections
+ *   req.c       a request's own bookkeeping: id, log, counters, its end
  *   conn.c      the client connection object
  *   clientip.c  its client address, by client_ip (for log, forward, hash)
  *   log.c io.c  the access log; the transport
  * A file calls only files below it. Where a lower one must wake a higher
  * one, it calls through a callback the higher one registered: the io's
- * callbacks (set by http1.c and proxy.c), the worker's conn_freed.
+ * callbacks (set by http1.c, proxy.c and tunnel.c), a request's codec
+ * (struct gw_codec, req.h), the worker's conn_freed.
  */
 #ifndef SY_GATEWAY_CONN_H
 #define SY_GATEWAY_CONN_H

@@ -19,6 +19,7 @@
 #include "gateway/forward.h"
 #include "gateway/local.h"
 #include "gateway/proxy.h"
+#include "gateway/tunnel.h"
 #include "admin/http1/status.h"
 
 /* Detaches the upstream connection, if any, then frees <c>. */
@@ -271,7 +272,7 @@ static void conn_read_cb(struct gw_io *io, void *arg)
             gw_proxy_body_up(&c->req);
         break;
     case GW_CONN_TUNNEL:
-        gw_proxy_tunnel_up(&c->req);
+        gw_tunnel_up(&c->req);
         break;
     case GW_CONN_CLOSING:
         evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));

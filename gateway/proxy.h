@@ -23,7 +23,5 @@ void gw_proxy_drained(struct gw_req *r);
 void gw_proxy_fail(struct gw_req *r, int status);
 /* Frees <c>'s upstream connection, if any. */
 void gw_proxy_detach(struct gw_req *r);
-/* A tunnel's bytes from the client up, with backpressure. */
-void gw_proxy_tunnel_up(struct gw_req *r);
 
 #endif
