@@ -695,15 +695,9 @@ class Closed(Exception):
     response = None
 
 
-class Client:
-    """A blocking HTTP/1.1 client over one TCP connection."""
-
-    def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, sock=None):
-        self.port = port
-        self.sock = sock or socket.create_connection((host, port), timeout=timeout)
-        self.sock.settimeout(timeout)
-        self.buf = bytearray()
-        self.eof = False
+class SocketOwner:
+    """A client of one socket, self.sock: close() (never raises) and a
+    context manager that closes it."""
 
     def close(self):
         try:
@@ -716,6 +710,17 @@ class Client:
 
     def __exit__(self, *a):
         self.close()
+
+
+class Client(SocketOwner):
+    """A blocking HTTP/1.1 client over one TCP connection."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, sock=None):
+        self.port = port
+        self.sock = sock or socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.buf = bytearray()
+        self.eof = False
 
     def local_port(self):
         return self.sock.getsockname()[1]
