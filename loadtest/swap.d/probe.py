@@ -120,8 +120,9 @@ class Conn:
         self.last_body = None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(doc, tls=True):
+    """The command line of a probe (probe.py, probe_h2.py)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--requests", required=True)
     ap.add_argument("--duration", type=float, required=True)
@@ -129,10 +130,31 @@ def main():
     ap.add_argument("--interval-ms", type=float, default=50)
     ap.add_argument("--swap-path", default="/__swap")
     ap.add_argument("--timeout", type=float, default=5)
-    ap.add_argument("--tls", action="store_true")
+    if tls:
+        ap.add_argument("--tls", action="store_true")
     ap.add_argument("--out")
-    a = ap.parse_args()
+    return ap.parse_args()
 
+
+def report(cnt, conns, bodies, events, out):
+    """The probe's JSON result on stdout (and in <out>)."""
+    res = {k: cnt.get(k, 0) for k in (
+        "requests", "ok", "non2xx", "lost", "connect_errors", "connects", "closed_graceful",
+        "closed_idle", "closed_inflight", "swap_flips", "unexpected_bytes")}
+    res["closed"] = res["closed_graceful"] + res["closed_idle"] + res["closed_inflight"]
+    res["failed"] = res["non2xx"] + res["lost"] + res["connect_errors"] + res["unexpected_bytes"]
+    res["conns"] = conns
+    res["swap_bodies"] = dict(bodies)
+    res["events"] = events
+    text = json.dumps(res)
+    print(text)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def main():
+    a = arguments(__doc__)
     reqs = load(a.requests, a.port)
     swap_req = fmt("GET", a.swap_path, a.port)
     interval = a.interval_ms / 1000.0
@@ -331,19 +353,7 @@ def main():
 
     for c in conns:
         drop(c)
-    res = {k: cnt.get(k, 0) for k in (
-        "requests", "ok", "non2xx", "lost", "connect_errors", "connects", "closed_graceful",
-        "closed_idle", "closed_inflight", "swap_flips", "unexpected_bytes")}
-    res["closed"] = res["closed_graceful"] + res["closed_idle"] + res["closed_inflight"]
-    res["failed"] = res["non2xx"] + res["lost"] + res["connect_errors"] + res["unexpected_bytes"]
-    res["conns"] = a.c
-    res["swap_bodies"] = dict(bodies)
-    res["events"] = events
-    text = json.dumps(res)
-    print(text)
-    if a.out:
-        with open(a.out, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+    report(cnt, a.c, bodies, events, a.out)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,10 @@ live; the probe asks <swap-path> to see which one is.
                                          `location = <swap-path>`
   haproxy-a.cfg, haproxy-b.cfg           + one `http-request return` rule
 
+--h2c (loadtest/swap PROTO=h2): the listener serves HTTP/2 by prior
+knowledge: Switchyard's gets "protocols": ["h1", "h2c"], nginx's `listen
+... http2`, HAProxy's bind `proto h2`.
+
 gen.py's own files are left as they are. Standard library only.
 """
 import argparse
@@ -30,8 +34,10 @@ def sub_once(text, old, new, what):
     return text.replace(old, new)
 
 
-def switchyard(doc, swap_path, body, state_dir):
+def switchyard(doc, swap_path, body, state_dir, h2c=False):
     doc = json.loads(json.dumps(doc))
+    if h2c:
+        doc["listeners"][0]["protocols"] = ["h1", "h2c"]
     doc["routes"].append({
         "id": "swap",
         "methods": ["GET"],
@@ -43,8 +49,13 @@ def switchyard(doc, swap_path, body, state_dir):
     return json.dumps(doc, indent=1) + "\n"
 
 
-def nginx(text, swap_path, body):
+def nginx(text, swap_path, body, h2c=False):
     text = sub_once(text, "master_process off;", "master_process on;", "nginx.conf")
+    if h2c:
+        lines = [l for l in text.splitlines() if l.strip().startswith("listen ")]
+        if len(lines) != 1:
+            sys.exit("variants.py: expected exactly one listen line in nginx.conf")
+        text = text.replace(lines[0], lines[0].replace(";", " http2;"))
     text = sub_once(text, " warn;\n", " notice;\n", "nginx.conf")
     esc = body.replace("\n", "\\n")
     loc = (f"        location = {swap_path} {{\n"
@@ -55,13 +66,15 @@ def nginx(text, swap_path, body):
                     loc + "        location / { return 404; }\n", "nginx.conf")
 
 
-def haproxy(text, swap_path, body):
+def haproxy(text, swap_path, body, h2c=False):
     # Right after the bind line, ahead of the use_backend rules (HAProxy
     # evaluates http-request rules first anyway; this keeps it quiet).
     lines = text.splitlines(keepends=True)
     idx = [i for i, l in enumerate(lines) if l.startswith("    bind ")]
     if len(idx) != 1:
         sys.exit("variants.py: expected exactly one bind line in haproxy.cfg")
+    if h2c:
+        lines[idx[0]] = lines[idx[0]].rstrip("\n") + " proto h2\n"
     word = body.strip()
     rule = (f"    http-request return status 200 content-type text/plain "
             f'string "{word}" if METH_GET {{ path {swap_path} }}\n')
@@ -75,6 +88,8 @@ def main():
     ap.add_argument("--swap-path", default="/__swap")
     ap.add_argument("--state-dir", default="",
                     help="set admin.state_dir in the switchyard variants")
+    ap.add_argument("--h2c", action="store_true",
+                    help="listeners that serve HTTP/2 by prior knowledge")
     a = ap.parse_args()
     d = a.dir
     with open(f"{d}/switchyard.json", encoding="utf-8") as f:
@@ -86,11 +101,11 @@ def main():
     for v in ("a", "b"):
         body = f"{v}\n"
         with open(f"{d}/switchyard-{v}.json", "w", encoding="utf-8") as f:
-            f.write(switchyard(sy, a.swap_path, body, a.state_dir))
+            f.write(switchyard(sy, a.swap_path, body, a.state_dir, a.h2c))
         with open(f"{d}/nginx-{v}.conf", "w", encoding="utf-8") as f:
-            f.write(nginx(ng, a.swap_path, body))
+            f.write(nginx(ng, a.swap_path, body, a.h2c))
         with open(f"{d}/haproxy-{v}.cfg", "w", encoding="utf-8") as f:
-            f.write(haproxy(hp, a.swap_path, body))
+            f.write(haproxy(hp, a.swap_path, body, a.h2c))
     print(f"variants.py: a/b variants of switchyard, nginx and haproxy in {d}")
 
 
