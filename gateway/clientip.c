@@ -120,7 +120,7 @@ const struct adm_client_ip *gw_client_ip_config(struct gw_req *r)
 
     if (!r->snap)
         return NULL;
-    al = gw_conn_listener(r->c);
+    al = gw_conn_listener(r->c, r->snap);
     if (al && al->client_ip)
         return al->client_ip;
     return r->snap->cfg->client_ip;

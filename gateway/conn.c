@@ -391,16 +391,16 @@ size_t gw_conn_listener_index(const struct adm_config *cfg, const struct gw_list
     return i;
 }
 
-const struct adm_listener *gw_conn_listener(struct gw_conn *c)
+const struct adm_listener *gw_conn_listener(struct gw_conn *c, const struct adm_snapshot *s)
 {
-    const struct adm_config *cfg = c->req.snap->cfg;
+    const struct adm_config *cfg = s->cfg;
     size_t i;
 
-    if (!c->l || c->al_gen == c->req.snap->gen)
+    if (!c->l || c->al_gen == s->gen)
         return c->al;
     i = gw_conn_listener_index(cfg, c->l);
     c->al = i < cfg->nlisteners ? &cfg->listeners[i] : NULL;
-    c->al_gen = c->req.snap->gen;
+    c->al_gen = s->gen;
     return c->al;
 }
 
@@ -494,20 +494,14 @@ void gw_conn_free(struct gw_conn *c)
     struct gw_listener *l = c->l;
 
     assert(c->req.up == NULL);
-    /* a tunnel's line: its request's fields, its io and its clock still here */
-    if (c->req.log_later)
-        gw_log_access_kept(&c->req, gw_elapsed_ms(&c->req.t0));
+    gw_req_release(&c->req); /* before the io closes: a tunnel's line reads it */
     if (c->queue == GW_CONN_Q_PARKED)
         atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
     queue_move(c, GW_CONN_Q_NONE);
-    gw_req_unpin(&c->req);
     LIST_REMOVE(c, link);
     gw_io_close(&c->io);
     pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     h1_req_parser_free(&c->rp);
-    if (c->req.body) /* a buffered body at shutdown; proxy.c frees it otherwise */
-        evbuffer_free(c->req.body);
-    free(c->req.params);
     free(c);
     w->nconns--;
     atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);

@@ -251,10 +251,10 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, struct gw_listener *l, evutil_s
  * added it, else found by its address; cfg->nlisteners when the config
  * lost it (it is closing). */
 size_t gw_conn_listener_index(const struct adm_config *cfg, const struct gw_listener *l);
-/* The definition of <c>'s listener in its request's snapshot: the one with
+/* The definition of <c>'s listener in snapshot <s> (a request's): the one with
  * its address (nearly always at the index it was added at), looked up once
  * per snapshot. NULL when the config lost it. */
-const struct adm_listener *gw_conn_listener(struct gw_conn *c);
+const struct adm_listener *gw_conn_listener(struct gw_conn *c, const struct adm_snapshot *s);
 /* Closes and frees <c>; its upstream connection must be detached first.
  * Then the worker's conn_freed callback runs (admission). */
 void gw_conn_free(struct gw_conn *c);

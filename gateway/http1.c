@@ -52,10 +52,17 @@ static void h1_head_begin(struct gw_req *r, struct gw_obuf *o, int status,
 
 static void h1_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
 {
-    if (flags & GW_HEAD_UPGRADE)
-        gw_ob_lit(o, "Connection: upgrade\r\n");
-    else if (!(flags & GW_HEAD_INTERIM)) /* an interim head says nothing of the connection */
-        gw_conn_ob_connection(o, r->c);
+    /* an upgrade's Connection field came with its fields; an interim
+     * head says only a close the connection will see whatever the
+     * request asked (a drain, or its listener gone) */
+    struct gw_conn *c = r->c;
+
+    if (flags & GW_HEAD_INTERIM) {
+        if (!(flags & GW_HEAD_CONTINUE) && (c->w->draining || (c->l && c->l->closed)))
+            gw_ob_lit(o, "Connection: close\r\n");
+    } else if (!(flags & GW_HEAD_UPGRADE)) {
+        gw_conn_ob_connection(o, c);
+    }
     gw_ob_lit(o, "\r\n");
     if (flags & (GW_HEAD_INTERIM | GW_HEAD_NOBODY))
         gw_ob_flush(o);
@@ -151,7 +158,10 @@ static void h1_body_read(struct gw_req *r, int on)
 
 static void h1_phase(struct gw_req *r, enum gw_req_phase ph)
 {
-    if (ph == GW_REQ_PROXY)
+    if (ph == GW_REQ_HEAD && !r->body_done) { /* the pinned snapshot's body timeout */
+        const struct adm_config *cfg = r->snap->cfg;
+        gw_tmo_set(&r->c->tmo, cfg->timeouts.client_body_ms, cfg->timeouts.client_idle_ms);
+    } else if (ph == GW_REQ_PROXY)
         gw_conn_set_state(r->c, GW_CONN_PROXY);
     else if (ph == GW_REQ_LOCAL)
         gw_conn_set_state(r->c, GW_CONN_LOCAL);
@@ -241,10 +251,7 @@ static void conn_process(struct gw_conn *c)
             gw_local_error_close(&c->req, c->rp.status);
             return;
         }
-        if (c->rp.req.body_kind != H1_BODY_NONE) {
-            const struct adm_config *cfg = gw_conn_cfg(c);
-            gw_tmo_set(&c->tmo, cfg->timeouts.client_body_ms, cfg->timeouts.client_idle_ms);
-        }
+        c->read_paused = 0;
         gw_req_start(&c->req);
         if (c->st == GW_CONN_CLOSING)
             return; /* may already be freed: request_done frees at once */

@@ -423,7 +423,7 @@ void gw_local_answer(struct gw_req *r, enum gw_verdict v, const struct rt_match 
     case GW_V_INVALID:
         r->is_head = 0;
         r->http10 = 0;
-        gw_local_error_close(r, r->c->rp.status);
+        gw_local_error_close(r, r->rp->status);
         return;
     case GW_V_BAD_PATH: /* as a bad escape in the path is: 400, and close */
         gw_local_error_close(r, 400);

@@ -51,7 +51,7 @@ static void send_continue(struct gw_req *r)
     if (r->rp->req.expect_continue && !r->continued && !gw_try_no_body(&r->rp->req)) {
         struct gw_obuf ob;
         r->codec->head_begin(r, &ob, 100, NULL);
-        r->codec->head_end(r, &ob, GW_HEAD_INTERIM);
+        r->codec->head_end(r, &ob, GW_HEAD_INTERIM | GW_HEAD_CONTINUE);
         r->continued = 1;
     }
 }
@@ -229,8 +229,12 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
             }
         }
     }
+    static const struct h1_slice none = {"", 0};
+
+    /* the upstream's reason as it came, none when it sent none (NULL
+     * would have the codec write the standard one: our own heads) */
     r->codec->head_begin(r, o, u->resp.status,
-                         u->resp.status_text.ptr ? &u->resp.status_text : NULL);
+                         u->resp.status_text.ptr ? &u->resp.status_text : &none);
     before = 0;
     for (size_t i = 0; i < u->resp.nhdr; i++) {
         const struct h1_header *h = &u->resp.hdr[i];
@@ -261,6 +265,7 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
         for (size_t i = 0; i < u->resp.nhdr; i++)
             if (h1_name_is(&u->resp.hdr[i].name, "upgrade"))
                 up = &u->resp.hdr[i];
+        gw_ob_lit(o, "Connection: upgrade\r\n");
         if (up)
             gw_ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
     }
@@ -450,7 +455,8 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
             return;
         }
         if (u->resp.status == 101) {
-            if (!gw_forward_upgrade(&r->rp->req, r->sr)) { /* we sent no Upgrade */
+            /* we sent no Upgrade, or the client's protocol has no tunnels */
+            if (!r->codec->http1 || !gw_forward_upgrade(&r->rp->req, r->sr)) {
                 gw_proxy_fail(r, 502);
                 return;
             }

@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/conn.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void gw_req_init(struct gw_req *r, struct gw_conn *c, const struct gw_codec *codec, void *stream,
@@ -107,4 +108,18 @@ void gw_req_done(struct gw_req *r)
     r->sr = NULL;
     r->upstream_addr = NULL;
     r->codec->done(r);
+}
+
+void gw_req_release(struct gw_req *r)
+{
+    if (r->log_later) /* a tunnel's line: its fields, its io and its clock still here */
+        gw_log_access_kept(r, gw_elapsed_ms(&r->t0));
+    gw_req_unpin(r);
+    if (r->body) { /* a buffered body at shutdown; try.c frees it otherwise */
+        evbuffer_free(r->body);
+        r->body = NULL;
+    }
+    free(r->params);
+    r->params = NULL;
+    r->params_cap = 0;
 }

@@ -49,9 +49,10 @@ enum gw_req_phase {
 enum { GW_FEED_FAILED = -1, GW_FEED_WAIT, GW_FEED_MORE, GW_FEED_DONE };
 
 /* head_end's flags */
-#define GW_HEAD_INTERIM 1u /* a 1xx other than 101: a final head follows */
-#define GW_HEAD_NOBODY 2u  /* no body follows: the answer ends with its head */
-#define GW_HEAD_UPGRADE 4u /* a 101 that turns the connection into a tunnel (HTTP/1) */
+#define GW_HEAD_INTERIM 1u  /* a 1xx other than 101: a final head follows */
+#define GW_HEAD_NOBODY 2u   /* no body follows: the answer ends with its head */
+#define GW_HEAD_UPGRADE 4u  /* a 101 that turns the connection into a tunnel (HTTP/1) */
+#define GW_HEAD_CONTINUE 8u /* with GW_HEAD_INTERIM: our own 100 Continue */
 
 struct gw_req {
     struct gw_conn *c;            /* the client connection it came on */
@@ -134,7 +135,9 @@ struct gw_codec {
     int (*body_feed)(struct gw_req *r, h1_req_body_cb cb, void *ctx);
     /* Stops (0) or resumes (1) reading the request body: backpressure. */
     void (*body_read)(struct gw_req *r, int on);
-    /* Follows r->phase (HTTP/1: the connection's state); NULL: nothing to do. */
+    /* Follows r->phase (HTTP/1: the connection's state; GW_REQ_HEAD comes
+     * once the snapshot is pinned, before the request is decided on);
+     * NULL: nothing to do. */
     void (*phase)(struct gw_req *r, enum gw_req_phase ph);
     /* The request ended (gw_req_done logged and counted it, its snapshot
      * is released): HTTP/1 reads the next one or closes; HTTP/2 forgets
@@ -174,6 +177,10 @@ void gw_req_unpin(struct gw_req *r);
 void gw_req_make_reqid(struct gw_req *r);
 /* The config of <r>, or the current one before its snapshot is pinned. */
 const struct adm_config *gw_req_cfg(const struct gw_req *r);
+/* Frees what <r> holds between requests (its parameters' array) and a
+ * kept access-log line, written first: the request is gone for good (its
+ * connection, or its stream, is freed). Its upstream must be detached. */
+void gw_req_release(struct gw_req *r);
 /* The codec's output for <r> fell to GW_LWM: the upstream is read again. */
 void gw_req_drained(struct gw_req *r);
 /* Ends <r> at once (its stream was reset, or its connection goes): its

@@ -24,7 +24,7 @@ static enum gw_verdict conn_verdict(struct gw_req *r)
 {
     struct gw_conn *c = r->c;
     const struct h1_request *rq = &r->rp->req;
-    const struct adm_listener *al = gw_conn_listener(c);
+    const struct adm_listener *al = gw_conn_listener(c, r->snap);
     const struct adm_tls_ctx *t = gw_tls_ctx(&c->io);
 
     if (al && al->redirect_https && !gw_io_is_tls(&c->io))
@@ -62,6 +62,7 @@ void gw_req_start(struct gw_req *r)
     r->status = 0;
     r->reqid_len = 0;
     r->up_ms = -1;
+    gw_req_phase(r, GW_REQ_HEAD);
 
     need = rt_table_max_params(s->rt);
     if (need > r->params_cap) {
