@@ -421,6 +421,7 @@ def gateway_config(upstreams=None, routes=None, workers=2, **sections):
         for li in cfg.get("listeners", []):
             if "tls" not in li and "protocols" not in li:
                 li["protocols"] = ["h1", "h2c"]
+                _H2C_PORTS.add(int(li["address"].rsplit(":", 1)[1]))
     return cfg
 
 
@@ -723,6 +724,7 @@ class SocketOwner:
 # what a test writes as raw bytes stays HTTP/1.1 on the same listener.
 # A test of a behaviour only HTTP/1.1 has says so with @h1_only.
 E2E_PROTO = os.environ.get("SY_E2E_PROTO", "h1")
+_H2C_PORTS = set()  # listeners gateway_config() opened to h2c: HTTP/2 goes only there
 _H2_FIELDS_NOT = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"}
 
 
@@ -731,13 +733,35 @@ def h1_only(why):
     return unittest.skipIf(E2E_PROTO != "h1", "HTTP/1.1 only: " + why)
 
 
-def _h2_can_carry(method, target, headers, version):
-    if version != "1.1" or method == "CONNECT" or not target.startswith("/"):
-        return False
+def _h2_form(headers, body):
+    """<headers> and <body> as HTTP/2 carries them: a chunked body (whole,
+    trailers none) is a body without a length; None when HTTP/2 cannot
+    carry them (connection-specific fields, TE other than trailers)."""
+    hs, chunked = [], False
     for k, v in headers or []:
-        if k.lower() in _H2_FIELDS_NOT or (k.lower() == "te" and v.lower() != "trailers"):
-            return False
-    return True
+        n = k.lower()
+        if n == "transfer-encoding" and v.lower() == "chunked" and body is not None:
+            chunked = True
+            out, rest = b"", body
+            while True:
+                size, _, rest = rest.partition(b"\r\n")
+                n_ = int(size.split(b";")[0], 16)
+                if n_ == 0:
+                    break
+                out, rest = out + rest[:n_], rest[n_ + 2:]
+            body = out
+        elif n in _H2_FIELDS_NOT or (n == "te" and v.lower() != "trailers"):
+            return None
+        else:
+            hs.append((k, v))
+    if body is not None and not chunked and not any(k.lower() == "content-length" for k, _ in hs):
+        hs.append(("Content-Length", str(len(body))))  # as build_request() frames it
+    return hs, body
+
+
+def _h2_can_carry(method, target, headers, version):
+    return (version == "1.1" and method != "CONNECT" and target.startswith("/") and
+            _h2_form(headers, None) is not None)
 
 
 class Client(SocketOwner):
@@ -909,13 +933,16 @@ class Client(SocketOwner):
 
     def request(self, method, target, headers=None, body=None, version="1.1", host="localhost",
                 sink=None):
-        if self._h2 is None and self._sock is None and E2E_PROTO != "h1" and _h2_can_carry(
+        if self._h2 is None and self._sock is None and self.port in _H2C_PORTS and _h2_can_carry(
                 method, target, headers, version):
             import h2client
             self._h2 = h2client.Client(self.port, host=self._host, timeout=self._timeout,
                                        tls=E2E_PROTO == "h2")
         if self._h2 is not None:
-            return self._h2.request(method, target, headers=headers, body=body, host=host,
+            form = _h2_form(headers, body)
+            if form is None:
+                raise ValueError("%s %s: this request has no HTTP/2 form" % (method, target))
+            return self._h2.request(method, target, headers=form[0], body=form[1], host=host,
                                     sink=sink)
         self.send(build_request(method, target, headers, body, version, host))
         return self.read_response(method, sink=sink)

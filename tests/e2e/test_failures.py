@@ -4,7 +4,7 @@ that refuses connections or speaks garbage (502), one that never answers
 (504), one that dies mid-body (the client connection is closed short of the
 announced length), and clients that stall (408). And how /metrics counts
 each failure against its server, by kind, and the requests in flight."""
-from harness import (Client, Closed, GatewayCase, build_request, free_port, gateway_config, main,
+from harness import (h1_only, Client, Closed, GatewayCase, build_request, free_port, gateway_config, main,
                      metrics_text, pattern_bytes, upstream_cfg, wait_for)
 
 
@@ -186,6 +186,7 @@ class FailureTest(GatewayCase):
             self.assertEqual(r.status, 408)
             self.assertClosed(c)
 
+    @h1_only("an idle HTTP/1.1 connection closes without a byte; HTTP/2 sends GOAWAY (test_h2_floods)")
     def test_idle_keep_alive_connection_closed_quietly(self):
         # between requests, an idle connection is closed without a 408
         with self.client() as c:

@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from urllib.parse import quote
 
-from harness import (Client, GatewayCase, gateway_config, get, main, upstream_cfg, wait_for,
+from harness import (h1_only, Client, GatewayCase, gateway_config, get, main, upstream_cfg, wait_for,
                      ws_frame, ws_handshake, ws_read)
 
 
@@ -150,6 +150,7 @@ class EscapedSlashesTest(GatewayCase):
                 self.assertEqual(self.answer(self.keep, target), (400, None))
         self.assertEqual(self.answer(self.keep, "/rw/a%2F..%2Fb"), (200, "/v2/a%2F..%2Fb"))
 
+    @h1_only("a refused HTTP/1.1 request closes its connection (Connection: close)")
     def test_default_refused_request_closes(self):
         with Client(self.default.port) as c:
             r = c.request("GET", "/api/..%2fsecret/x")

@@ -14,7 +14,7 @@ import threading
 import time
 from urllib.parse import quote
 
-from harness import (TIMEOUT, Client, GatewayCase, HeadServer, RssWatch, asan_env, build_request,
+from harness import (h1_only, TIMEOUT, Client, GatewayCase, HeadServer, RssWatch, asan_env, build_request,
                      chunked, gateway_config, main, metrics_text, pattern_bytes, pattern_sha256,
                      upstream_cfg, wait_for)
 
@@ -251,6 +251,7 @@ class ProxyTest(GatewayCase):
             _, e = self.echo(c, version="1.0")
             self.assertEqual(values(e, "Via"), ["1.0 switchyard"])
 
+    @h1_only("TRACE reflects the head as received; an HTTP/2 head has lower-case names")
     def test_max_forwards(self):
         # RFC 9110 7.6.2: OPTIONS and TRACE stop at the hop whose
         # Max-Forwards is 0; above 0 it goes on one less; other methods ignore it
@@ -312,6 +313,7 @@ class ProxyTest(GatewayCase):
             _, e = self.echo(c)
             self.assertEqual(str(e["conn_id"]), rs[0].header("X-Conn-Id"))
 
+    @h1_only("chunked framing passes to an HTTP/1.1 client as it came")
     def test_chunked_response(self):
         with Client(self.gw.port) as c:
             r = c.request("GET", "/e?mode=chunked&size=300001&chunk=7000")
@@ -330,6 +332,7 @@ class ProxyTest(GatewayCase):
             self.assertEqual(r.body, pattern_bytes(50000))
             self.assertClosed(c)
 
+    @h1_only("a close-delimited body ends an HTTP/1.1 connection")
     def test_close_delimited_response(self):
         with Client(self.gw.port) as c:
             r = c.request("GET", "/e?mode=close&size=200000")
@@ -697,6 +700,7 @@ class ResponseHeadTest(GatewayCase):
             self.assertEqual(r.status, 502)
             self.in_step(c)
 
+    @h1_only("a 100 KB :path is over nghttp2's 64 KiB field limit (COMPRESSION_ERROR)")
     def test_large_response_head(self):
         with Client(self.gw.port) as c:
             r = c.request("GET", "/m?mode=headers&h=X-Big:" + "b" * 50000)
@@ -789,6 +793,7 @@ class AccessLogCombinedTest(GatewayCase):
                              access_log=cls.log, access_log_format="combined")
         cls.gw = cls.shared_gateway(cfg)
 
+    @h1_only("its fields are latin-1 bytes and its request line says HTTP/1.1 (test_h2_curl checks HTTP/2.0)")
     def test_combined_lines(self):
         basic = "Basic " + base64.b64encode(b"alice:s3cret:x").decode()
         with Client(self.gw.port) as c:

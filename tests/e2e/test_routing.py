@@ -5,7 +5,7 @@ parameters, infix catch-alls and the catch-all host label, direct
 responses, redirects, strip_prefix, rewrite, the query passed through, and
 the normalized path that reaches the backend (router.forward_path
 "normalized": test_forwarding.py covers the default, the target as received)."""
-from harness import Client, GatewayCase, gateway_config, get, main, upstream_cfg
+from harness import h1_only, Client, GatewayCase, gateway_config, get, main, upstream_cfg
 
 
 def allow_set(resp):
@@ -188,6 +188,7 @@ class RoutingTest(GatewayCase):
             self.assertEqual(r.status, 201)
             self.assertEqual(r.body, b"hi there\n")
 
+    @h1_only("HTTP/2 has no reason phrase")
     def test_direct_response_reason_phrases(self):
         # one table (RFC 9110's phrases) for configured answers and the
         # gateway's own: a configured 501 once said "Server Error"
