@@ -159,10 +159,9 @@ void h1_req_limits_default(struct h1_req_limits *lim)
     lim->merge_slashes = true;
 }
 
-int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim)
+int h1_req_parser_setup(struct h1_req_parser *p, const struct h1_req_limits *lim)
 {
     size_t hdrs_size, conn_size;
-    char *mem;
 
     memset(p, 0, sizeof(*p));
     h1_req_limits_default(&p->lim);
@@ -176,7 +175,7 @@ int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim)
         p->lim.max_body_bytes = lim->max_body_bytes;
         p->lim.merge_slashes = lim->merge_slashes;
     }
-    /* Until init succeeds, every feed fails instead of touching NULL buffers. */
+    /* Until it has its block, every feed fails instead of touching NULL buffers. */
     p->phase = PH_ERROR;
     p->status = 500;
     p->reason = "parser not initialized";
@@ -191,8 +190,16 @@ int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim)
     p->path_cap = p->lim.max_request_line + 2;
     hdrs_size = p->lim.max_headers * sizeof(struct h1_header);
     conn_size = H1_REQ_MAX_CONN_TOKENS * sizeof(struct h1_slice);
-
     p->mem_size = hdrs_size + conn_size + p->head_cap + p->path_cap;
+    return 0;
+}
+
+int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim)
+{
+    char *mem;
+
+    if (h1_req_parser_setup(p, lim) < 0)
+        return -1;
     mem = malloc(p->mem_size);
     if (mem == NULL)
         return -1;

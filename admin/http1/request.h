@@ -250,6 +250,15 @@ void h1_req_limits_default(struct h1_req_limits *lim);
  */
 int h1_req_parser_init(struct h1_req_parser *p, const struct h1_req_limits *lim);
 
+/*
+ * As h1_req_parser_init(), without the block: the parser is sized for <lim>
+ * (h1_req_mem_size()) but holds no memory, and must be given a block
+ * (h1_req_give_mem()) and reset (h1_req_reset()) before its first feed. For
+ * parsers whose blocks come from a pool (an HTTP/2 stream's). 0, or -1 for
+ * absurd limits.
+ */
+int h1_req_parser_setup(struct h1_req_parser *p, const struct h1_req_limits *lim);
+
 /* Forgets the current request (its slices die) and expects a new one. */
 void h1_req_reset(struct h1_req_parser *p);
 

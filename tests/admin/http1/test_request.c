@@ -1495,6 +1495,36 @@ END_TEST
 /* The block taken away between requests (an idle gateway connection holds
  * none) and another of the same size given back: the next request parses
  * into it, and the old block is no longer written. */
+/* A parser set up without its block sizes it as init would, fails every
+ * feed until it has one, then parses as usual. */
+START_TEST(lim_setup_without_mem)
+{
+    static const char r1[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct h1_req_limits lim;
+    struct h1_req_parser p, q;
+    struct run r;
+    size_t used;
+
+    h1_req_limits_default(&lim);
+    lim.max_headers = 7;
+    ck_assert_int_eq(h1_req_parser_init(&q, &lim), 0);
+    ck_assert_int_eq(h1_req_parser_setup(&p, &lim), 0);
+    ck_assert_ptr_null(p.mem);
+    ck_assert_uint_eq(h1_req_mem_size(&p), h1_req_mem_size(&q));
+    ck_assert_int_eq(h1_req_feed_head(&p, r1, sizeof(r1) - 1, &used), H1_REQ_ERROR);
+    ck_assert_int_eq(p.status, 500);
+    h1_req_give_mem(&p, malloc(h1_req_mem_size(&p)));
+    h1_req_reset(&p);
+    run_one(&p, r1, sizeof(r1) - 1, 0, &r);
+    ck_assert_int_eq(r.rc, H1_REQ_DONE);
+    ck_assert_str_eq(p.req.path, "/a");
+    h1_req_parser_free(&p);
+    h1_req_parser_free(&q);
+    lim.max_headers = 1u << 20;
+    ck_assert_int_eq(h1_req_parser_setup(&p, &lim), -1);
+}
+END_TEST
+
 START_TEST(lim_take_give_mem)
 {
     static const char r1[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -1867,6 +1897,7 @@ static Suite *request_suite(void)
     ADD(lim, lim_chunk_line);
     ADD(lim, lim_init);
     ADD(lim, lim_take_give_mem);
+    ADD(lim, lim_setup_without_mem);
 
     ADD(norm, norm_in_parser);
     ADD(norm, path_control_escapes);
