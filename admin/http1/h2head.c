@@ -262,3 +262,38 @@ int h2h_end(struct h2h *h, struct h1_req_parser *p, bool body)
         return fail(h, H2H_ERROR, 400, "the head did not end");
     return H2H_OK;
 }
+
+size_t h2h_fields(char *lines, size_t len, struct h1_header *out, size_t cap)
+{
+    char *p = lines, *end = lines + len;
+    size_t n = 0;
+
+    while (p < end) {
+        char *eol = memchr(p, '\n', (size_t)(end - p)), *next = eol ? eol + 1 : end;
+        char *colon = memchr(p, ':', (size_t)((eol ? eol : end) - p));
+        struct h1_slice name, value;
+        int cf;
+
+        if (eol && eol > p && eol[-1] == '\r')
+            eol--;
+        if (!colon || colon == p) {
+            p = next;
+            continue;
+        }
+        for (char *q = p; q < colon; q++)
+            *q = (char)h1_lower((unsigned char)*q);
+        name = (struct h1_slice){p, (size_t)(colon - p)};
+        value = (struct h1_slice){colon + 1, (size_t)((eol ? eol : end) - colon - 1)};
+        h1_trim_ows(&value);
+        p = next;
+        cf = h1_conn_field(&name);
+        if (cf == H1_CF_CONNECTION || cf == H1_CF_KEEP_ALIVE || cf == H1_CF_PROXY_CONNECTION ||
+            cf == H1_CF_UPGRADE || cf == H1_CF_TRANSFER_ENCODING ||
+            memchr(value.ptr, '\r', value.len) || memchr(value.ptr, '\0', value.len))
+            continue;
+        if (n < cap)
+            out[n] = (struct h1_header){name, value};
+        n++;
+    }
+    return n;
+}

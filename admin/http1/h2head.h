@@ -82,4 +82,14 @@ int h2h_field(struct h2h *h, struct h1_req_parser *p, const char *name, size_t n
  * returned H1_REQ_HEAD), or as h2h_field(). */
 int h2h_end(struct h2h *h, struct h1_req_parser *p, bool body);
 
+/* The other way, a response: its fields <lines>[0..<len>) ("Name:
+ * value\r\n" each, as the gateway writes heads and trailers) as an HTTP/2
+ * field list into <out> (its first <cap> entries): names lowered in place
+ * (RFC 9113 8.2), values trimmed of SP/HTAB, connection-specific fields
+ * dropped (8.2.2), and lines without a colon or with a CR or NUL in their
+ * value (which no field of ours has) skipped. Every slice points into
+ * <lines>. Returns how many fields there are, also when more than <cap>
+ * (then only <cap> were stored: call again with room for all). */
+size_t h2h_fields(char *lines, size_t len, struct h1_header *out, size_t cap);
+
 #endif /* SY_ADMIN_HTTP1_H2HEAD_H */

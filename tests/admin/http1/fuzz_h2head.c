@@ -16,7 +16,8 @@
  * reports (nothing injected: its line ends are its fields plus two), the
  * cookie crumbs arrive joined in order in the one Cookie field, no
  * connection-specific field but the Transfer-Encoding: chunked of a body
- * without content-length, a path that is origin-form or "*".
+ * without content-length, a path that is origin-form or "*". The same
+ * bytes go through h2h_fields() as a response's lines.
  *
  * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
  * fuzz_replay.c as a plain program that replays fuzz_h2head_corpus/ plus
@@ -31,6 +32,39 @@
 #include <string.h>
 
 #include "tests/gateway/fuzz_util.h"
+
+/* The same bytes as response lines (h2h_fields): every field inside them,
+ * its name lower case without a colon, its value without CR, LF or
+ * surrounding whitespace, no connection-specific field; the count the
+ * same whatever room was given. */
+static void check_fields(const uint8_t *data, size_t size)
+{
+    static char lines[1 << 16];
+    struct h1_header f[64];
+    size_t n, all;
+
+    if (size > sizeof(lines))
+        size = sizeof(lines);
+    memcpy(lines, data, size);
+    all = h2h_fields(lines, size, f, 0);
+    n = h2h_fields(lines, size, f, 64);
+    CHECK(n == all);
+    for (size_t i = 0; i < n && i < 64; i++) {
+        const struct h1_slice *nm = &f[i].name, *v = &f[i].value;
+        int cf = h1_conn_field(nm);
+
+        CHECK(nm->len > 0 && nm->ptr >= lines && nm->ptr + nm->len <= lines + size);
+        CHECK(v->ptr >= lines && v->ptr + v->len <= lines + size);
+        CHECK(!memchr(nm->ptr, ':', nm->len) && !memchr(nm->ptr, '\n', nm->len));
+        for (size_t k = 0; k < nm->len; k++)
+            CHECK(!(nm->ptr[k] >= 'A' && nm->ptr[k] <= 'Z'));
+        CHECK(!memchr(v->ptr, '\r', v->len) && !memchr(v->ptr, '\n', v->len));
+        CHECK(!v->len || (v->ptr[0] != ' ' && v->ptr[0] != '\t' && v->ptr[v->len - 1] != ' ' &&
+                          v->ptr[v->len - 1] != '\t'));
+        CHECK(cf != H1_CF_CONNECTION && cf != H1_CF_KEEP_ALIVE && cf != H1_CF_UPGRADE &&
+              cf != H1_CF_PROXY_CONNECTION && cf != H1_CF_TRANSFER_ENCODING);
+    }
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -203,6 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     rc = run(data + 1, size - 1, &lim, (data[0] & 4) != 0, &s1);
     CHECK(run(data + 1, size - 1, &lim, (data[0] & 4) != 0, &s2) == rc && s1 == s2);
+    check_fields(data + 1, size - 1);
     return 0;
 }
 

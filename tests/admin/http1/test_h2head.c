@@ -364,6 +364,31 @@ START_TEST(side_full_stops)
 }
 END_TEST
 
+/* ---- responses: lines to an HTTP/2 field list ---- */
+
+START_TEST(response_fields)
+{
+    char lines[] = "Content-Type: text/plain\r\nConnection: close\r\nX-A:  v  \r\n"
+                   "Transfer-Encoding: chunked\r\nnot a field\r\nKeep-Alive: 5\r\n"
+                   "Set-Cookie: a=1\r\nUpgrade: x\r\nProxy-Connection: y\r\nX-Empty:\r\n"
+                   "Set-Cookie: b=2\r\n";
+    struct h1_header f[8];
+    size_t n = h2h_fields(lines, sizeof(lines) - 1, f, 8);
+
+    ck_assert_uint_eq(n, 5);
+    ck_assert_mem_eq(f[0].name.ptr, "content-type", f[0].name.len);
+    ck_assert_mem_eq(f[0].value.ptr, "text/plain", f[0].value.len);
+    ck_assert_mem_eq(f[1].name.ptr, "x-a", 3);
+    ck_assert_uint_eq(f[1].value.len, 1);
+    ck_assert_mem_eq(f[2].value.ptr, "a=1", 3);
+    ck_assert_uint_eq(f[3].name.len, 7);
+    ck_assert_uint_eq(f[3].value.len, 0);
+    ck_assert_mem_eq(f[4].value.ptr, "b=2", 3);
+    ck_assert_uint_eq(h2h_fields(lines, sizeof(lines) - 1, f, 2), 5); /* counts past <cap> */
+    ck_assert_uint_eq(h2h_fields(lines, 0, f, 8), 0);
+}
+END_TEST
+
 static Suite *h2head_suite(void)
 {
     Suite *s = suite_create("http1_h2head");
@@ -381,6 +406,7 @@ static Suite *h2head_suite(void)
     tcase_add_test(ok, options_asterisk);
     tcase_add_test(ok, te_trailers);
     tcase_add_test(ok, long_field_fed_in_pieces);
+    tcase_add_test(ok, response_fields);
     tcase_add_loop_test(rej, malformed, 0, (int)(sizeof(bad) / sizeof(bad[0])));
     tcase_add_test(rej, no_authority_no_host_is_400);
     tcase_add_test(ok, other_method_as_http1);
