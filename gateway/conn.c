@@ -127,7 +127,7 @@ void gw_conn_close_when_flushed(struct gw_conn *c)
  * grows with the requests in flight, not with the connections open. */
 #define PMEM_KEEP 64 /* blocks a worker keeps; more are freed */
 
-static void pmem_put(struct gw_worker *w, void *mem, size_t size)
+void gw_pmem_put(struct gw_worker *w, void *mem, size_t size)
 {
     if (!mem)
         return;
@@ -154,19 +154,24 @@ void gw_conn_pmem_free(struct gw_worker *w)
     w->pmem_n = 0;
 }
 
-int gw_conn_parser_mem(struct gw_conn *c)
+void *gw_pmem_get(struct gw_worker *w, size_t size)
 {
-    struct gw_worker *w = c->w;
-    size_t size = h1_req_mem_size(&c->rp);
     void *mem;
 
-    if (w->pmem && w->pmem_size == size) {
-        mem = w->pmem;
-        w->pmem = *(void **)mem;
-        w->pmem_n--;
-    } else if (!(mem = malloc(size))) {
+    if (!w->pmem || w->pmem_size != size)
+        return malloc(size);
+    mem = w->pmem;
+    w->pmem = *(void **)mem;
+    w->pmem_n--;
+    return mem;
+}
+
+int gw_conn_parser_mem(struct gw_conn *c)
+{
+    void *mem = gw_pmem_get(c->w, h1_req_mem_size(&c->rp));
+
+    if (!mem)
         return -1;
-    }
     h1_req_give_mem(&c->rp, mem);
     return 0;
 }
@@ -185,7 +190,7 @@ int gw_conn_linger(struct gw_conn *c)
     /* it parses nothing more: its parser's block goes back to the worker
      * now, not after the linger's seconds */
     h1_req_reset(&c->rp);
-    pmem_put(c->w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
+    gw_pmem_put(c->w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     evbuffer_drain(c->io.in, evbuffer_get_length(c->io.in));
     gw_io_write(&c->io, 0);
     gw_tmo_set(&c->tmo, 0, 0);
@@ -309,7 +314,7 @@ void gw_conn_request_done(struct gw_conn *c)
     gw_conn_set_state(c, GW_CONN_IDLE);
     c->linger_end = 0; /* the next request's body has an end of its own */
     h1_req_reset(&c->rp);
-    pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
+    gw_pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     cfg = gw_conn_cfg(c);
     gw_tmo_set(&c->tmo, cfg->timeouts.client_idle_ms, cfg->timeouts.client_idle_ms);
     if (!c->eof)
@@ -442,7 +447,7 @@ struct gw_conn *gw_conn_new(struct gw_worker *w, struct gw_listener *l, evutil_s
         goto fail_parser;
     }
     /* idle until its first byte: the block waits in the worker's pool */
-    pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
+    gw_pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     if (gw_io_init(&c->io, w->base, fd, 1, ops, xprt) < 0)
         goto fail_io; /* closes fd */
     LIST_INSERT_HEAD(&w->conns, c, link);
@@ -494,13 +499,15 @@ void gw_conn_free(struct gw_conn *c)
     struct gw_listener *l = c->l;
 
     assert(c->req.up == NULL);
+    if (c->proto)
+        c->proto->release(c);
     gw_req_release(&c->req); /* before the io closes: a tunnel's line reads it */
     if (c->queue == GW_CONN_Q_PARKED)
         atomic_fetch_sub_explicit(&w->proc->parked, 1, memory_order_relaxed);
     queue_move(c, GW_CONN_Q_NONE);
     LIST_REMOVE(c, link);
     gw_io_close(&c->io);
-    pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
+    gw_pmem_put(w, h1_req_take_mem(&c->rp), h1_req_mem_size(&c->rp));
     h1_req_parser_free(&c->rp);
     free(c);
     w->nconns--;
@@ -518,8 +525,11 @@ void gw_conn_close_idle(struct gw_worker *w, const struct gw_listener *l)
 
     for (c = LIST_FIRST(&w->conns); c; c = next) {
         next = LIST_NEXT(c, link);
-        if ((c->st == GW_CONN_IDLE || c->st == GW_CONN_PARKED || c->st == GW_CONN_LINGER) &&
-            (!l || c->l == l))
+        if (l && c->l != l)
+            continue;
+        if (c->proto && c->st != GW_CONN_LINGER)
+            c->proto->shutdown(c); /* HTTP/2: GOAWAY, then the close */
+        else if (c->st == GW_CONN_IDLE || c->st == GW_CONN_PARKED || c->st == GW_CONN_LINGER)
             gw_conn_free(c);
     }
 }

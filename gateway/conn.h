@@ -5,6 +5,8 @@
  *
  * The data plane is a one-way stack of files:
  *   http1.c     the HTTP/1.1 codec: reads, parses, hands each request on
+ *   h2.c h2_stream.c  the HTTP/2 codec (nghttp2): a connection's streams,
+ *               each a request handed on the same way (h2.h)
  *   serve.c     the one request entry (gw_req_start): decide, then proxy or answer
  *   proxy.c     streams a request upstream and its response back
  *   local.c     answers a request here
@@ -19,8 +21,9 @@
  *   log.c io.c  the access log; the transport
  * A file calls only files below it. Where a lower one must wake a higher
  * one, it calls through a callback the higher one registered: the io's
- * callbacks (set by http1.c, proxy.c and tunnel.c), a request's codec
- * (struct gw_codec, req.h), the worker's conn_freed.
+ * callbacks (set by http1.c, h2.c, proxy.c and tunnel.c), a request's
+ * codec (struct gw_codec, req.h), a connection's protocol (struct
+ * gw_conn_proto), the worker's conn_freed.
  */
 #ifndef SY_GATEWAY_CONN_H
 #define SY_GATEWAY_CONN_H
@@ -92,6 +95,18 @@ enum gw_conn_state {
 
 struct gw_upconn;
 struct gw_log_later;
+struct gw_conn;
+
+/* A connection of another protocol than HTTP/1.x (HTTP/2: h2.c) keeps
+ * its own state in c->pstate, and conn.c tells it of its end through
+ * these. */
+struct gw_conn_proto {
+    /* The worker drains, or the listener went: take no new request, and
+     * close once those under way are done (HTTP/2: GOAWAY). May free <c>. */
+    void (*shutdown)(struct gw_conn *c);
+    /* <c> is being freed: release the state (its requests cancelled). */
+    void (*release)(struct gw_conn *c);
+};
 
 struct gw_conn {
     LIST_ENTRY(gw_conn) link;   /* the worker's conns */
@@ -118,6 +133,8 @@ struct gw_conn {
      * client_header_ms counts from it for the first head, from their first
      * byte (t0) for the later ones */
     long long admitted_ms;
+    const struct gw_conn_proto *proto; /* NULL: HTTP/1.x, its request in <req> */
+    void *pstate;
 };
 
 /* ---- the output buffer ---- */
@@ -322,6 +339,11 @@ void gw_conn_request_done(struct gw_conn *c);
  * memory. gw_conn_pmem_free() frees the blocks a worker keeps. */
 int gw_conn_parser_mem(struct gw_conn *c);
 void gw_conn_pmem_free(struct gw_worker *w);
+/* A block of <size> bytes from <w>'s pool of parser blocks (an HTTP/2
+ * stream's parser, h2head's side buffer), or malloc'd; NULL when out of
+ * memory. gw_pmem_put() gives it back (NULL: nothing). */
+void *gw_pmem_get(struct gw_worker *w, size_t size);
+void gw_pmem_put(struct gw_worker *w, void *mem, size_t size);
 /* The request parser's limits of a connection accepted under <cfg>. */
 void gw_conn_limits(const struct adm_config *cfg, struct h1_req_limits *lim);
 

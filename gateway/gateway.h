@@ -247,14 +247,15 @@ void gw_listen_free(void);
 
 /* http1.c: a client connection on the accepted socket <fd> (owned from
  * now on) of listener <l>, through transport <ops> (gateway/io.h) with its
- * state <xprt>, waiting unread for admission when <parked>; NULL when out of
- * memory (the socket is closed, the drop counted). */
+ * state <xprt>, waiting unread for admission when <parked>; with <h2>, its
+ * first read decides whether it is HTTP/2's (gateway/h2.h). NULL when out
+ * of memory (the socket is closed, the drop counted). */
 struct gw_io_ops;
 /* http1.c: the HTTP/1.1 codec (req.h) */
 extern const struct gw_codec gw_http1_codec;
 struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
                                 const struct sockaddr *sa, int salen, int parked,
-                                const struct gw_io_ops *ops, void *xprt);
+                                const struct gw_io_ops *ops, void *xprt, int h2);
 /* local.c: encodes the local answers once; every worker calls it before serving. */
 void gw_local_init(void);
 

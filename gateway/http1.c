@@ -17,6 +17,7 @@
 
 #include "gateway/conn.h"
 #include "gateway/forward.h"
+#include "gateway/h2.h"
 #include "gateway/local.h"
 #include "gateway/proxy.h"
 #include "gateway/tunnel.h"
@@ -387,12 +388,31 @@ static void conn_event_cb(struct gw_io *io, short what, void *arg)
     conn_close(c);
 }
 
+/* The first read of a connection that may speak HTTP/2: HTTP/2 takes it
+ * (and its bytes), or it is ours from now on; the HTTP/2 preface begun
+ * waits for more bytes. */
+static void first_read_cb(struct gw_io *io, void *arg)
+{
+    struct gw_conn *c = arg;
+
+    switch (gw_h2_sniff(c)) {
+    case GW_H2_YES: /* <c> is HTTP/2's, and may be gone */
+    case GW_H2_WAIT:
+        return;
+    case GW_H2_NO:
+        break;
+    }
+    gw_io_setcb(io, conn_read_cb, conn_write_cb, conn_event_cb, c);
+    conn_read_cb(io, c);
+}
+
 struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
                                 const struct sockaddr *sa, int salen, int parked,
-                                const struct gw_io_ops *ops, void *xprt)
+                                const struct gw_io_ops *ops, void *xprt, int h2)
 {
-    struct gw_conn *c = gw_conn_new(w, l, fd, sa, salen, parked, ops, xprt, conn_read_cb,
-                                    conn_write_cb, conn_event_cb);
+    struct gw_conn *c =
+        gw_conn_new(w, l, fd, sa, salen, parked, ops, xprt, h2 ? first_read_cb : conn_read_cb,
+                    conn_write_cb, conn_event_cb);
 
     if (c)
         gw_req_init(&c->req, c, &gw_http1_codec, NULL, &c->rp);

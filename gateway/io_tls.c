@@ -289,6 +289,12 @@ const struct adm_tls_ctx *gw_tls_ctx(const struct gw_io *io)
     return t && t->ctr ? adm_tls_ssl_ctx(t->ssl) : NULL;
 }
 
+int gw_tls_h2(const struct gw_io *io)
+{
+    const struct gw_tls *t = tls_of(io);
+    return t ? adm_tls_alpn_is_h2(t->ssl) : 0;
+}
+
 int gw_tls_group(const struct gw_io *io)
 {
     const struct gw_tls *t = tls_of(io);

@@ -51,6 +51,9 @@ static inline int gw_io_is_tls(const struct gw_io *io)
 
 /* The listener context of a TLS client connection, NULL otherwise. */
 const struct adm_tls_ctx *gw_tls_ctx(const struct gw_io *io);
+/* 1 when the handshake of the TLS client connection <io> selected h2 by
+ * ALPN: it speaks HTTP/2 from its first byte (admin/tls.h). */
+int gw_tls_h2(const struct gw_io *io);
 /* The certificate group the handshake picked (admin/tls.h), -1 when none
  * or not TLS. */
 int gw_tls_group(const struct gw_io *io);

@@ -36,10 +36,12 @@
 /* The transport of a connection accepted on <l>: plain, or TLS from the
  * listener's context in the current snapshot (the accept runs between
  * requests, when the worker cannot be holding an older one): whether a
- * listener speaks TLS is live too. A listener the config no longer has is
- * closing: -1, refused. */
+ * listener speaks TLS is live too, and so are its protocols: <h2> says
+ * whether the connection may turn out HTTP/2 (TLS with "h2", whose ALPN
+ * decides; plain with "h2c", whose first bytes do). A listener the config
+ * no longer has is closing: -1, refused. */
 static int listener_transport(const struct gw_listener *l, evutil_socket_t fd,
-                              const struct gw_io_ops **ops, void **xprt)
+                              const struct gw_io_ops **ops, void **xprt, int *h2)
 {
     struct gw_worker *w = l->w;
     const struct adm_snapshot *s =
@@ -50,6 +52,8 @@ static int listener_transport(const struct gw_listener *l, evutil_socket_t fd,
     *xprt = NULL;
     if (i == s->cfg->nlisteners)
         return -1;
+    *h2 = (s->cfg->listeners[i].protocols &
+           (s->cfg->listeners[i].tls ? ADM_PROTO_H2 : ADM_PROTO_H2C)) != 0;
     if (!s->cfg->listeners[i].tls)
         return 0;
     if (!s->tls[i] || !(*xprt = gw_tls_server_new(adm_tls_ctx_ssl(s->tls[i]), fd, &w->tls_ctr)))
@@ -129,10 +133,10 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     unsigned open = atomic_fetch_add_explicit(&w->proc->conns, 1, memory_order_relaxed);
     const struct gw_io_ops *ops;
     void *xprt;
-    int parked;
+    int parked, h2 = 0;
 
     (void)lev;
-    if (listener_transport(l, fd, &ops, &xprt) < 0) {
+    if (listener_transport(l, fd, &ops, &xprt, &h2) < 0) {
         evutil_closesocket(fd);
         gw_count(&w->ctr.conns_dropped, 1);
         atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
@@ -143,7 +147,7 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
      * before this worker's listener paused: then this connection waits,
      * unread, for a place */
     parked = open - make_room(w, cfg, open) >= cfg->limits.max_connections;
-    if (!gw_http1_accept(w, l, fd, sa, salen, parked, ops, xprt))
+    if (!gw_http1_accept(w, l, fd, sa, salen, parked, ops, xprt, h2))
         atomic_fetch_sub_explicit(&w->proc->conns, 1, memory_order_relaxed);
     else if (parked)
         reclaim_elsewhere(w);
