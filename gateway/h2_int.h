@@ -63,11 +63,14 @@ struct gw_h2s {
     struct evbuffer *out;    /* response body bytes not yet framed, NULL: none yet */
     char *trailers;          /* the answer's trailer lines, NULL: none */
     size_t trailers_len;
-    uint64_t body_in; /* request body bytes taken by the request layer */
-    long long t_open; /* gw_now_ms(): its HEADERS came */
-    long long t_in;   /* its body was last waited for, or received */
-    long long t_out;  /* its output last moved (or began) */
-    struct h2h hb;    /* its head, while its header block is decoded */
+    char *rtr; /* the request's trailer lines, NULL: none */
+    size_t rtr_len, rtr_cap;
+    unsigned char rtr_over; /* they passed limits.max_header_bytes */
+    uint64_t body_in;       /* request body bytes taken by the request layer */
+    long long t_open;       /* gw_now_ms(): its HEADERS came */
+    long long t_in;         /* its body was last waited for, or received */
+    long long t_out;        /* its output last moved (or began) */
+    struct h2h hb;          /* its head, while its header block is decoded */
     struct h1_req_parser rp;
     struct gw_req req;
 };

@@ -97,6 +97,7 @@ static void stream_free(struct gw_h2s *st)
     if (st->out)
         evbuffer_free(st->out);
     free(st->trailers);
+    free(st->rtr);
     TAILQ_REMOVE(&h->streams, st, link);
     free(st);
     if (--h->nstreams || h->closing)
@@ -151,6 +152,39 @@ int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     return 0;
 }
 
+/* A trailer field of <st>'s request, kept as a line for a body that goes
+ * upstream chunked (nghttp2 checked it as a field; the fields that belong
+ * to a hop or frame a message are not passed on). Past
+ * limits.max_header_bytes the request fails (431) when its body ends. */
+static void take_trailer(struct gw_h2s *st, const uint8_t *name, size_t nlen, const uint8_t *value,
+                         size_t vlen)
+{
+    struct h1_slice n = {(const char *)name, nlen};
+    size_t need = nlen + 2 + vlen + 2, max = st->h->lim.max_header_bytes;
+
+    if (!st->live || st->rtr_over || h1_conn_field(&n) >= 0)
+        return;
+    if (st->rtr_len + need > max) {
+        st->rtr_over = 1;
+        return;
+    }
+    if (st->rtr_len + need > st->rtr_cap) {
+        size_t cap = 2 * st->rtr_cap > st->rtr_len + need ? 2 * st->rtr_cap : st->rtr_len + need;
+        char *p = realloc(st->rtr, cap < max ? cap : max);
+        if (!p) {
+            st->rtr_over = 1;
+            return;
+        }
+        st->rtr = p;
+        st->rtr_cap = cap < max ? cap : max;
+    }
+    memcpy(st->rtr + st->rtr_len, name, nlen);
+    memcpy(st->rtr + st->rtr_len + nlen, ": ", 2);
+    memcpy(st->rtr + st->rtr_len + nlen + 2, value, vlen);
+    memcpy(st->rtr + st->rtr_len + nlen + 2 + vlen, "\r\n", 2);
+    st->rtr_len += need;
+}
+
 int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
                  const uint8_t *value, size_t vlen, uint8_t flags, void *ud)
 {
@@ -158,10 +192,15 @@ int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name
 
     (void)flags;
     (void)ud;
-    /* trailers (HCAT_HEADERS) are dropped, as HTTP/1.1's are */
-    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST)
+    if (f->hd.type != NGHTTP2_HEADERS)
         return 0;
     st = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+    if (st && f->headers.cat == NGHTTP2_HCAT_HEADERS) {
+        take_trailer(st, name, nlen, value, vlen);
+        return 0;
+    }
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
     if (!st || st->hb.rc) /* past a limit: the rest is not kept */
         return 0;
     if (h2h_field(&st->hb, &st->rp, (const char *)name, nlen, (const char *)value, vlen) !=
@@ -600,6 +639,10 @@ static int c_body_feed(struct gw_req *r, h1_req_body_cb cb, void *ctx)
     }
     if (st->in_eof) {
         st->waiting = 0;
+        if (st->rtr_over) { /* its trailers passed the limit, as HTTP/1.1's may */
+            gw_proxy_fail(r, 431);
+            return GW_FEED_FAILED;
+        }
         r->body_done = 1;
         return GW_FEED_DONE;
     }
@@ -611,6 +654,14 @@ static int c_body_feed(struct gw_req *r, h1_req_body_cb cb, void *ctx)
     st->t_in = gw_now_ms();
     h2_arm(h, st->t_in + gw_req_cfg(r)->timeouts.client_body_ms);
     return GW_FEED_WAIT;
+}
+
+static size_t c_body_trailers(struct gw_req *r, const char **lines)
+{
+    struct gw_h2s *st = r->stream;
+
+    *lines = st->rtr;
+    return st->rtr_len;
 }
 
 static void c_body_read(struct gw_req *r, int on)
@@ -662,5 +713,6 @@ const struct gw_codec gw_h2_codec = {
     .out_pending = c_out_pending,
     .body_feed = c_body_feed,
     .body_read = c_body_read,
+    .body_trailers = c_body_trailers,
     .done = c_done,
 };

@@ -155,8 +155,18 @@ void gw_proxy_body_up(struct gw_req *r)
         r->body_fed = 1;
         if ((rc = r->codec->body_feed(r, body_up_cb, r)) < GW_FEED_MORE)
             return;
-        if (rc == GW_FEED_DONE && r->rp->req.body_kind == H1_BODY_CHUNKED)
-            evbuffer_add(r->up->io.out, "0\r\n\r\n", 5);
+        if (rc == GW_FEED_DONE && r->rp->req.body_kind == H1_BODY_CHUNKED) {
+            const char *t = NULL;
+            size_t tn = r->codec->body_trailers ? r->codec->body_trailers(r, &t) : 0;
+
+            if (!tn) {
+                evbuffer_add(r->up->io.out, "0\r\n\r\n", 5);
+            } else { /* the client's trailers (HTTP/2) */
+                evbuffer_add(r->up->io.out, "0\r\n", 3);
+                evbuffer_add(r->up->io.out, t, tn);
+                evbuffer_add(r->up->io.out, "\r\n", 2);
+            }
+        }
     }
     /* After the body, reading goes on: a pipelined next request waits in
      * the input buffer (bounded by the read watermark) and a client that
@@ -283,18 +293,27 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
 }
 
 /* The response is complete: park or close the upstream connection and go
- * on with the client. */
+ * on with the client. A body decoded for it (HTTP/2) ends with the
+ * chunked body's trailers, copied before the connection goes. */
 static void resp_done(struct gw_req *r)
 {
     struct gw_upconn *u = r->up;
+    char tr[H1_RESP_TRAILERS_MAX];
+    size_t trn = 0;
 
     if (u) {
         int reuse = u->keep && r->body_done && evbuffer_get_length(u->io.in) == 0 &&
                     evbuffer_get_length(u->io.out) == 0 && !r->c->w->draining;
+        struct h1_slice t = h1_resp_trailers(&u->resp);
+
+        if (!u->raw) {
+            memcpy(tr, t.ptr, t.len);
+            trn = t.len;
+        }
         gw_upconn_release(u, reuse, r->snap->cfg->upstreams[r->sr->upstream].idle_timeout_ms);
     }
     gw_try_finish(r);
-    r->codec->end(r, NULL, 0);
+    r->codec->end(r, trn ? tr : NULL, trn);
     if (r->body_done) {
         gw_req_done(r);
         return;

@@ -135,6 +135,11 @@ struct gw_codec {
     int (*body_feed)(struct gw_req *r, h1_req_body_cb cb, void *ctx);
     /* Stops (0) or resumes (1) reading the request body: backpressure. */
     void (*body_read)(struct gw_req *r, int on);
+    /* The request's trailer fields, once body_feed said GW_FEED_DONE, as
+     * "Name: value\r\n" lines at *<lines>: their length, 0 for none. A
+     * body that goes upstream chunked ends with them. NULL: none kept
+     * (HTTP/1's parser drops them). */
+    size_t (*body_trailers)(struct gw_req *r, const char **lines);
     /* Follows r->phase (HTTP/1: the connection's state; GW_REQ_HEAD comes
      * once the snapshot is pinned, before the request is decided on);
      * NULL: nothing to do. */

@@ -17,10 +17,55 @@ static int on_status(llhttp_t *hp, const char *at, size_t len)
     return 0;
 }
 
+/* Appends <len> bytes at <at> to the trailer field being read, or drops
+ * the field when the buffer cannot take it. */
+static void tr_add(struct h1_resp *r, const char *at, size_t len)
+{
+    if (r->tr_over)
+        return;
+    if (len > sizeof(r->tr) - r->tr_len) {
+        r->tr_over = true;
+        r->trailers_dropped = true;
+        r->tr_len = r->tr_mark;
+        return;
+    }
+    memcpy(r->tr + r->tr_len, at, len);
+    r->tr_len += len;
+}
+
+/* The trailer field being read, if any, is whole: its line ends. */
+static void tr_close(struct h1_resp *r)
+{
+    if (r->tr_open && !r->tr_over && !r->in_value)
+        tr_add(r, ": ", 2); /* a field without a value */
+    if (r->tr_open)
+        tr_add(r, "\r\n", 2);
+    r->tr_open = false;
+}
+
+/* A trailer's name: checked as the head's, kept in tr. */
+static int on_trailer_field(struct h1_resp *r, const char *at, size_t len)
+{
+    if (r->in_value || !r->tr_open) {
+        tr_close(r);
+        r->tr_open = true;
+        r->tr_over = false;
+        r->tr_mark = r->tr_len;
+        r->in_value = false;
+    }
+    for (size_t i = 0; i < len; i++)
+        if (!h1_is_tchar((unsigned char)at[i]))
+            return -1;
+    tr_add(r, at, len);
+    return 0;
+}
+
 static int on_field(llhttp_t *hp, const char *at, size_t len)
 {
     struct h1_resp *r = hp->data;
 
+    if (r->in_body)
+        return on_trailer_field(r, at, len);
     if (r->in_value || r->nhdr == 0) {
         if (r->nhdr == H1_RESP_MAX_HEADERS) {
             r->too_many = true;
@@ -48,6 +93,15 @@ static int on_value(llhttp_t *hp, const char *at, size_t len)
     struct h1_resp *r = hp->data;
     struct h1_header *h;
 
+    if (r->in_body) {
+        if (!r->tr_open)
+            return -1;
+        if (!r->in_value)
+            tr_add(r, ": ", 2);
+        tr_add(r, at, len);
+        r->in_value = true;
+        return 0;
+    }
     if (!r->nhdr)
         return -1;
     h = &r->hdr[r->nhdr - 1];
@@ -84,6 +138,7 @@ static int on_message_complete(llhttp_t *hp)
 {
     struct h1_resp *r = hp->data;
 
+    tr_close(r);
     r->msg_done = true;
     return HPE_PAUSED;
 }
@@ -139,6 +194,10 @@ int h1_resp_parse_head(struct h1_resp *r, const char *data, size_t len, size_t m
     r->in_value = false;
     r->too_many = false;
     r->msg_done = false;
+    r->trailers_dropped = false;
+    r->in_body = false;
+    r->tr_len = 0;
+    r->tr_open = false;
     r->status = 0;
     r->status_text.ptr = NULL;
     r->status_text.len = 0;
@@ -178,6 +237,8 @@ bool h1_resp_needs_eof(const struct h1_resp *r)
 
 void h1_resp_begin_body(struct h1_resp *r)
 {
+    r->in_body = true;
+    r->in_value = false;
     llhttp_resume(&r->hp);
     /* llhttp ends an empty body (Content-Length: 0) only when it next runs,
      * and the next bytes may never come: run it on no input */
@@ -207,6 +268,11 @@ int h1_resp_feed_body(struct h1_resp *r, const char *data, size_t len, size_t *u
         return 0;
     }
     return -1;
+}
+
+struct h1_slice h1_resp_trailers(const struct h1_resp *r)
+{
+    return (struct h1_slice){r->tr, r->tr_len};
 }
 
 const char *h1_resp_error(const struct h1_resp *r)

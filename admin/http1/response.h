@@ -23,6 +23,11 @@
  * then h1_resp_begin_body() once, then h1_resp_feed_body() until msg_done;
  * at the upstream's close, h1_resp_needs_eof() says whether that ended the
  * body or cut it.
+ *
+ * A chunked body's trailer fields (names checked as the head's) are kept,
+ * as "Name: value\r\n" lines, in a buffer of H1_RESP_TRAILERS_MAX bytes
+ * (h1_resp_trailers()) for a client the body is decoded for (HTTP/2):
+ * whole fields that do not fit are dropped (trailers_dropped).
  */
 #ifndef SY_ADMIN_HTTP1_RESPONSE_H
 #define SY_ADMIN_HTTP1_RESPONSE_H
@@ -37,6 +42,8 @@
 
 /* Most fields one response head may carry. */
 #define H1_RESP_MAX_HEADERS 256
+/* Most bytes of trailer lines kept. */
+#define H1_RESP_TRAILERS_MAX 4096
 
 /* Receives decoded body bytes; <data> is only valid during the call. */
 typedef void (*h1_resp_body_cb)(void *ctx, const char *data, size_t len);
@@ -51,12 +58,19 @@ struct h1_resp {
     struct h1_slice status_text;               /* the reason phrase as sent; ptr NULL if none */
     struct h1_header hdr[H1_RESP_MAX_HEADERS]; /* in arrival order; values untrimmed */
     size_t nhdr;
-    bool too_many; /* the last head failed for having too many fields */
-    bool msg_done; /* the body (the whole message) has ended */
+    bool too_many;         /* the last head failed for having too many fields */
+    bool msg_done;         /* the body (the whole message) has ended */
+    bool trailers_dropped; /* trailer fields past H1_RESP_TRAILERS_MAX were dropped */
 
     /* private */
     llhttp_t hp;
     bool in_value;
+    bool in_body;   /* fields now are trailers */
+    size_t tr_len;  /* of tr, the lines so far */
+    size_t tr_mark; /* where the field being read began, in tr */
+    bool tr_open;   /* a trailer field is being read */
+    bool tr_over;   /* it does not fit: dropped */
+    char tr[H1_RESP_TRAILERS_MAX];
     h1_resp_body_cb cb;
     void *cb_ctx;
 };
@@ -91,6 +105,10 @@ void h1_resp_begin_body(struct h1_resp *r);
  */
 int h1_resp_feed_body(struct h1_resp *r, const char *data, size_t len, size_t *used,
                       h1_resp_body_cb cb, void *ctx);
+
+/* The trailer fields of the body, once msg_done, as "Name: value\r\n"
+ * lines (len 0: none). Valid until the next h1_resp_parse_head(). */
+struct h1_slice h1_resp_trailers(const struct h1_resp *r);
 
 /* llhttp's name for the last error ("HPE_INVALID_CHUNK_SIZE"). */
 const char *h1_resp_error(const struct h1_resp *r);

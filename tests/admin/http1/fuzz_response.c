@@ -42,6 +42,8 @@ struct story {
     size_t end; /* offset where the message ended (done) */
     char body[1 << 16];
     size_t body_len;
+    char trailers[H1_RESP_TRAILERS_MAX]; /* h1_resp_trailers() once done */
+    size_t trailers_len;
 };
 
 static struct h1_resp r;
@@ -88,6 +90,7 @@ static void read_stream(const char *d, size_t n, struct story *s, uint64_t *rng)
 
     memset(s, 0, offsetof(struct story, body));
     s->body_len = 0;
+    s->trailers_len = 0;
     for (;;) {
         size_t more = rng ? 1 + (size_t)(rng_next(rng) % 64) : n;
 
@@ -123,6 +126,13 @@ static void read_stream(const char *d, size_t n, struct story *s, uint64_t *rng)
             at += used;
         }
         if (r.msg_done) {
+            struct h1_slice t = h1_resp_trailers(&r);
+
+            /* whole lines of a name and a value, never over the bound */
+            CHECK(t.len <= sizeof(s->trailers));
+            CHECK(t.len == 0 || (t.len >= 4 && memcmp(t.ptr + t.len - 2, "\r\n", 2) == 0));
+            memcpy(s->trailers, t.ptr, t.len);
+            s->trailers_len = t.len;
             s->done = true;
             s->end = at;
             return;
@@ -157,8 +167,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!one.body_started)
         CHECK(one.head_rc == cut.head_rc);
     CHECK(one.done == cut.done && one.failed == cut.failed);
-    if (one.done)
+    if (one.done) {
         CHECK(one.end == cut.end && one.end <= n);
+        CHECK(one.trailers_len == cut.trailers_len);
+        CHECK(memcmp(one.trailers, cut.trailers, one.trailers_len) == 0);
+    }
     if (!one.failed) {
         CHECK(one.body_len == cut.body_len);
         CHECK(memcmp(one.body, cut.body, one.body_len) == 0);

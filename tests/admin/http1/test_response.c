@@ -206,6 +206,61 @@ START_TEST(chunked_byte_by_byte)
 }
 END_TEST
 
+/* Trailer fields are kept as lines, the same whole or byte by byte, the
+ * head's fields untouched; a trailer name that is no token is refused. */
+START_TEST(chunked_trailers)
+{
+    static const char d[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-H: 1\r\n\r\n"
+                            "2\r\nhi\r\n0\r\nGrpc-Status: 0\r\nEmpty:\r\nX-T:  a b\r\n\r\n";
+    static const char want[] = "Grpc-Status: 0\r\nEmpty: \r\nX-T: a b\r\n";
+    static const char bad[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              "0\r\nBad Name: x\r\n\r\n";
+    struct sink s = {.n = 0};
+    size_t hl, used;
+
+    for (int step = 0; step < 2; step++) {
+        ck_assert_int_eq(head(RAW(d), &hl), 1);
+        ck_assert_uint_eq(h1_resp_trailers(&r).len, 0);
+        h1_resp_begin_body(&r);
+        for (size_t i = hl; i < sizeof(d) - 1;) {
+            size_t n = step ? 1 : sizeof(d) - 1 - i;
+            ck_assert_int_eq(h1_resp_feed_body(&r, d + i, n, &used, collect, &s), 0);
+            i += n;
+        }
+        ck_assert(r.msg_done);
+        ck_assert_uint_eq(r.nhdr, 2);
+        ck_assert_uint_eq(h1_resp_trailers(&r).len, sizeof(want) - 1);
+        ck_assert(memcmp(h1_resp_trailers(&r).ptr, want, sizeof(want) - 1) == 0);
+        ck_assert(!r.trailers_dropped);
+    }
+    ck_assert_int_eq(head(RAW(bad), &hl), 1);
+    h1_resp_begin_body(&r);
+    ck_assert_int_eq(h1_resp_feed_body(&r, bad + hl, sizeof(bad) - 1 - hl, &used, NULL, NULL), -1);
+}
+END_TEST
+
+/* Trailers past H1_RESP_TRAILERS_MAX: the fields that fit are kept whole,
+ * the others dropped and said so. */
+START_TEST(chunked_trailers_bounded)
+{
+    static char d[3 * H1_RESP_TRAILERS_MAX];
+    size_t n, hl, used;
+
+    n = (size_t)snprintf(d, sizeof(d),
+                         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: 1\r\nB: ");
+    memset(d + n, 'b', H1_RESP_TRAILERS_MAX);
+    n += H1_RESP_TRAILERS_MAX;
+    n += (size_t)snprintf(d + n, sizeof(d) - n, "\r\nC: 3\r\n\r\n");
+    ck_assert_int_eq(head(d, n, &hl), 1);
+    h1_resp_begin_body(&r);
+    ck_assert_int_eq(h1_resp_feed_body(&r, d + hl, n - hl, &used, NULL, NULL), 0);
+    ck_assert(r.msg_done);
+    ck_assert(r.trailers_dropped);
+    ck_assert_uint_eq(h1_resp_trailers(&r).len, 12);
+    ck_assert(memcmp(h1_resp_trailers(&r).ptr, "A: 1\r\nC: 3\r\n", 12) == 0);
+}
+END_TEST
+
 START_TEST(chunked_invalid)
 {
     static const char d[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
@@ -234,6 +289,8 @@ int main(void)
     tcase_add_test(tc, interim_then_final);
     tcase_add_test(tc, empty_body_done_at_once);
     tcase_add_test(tc, chunked_byte_by_byte);
+    tcase_add_test(tc, chunked_trailers);
+    tcase_add_test(tc, chunked_trailers_bounded);
     tcase_add_test(tc, chunked_invalid);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
