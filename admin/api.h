@@ -19,12 +19,18 @@
 #define ADM_HIST_BUCKETS 14
 extern const double adm_hist_bounds[ADM_HIST_BUCKETS]; /* seconds (api_metrics.c) */
 
+/* Requests by the protocol they came in on: [0] HTTP/1.x ("h1"), [1]
+ * HTTP/2 over TLS ("h2"), [2] HTTP/2 by prior knowledge ("h2c"), the
+ * names of listeners[].protocols. */
+#define ADM_NPROTOS 3
+
 /* The gateway's counters, summed over workers when scraped. */
 struct adm_gw_stats {
     unsigned workers;
     uint64_t conns_open, conns_total, conns_dropped;
     uint64_t conns_reclaimed[2]; /* closed for new ones: [0] idle, [1] pending */
     uint64_t requests, status[6];
+    uint64_t requests_proto[ADM_NPROTOS];
     uint64_t bytes_in, bytes_out, upstream_errors;
     uint64_t access_log_dropped;        /* access-log lines lost: failed writes */
     uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration, last = +Inf */

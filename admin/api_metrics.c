@@ -229,6 +229,13 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
     for (int cls = 1; cls <= 5; cls++)
         evbuffer_add_printf(b, "switchyard_requests_total{code=\"%dxx\"} %llu\n", cls,
                             (unsigned long long)gs.status[cls]);
+    evbuffer_add_printf(b, "# HELP switchyard_requests_by_protocol_total Requests answered, by "
+                           "the protocol they came in on.\n"
+                           "# TYPE switchyard_requests_by_protocol_total counter\n");
+    for (int p = 0; p < ADM_NPROTOS; p++)
+        evbuffer_add_printf(b, "switchyard_requests_by_protocol_total{protocol=\"%s\"} %llu\n",
+                            (const char *[]){"h1", "h2", "h2c"}[p],
+                            (unsigned long long)gs.requests_proto[p]);
     evbuffer_add_printf(
         b, "# HELP switchyard_route_requests_total Requests by route and status class.\n"
            "# TYPE switchyard_route_requests_total counter\n");

@@ -32,6 +32,7 @@ static void count_status(struct gw_req *r, double ms)
     double secs = ms / 1e3;
 
     gw_count(&k->requests, 1);
+    gw_count(&k->requests_proto[r->codec->http1 ? 0 : gw_io_is_tls(&r->c->io) ? 1 : 2], 1);
     if (cls >= 1 && cls <= 5) {
         gw_count(&k->status[cls], 1);
         if (r->sr)

@@ -24,6 +24,8 @@ void gw_stats(void *arg, struct adm_gw_stats *st)
         st->conns_reclaimed[0] += ld(&k->conns_reclaimed[0]);
         st->conns_reclaimed[1] += ld(&k->conns_reclaimed[1]);
         st->requests += ld(&k->requests);
+        for (int n = 0; n < ADM_NPROTOS; n++)
+            st->requests_proto[n] += ld(&k->requests_proto[n]);
         for (int c = 0; c < 6; c++)
             st->status[c] += ld(&k->status[c]);
         st->bytes_in += ld(&k->bytes_in);
