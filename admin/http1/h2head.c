@@ -88,8 +88,9 @@ static struct h1_slice side_slice(const struct h2h *h, int ps)
     return (struct h1_slice){h->side + h->off[ps], h->vlen[ps]};
 }
 
-void h2h_begin(struct h2h *h, char *side, size_t cap)
+void h2h_begin(struct h2h *h, struct h1_req_parser *p, char *side, size_t cap)
 {
+    h1_req_made_head(p);
     memset(h, 0, sizeof(*h));
     h->side = side;
     h->cap = cap;

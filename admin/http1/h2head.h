@@ -67,9 +67,10 @@ struct h2h {
     int rc;                 /* the sticky result */
 };
 
-/* Starts the head of a new request, with <side>[0..<cap>) aside (see
- * above); the parser it goes into must be fresh (h1_req_reset()). */
-void h2h_begin(struct h2h *h, char *side, size_t cap);
+/* Starts the head of a new request in parser <p>, fresh (h1_req_reset()),
+ * which is told the head is made (h1_req_made_head()), with
+ * <side>[0..<cap>) aside (see above). */
+void h2h_begin(struct h2h *h, struct h1_req_parser *p, char *side, size_t cap);
 
 /* The field <name>: <value> of the request's header list (as HPACK gave
  * it: names in lower case), into parser <p>. H2H_OK; H2H_MALFORMED or

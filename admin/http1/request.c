@@ -260,6 +260,7 @@ void h1_req_reset(struct h1_req_parser *p)
     p->hdr_bytes = 0;
     p->in_method = true;
     p->confirm_pending = false;
+    p->made = false;
     p->body_left = 0;
     p->body_total = 0;
     p->chunk_size = 0;
@@ -722,6 +723,11 @@ static int check_llhttp_head(struct h1_req_parser *p)
     return 0;
 }
 
+void h1_req_made_head(struct h1_req_parser *p)
+{
+    p->made = true;
+}
+
 int h1_req_confirm(struct h1_req_parser *p)
 {
     if (p->phase == PH_ERROR)
@@ -808,9 +814,9 @@ static int end_head(struct h1_req_parser *p)
     /* a head with body bytes is checked now: llhttp decodes the body; one
      * without (no body, or Content-Length: 0) waits for h1_req_confirm(),
      * before it goes upstream */
-    p->confirm_pending =
-        r->body_kind == H1_BODY_NONE || (r->body_kind == H1_BODY_LENGTH && r->content_length == 0);
-    if (!p->confirm_pending && check_llhttp_head(p) < 0)
+    p->confirm_pending = !p->made && (r->body_kind == H1_BODY_NONE ||
+                                      (r->body_kind == H1_BODY_LENGTH && r->content_length == 0));
+    if (!p->confirm_pending && !p->made && check_llhttp_head(p) < 0)
         return -1;
 
     p->body_left = r->content_length;

@@ -227,6 +227,7 @@ struct h1_req_parser {
     size_t hdr_bytes;     /* header-section bytes so far */
     bool in_method;       /* request line: no SP seen yet */
     bool confirm_pending; /* a body-less head not yet cross-checked by llhttp */
+    bool made;            /* the head is the caller's, not a client's bytes */
     uint64_t body_left;   /* CL bytes or current chunk bytes still to come */
     uint64_t body_total;  /* chunked: sum of chunk sizes so far */
     uint64_t chunk_size;
@@ -289,6 +290,16 @@ int h1_req_feed_head(struct h1_req_parser *p, const char *data, size_t len, size
 /* The llhttp cross-check of a body-less head (see above): 0, or H1_REQ_ERROR
  * with p->status 400. Runs once; 0 at once for a head checked already. */
 int h1_req_confirm(struct h1_req_parser *p);
+
+/*
+ * The head about to be fed (after h1_req_reset()) is no client's bytes but
+ * made by the caller from fields already checked, an HTTP/2 request's
+ * (h2head.h): our validator still parses and limits it, but llhttp does not
+ * cross-check it, there being no second reading of client bytes to
+ * disagree with (h1_req_confirm() returns 0), and its body is never fed
+ * here (the caller has it decoded).
+ */
+void h1_req_made_head(struct h1_req_parser *p);
 
 /*
  * Applies router.escaped_slashes <mode> to the path of the request head just

@@ -16,8 +16,10 @@
  * reports (nothing injected: its line ends are its fields plus two), the
  * cookie crumbs arrive joined in order in the one Cookie field, no
  * connection-specific field but the Transfer-Encoding: chunked of a body
- * without content-length, a path that is origin-form or "*". The same
- * bytes go through h2h_fields() as a response's lines.
+ * without content-length, a path that is origin-form or "*"; and the head,
+ * made (no llhttp cross-check, h1_req_made_head()), is one a client could
+ * have sent: a plain parser takes the same bytes, llhttp agreeing. The
+ * same bytes go through h2h_fields() as a response's lines.
  *
  * Built as a libFuzzer target with SY_FUZZ=ON (clang), and linked with
  * fuzz_replay.c as a plain program that replays fuzz_h2head_corpus/ plus
@@ -107,6 +109,24 @@ static void add_crumb(struct expect *e, const uint8_t *v, size_t n)
     e->cookie_len += n;
 }
 
+/* The made head <p> holds, fed as a client's bytes to a parser of the same
+ * limits: taken whole, cross-checked by llhttp, framed alike. */
+static void check_as_client_bytes(const struct h1_req_parser *p, const struct h1_req_limits *lim)
+{
+    const struct h1_request *r = &p->req;
+    struct h1_req_parser q;
+    size_t used = 0;
+
+    CHECK(h1_req_parser_init(&q, lim) == 0);
+    CHECK(h1_req_feed_head(&q, r->head.ptr, r->head.len, &used) == H1_REQ_HEAD);
+    CHECK(used == r->head.len);
+    CHECK(h1_req_confirm(&q) == 0);
+    CHECK(q.req.body_kind == r->body_kind && q.req.content_length == r->content_length);
+    CHECK(q.req.nheaders == r->nheaders && q.req.path_len == r->path_len);
+    CHECK(memcmp(q.req.path, r->path, r->path_len) == 0);
+    h1_req_parser_free(&q);
+}
+
 static void check_head(const struct h1_req_parser *p, const struct expect *e, bool body)
 {
     const struct h1_request *r = &p->req;
@@ -158,7 +178,7 @@ static int run(const uint8_t *data, size_t size, const struct h1_req_limits *lim
     cap = lim->max_request_line + 2 + lim->max_header_bytes;
     side = malloc(cap);
     CHECK(side != NULL);
-    h2h_begin(&h, side, cap);
+    h2h_begin(&h, &p, side, cap);
     memset(&e, 0, sizeof(e));
     while (i < size) {
         const char *name;
@@ -198,8 +218,10 @@ static int run(const uint8_t *data, size_t size, const struct h1_req_limits *lim
     CHECK(rc == H2H_OK || rc == H2H_MALFORMED || rc == H2H_ERROR);
     if (rc != H2H_OK)
         CHECK(h2h_end(&h, &p, body) == rc);
-    if (rc == H2H_OK)
+    if (rc == H2H_OK) {
         check_head(&p, &e, body);
+        check_as_client_bytes(&p, lim);
+    }
     if (rc == H2H_ERROR)
         CHECK(h.status >= 400 && h.status < 600 && h.reason != NULL);
     *status = rc == H2H_OK ? 0 : h.status;

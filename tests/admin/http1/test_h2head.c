@@ -30,7 +30,7 @@ static int run(struct run *r, const char *const *list, bool body, const struct h
     ck_assert_int_eq(h1_req_parser_init(&r->p, lim), 0);
     cap = lim && lim->max_header_bytes ? lim->max_header_bytes + 8192 + 2 : 32768 + 8192 + 2;
     ck_assert_uint_le(cap, sizeof(r->side));
-    h2h_begin(&r->h, r->side, cap);
+    h2h_begin(&r->h, &r->p, r->side, cap);
     r->rc = H2H_OK;
     for (size_t i = 0; list[i]; i += 2) {
         int rc =
@@ -352,12 +352,12 @@ START_TEST(side_full_stops)
     struct h2h h;
 
     ck_assert_int_eq(h1_req_parser_init(&R.p, NULL), 0);
-    h2h_begin(&h, small, sizeof(small));
+    h2h_begin(&h, &R.p, small, sizeof(small));
     ck_assert_int_eq(h2h_field(&h, &R.p, ":method", 7, "GET", 3), H2H_OK);
     ck_assert_int_eq(h2h_field(&h, &R.p, ":path", 5, "/0123456789abcdef", 17), H2H_ERROR);
     ck_assert_int_eq(h.status, 414);
     ck_assert_int_eq(h2h_end(&h, &R.p, false), H2H_ERROR);
-    h2h_begin(&h, small, sizeof(small));
+    h2h_begin(&h, &R.p, small, sizeof(small));
     ck_assert_int_eq(h2h_field(&h, &R.p, ":authority", 10, "0123456789abcdefg", 17), H2H_ERROR);
     ck_assert_int_eq(h.status, 431);
     done(&R);

@@ -1495,6 +1495,32 @@ END_TEST
 /* The block taken away between requests (an idle gateway connection holds
  * none) and another of the same size given back: the next request parses
  * into it, and the old block is no longer written. */
+/* A made head (HTTP/2's) is parsed and limited as a client's, without the
+ * llhttp cross-check: nothing is left for h1_req_confirm(). */
+START_TEST(made_head_skips_cross_check)
+{
+    static const char r1[] = "GET /a HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char r2[] = "GET /a HTTP/1.1\r\nHost: x\r\nX: a\001b\r\n\r\n";
+    struct h1_req_parser p;
+    size_t used;
+
+    ck_assert_int_eq(h1_req_parser_init(&p, NULL), 0);
+    h1_req_made_head(&p);
+    ck_assert_int_eq(h1_req_feed_head(&p, r1, sizeof(r1) - 1, &used), H1_REQ_HEAD);
+    ck_assert(!p.confirm_pending);
+    ck_assert_int_eq(h1_req_confirm(&p), 0);
+    h1_req_reset(&p);
+    ck_assert(!p.made); /* a reset forgets it */
+    ck_assert_int_eq(h1_req_feed_head(&p, r1, sizeof(r1) - 1, &used), H1_REQ_HEAD);
+    ck_assert(p.confirm_pending);
+    h1_req_reset(&p);
+    h1_req_made_head(&p);
+    ck_assert_int_eq(h1_req_feed_head(&p, r2, sizeof(r2) - 1, &used), H1_REQ_ERROR);
+    ck_assert_int_eq(p.status, 400); /* the validator's rules still hold */
+    h1_req_parser_free(&p);
+}
+END_TEST
+
 /* A parser set up without its block sizes it as init would, fails every
  * feed until it has one, then parses as usual. */
 START_TEST(lim_setup_without_mem)
@@ -1898,6 +1924,7 @@ static Suite *request_suite(void)
     ADD(lim, lim_init);
     ADD(lim, lim_take_give_mem);
     ADD(lim, lim_setup_without_mem);
+    ADD(acc, made_head_skips_cross_check);
 
     ADD(norm, norm_in_parser);
     ADD(norm, path_control_escapes);
