@@ -193,6 +193,9 @@ struct gw_worker {
     void *pmem;
     size_t pmem_size;
     unsigned pmem_n;
+    /* HTTP/2's spare memory (h2.c): stream objects and nghttp2's small
+     * blocks, NULL until the first HTTP/2 connection */
+    struct gw_h2_cache *h2cache;
     struct gw_up_session up_sessions[GW_UP_SESSIONS];
     /* limits on upstream pools (limits.c), oldest first: the wake event
      * (proxy.c) serves the queues of a pool's older versions, whose
@@ -257,6 +260,8 @@ extern const struct gw_codec gw_http1_codec;
 struct gw_conn *gw_http1_accept(struct gw_worker *w, struct gw_listener *l, evutil_socket_t fd,
                                 const struct sockaddr *sa, int salen, int parked,
                                 const struct gw_io_ops *ops, void *xprt, int h2);
+/* h2.c: frees <w>'s HTTP/2 spare memory (after its connections). */
+void gw_h2_cache_free(struct gw_worker *w);
 /* local.c: encodes the local answers once; every worker calls it before serving. */
 void gw_local_init(void);
 

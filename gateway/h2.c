@@ -51,6 +51,113 @@
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 #define PREFACE_LEN (sizeof(preface) - 1)
 
+/* ---- nghttp2's memory: small blocks from the worker's free lists ---- */
+
+/* A block's header: its class, GW_H2_CLASSES for one malloc'd to its own
+ * size. Sixteen bytes keep the payload aligned as malloc's is. */
+struct blk {
+    size_t cls, pad;
+};
+
+static size_t class_of(size_t size)
+{
+    size_t c = 0;
+
+    while (c < GW_H2_CLASSES && size > (size_t)64 << c)
+        c++;
+    return c;
+}
+
+static void *mem_malloc(size_t size, void *ud)
+{
+    struct gw_h2_cache *k = ud;
+    size_t c = class_of(size);
+    struct blk *b;
+    void *p;
+
+    if (c < GW_H2_CLASSES && (p = k->blocks[c])) {
+        k->blocks[c] = *(void **)p;
+        k->nblocks[c]--;
+        return p;
+    }
+    if (!(b = malloc(sizeof(*b) + (c < GW_H2_CLASSES ? (size_t)64 << c : size))))
+        return NULL;
+    b->cls = c;
+    return b + 1;
+}
+
+static void mem_free(void *p, void *ud)
+{
+    struct gw_h2_cache *k = ud;
+    struct blk *b = (struct blk *)p - 1;
+
+    if (!p)
+        return;
+    if (b->cls < GW_H2_CLASSES && k->nblocks[b->cls] < GW_H2_SPARE) {
+        *(void **)p = k->blocks[b->cls];
+        k->blocks[b->cls] = p;
+        k->nblocks[b->cls]++;
+        return;
+    }
+    free(b);
+}
+
+static void *mem_calloc(size_t n, size_t size, void *ud)
+{
+    void *p;
+
+    if (size && n > (size_t)-1 / size)
+        return NULL;
+    if ((p = mem_malloc(n * size, ud)))
+        memset(p, 0, n * size);
+    return p;
+}
+
+static void *mem_realloc(void *p, size_t size, void *ud)
+{
+    struct blk *b = (struct blk *)p - 1;
+    void *q;
+
+    if (!p)
+        return mem_malloc(size, ud);
+    if (b->cls == GW_H2_CLASSES) { /* its own block: as malloc's */
+        if (!(b = realloc(b, sizeof(*b) + size)))
+            return NULL;
+        return b + 1;
+    }
+    if (size <= (size_t)64 << b->cls)
+        return p;
+    if (!(q = mem_malloc(size, ud)))
+        return NULL;
+    memcpy(q, p, (size_t)64 << b->cls);
+    mem_free(p, ud);
+    return q;
+}
+
+struct gw_h2_cache *h2_cache(struct gw_worker *w)
+{
+    if (!w->h2cache)
+        w->h2cache = calloc(1, sizeof(*w->h2cache));
+    return w->h2cache;
+}
+
+void gw_h2_cache_free(struct gw_worker *w)
+{
+    struct gw_h2_cache *k = w->h2cache;
+
+    if (!k)
+        return;
+    h2_streams_spare_free(k);
+    for (int c = 0; c < GW_H2_CLASSES; c++)
+        while (k->blocks[c]) {
+            void *p = k->blocks[c];
+            k->blocks[c] = *(void **)p;
+            free((struct blk *)p - 1);
+        }
+    free(k);
+    w->h2cache = NULL;
+}
+
 static nghttp2_session_callbacks *cbs;
 static nghttp2_option *opt;
 static pthread_once_t cbs_once = PTHREAD_ONCE_INIT;
@@ -431,6 +538,7 @@ static void callbacks_init(void)
     nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
 }
 
 /* ---- the connection ---- */
@@ -504,10 +612,12 @@ static int start(struct gw_conn *c)
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, window},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     };
+    struct gw_h2_cache *k = h2_cache(c->w);
+    nghttp2_mem mem = {k, mem_malloc, mem_free, mem_calloc, mem_realloc};
     struct gw_h2 *h;
 
     pthread_once(&cbs_once, callbacks_init);
-    if (!cbs || !opt || !(h = calloc(1, sizeof(*h))))
+    if (!cbs || !opt || !k || !(h = calloc(1, sizeof(*h))))
         goto fail;
     h->c = c;
     TAILQ_INIT(&h->streams);
@@ -519,7 +629,7 @@ static int start(struct gw_conn *c)
         goto fail_h;
     if (!(h->kick = event_new(c->w->base, -1, 0, kick_cb, h)))
         goto fail_heads;
-    if (nghttp2_session_server_new2(&h->s, cbs, h, opt) != 0)
+    if (nghttp2_session_server_new3(&h->s, cbs, h, opt, &mem) != 0)
         goto fail_kick;
     if (nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
         nghttp2_session_set_local_window_size(h->s, NGHTTP2_FLAG_NONE, 0,

@@ -39,9 +39,24 @@
 
 struct gw_h2;
 
+/* A worker's spare memory for HTTP/2 (gw_worker.h2cache): stream objects
+ * (each with its params array and output buffer) and nghttp2's small
+ * blocks (its allocator, h2.c), in free lists of at most GW_H2_SPARE
+ * each: once a worker has served as many streams at once, a stream costs
+ * no malloc (nginx and h2o pool their stream memory the same way). */
+#define GW_H2_SPARE 128
+#define GW_H2_CLASSES 6 /* blocks of 64, 128, 256, 512, 1024 and 2048 bytes */
+struct gw_h2_cache {
+    struct gw_h2s *streams;
+    unsigned nstreams;
+    void *blocks[GW_H2_CLASSES];
+    unsigned nblocks[GW_H2_CLASSES];
+};
+
 /* A stream of a client's, from its HEADERS to its close. */
 struct gw_h2s {
     TAILQ_ENTRY(gw_h2s) link;  /* the connection's streams */
+    struct gw_h2s *next_spare; /* in the worker's cache, when spare */
     TAILQ_ENTRY(gw_h2s) rlink; /* in h->ready */
     TAILQ_ENTRY(gw_h2s) dlink; /* in h->drained */
     struct gw_h2 *h;
@@ -53,6 +68,7 @@ struct gw_h2s {
     unsigned char in_eof;    /* the client ended the stream (END_STREAM) */
     unsigned char out_eof;   /* the answer is whole in <out> (codec end) */
     unsigned char head_sent; /* a final response head was submitted */
+    unsigned char provider;  /* with a body to come from <out> (its data provider) */
     unsigned char es_sent;   /* our END_STREAM went out */
     unsigned char deferred;  /* the data provider waits for <out> */
     unsigned char rd_paused; /* the request layer takes no body bytes now */
@@ -134,8 +150,14 @@ void h2_credit(struct gw_h2 *h, unsigned n);
  * end the connection (ENHANCE_YOUR_CALM). */
 void h2_count_bad(struct gw_h2 *h);
 
+/* <w>'s spare memory, made at its first HTTP/2 connection; NULL when out
+ * of memory (then nothing is kept). */
+struct gw_h2_cache *h2_cache(struct gw_worker *w);
+
 /* h2_stream.c */
 extern const struct gw_codec gw_h2_codec;
+/* Frees the stream objects <k> keeps. */
+void h2_streams_spare_free(struct gw_h2_cache *k);
 int h2_on_begin_headers(nghttp2_session *s, const nghttp2_frame *f, void *ud);
 int h2_on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t nlen,
                  const uint8_t *value, size_t vlen, uint8_t flags, void *ud);

@@ -36,10 +36,71 @@ static void ready(struct gw_h2s *st)
  * pool (as an HTTP/1.1 connection's between requests), and the
  * connection's side buffer for h2head if it has none. NULL when out of
  * memory. */
+/* A stream object: a spare of the worker's (its params array and output
+ * buffer kept), else a new one. */
+static struct gw_h2s *stream_get(struct gw_worker *w)
+{
+    struct gw_h2_cache *k = w->h2cache;
+    struct gw_h2s *st;
+    struct rt_param *params;
+    size_t cap;
+    struct evbuffer *out;
+
+    if (!k || !(st = k->streams))
+        return calloc(1, sizeof(struct gw_h2s));
+    k->streams = st->next_spare;
+    k->nstreams--;
+    params = st->req.params;
+    cap = st->req.params_cap;
+    out = st->out;
+    memset(st, 0, sizeof(*st));
+    st->req.params = params;
+    st->req.params_cap = cap;
+    st->out = out;
+    return st;
+}
+
+/* <st>'s memory: kept by the worker while it has room, else freed. */
+static void stream_put(struct gw_worker *w, struct gw_h2s *st)
+{
+    struct gw_h2_cache *k = w->h2cache;
+
+    if (st->in)
+        evbuffer_free(st->in);
+    free(st->trailers);
+    free(st->rtr);
+    if (k && k->nstreams < GW_H2_SPARE) {
+        if (st->out)
+            evbuffer_drain(st->out, evbuffer_get_length(st->out));
+        st->next_spare = k->streams;
+        k->streams = st;
+        k->nstreams++;
+        return;
+    }
+    free(st->req.params);
+    if (st->out)
+        evbuffer_free(st->out);
+    free(st);
+}
+
+void h2_streams_spare_free(struct gw_h2_cache *k)
+{
+    struct gw_h2s *st;
+
+    while ((st = k->streams)) {
+        k->streams = st->next_spare;
+        free(st->req.params);
+        if (st->out)
+            evbuffer_free(st->out);
+        free(st);
+    }
+    k->nstreams = 0;
+}
+
 static struct gw_h2s *stream_new(struct gw_h2 *h, int32_t id)
 {
     struct gw_conn *c = h->c;
-    struct gw_h2s *st = calloc(1, sizeof(*st));
+    struct gw_h2s *st = stream_get(c->w);
     size_t size;
     void *mem;
 
@@ -70,7 +131,8 @@ static struct gw_h2s *stream_new(struct gw_h2 *h, int32_t id)
 fail_mem:
     gw_pmem_put(c->w, h1_req_take_mem(&st->rp), size);
 fail:
-    free(st);
+    if (st)
+        stream_put(c->w, st);
     return NULL;
 }
 
@@ -91,15 +153,8 @@ static void stream_free(struct gw_h2s *st)
     if (st->in_drain)
         TAILQ_REMOVE(&h->drained, st, dlink);
     gw_pmem_put(c->w, h1_req_take_mem(&st->rp), h1_req_mem_size(&st->rp));
-    free(st->req.params);
-    if (st->in)
-        evbuffer_free(st->in);
-    if (st->out)
-        evbuffer_free(st->out);
-    free(st->trailers);
-    free(st->rtr);
     TAILQ_REMOVE(&h->streams, st, link);
-    free(st);
+    stream_put(c->w, st);
     if (--h->nstreams || h->closing)
         return;
     /* no header block under way: the side buffer goes back */
@@ -531,8 +586,8 @@ static void c_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
         st->head_sent = 1;
         st->out_eof = (flags & GW_HEAD_NOBODY) != 0;
         st->t_out = gw_now_ms();
-        rv = nghttp2_submit_response(h->s, st->id, nv, (size_t)n,
-                                     (flags & GW_HEAD_NOBODY) ? NULL : &prd);
+        st->provider = !(flags & GW_HEAD_NOBODY);
+        rv = nghttp2_submit_response(h->s, st->id, nv, (size_t)n, st->provider ? &prd : NULL);
     }
     if (rv != 0)
         reset(st, NGHTTP2_INTERNAL_ERROR, 1);
@@ -565,7 +620,7 @@ static void c_data_move(struct gw_req *r, struct evbuffer *src, size_t n, struct
     size_t before;
 
     (void)pend; /* the head went to nghttp2 whole */
-    if (!st->out || st->out_eof) {
+    if (!st->provider || st->out_eof) {
         evbuffer_drain(src, n);
         return;
     }
@@ -579,7 +634,7 @@ static void c_data(struct gw_req *r, const char *p, size_t n)
     struct gw_h2s *st = r->stream;
     size_t before;
 
-    if (!st->out || st->out_eof)
+    if (!st->provider || st->out_eof)
         return;
     before = evbuffer_get_length(st->out);
     evbuffer_add(st->out, p, n);
@@ -590,7 +645,7 @@ static void c_end(struct gw_req *r, const char *trailers, size_t trailers_len)
 {
     struct gw_h2s *st = r->stream;
 
-    if (!st->out || st->out_eof)
+    if (!st->provider || st->out_eof)
         return;
     if (trailers_len && (st->trailers = malloc(trailers_len))) {
         memcpy(st->trailers, trailers, trailers_len);

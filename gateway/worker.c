@@ -534,6 +534,7 @@ void gw_worker_destroy(struct gw_worker *w)
     }
     free(w->log);
     gw_conn_pmem_free(w);
+    gw_h2_cache_free(w);
     rt_ctx_free(w->rtctx);
 }
 
