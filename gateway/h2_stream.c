@@ -563,7 +563,7 @@ static void c_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
     struct gw_h2 *h = st->h;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
     nghttp2_nv stack[GW_H2_NV], *nv;
-    char *text = o->b, status[8];
+    char *text = o->b, status[3];
     size_t len = o->n;
     ssize_t n;
     int rv;
@@ -574,7 +574,9 @@ static void c_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
         text = (char *)evbuffer_pullup(h->heads, -1);
     }
     o->n = 0;
-    snprintf(status, sizeof(status), "%03d", st->status % 1000);
+    status[0] = (char)('0' + st->status / 100 % 10);
+    status[1] = (char)('0' + st->status / 10 % 10);
+    status[2] = (char)('0' + st->status % 10);
     n = to_nv(text, len, status, stack, &nv);
     if (n < 0 || (!(flags & (GW_HEAD_INTERIM | GW_HEAD_NOBODY)) && !st->out &&
                   !(st->out = evbuffer_new()))) {
