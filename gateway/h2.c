@@ -164,16 +164,49 @@ static pthread_once_t cbs_once = PTHREAD_ONCE_INIT;
 
 /* ---- output ---- */
 
+int h2_out_flush(struct gw_h2 *h)
+{
+    struct gw_h2_cache *k = h->cache;
+    int rc = 0;
+
+    if (k->glen)
+        rc = evbuffer_add(h->c->io.out, k->gather, k->glen);
+    k->glen = 0;
+    return rc;
+}
+
+size_t h2_out_room(const struct gw_h2 *h)
+{
+    return sizeof(h->cache->gather) - h->cache->glen;
+}
+
+size_t h2_out_len(const struct gw_h2 *h)
+{
+    return evbuffer_get_length(h->c->io.out) + h->cache->glen;
+}
+
+int h2_out(struct gw_h2 *h, const void *p, size_t n)
+{
+    struct gw_h2_cache *k = h->cache;
+
+    if (n > h2_out_room(h) && h2_out_flush(h) < 0)
+        return -1;
+    if (n > h2_out_room(h))
+        return evbuffer_add(h->c->io.out, p, n);
+    memcpy(k->gather + k->glen, p, n);
+    k->glen += n;
+    return 0;
+}
+
 static ssize_t send_cb(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *ud)
 {
     struct gw_h2 *h = ud;
-    struct evbuffer *out = h->c->io.out;
 
     (void)s;
     (void)flags;
-    if (evbuffer_get_length(out) > GW_HWM)
+    if (h2_out_len(h) > GW_HWM)
         return NGHTTP2_ERR_WOULDBLOCK; /* the write callback goes on at GW_LWM */
-    if (evbuffer_add(out, data, len) < 0)
+    if (h2_out(h, data, len) < 0)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     return (ssize_t)len;
 }
@@ -253,9 +286,10 @@ static int run(struct gw_h2 *h)
         h->busy = 1;
         h->dirty = 0;
         h2_streams_pass(h);
-        if (nghttp2_session_send(h->s) < 0) {
+        if (nghttp2_session_send(h->s) < 0 || h2_out_flush(h) < 0) {
             h->closing = 1; /* out of memory, or a callback failed: nothing to say */
             nghttp2_session_terminate_session(h->s, NGHTTP2_INTERNAL_ERROR);
+            h2_out_flush(h);
         }
         h->busy = 0;
         if (!h->dirty && TAILQ_EMPTY(&h->ready) && TAILQ_EMPTY(&h->drained))
@@ -620,6 +654,7 @@ static int start(struct gw_conn *c)
     if (!cbs || !opt || !k || !(h = calloc(1, sizeof(*h))))
         goto fail;
     h->c = c;
+    h->cache = k;
     TAILQ_INIT(&h->streams);
     TAILQ_INIT(&h->ready);
     TAILQ_INIT(&h->drained);

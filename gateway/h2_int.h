@@ -46,11 +46,17 @@ struct gw_h2;
  * no malloc (nginx and h2o pool their stream memory the same way). */
 #define GW_H2_SPARE 128
 #define GW_H2_CLASSES 6 /* blocks of 64, 128, 256, 512, 1024 and 2048 bytes */
+/* The frames one nghttp2_session_send() writes are gathered here and go
+ * to the connection's output in one add (h2_out_*): an evbuffer_add per
+ * frame cost a chain, a callback and a drain each. */
+#define GW_H2_GATHER (16 * 1024)
 struct gw_h2_cache {
     struct gw_h2s *streams;
     unsigned nstreams;
     void *blocks[GW_H2_CLASSES];
     unsigned nblocks[GW_H2_CLASSES];
+    size_t glen;
+    char gather[GW_H2_GATHER];
 };
 
 /* A stream of a client's, from its HEADERS to its close. */
@@ -106,6 +112,7 @@ struct gw_h2 {
     char *side;                 /* h2head's side buffer while streams are open */
     size_t side_size;           /* its size (a parser block's, at the accept) */
     struct evbuffer *heads;     /* a response head that outgrew its gw_obuf */
+    struct gw_h2_cache *cache;  /* the worker's (c->w->h2cache) */
     struct event *kick;         /* runs the connection from the loop (h2_want_send) */
     long long sec;              /* the second <frames> counts in (gw_now_ms / 1000) */
     unsigned frames;            /* frames that cost us and do no work, this second */
@@ -153,6 +160,14 @@ void h2_count_bad(struct gw_h2 *h);
 /* <w>'s spare memory, made at its first HTTP/2 connection; NULL when out
  * of memory (then nothing is kept). */
 struct gw_h2_cache *h2_cache(struct gw_worker *w);
+/* Frame bytes for the connection's output, gathered while nghttp2 sends:
+ * 0, or -1 when out of memory. h2_out_room() is what the gather buffer
+ * still takes; h2_out_flush() moves it to the output. */
+int h2_out(struct gw_h2 *h, const void *p, size_t n);
+size_t h2_out_room(const struct gw_h2 *h);
+int h2_out_flush(struct gw_h2 *h);
+/* Bytes queued toward the client: the output's and the gathered ones. */
+size_t h2_out_len(const struct gw_h2 *h);
 
 /* h2_stream.c */
 extern const struct gw_codec gw_h2_codec;

@@ -531,11 +531,17 @@ int h2_send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *framehd, s
     unsigned char padlen = (unsigned char)(pad ? pad - 1 : 0);
 
     (void)s;
-    if (evbuffer_get_length(out) > GW_HWM)
+    if (h2_out_len(h) > GW_HWM)
         return NGHTTP2_ERR_WOULDBLOCK;
-    if (evbuffer_add(out, framehd, 9) < 0 || (pad && evbuffer_add(out, &padlen, 1) < 0) ||
-        (len && evbuffer_remove_buffer(st->out, out, len) != (int)len) ||
-        (padlen && evbuffer_add(out, zeros, padlen) < 0))
+    if (h2_out(h, framehd, 9) < 0 || (pad && h2_out(h, &padlen, 1) < 0))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (len <= h2_out_room(h)) { /* small: copied with the frames around it */
+        evbuffer_remove(st->out, h->cache->gather + h->cache->glen, len);
+        h->cache->glen += len;
+    } else if (h2_out_flush(h) < 0 || evbuffer_remove_buffer(st->out, out, len) != (int)len) {
+        return NGHTTP2_ERR_CALLBACK_FAILURE; /* large: its chains moved, not copied */
+    }
+    if (padlen && h2_out(h, zeros, padlen) < 0)
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     st->t_out = gw_now_ms();
     h2_credit(h, 2); /* a WINDOW_UPDATE for the stream and one for the connection */
