@@ -89,10 +89,11 @@ static void *mem_malloc(size_t size, void *ud)
 static void mem_free(void *p, void *ud)
 {
     struct gw_h2_cache *k = ud;
-    struct blk *b = (struct blk *)p - 1;
+    struct blk *b;
 
     if (!p)
         return;
+    b = (struct blk *)p - 1;
     if (b->cls < GW_H2_CLASSES && k->nblocks[b->cls] < GW_H2_SPARE) {
         *(void **)p = k->blocks[b->cls];
         k->blocks[b->cls] = p;
@@ -115,11 +116,12 @@ static void *mem_calloc(size_t n, size_t size, void *ud)
 
 static void *mem_realloc(void *p, size_t size, void *ud)
 {
-    struct blk *b = (struct blk *)p - 1;
+    struct blk *b;
     void *q;
 
     if (!p)
         return mem_malloc(size, ud);
+    b = (struct blk *)p - 1;
     if (b->cls == GW_H2_CLASSES) { /* its own block: as malloc's */
         if (!(b = realloc(b, sizeof(*b) + size)))
             return NULL;
