@@ -60,16 +60,24 @@ static struct gw_h2s *stream_get(struct gw_worker *w)
     return st;
 }
 
-/* <st>'s memory: kept by the worker while it has room, else freed. */
+/* <st>'s memory: kept by the worker while it has room, else freed. What
+ * its request still holds goes (gw_req_release), but for its params array
+ * when it is kept. */
 static void stream_put(struct gw_worker *w, struct gw_h2s *st)
 {
     struct gw_h2_cache *k = w->h2cache;
+    struct rt_param *params = st->req.params;
+    size_t cap = st->req.params_cap;
 
     if (st->in)
         evbuffer_free(st->in);
     free(st->trailers);
     free(st->rtr);
     if (k && k->nstreams < GW_H2_SPARE) {
+        st->req.params = NULL;
+        gw_req_release(&st->req);
+        st->req.params = params;
+        st->req.params_cap = cap;
         if (st->out)
             evbuffer_drain(st->out, evbuffer_get_length(st->out));
         st->next_spare = k->streams;
@@ -77,7 +85,7 @@ static void stream_put(struct gw_worker *w, struct gw_h2s *st)
         k->nstreams++;
         return;
     }
-    free(st->req.params);
+    gw_req_release(&st->req);
     if (st->out)
         evbuffer_free(st->out);
     free(st);
