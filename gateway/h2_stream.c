@@ -225,7 +225,7 @@ static void take_trailer(struct gw_h2s *st, const uint8_t *name, size_t nlen, co
     struct h1_slice n = {(const char *)name, nlen};
     size_t need = nlen + 2 + vlen + 2, max = st->h->lim.max_header_bytes;
 
-    if (!st->live || st->rtr_over || h1_conn_field(&n) >= 0)
+    if (!st->live || st->rtr_over || h1_trailer_forbidden(&n))
         return;
     if (st->rtr_len + need > max) {
         st->rtr_over = 1;
@@ -479,12 +479,16 @@ static ssize_t to_nv(char *text, size_t len, const char *status, nghttp2_nv *sta
     if (status)
         (*nv)[0] =
             (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    for (size_t i = 0; i < n; i++)
-        (*nv)[k + i] = (nghttp2_nv){(uint8_t *)f[i].name.ptr, (uint8_t *)f[i].value.ptr,
-                                    f[i].name.len, f[i].value.len, NGHTTP2_NV_FLAG_NONE};
+    size_t m = k;
+    for (size_t i = 0; i < n; i++) {
+        if (!status && h1_trailer_forbidden(&f[i].name))
+            continue; /* trailers: what may not be one is not passed on */
+        (*nv)[m++] = (nghttp2_nv){(uint8_t *)f[i].name.ptr, (uint8_t *)f[i].value.ptr,
+                                  f[i].name.len, f[i].value.len, NGHTTP2_NV_FLAG_NONE};
+    }
     if (f != fs)
         free(f);
-    return (ssize_t)(n + k);
+    return (ssize_t)m;
 }
 
 /* The trailers kept for <st> go after its last DATA: 0, or -1 (then the

@@ -232,6 +232,53 @@ static inline bool h1_is_hop_field(const struct h1_slice *name)
     return f >= 0 && f < H1_CF_CONTENT_LENGTH;
 }
 
+/* Whether <name> may not be a trailer field, which a proxy therefore
+ * drops from the trailers it passes on (RFC 9110 6.5.1: fields for
+ * framing, routing, request modifiers, authentication, response control
+ * and how to process the content), besides the connection's own fields
+ * (h1_conn_field). A backend or a client that merged such a trailer into
+ * the head would take it for one sent in the head. */
+static inline bool h1_trailer_forbidden(const struct h1_slice *name)
+{
+    static const char *const names[] = {
+        "host",
+        "authorization",
+        "proxy-authorization",
+        "cookie",
+        "set-cookie",
+        "content-type",
+        "content-encoding",
+        "content-range",
+        "content-location",
+        "cache-control",
+        "expect",
+        "max-forwards",
+        "pragma",
+        "range",
+        "if-match",
+        "if-none-match",
+        "if-modified-since",
+        "if-unmodified-since",
+        "if-range",
+        "age",
+        "expires",
+        "date",
+        "location",
+        "retry-after",
+        "vary",
+        "warning",
+        "www-authenticate",
+        "proxy-authenticate",
+    };
+
+    if (!name->len || name->ptr[0] == ':' || h1_conn_field(name) >= 0)
+        return true;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (h1_name_is(name, names[i]))
+            return true;
+    return false;
+}
+
 /* Is <name> a framing field (Content-Length, Transfer-Encoding)? */
 static inline bool h1_is_framing_field(const struct h1_slice *name)
 {
