@@ -3,7 +3,7 @@
  * admin event_base). Every accepted change becomes one new snapshot,
  * persisted before it is acknowledged; route-level changes go through the
  * router's copy-on-write transactions, so their cost does not grow with the
- * table. See README.md for the endpoints.
+ * table. See docs/reference/admin-api.md for the endpoints.
  */
 #ifndef SY_ADMIN_API_H
 #define SY_ADMIN_API_H

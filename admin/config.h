@@ -1,7 +1,7 @@
 /*
  * config.h - Switchyard's config model and its strict JSON parser/validator.
  *
- * A config is one JSON document (see README / DESIGN.md). adm_config_parse()
+ * A config is one JSON document (see docs/reference/config.md). adm_config_parse()
  * turns it into a struct adm_config with typed fields, or collects every
  * problem it finds into a struct adm_errors: each error names the JSON pointer
  * (RFC 6901) of the value it is about, e.g.

@@ -16,7 +16,7 @@
  * an order of claims, so removing a server moves its keys and no other,
  * exactly 1/N of them at equal weights. The price is balance: a server's
  * count of slots is a sum of independent wins, one a slot it reaches, and
- * varies by about sqrt(N / 2M) (the README derives it; measured 2.5 % rms
+ * varies by about sqrt(N / 2M) (docs/benchmarks.md derives it; measured 2.5 % rms
  * at 100 servers, 9 % at 1,000; Maglev's: 0.1 % and 0.8 %). A fill that
  * holds each server nearer its share makes a slot's owner depend on the
  * others' counts, and then a removal cascades again: bounded loads and a

@@ -2,6 +2,7 @@
 """test_cli.py - the command line: `switchyard --check` and the embedded
 default config."""
 import errno
+import glob
 import json
 import os
 import re
@@ -58,11 +59,14 @@ class CheckTest(GatewayCase):
         self.assertNotIn("not served", err)
 
     def test_readme_configs_pass_check(self):
-        # every config the README writes with cat > /tmp/NAME.json <<'JSON' and then
-        # starts is one a new user copies first: it must pass --check as written
-        readme = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "README.md")
-        with open(readme) as f:
-            text = f.read()
+        # every config the README and docs/ write with cat > /tmp/NAME.json <<'JSON' and
+        # then start is one a new user copies first: it must pass --check as written
+        top = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+        text = ""
+        for path in [os.path.join(top, "README.md")] + sorted(
+                glob.glob(os.path.join(top, "docs", "**", "*.md"), recursive=True)):
+            with open(path) as f:
+                text += f.read()
         blocks = re.findall(r"cat > (/tmp/[\w.-]+\.json) <<'JSON'\n(.*?)\nJSON\n", text, re.S)
         self.assertGreaterEqual(len(blocks), 2)
         for name, body in blocks:

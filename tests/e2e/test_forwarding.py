@@ -135,7 +135,7 @@ class EscapedSlashesTest(GatewayCase):
             with self.subTest(target=target):
                 self.assertEqual(self.answer(self.default, target), (400, None))
                 self.assertEqual(self.answer(self.decode, target), (400, None))
-                # keep: routed as /api/secret/a, sent up as received (README)
+                # keep: routed as /api/secret/a, sent up as received (docs/guides/routing.md)
                 self.assertEqual(self.answer(self.keep, target), (200, target))
         # a nameless segment nothing pops, or a named one popped: as before
         self.assertEqual(self.answer(self.default, "/api/;x/a"), (200, "/api/;x/a"))
@@ -180,7 +180,7 @@ class EscapedSlashesTest(GatewayCase):
 
     def test_keep_is_the_old_behaviour(self):
         # routed as one segment, sent up as received: a backend that decodes %2F
-        # before it resolves dot segments serves /secret/x (README says so)
+        # before it resolves dot segments serves /secret/x (docs/guides/routing.md says so)
         self.assertEqual(self.answer(self.keep, "/api/..%2fsecret/x"),
                          (200, "/api/..%2fsecret/x"))
         self.assertEqual(self.answer(self.keep, "/api/..;/secret/x"), (200, "/api/..;/secret/x"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_pool_mistakes.py - the mistakes a new operator makes with upstream
-pools (issue 12's keys, README "Retries, buffering and limits" and "Upstream
-health"), each answered with its JSON path and what to write instead, and
+pools (issue 12's keys, docs/guides/retries-and-limits.md and
+pools-and-health.md), each answered with its JSON path and what to write instead, and
 none of them changing the live config: PUT of a pool that does not exist
 (404: POST creates), POST of one that does (409: PUT replaces), a POST
 without a string name, a DELETE of a pool routes use (409 naming each
