@@ -12,7 +12,6 @@
 
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static int discard_cb(void *ctx, const char *data, size_t len)
@@ -288,47 +287,65 @@ static int sensitive(const struct h1_slice *n)
 /* TRACE with Max-Forwards: 0 stops here: the request head as received is
  * the content of a 200 (RFC 9110 9.3.8), without the fields that carry
  * credentials. */
+/* A piece of the reflected head: behind the head in <o> (HTTP/1), or as
+ * body bytes through the codec. */
+static void trace_put(struct gw_req *r, struct gw_obuf *o, const char *p, size_t n)
+{
+    if (!n)
+        return;
+    if (r->codec->http1)
+        gw_ob_add(o, p, n);
+    else
+        r->codec->data(r, p, n);
+}
+
 static void send_trace_reflection(struct gw_req *r)
 {
     const struct h1_request *rq = &r->rp->req;
     struct gw_obuf ob, *o = &ob;
-    size_t len = rq->method.len + 1 + rq->target.len + 1 + 8 + 2 + 2, n = 0;
-    char *body;
+    uint64_t len = rq->method.len + 1 + rq->target.len + 1 + 8 + 2 + 2;
 
     for (size_t i = 0; i < rq->nheaders; i++) {
         const struct h1_header *h = &rq->headers[i];
         if (!sensitive(&h->name))
             len += h->name.len + 2 + h->value.len + 2;
     }
-    if (!(body = malloc(len))) { /* a head's size, bounded by limits */
-        gw_local_simple(r, 503, NULL, 0);
-        return;
-    }
-#define PUT(p, l) (memcpy(body + n, (p), (l)), n += (l))
-    PUT(rq->method.ptr, rq->method.len);
-    PUT(" ", 1);
-    PUT(rq->target.ptr, rq->target.len);
-    PUT(rq->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
-    for (size_t i = 0; i < rq->nheaders; i++) {
-        const struct h1_header *h = &rq->headers[i];
-        if (sensitive(&h->name))
-            continue;
-        PUT(h->name.ptr, h->name.len);
-        PUT(": ", 2);
-        if (h->value.len)
-            PUT(h->value.ptr, h->value.len);
-        PUT("\r\n", 2);
-    }
-    PUT("\r\n", 2);
-#undef PUT
     simple_head(o, r, 200);
     if (r->reqid_len)
         gw_ob_field(o, "X-Request-Id", 12, r->reqid, r->reqid_len);
     gw_ob_lit(o, "Content-Type: message/http\r\nContent-Length: ");
-    gw_ob_u64(o, n);
+    gw_ob_u64(o, len);
     gw_ob_lit(o, "\r\n");
-    local_end(o, r, 200, body, n);
-    free(body);
+    if (r->codec->http1) {
+        gw_conn_ob_connection(o, r->c);
+        gw_ob_lit(o, "\r\n");
+    } else {
+        r->codec->head_end(r, o, 0);
+        r->bytes_out += o->total + len;
+    }
+    r->head_out += o->total;
+    trace_put(r, o, rq->method.ptr, rq->method.len);
+    trace_put(r, o, " ", 1);
+    trace_put(r, o, rq->target.ptr, rq->target.len);
+    trace_put(r, o, rq->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
+    for (size_t i = 0; i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        if (sensitive(&h->name))
+            continue;
+        trace_put(r, o, h->name.ptr, h->name.len);
+        trace_put(r, o, ": ", 2);
+        trace_put(r, o, h->value.ptr, h->value.len);
+        trace_put(r, o, "\r\n", 2);
+    }
+    trace_put(r, o, "\r\n", 2);
+    if (r->codec->http1) {
+        gw_ob_flush(o);
+        r->bytes_out += o->total;
+    } else {
+        r->codec->end(r, NULL, 0);
+    }
+    r->status = 200;
+    r->resp_started = 1;
 }
 
 /* An OPTIONS or TRACE whose Max-Forwards is 0 is answered here, as its final

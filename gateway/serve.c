@@ -45,7 +45,6 @@ void gw_req_start(struct gw_req *r)
     size_t need;
 
     r->snap = s = adm_swap_pin(&w->proc->swap, w->id);
-    r->phase = GW_REQ_HEAD;
     r->sr = NULL;
     r->up = NULL;
     r->body_done = rq->body_kind == H1_BODY_NONE;
