@@ -10,6 +10,7 @@
 #define SY_ADMIN_API_INT_H
 
 #include "admin/api.h"
+#include "admin/clock.h"
 #include "admin/http.h"
 
 #include <stdatomic.h>
@@ -24,6 +25,7 @@ struct adm_api {
     rt_table *endpoints; /* the dispatch table, routed */
     char *token;
     time_t started;
+    struct adm_clock_wall wall; /* the health words' since as wall-clock time */
 };
 
 /* A handler gets the pattern's one parameter ({id}, {name}) as a checked

@@ -3,6 +3,7 @@
  * latencies, limits and retries, upstream health and TLS, read from the
  * live snapshot and the gateway's counters on the admin thread.
  */
+#define _POSIX_C_SOURCE 200809L /* admin/clock.h, through api_int.h */
 #include "admin/api_int.h"
 
 #include <stdio.h>

@@ -10,7 +10,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 void adm_api_upstreams_list(struct adm_api *api, struct adm_req *req, const char *unused)
 {
@@ -176,30 +175,17 @@ void adm_api_srv_health(const struct adm_api *api, const up_pool *pool, size_t s
         api->hooks.health(api->hooks.arg, pool, server, h);
 }
 
-/* When server <s> of <p> last went down or came back, in RFC 3339 UTC,
- * or null when it never changed since its pool was built. Health words
- * keep CLOCK_MONOTONIC_COARSE milliseconds (adm_clock_ms): the wall clock
- * is derived. */
-static json_t *health_since(const up_pool *p, size_t s)
+/* When server <s> of <p> last went down or came back, as wall-clock time
+ * under <wall> (admin/clock.h: the health word keeps adm_clock_ms's
+ * stamp), or null when it never changed since its pool was built. */
+static json_t *health_since(const struct adm_clock_wall *wall, const up_pool *p, size_t s)
 {
     uint64_t since = up_health_since(p, s);
-    struct timespec mono, real;
-    char buf[40];
-    struct tm tm;
-    long long ms;
-    time_t t;
+    char buf[ADM_CLOCK_TEXT_CAP];
 
     if (!since)
         return json_null();
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &mono);
-    clock_gettime(CLOCK_REALTIME, &real);
-    ms = ((long long)(real.tv_sec - mono.tv_sec) * 1000000 + (real.tv_nsec - mono.tv_nsec) / 1000) /
-             1000 +
-         (long long)since;
-    t = (time_t)(ms / 1000);
-    gmtime_r(&t, &tm);
-    strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), ".%03lldZ", ms % 1000);
+    adm_clock_wall_text(since, wall->offset_ms, buf, sizeof(buf));
     return json_string(buf);
 }
 
@@ -219,10 +205,10 @@ static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t 
                           "checks", (json_int_t)h.checks, "failures", (json_int_t)h.check_failures);
     return json_pack("{s:s,s:b,s:o,s:o,s:I,s:I,s:I,s:I,s:o}", "address", up_server_address(p, k),
                      "healthy", up_health_flags(p, k) == 0, "reason",
-                     health_reason(up_health_flags(p, k)), "since", health_since(p, k), "in_flight",
-                     (json_int_t)up_inflight(p, k), "requests", (json_int_t)up_requests(p, k),
-                     "connects", (json_int_t)up_connects(p, k), "ejections",
-                     (json_int_t)h.ejections, "last_check", check);
+                     health_reason(up_health_flags(p, k)), "since", health_since(&api->wall, p, k),
+                     "in_flight", (json_int_t)up_inflight(p, k), "requests",
+                     (json_int_t)up_requests(p, k), "connects", (json_int_t)up_connects(p, k),
+                     "ejections", (json_int_t)h.ejections, "last_check", check);
 }
 
 void adm_api_upstream_health(struct adm_api *api, struct adm_req *req, const char *name)
@@ -235,6 +221,7 @@ void adm_api_upstream_health(struct adm_api *api, struct adm_req *req, const cha
         if (strcmp(up_pool_name(p), name) != 0)
             continue;
         servers = json_array();
+        adm_clock_wall_follow(&api->wall);
         for (size_t k = 0; k < up_pool_nservers(p); k++)
             json_array_append_new(
                 servers, server_health_json(api, p, k, s->cfg->upstreams[i].health_check != NULL));
