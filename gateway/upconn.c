@@ -13,6 +13,7 @@
 #include <assert.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -163,7 +164,7 @@ static int up_transport(struct gw_upconn *u, const struct adm_snapshot *s, size_
 struct gw_upconn *gw_upconn_connect(struct gw_worker *w, const struct adm_snapshot *s, size_t up,
                                     size_t server)
 {
-    struct gw_upconn *u = calloc(1, sizeof(*u));
+    struct gw_upconn *u = malloc(sizeof(*u));
     up_pool *pool = s->pools[up];
     const struct gw_io_ops *ops;
     void *xprt;
@@ -174,6 +175,8 @@ struct gw_upconn *gw_upconn_connect(struct gw_worker *w, const struct adm_snapsh
 
     if (!u)
         return NULL;
+    memset(u, 0, offsetof(struct gw_upconn, resp));
+    h1_resp_init(&u->resp);
     u->w = w;
     u->st = GW_UP_CONNECTING;
     u->pool = pool;

@@ -29,13 +29,16 @@ struct gw_upconn {
     size_t server;
     SSL_CTX *tls; /* a TLS upstream's client context (its snapshot's), NULL: plain */
     enum gw_upconn_state st;
-    struct gw_req *r;    /* the request served; NULL while idle */
-    struct h1_resp resp; /* the response parser: status, fields, msg_done */
+    struct gw_req *r; /* the request served; NULL while idle */
     int reused, got_bytes, raw, keep, read_paused;
     int lent; /* a request started on it (up_request_start) and has not ended */
     int eof;  /* the upstream closed: what is buffered is all that comes */
     struct gw_tmo tmo;
     long long idle_until; /* parked: CLOCK_MONOTONIC ms when it is closed */
+    /* the response parser: status, fields, msg_done. Last, because it is
+     * most of the struct: a new connection zeroes what comes before it and
+     * sets it up with h1_resp_init(), its arrays left as they are */
+    struct h1_resp resp;
 };
 
 void gw_upconn_set_state(struct gw_upconn *u, enum gw_upconn_state st);

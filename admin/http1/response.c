@@ -181,13 +181,10 @@ static bool status_line_ok(const char *p, size_t n)
            p[11] <= '9' && (p[12] == ' ' || p[12] == '\r');
 }
 
-int h1_resp_parse_head(struct h1_resp *r, const char *data, size_t len, size_t max,
-                       size_t *head_len)
+/* <r> ready for a new head: every field but the two arrays, which are
+ * used only up to nhdr and tr_len. */
+static void start(struct h1_resp *r)
 {
-    llhttp_errno_t err;
-
-    if (len > max)
-        len = max;
     llhttp_init(&r->hp, HTTP_RESPONSE, &settings);
     r->hp.data = r;
     r->nhdr = 0;
@@ -197,12 +194,29 @@ int h1_resp_parse_head(struct h1_resp *r, const char *data, size_t len, size_t m
     r->trailers_dropped = false;
     r->in_body = false;
     r->tr_len = 0;
+    r->tr_mark = 0;
     r->tr_open = false;
+    r->tr_over = false;
     r->status = 0;
     r->status_text.ptr = NULL;
     r->status_text.len = 0;
     r->cb = NULL;
     r->cb_ctx = NULL;
+}
+
+void h1_resp_init(struct h1_resp *r)
+{
+    start(r);
+}
+
+int h1_resp_parse_head(struct h1_resp *r, const char *data, size_t len, size_t max,
+                       size_t *head_len)
+{
+    llhttp_errno_t err;
+
+    if (len > max)
+        len = max;
+    start(r);
     err = llhttp_execute(&r->hp, data, len);
     if (err == HPE_PAUSED) {
         *head_len = (size_t)(llhttp_get_error_pos(&r->hp) - data);

@@ -75,6 +75,11 @@ struct h1_resp {
     void *cb_ctx;
 };
 
+/* Sets <r> up before its first head without touching its field and
+ * trailer arrays (kilobytes that are read only up to what a head fills):
+ * the state of a parser that has read nothing. */
+void h1_resp_init(struct h1_resp *r);
+
 /*
  * Parses a response head from the start of <data>[0..<len>), where <len> is
  * what is buffered, at most <max> bytes (the head limit). 1: complete, with
