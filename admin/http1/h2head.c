@@ -23,10 +23,6 @@ static const struct {
     {":scheme", 7},
 };
 
-/* Lines up to this long are assembled on the stack and fed in one call:
- * the parser's per-call cost is paid once a field, not four times. */
-#define LINE_MAX 512
-
 static int fail(struct h2h *h, int rc, int status, const char *reason)
 {
     h->rc = rc;
@@ -40,28 +36,11 @@ static int malformed(struct h2h *h, const char *reason)
     return fail(h, H2H_MALFORMED, 400, reason);
 }
 
-/* Feeds the pieces <v>[0..<n>) to <p> as one run of bytes: assembled on
- * the stack while they fit, else one call a piece. */
+/* Puts the line of pieces <v>[0..<n>) into <p>'s head. */
 static int feedv(struct h2h *h, struct h1_req_parser *p, const struct h1_slice *v, size_t n)
 {
-    char line[LINE_MAX];
-    size_t total = 0, used;
-
-    for (size_t i = 0; i < n; i++)
-        total += v[i].len;
-    if (total <= sizeof(line)) {
-        char *d = line;
-        for (size_t i = 0; i < n; i++) {
-            memcpy(d, v[i].ptr, v[i].len);
-            d += v[i].len;
-        }
-        if (h1_req_feed_head(p, line, total, &used) == H1_REQ_ERROR)
-            return fail(h, H2H_ERROR, p->status, p->reason);
-        return H2H_OK;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (h1_req_feed_head(p, v[i].ptr, v[i].len, &used) == H1_REQ_ERROR)
-            return fail(h, H2H_ERROR, p->status, p->reason);
+    if (h1_req_put_line(p, v, n) == H1_REQ_ERROR)
+        return fail(h, H2H_ERROR, p->status, p->reason);
     return H2H_OK;
 }
 
@@ -158,13 +137,13 @@ static int write_line(struct h2h *h, struct h1_req_parser *p)
                                               !memcmp(m.ptr, "OPTIONS", 7))))
         return malformed(h, "a :path neither origin-form nor * for OPTIONS");
     {
-        const struct h1_slice v[] = {m, {" ", 1}, path, {" HTTP/1.1\r\n", 11}};
+        const struct h1_slice v[] = {m, {" ", 1}, path, {" HTTP/1.1", 9}};
         if ((rc = feedv(h, p, v, 4)) != H2H_OK)
             return rc;
     }
     if (h->seen & (1u << PS_AUTHORITY)) {
-        const struct h1_slice v[] = {{"Host: ", 6}, a, {"\r\n", 2}};
-        if ((rc = feedv(h, p, v, 3)) != H2H_OK)
+        const struct h1_slice v[] = {{"Host: ", 6}, a};
+        if ((rc = feedv(h, p, v, 2)) != H2H_OK)
             return rc;
         memmove(h->side, a.ptr, a.len);
         h->off[PS_AUTHORITY] = 0;
@@ -231,14 +210,13 @@ int h2h_field(struct h2h *h, struct h1_req_parser *p, const char *name, size_t n
         break;
     }
     {
-        const struct h1_slice v[] = {n, {": ", 2}, {value, vlen}, {"\r\n", 2}};
-        return feedv(h, p, v, 4);
+        const struct h1_slice v[] = {n, {": ", 2}, {value, vlen}};
+        return feedv(h, p, v, 3);
     }
 }
 
 int h2h_end(struct h2h *h, struct h1_req_parser *p, bool body)
 {
-    size_t used = 0;
     int rc;
 
     if (h->rc)
@@ -247,19 +225,19 @@ int h2h_end(struct h2h *h, struct h1_req_parser *p, bool body)
         return rc;
     if (h->crumbs) {
         size_t a = h->vlen[PS_AUTHORITY];
-        const struct h1_slice v[] = {{"Cookie: ", 8}, {h->side + a, h->len - a}, {"\r\n", 2}};
-        if ((rc = feedv(h, p, v, 3)) != H2H_OK)
+        const struct h1_slice v[] = {{"Cookie: ", 8}, {h->side + a, h->len - a}};
+        if ((rc = feedv(h, p, v, 2)) != H2H_OK)
             return rc;
     }
     if (body && !h->cl) {
-        const struct h1_slice v[] = {{"Transfer-Encoding: chunked\r\n", 28}};
+        const struct h1_slice v[] = {{"Transfer-Encoding: chunked", 26}};
         if ((rc = feedv(h, p, v, 1)) != H2H_OK)
             return rc;
     }
-    rc = h1_req_feed_head(p, "\r\n", 2, &used);
+    rc = h1_req_put_end(p);
     if (rc == H1_REQ_ERROR)
         return fail(h, H2H_ERROR, p->status, p->reason);
-    if (rc != H1_REQ_HEAD || used != 2) /* cannot happen: no field holds a line end */
+    if (rc != H1_REQ_HEAD) /* cannot happen: the request line is in */
         return fail(h, H2H_ERROR, 400, "the head did not end");
     return H2H_OK;
 }

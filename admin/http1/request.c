@@ -833,6 +833,115 @@ static int end_request_line(struct h1_req_parser *p)
     return parse_request_line(p);
 }
 
+/* Where the first byte of <v>[0..<n>) that a line may not hold is (or
+ * the total length), for the request line (within <stop> bytes, then
+ * *method tells whether the method is still being read) or a field line;
+ * *why names that byte. */
+static size_t first_bad(const struct h1_slice *v, size_t n, bool rl, bool *method, size_t stop,
+                        const char **why)
+{
+    size_t seen = 0;
+
+    for (size_t k = 0; k < n && seen < stop; k++) {
+        const unsigned char *d = (const unsigned char *)v[k].ptr;
+        size_t i = 0, end = stop - seen < v[k].len ? stop - seen : v[k].len;
+
+        if (rl) {
+            for (; *method && i < end; i++) {
+                if (d[i] == ' ')
+                    *method = false;
+                else if (!h1_is_tchar(d[i]))
+                    break;
+            }
+            if (!*method)
+                i = scan_printable(d, i, end);
+            if (i < end) {
+                *why = d[i] < 0x20 || d[i] > 0x7e ? "invalid character in request line"
+                                                  : "invalid method";
+                return seen + i;
+            }
+        } else {
+            i = scan_printable(d, 0, end);
+            while (i < end && h1_is_field_byte(d[i]))
+                i = scan_printable(d, i + 1, end);
+            if (i < end) {
+                *why = "invalid character in header field";
+                return seen + i;
+            }
+        }
+        seen += end;
+    }
+    return seen;
+}
+
+/* The pieces <v>[0..<n>) of one line holding no CR or LF, taken as
+ * h1_req_feed_head() takes them followed by CRLF (the same head, limits,
+ * errors and reasons; test_request.c holds the two to each other): the
+ * request line first, then field lines. */
+int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n)
+{
+    size_t total = 0, room, bad;
+    bool rl = p->hs == HS_START, method = p->in_method;
+    const char *why = NULL;
+
+    if (p->phase != PH_HEAD || (!rl && p->hs != HS_LINE)) {
+        if (p->phase != PH_ERROR)
+            fail(p, 500, "head fed outside the head phase");
+        return H1_REQ_ERROR;
+    }
+    for (size_t k = 0; k < n; k++)
+        total += v[k].len;
+    if (!total) /* an empty line: skipped before the request line, else the end */
+        return rl ? H1_REQ_AGAIN : h1_req_put_end(p);
+    if (rl) {
+        /* the byte past the room decides too: a bad one is a 400, else a 414 */
+        room = p->lim.max_request_line - p->rl_len;
+        bad = first_bad(v, n, true, &method, room < total ? room + 1 : total, &why);
+        if (why)
+            return fail(p, 400, why);
+        if (total > room)
+            return fail(p, 414, "request line too long");
+    } else {
+        size_t k = 0;
+
+        while (!v[k].len) /* total > 0: a piece has a byte */
+            k++;
+        if (v[k].ptr[0] == ' ' || v[k].ptr[0] == '\t')
+            return fail(p, 400, "obsolete line folding");
+        /* the run of field bytes is measured whole, then its first bad byte */
+        room = p->lim.max_header_bytes - p->hdr_bytes;
+        bad = first_bad(v, n, false, &method, total, &why);
+        if (bad > room)
+            return fail(p, 431, "header section too large");
+        if (why)
+            return fail(p, 400, why);
+        p->line_off = p->head_len;
+    }
+    for (size_t k = 0; k < n; k++) {
+        memcpy(p->head + p->head_len, v[k].ptr, v[k].len);
+        p->head_len += v[k].len;
+    }
+    if (rl) {
+        p->in_method = method;
+        p->rl_len += total;
+        return end_request_line(p) < 0 ? H1_REQ_ERROR : H1_REQ_AGAIN;
+    }
+    p->hdr_bytes += total;
+    return end_field_line(p) < 0 ? H1_REQ_ERROR : H1_REQ_AGAIN;
+}
+
+int h1_req_put_end(struct h1_req_parser *p)
+{
+    if (p->phase != PH_HEAD) {
+        if (p->phase != PH_ERROR)
+            fail(p, 500, "head fed outside the head phase");
+        return H1_REQ_ERROR;
+    }
+    if (p->hs != HS_LINE)
+        return H1_REQ_AGAIN; /* no request line yet: an empty line before one */
+    return end_head(p) < 0 ? H1_REQ_ERROR : H1_REQ_HEAD;
+}
+
 int h1_req_feed_head(struct h1_req_parser *p, const char *data, size_t len, size_t *consumed)
 {
     const unsigned char *d = (const unsigned char *)data;

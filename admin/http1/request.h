@@ -287,6 +287,17 @@ static inline size_t h1_req_mem_size(const struct h1_req_parser *p)
  * H1_REQ_ERROR: see p->status; *consumed is where parsing stopped.
  */
 int h1_req_feed_head(struct h1_req_parser *p, const char *data, size_t len, size_t *consumed);
+/*
+ * The same head phase for a caller that has the head in lines already (an
+ * HTTP/2 request, h2head.c): h1_req_put_line() takes the pieces
+ * <v>[0..<n>) of one line, which hold no CR or LF, as h1_req_feed_head()
+ * takes them followed by CRLF, and h1_req_put_end() the empty line that
+ * ends the head; the same head, limits, errors and reasons, without the
+ * byte-at-a-time state machine. H1_REQ_AGAIN, H1_REQ_HEAD (put_end, or an
+ * empty line after the request line) or H1_REQ_ERROR.
+ */
+int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n);
+int h1_req_put_end(struct h1_req_parser *p);
 /* The llhttp cross-check of a body-less head (see above): 0, or H1_REQ_ERROR
  * with p->status 400. Runs once; 0 at once for a head checked already. */
 int h1_req_confirm(struct h1_req_parser *p);
