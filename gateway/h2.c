@@ -574,7 +574,11 @@ static void callbacks_init(void)
     nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
     nghttp2_option_set_max_settings(opt, 32);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
-    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
+    /* response heads use HPACK's dynamic table (4 KiB, the default, said
+     * here): Server, Content-Type and Date repeat and go as one byte each
+     * instead of Huffman-coded anew; what is new each time (X-Request-Id)
+     * is never indexed (h2_stream.c, nv_flags) */
+    nghttp2_option_set_max_deflate_dynamic_table_size(opt, 4096);
 }
 
 /* ---- the connection ---- */

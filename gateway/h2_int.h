@@ -50,6 +50,8 @@ struct gw_h2;
  * to the connection's output in one add (h2_out_*): an evbuffer_add per
  * frame cost a chain, a callback and a drain each. */
 #define GW_H2_GATHER (16 * 1024)
+#define GW_H2_HEAD_NV 32      /* fields given apart a head; more go as lines */
+#define GW_H2_HEAD_NAMES 1024 /* bytes of their names */
 struct gw_h2_cache {
     struct gw_h2s *streams;
     unsigned nstreams;
@@ -57,6 +59,11 @@ struct gw_h2_cache {
     unsigned nblocks[GW_H2_CLASSES];
     size_t glen;
     char gather[GW_H2_GATHER];
+    /* the response head being written (c_field): a worker writes one head
+     * at a time, from head_begin to head_end */
+    nghttp2_nv nv[GW_H2_HEAD_NV];
+    size_t nnv, names_len;
+    char names[GW_H2_HEAD_NAMES]; /* their names, in lower case */
 };
 
 /* A stream of a client's, from its HEADERS to its close. */

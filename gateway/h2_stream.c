@@ -458,33 +458,42 @@ int h2_on_frame_send(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 
 /* ---- the answer ---- */
 
-/* <text>'s field lines (h2h_fields) as nghttp2's list, after ":status"
- * <status> unless NULL, into <stack> (GW_H2_NV entries) or, when more,
- * into *<nv> allocated (the caller frees it unless it is <stack>). How
- * many, or -1 when out of memory. */
-static ssize_t to_nv(char *text, size_t len, const char *status, nghttp2_nv *stack, nghttp2_nv **nv)
+/* How nghttp2 encodes <name>'s field: an X-Request-Id, new each time,
+ * never goes into HPACK's dynamic table, where it would only push out
+ * the fields that repeat. */
+static uint8_t nv_flags(const char *name, size_t nlen)
+{
+    return nlen == 12 && h1_ci_eq(name, nlen, "x-request-id") ? NGHTTP2_NV_FLAG_NO_INDEX
+                                                              : NGHTTP2_NV_FLAG_NONE;
+}
+
+/* <pre>[0..<npre>) then <text>'s field lines (h2h_fields) as nghttp2's
+ * list, into <stack> (GW_H2_NV entries) or, when more, into *<nv>
+ * allocated (the caller frees it unless it is <stack>); <trailers> drops
+ * what may not be a trailer. How many, or -1 when out of memory. */
+static ssize_t to_nv(char *text, size_t len, const nghttp2_nv *pre, size_t npre, bool trailers,
+                     nghttp2_nv *stack, nghttp2_nv **nv)
 {
     struct h1_header fs[GW_H2_NV], *f = fs;
-    size_t k = status ? 1 : 0, n = h2h_fields(text, len, fs, GW_H2_NV - k);
+    size_t n = h2h_fields(text, len, fs, GW_H2_NV - npre);
 
     *nv = stack;
-    if (n + k > GW_H2_NV) {
-        if (!(f = malloc(n * sizeof(*f))) || !(*nv = malloc((n + k) * sizeof(**nv)))) {
+    if (n + npre > GW_H2_NV) {
+        if (!(f = malloc(n * sizeof(*f))) || !(*nv = malloc((n + npre) * sizeof(**nv)))) {
             free(f);
             *nv = stack;
             return -1;
         }
         h2h_fields(text, len, f, n);
     }
-    if (status)
-        (*nv)[0] =
-            (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
-    size_t m = k;
+    memcpy(*nv, pre, npre * sizeof(*pre));
+    size_t m = npre;
     for (size_t i = 0; i < n; i++) {
-        if (!status && h1_trailer_forbidden(&f[i].name))
+        if (trailers && h1_trailer_forbidden(&f[i].name))
             continue; /* trailers: what may not be one is not passed on */
-        (*nv)[m++] = (nghttp2_nv){(uint8_t *)f[i].name.ptr, (uint8_t *)f[i].value.ptr,
-                                  f[i].name.len, f[i].value.len, NGHTTP2_NV_FLAG_NONE};
+        (*nv)[m++] =
+            (nghttp2_nv){(uint8_t *)f[i].name.ptr, (uint8_t *)f[i].value.ptr, f[i].name.len,
+                         f[i].value.len, nv_flags(f[i].name.ptr, f[i].name.len)};
     }
     if (f != fs)
         free(f);
@@ -496,7 +505,7 @@ static ssize_t to_nv(char *text, size_t len, const char *status, nghttp2_nv *sta
 static int submit_trailers(struct gw_h2s *st)
 {
     nghttp2_nv stack[GW_H2_NV], *nv;
-    ssize_t n = to_nv(st->trailers, st->trailers_len, NULL, stack, &nv);
+    ssize_t n = to_nv(st->trailers, st->trailers_len, NULL, 0, true, stack, &nv);
     int rv = n > 0 ? nghttp2_submit_trailer(st->h->s, st->id, nv, (size_t)n) : -1;
 
     if (nv != stack)
@@ -573,12 +582,35 @@ static void c_head_begin(struct gw_req *r, struct gw_obuf *o, int status,
     evbuffer_drain(st->h->heads, evbuffer_get_length(st->h->heads));
     gw_ob_init(o, st->h->heads);
     st->status = status;
+    st->h->cache->nnv = 1; /* :status, filled in at the end */
+    st->h->cache->names_len = 0;
+}
+
+/* A field of the head: straight into the worker's list for nghttp2, its
+ * name in lower case, rather than through a line read back; a line once
+ * the list is full. */
+static void c_field(struct gw_req *r, struct gw_obuf *o, const char *name, size_t nlen,
+                    const char *value, size_t vlen)
+{
+    struct gw_h2_cache *k = ((struct gw_h2s *)r->stream)->h->cache;
+    char *d = k->names + k->names_len;
+
+    if (k->nnv == GW_H2_HEAD_NV || nlen > sizeof(k->names) - k->names_len) {
+        gw_ob_field(o, name, nlen, value, vlen);
+        return;
+    }
+    for (size_t i = 0; i < nlen; i++)
+        d[i] = (char)h1_lower((unsigned char)name[i]);
+    k->names_len += nlen;
+    k->nv[k->nnv++] =
+        (nghttp2_nv){(uint8_t *)d, (uint8_t *)value, nlen, vlen, nv_flags(name, nlen)};
 }
 
 static void c_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
 {
     struct gw_h2s *st = r->stream;
     struct gw_h2 *h = st->h;
+    struct gw_h2_cache *k = h->cache;
     nghttp2_data_provider prd = {.source.ptr = st, .read_callback = data_read};
     nghttp2_nv stack[GW_H2_NV], *nv;
     char *text = o->b, status[3];
@@ -595,7 +627,8 @@ static void c_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
     status[0] = (char)('0' + st->status / 100 % 10);
     status[1] = (char)('0' + st->status / 10 % 10);
     status[2] = (char)('0' + st->status % 10);
-    n = to_nv(text, len, status, stack, &nv);
+    k->nv[0] = (nghttp2_nv){(uint8_t *)":status", (uint8_t *)status, 7, 3, NGHTTP2_NV_FLAG_NONE};
+    n = to_nv(text, len, k->nv, k->nnv, false, stack, &nv);
     if (n < 0 || (!(flags & (GW_HEAD_INTERIM | GW_HEAD_NOBODY)) && !st->out &&
                   !(st->out = evbuffer_new()))) {
         reset(st, NGHTTP2_INTERNAL_ERROR, 1);
@@ -781,6 +814,7 @@ const struct gw_codec gw_h2_codec = {
     .http1 = 0,
     .head_begin = c_head_begin,
     .head_end = c_head_end,
+    .field = c_field,
     .data_move = c_data_move,
     .data = c_data,
     .end = c_end,

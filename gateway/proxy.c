@@ -205,6 +205,17 @@ static void emit_resp_headers(struct gw_req *r, const struct adm_shdrs *rs, stru
     gw_hdrs_emit(o, rs, &v);
 }
 
+/* A field of the response head: to the codec apart when it takes fields
+ * so, else as a line. */
+static inline void put_field(struct gw_req *r, struct gw_obuf *o, const char *name, size_t nlen,
+                             const char *v, size_t vlen)
+{
+    if (r->codec->field)
+        r->codec->field(r, o, name, nlen, v, vlen);
+    else
+        gw_ob_field(o, name, nlen, v, vlen);
+}
+
 /* Writes the response head to the client, dropping hop-by-hop fields (and
  * those the route's response_headers remove or set). */
 static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, int nobody,
@@ -262,14 +273,19 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
             have_date = 1;
         while (vl && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
             vl--;
-        gw_ob_field(o, h->name.ptr, h->name.len, v, vl);
+        put_field(r, o, h->name.ptr, h->name.len, v, vl);
     }
     if (rs)
         emit_resp_headers(r, rs, o);
     if (!have_id && r->reqid_len)
-        gw_ob_field(o, "X-Request-Id", 12, r->reqid, r->reqid_len);
-    if (!have_date && u->resp.status >= 200) /* RFC 9110 6.6.1: a forwarder adds it */
-        gw_ob_add(o, r->c->w->date, r->c->w->date_len);
+        put_field(r, o, "X-Request-Id", 12, r->reqid, r->reqid_len);
+    if (!have_date && u->resp.status >= 200) { /* RFC 9110 6.6.1: a forwarder adds it */
+        const struct gw_worker *w = r->c->w;
+        if (r->codec->field) /* "Date: " value CRLF */
+            r->codec->field(r, o, "Date", 4, w->date + 6, w->date_len - 8);
+        else
+            gw_ob_add(o, w->date, w->date_len);
+    }
     if (upgrade) {
         const struct h1_header *up = NULL;
         for (size_t i = 0; i < u->resp.nhdr; i++)
@@ -525,7 +541,9 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
             u->keep = 0;
             r->keep = 0; /* close-delimited: the client learns the end by the close */
         }
-        u->raw = r->codec->http1 && !(r->http10 && h1_resp_chunked(&u->resp));
+        /* bytes pass as they came unless chunked framing is to come off:
+         * for an HTTP/1.0 client, and for HTTP/2, which frames by itself */
+        u->raw = !h1_resp_chunked(&u->resp) || (r->codec->http1 && !r->http10);
         if (r->codec->http1 && !u->raw)
             r->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
         write_resp_head(r, u, 0, 0, &pend);

@@ -117,6 +117,12 @@ struct gw_codec {
     void (*head_begin)(struct gw_req *r, struct gw_obuf *o, int status,
                        const struct h1_slice *reason);
     void (*head_end)(struct gw_req *r, struct gw_obuf *o, unsigned flags);
+    /* One field of the head between head_begin and head_end, given apart
+     * rather than as a line in <o>, for a codec that would only read the
+     * line back (HTTP/2); NULL: the caller writes the line (gw_ob_field).
+     * <name> and <value> stay put until head_end. */
+    void (*field)(struct gw_req *r, struct gw_obuf *o, const char *name, size_t nlen,
+                  const char *value, size_t vlen);
     /* Response body bytes: <n> moved out of <src>, or <n> at <p> copied.
      * <pend>: the head's obuf while it is unflushed, else NULL. */
     void (*data_move)(struct gw_req *r, struct evbuffer *src, size_t n, struct gw_obuf *pend);
