@@ -8,12 +8,21 @@ program, started on a copy of it moved to free ports and temporary
 directories, serves, persists a change in its state directory, reloads on
 SIGHUP (what ExecReload sends) and drains on SIGTERM. A second install keeps
 an operator's edited config; DESTDIR stages without changing the paths the
-unit names."""
+unit names.
+
+The man pages render without a warning, `man` finds them under the prefix,
+and each names every option its program's usage prints. The README and
+docs/ go under share/doc/switchyard.
+
+The tools come from .ci/setup: man-db and groff-base."""
 import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 
 import harness
 from harness import TIMEOUT, Gateway, GatewayCase, free_port, get, main
@@ -50,6 +59,23 @@ def unit_keys(path):
     return keys
 
 
+def run(args, env=None, stdin=None):
+    """<args>' exit status, stdout and stderr (text); a missing tool fails
+    the test naming .ci/setup."""
+    if not shutil.which(args[0]):
+        raise AssertionError("%s not found: .ci/setup installs it" % args[0])
+    e = dict(os.environ)
+    e.update(env or {})
+    r = subprocess.run(args, env=e, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=TIMEOUT * 4)
+    return r.returncode, r.stdout.decode(errors="replace"), r.stderr.decode(errors="replace")
+
+
+def options_of(usage):
+    """The options a usage text names: -c, --check, ..."""
+    return set(re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*", usage))
+
+
 class InstallTest(GatewayCase):
     def setUp(self):
         super().setUp()
@@ -58,13 +84,59 @@ class InstallTest(GatewayCase):
         self.bin = os.path.join(self.prefix, "bin", "switchyard")
         self.conf = os.path.join(self.prefix, "etc", "switchyard", "switchyard.json")
         self.unit = os.path.join(self.prefix, "lib", "systemd", "system", "switchyard.service")
+        self.man = os.path.join(self.prefix, "share", "man")
+        self.pages = {"switchyard": "man8/switchyard.8",
+                      "switchyard-route": "man1/switchyard-route.1",
+                      "switchyard.json": "man5/switchyard.json.5"}
+        self.doc = os.path.join(self.prefix, "share", "doc", "switchyard")
+
+    def start_installed(self, cfg, name="installed", **kw):
+        """The installed switchyard on <cfg>, stopped when the test ends."""
+        saved = harness.SY_BIN
+        harness.SY_BIN = self.bin  # Gateway starts harness.SY_BIN
+        try:
+            gw = Gateway(self.tmp, cfg, name=name, **kw)
+            self.addCleanup(gw.stop)
+            gw.start()
+        finally:
+            harness.SY_BIN = saved
+        return gw
+
+    def example_on_free_ports(self, **more):
+        """The installed example config on a free port, its state directory
+        and access log in temporary ones."""
+        d = tempfile.mkdtemp(dir=self.tmp.path)
+        with open(self.conf) as f:
+            cfg = json.load(f)
+        cfg["listeners"] = [{"address": "127.0.0.1:%d" % free_port()}]
+        cfg["admin"]["address"] = "127.0.0.1:%d" % free_port()
+        cfg["admin"]["state_dir"] = os.path.join(d, "state")
+        cfg["access_log"] = os.path.join(d, "access.log")
+        cfg.update(more)
+        os.mkdir(cfg["admin"]["state_dir"])
+        return cfg
+
+    def expected_files(self, root):
+        """What an install under <root> must hold: the programs, the config
+        and its example, the unit, the man pages, the README and every file
+        of docs/ (when the tree has one) beside it, as the README's links
+        expect."""
+        files = ["bin/switchyard", "bin/switchyard-route", "etc/switchyard/switchyard.json",
+                 "etc/switchyard/switchyard.example.json",
+                 "lib/systemd/system/switchyard.service", "share/doc/switchyard/README.md"]
+        files += ["share/man/" + page for page in self.pages.values()]
+        src_docs = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))), "docs")
+        for d, _, names in os.walk(src_docs):
+            files += [os.path.join("share/doc/switchyard/docs",
+                                   os.path.relpath(os.path.join(d, n), src_docs)) for n in names]
+        return [os.path.join(root, f) for f in files]
 
     def test_files(self):
-        for p in (self.bin, os.path.join(self.prefix, "bin", "switchyard-route")):
-            self.assertTrue(os.path.isfile(p) and os.access(p, os.X_OK), (p, self.out))
-        for p in (self.conf, self.conf.replace("switchyard.json", "switchyard.example.json"),
-                  self.unit):
+        for p in self.expected_files(self.prefix):
             self.assertTrue(os.path.isfile(p), (p, self.out))
+        for p in (self.bin, os.path.join(self.prefix, "bin", "switchyard-route")):
+            self.assertTrue(os.access(p, os.X_OK), p)
 
     def test_unit(self):
         k = unit_keys(self.unit)
@@ -79,6 +151,34 @@ class InstallTest(GatewayCase):
         self.assertEqual(cfg["admin"]["state_dir"], "/var/lib/switchyard")
         self.assertEqual(k["LogsDirectory"], ["switchyard"])
         self.assertEqual(os.path.dirname(cfg["access_log"]), "/var/log/switchyard")
+
+    def test_man_pages_render_without_warnings(self):
+        for page in self.pages.values():
+            path = os.path.join(self.man, page)
+            rc, out, err = run(["groff", "-man", "-ww", "-z", path])
+            self.assertEqual((rc, out + err), (0, ""), page)
+            rc, out, err = run(["man", "--warnings", "-l", path], env={"MANWIDTH": "80"})
+            self.assertEqual((rc, err), (0, ""), page)
+            self.assertIn("SEE ALSO", out, page)
+
+    def test_man_finds_the_pages(self):
+        # `man switchyard` under the prefix's man directory
+        for name, page in self.pages.items():
+            rc, out, err = run(["man", "-w", name], env={"MANPATH": self.man})
+            self.assertEqual((rc, out.strip()), (0, os.path.join(self.man, page)), err)
+
+    def test_man_pages_name_every_option(self):
+        # the options each program's usage prints, in its man page as rendered
+        route = os.path.join(self.prefix, "bin", "switchyard-route")
+        for prog, page in ((self.bin, "man8/switchyard.8"), (route, "man1/switchyard-route.1")):
+            rc, usage, err = run([prog, "--help"])
+            self.assertEqual(rc, 0, err)
+            opts = options_of(usage)
+            self.assertGreaterEqual(len(opts), 4, usage)
+            rc, text, err = run(["man", "--nh", "--nj", "-l", os.path.join(self.man, page)],
+                                env={"MANWIDTH": "1000", "LC_ALL": "C"})
+            self.assertEqual(rc, 0, err)
+            self.assertEqual(sorted(opts - options_of(text)), [], page)
 
     def test_installed_config_checks_ok(self):
         # --check also checks the state and log directories, which systemd
@@ -95,23 +195,10 @@ class InstallTest(GatewayCase):
         self.assertEqual((r.returncode, r.stdout.strip()), (0, b"ok"), r.stdout)
 
     def test_installed_program_runs_the_example(self):
-        with open(self.conf) as f:
-            cfg = json.load(f)
-        port, admin = free_port(), free_port()
-        cfg["listeners"] = [{"address": "127.0.0.1:%d" % port}]
-        cfg["admin"]["address"] = "127.0.0.1:%d" % admin
-        cfg["admin"]["state_dir"] = self.tmp.file("state")
-        cfg["access_log"] = self.tmp.file("access.log")
-        cfg["workers"] = 1
-        os.mkdir(cfg["admin"]["state_dir"])
-        saved = harness.SY_BIN
-        harness.SY_BIN = self.bin  # Gateway starts harness.SY_BIN
-        try:
-            gw = Gateway(self.tmp, cfg, name="installed", port=port)
-            self.addCleanup(gw.stop)
-            gw.start()
-        finally:
-            harness.SY_BIN = saved
+        cfg = self.example_on_free_ports(workers=1)
+        gw = self.start_installed(cfg)
+        port = gw.port
+        admin = int(cfg["admin"]["address"].rsplit(":", 1)[1])
         r = get(port, "/ping")
         self.assertEqual((r.status, r.body), (200, b"pong\n"), r)
         # a change through the admin API is persisted in the state directory
@@ -145,8 +232,8 @@ class InstallTest(GatewayCase):
         stage = self.tmp.file("stage")
         install("/opt/sy", env={"DESTDIR": stage})
         root = stage + "/opt/sy"
-        self.assertTrue(os.path.isfile(root + "/bin/switchyard"))
-        self.assertTrue(os.path.isfile(root + "/etc/switchyard/switchyard.json"))
+        for p in self.expected_files(root):
+            self.assertTrue(os.path.isfile(p), p)
         k = unit_keys(root + "/lib/systemd/system/switchyard.service")
         self.assertEqual(k["ExecStart"], ["/opt/sy/bin/switchyard -c "
                                           "/opt/sy/etc/switchyard/switchyard.json"])
