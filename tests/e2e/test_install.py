@@ -10,13 +10,21 @@ SIGHUP (what ExecReload sends) and drains on SIGTERM. A second install keeps
 an operator's edited config; DESTDIR stages without changing the paths the
 unit names.
 
-The man pages render without a warning, `man` finds them under the prefix,
-and each names every option its program's usage prints. The README and
-docs/ go under share/doc/switchyard.
+What goes with the unit: it runs as the user its sysusers.d file makes
+(systemd-sysusers into a scratch root), hardened, with a LimitNOFILE under
+which the example config starts without the descriptor warning, and
+`systemd-analyze verify` finds nothing to say (its Documentation= man pages
+included). The logrotate file passes `logrotate -d` and rotates a running
+gateway's access log. The man pages render without a warning, `man` finds
+them under the prefix, and each names every option its program's usage
+prints. The README goes under share/doc/switchyard.
 
-The tools come from .ci/setup: man-db and groff-base."""
+The tools come from .ci/setup: systemd (systemd-analyze, systemd-sysusers),
+logrotate, man-db and groff-base."""
+import grp
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -84,6 +92,8 @@ class InstallTest(GatewayCase):
         self.bin = os.path.join(self.prefix, "bin", "switchyard")
         self.conf = os.path.join(self.prefix, "etc", "switchyard", "switchyard.json")
         self.unit = os.path.join(self.prefix, "lib", "systemd", "system", "switchyard.service")
+        self.sysusers = os.path.join(self.prefix, "lib", "sysusers.d", "switchyard.conf")
+        self.logrotate = os.path.join(self.prefix, "etc", "logrotate.d", "switchyard")
         self.man = os.path.join(self.prefix, "share", "man")
         self.pages = {"switchyard": "man8/switchyard.8",
                       "switchyard-route": "man1/switchyard-route.1",
@@ -118,12 +128,13 @@ class InstallTest(GatewayCase):
 
     def expected_files(self, root):
         """What an install under <root> must hold: the programs, the config
-        and its example, the unit, the man pages, the README and every file
-        of docs/ (when the tree has one) beside it, as the README's links
-        expect."""
+        and its example, the unit with its sysusers.d and logrotate files, the
+        man pages, the README and every file of docs/ (when the tree has
+        one) beside it, as the README's links expect."""
         files = ["bin/switchyard", "bin/switchyard-route", "etc/switchyard/switchyard.json",
                  "etc/switchyard/switchyard.example.json",
-                 "lib/systemd/system/switchyard.service", "share/doc/switchyard/README.md"]
+                 "lib/systemd/system/switchyard.service", "lib/sysusers.d/switchyard.conf",
+                 "etc/logrotate.d/switchyard", "share/doc/switchyard/README.md"]
         files += ["share/man/" + page for page in self.pages.values()]
         src_docs = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__)))), "docs")
@@ -151,6 +162,113 @@ class InstallTest(GatewayCase):
         self.assertEqual(cfg["admin"]["state_dir"], "/var/lib/switchyard")
         self.assertEqual(k["LogsDirectory"], ["switchyard"])
         self.assertEqual(os.path.dirname(cfg["access_log"]), "/var/log/switchyard")
+
+    def test_unit_runs_as_its_user_hardened(self):
+        k = unit_keys(self.unit)
+        self.assertEqual((k["User"], k["Group"]), (["switchyard"], ["switchyard"]))
+        self.assertEqual(k["AmbientCapabilities"], ["CAP_NET_BIND_SERVICE"])
+        self.assertEqual(k["CapabilityBoundingSet"], ["CAP_NET_BIND_SERVICE"])
+        for key, value in (("NoNewPrivileges", "true"), ("ProtectSystem", "strict"),
+                           ("ProtectHome", "true"), ("PrivateTmp", "true")):
+            self.assertEqual(k[key], [value], key)
+        # PCRE2's JIT maps memory writable and executable (regexp routes)
+        self.assertNotIn("MemoryDenyWriteExecute", k)
+
+    def test_unit_verifies(self):
+        # offline, no systemd running needed; with the prefix's man pages on
+        # MANPATH it also looks up each Documentation=man: page
+        rc, out, err = run(["systemd-analyze", "verify", self.unit],
+                           env={"MANPATH": self.man})
+        self.assertEqual((rc, out + err), (0, ""))
+
+    def test_sysusers_makes_the_unit_user(self):
+        root = tempfile.mkdtemp(dir=self.tmp.path)
+        os.mkdir(os.path.join(root, "etc"))
+        rc, out, err = run(["systemd-sysusers", "--root=" + root, self.sysusers])
+        self.assertEqual(rc, 0, out + err)
+        with open(os.path.join(root, "etc", "passwd")) as f:
+            users = {ln.split(":")[0]: ln.strip().split(":") for ln in f}
+        with open(os.path.join(root, "etc", "group")) as f:
+            groups = {ln.split(":")[0]: ln.strip().split(":") for ln in f}
+        k = unit_keys(self.unit)
+        user, group = k["User"][0], k["Group"][0]
+        self.assertIn(user, users)
+        self.assertEqual(users[user][3], groups[group][2])  # its primary group
+        self.assertEqual(users[user][6], "/usr/sbin/nologin")
+
+    def test_limit_nofile_fits_the_example(self):
+        # the gateway warns at start when RLIMIT_NOFILE is below what
+        # limits.max_connections needs, naming the number; the example's
+        # (the default max_connections) with the most workers there can be
+        # must fit under the unit's LimitNOFILE
+        limit = int(unit_keys(self.unit)["LimitNOFILE"][0])
+        gw = self.start_installed(self.example_on_free_ports(workers=256), nofile=(4096, 4096))
+        need = re.search(r"descriptor limit \(RLIMIT_NOFILE\) 4096, hard 4096: "
+                         r"limits.max_connections \d+ needs about (\d+)", gw.log())
+        self.assertTrue(need, gw.log())
+        self.assertGreaterEqual(limit, int(need.group(1)))
+
+    def logrotate_conf(self, log_dir, postrotate=None):
+        """The installed logrotate file for <log_dir>, its accounts mapped to
+        this test's user (the host has no switchyard user), and its postrotate
+        script replaced by <postrotate> when given."""
+        with open(self.logrotate) as f:
+            text = f.read()
+        me, mine = pwd.getpwuid(os.getuid()).pw_name, grp.getgrgid(os.getgid()).gr_name
+        text = text.replace("/var/log/switchyard/", log_dir + "/")
+        text = re.sub(r"(?m)^(\s*(su|create 0640)) switchyard switchyard$",
+                      r"\1 %s %s" % (me, mine), text)
+        if postrotate:
+            text = re.sub(r"(?s)postrotate\n.*?endscript", "postrotate\n%s\nendscript" % postrotate,
+                          text)
+        path = os.path.join(tempfile.mkdtemp(dir=self.tmp.path), "switchyard")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_logrotate_file(self):
+        with open(self.logrotate) as f:
+            text = f.read()
+        with open(self.conf) as f:
+            access_log = json.load(f)["access_log"]
+        # it rotates the example's access log, and tells the main process
+        self.assertIn(os.path.dirname(access_log) + "/*.log {", text)
+        self.assertRegex(text, r"postrotate\n(.*\n)*.*systemctl kill --kill-whom=main "
+                               r"--signal=SIGUSR1 switchyard.service\n(.*\n)*\s*endscript")
+        log_dir = tempfile.mkdtemp(dir=self.tmp.path)
+        with open(os.path.join(log_dir, "access.log"), "w") as f:
+            f.write("{}\n")
+        state = os.path.join(log_dir, "status")
+        rc, out, err = run(["logrotate", "-d", "-s", state, self.logrotate_conf(log_dir)])
+        self.assertEqual(rc, 0, out + err)
+        self.assertNotIn("error", (out + err).lower(), out + err)
+        self.assertIn("rotating pattern: %s/*.log" % log_dir, out + err)
+
+    def test_logrotate_rotates_a_running_gateway(self):
+        # a rotation as logrotate makes it (rename, create, delaycompress),
+        # with the postrotate signal sent to this gateway
+        cfg = self.example_on_free_ports(workers=2)
+        log_dir = os.path.dirname(cfg["access_log"])
+        gw = self.start_installed(cfg)
+
+        def tagged(path, tag):
+            if not os.path.exists(path):
+                return False
+            with open(path) as f:
+                return ("/ping?%s" % tag) in f.read()
+        self.assertEqual(get(gw.port, "/ping?before").status, 200)
+        harness.wait_for(lambda: tagged(cfg["access_log"], "before"), what="the line before")
+        since = gw.log_size()
+        conf = self.logrotate_conf(log_dir, postrotate="kill -USR1 %d" % gw.proc.pid)
+        rc, out, err = run(["logrotate", "-f", "-s", os.path.join(log_dir, "status"), conf])
+        self.assertEqual(rc, 0, out + err)
+        gw.wait_log(r"SIGUSR1: access log \S+ reopened", since)
+        self.assertEqual(get(gw.port, "/ping?after").status, 200)
+        harness.wait_for(lambda: tagged(cfg["access_log"], "after"), what="the line after")
+        rotated = cfg["access_log"] + ".1"
+        self.assertTrue(tagged(rotated, "before"))  # not compressed yet: delaycompress
+        self.assertFalse(tagged(rotated, "after"))
+        self.assertEqual(os.stat(cfg["access_log"]).st_mode & 0o777, 0o640)  # create 0640
 
     def test_man_pages_render_without_warnings(self):
         for page in self.pages.values():
