@@ -599,11 +599,12 @@ static void c_field(struct gw_req *r, struct gw_obuf *o, const char *name, size_
         gw_ob_field(o, name, nlen, value, vlen);
         return;
     }
-    for (size_t i = 0; i < nlen; i++)
-        d[i] = (char)h1_lower((unsigned char)name[i]);
+    h1_lower_copy(d, name, nlen);
     k->names_len += nlen;
     k->nv[k->nnv++] =
-        (nghttp2_nv){(uint8_t *)d, (uint8_t *)value, nlen, vlen, nv_flags(name, nlen)};
+        (nghttp2_nv){(uint8_t *)d, (uint8_t *)value, nlen, vlen,
+                     nlen == 12 && !memcmp(d, "x-request-id", 12) ? NGHTTP2_NV_FLAG_NO_INDEX
+                                                                  : NGHTTP2_NV_FLAG_NONE};
 }
 
 static void c_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)

@@ -97,6 +97,29 @@ static inline unsigned char h1_lower(unsigned char c)
     return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
 }
 
+/* <src>[0..<n>) into <dst> with A-Z in lower case (h1_lower each byte),
+ * eight bytes a step: a byte's top bit in <up> is set when it is ASCII,
+ * at least 'A' (adding 0x80 - 'A' carries into bit 7) and not past 'Z'
+ * (adding 0x7f - 'Z' does not); shifted down two bits it is the 0x20 to
+ * add. No carry crosses a byte: the low seven bits plus either constant
+ * stay under 0x100. */
+static inline void h1_lower_copy(char *dst, const char *src, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+    size_t i = 0;
+
+    for (; n - i >= 8; i += 8) {
+        uint64_t x, low, up;
+        memcpy(&x, src + i, 8);
+        low = x & ~high;
+        up = ~x & (low + ones * (0x80 - 'A')) & ~(low + ones * (0x7f - 'Z')) & high;
+        x |= up >> 2;
+        memcpy(dst + i, &x, 8);
+    }
+    for (; i < n; i++)
+        dst[i] = (char)h1_lower((unsigned char)src[i]);
+}
+
 /* Is <s>[0..<n>) 1*tchar? */
 static inline bool h1_is_token(const char *s, size_t n)
 {
