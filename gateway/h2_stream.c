@@ -601,6 +601,8 @@ static void c_field(struct gw_req *r, struct gw_obuf *o, const char *name, size_
     }
     h1_lower_copy(d, name, nlen);
     k->names_len += nlen;
+    o->total += nlen + vlen + 4; /* counted as its line would be: bytes_out (a 103 sent
+                                  * forbids a retry), the access log */
     k->nv[k->nnv++] =
         (nghttp2_nv){(uint8_t *)d, (uint8_t *)value, nlen, vlen,
                      nlen == 12 && !memcmp(d, "x-request-id", 12) ? NGHTTP2_NV_FLAG_NO_INDEX
