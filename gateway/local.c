@@ -419,6 +419,11 @@ void gw_local_answer(struct gw_req *r, enum gw_verdict v, const struct rt_match 
         return;
     case GW_V_ASTERISK: {
         uint64_t all = rt_table_methods(r->snap->rt);
+        if (!all) { /* no route, no method to list: 404, as fox */
+            gw_local_simple(r, 404, NULL, 0);
+            gw_local_finish(r);
+            return;
+        }
         if (all == RT_ANY_METHOD)
             all = RT_M_GET | RT_M_POST | RT_M_PUT | RT_M_DELETE | RT_M_PATCH;
         send_allow(r, 200, all | RT_M_OPTIONS);

@@ -441,7 +441,8 @@ no_hit(const rt_table *t, struct walk *w, const char *host, size_t hlen, const c
     uint64_t allow = w->allow;
 
     if (plen == 1 && path[0] == '*') { /* "OPTIONS *": every method of the table */
-        if (w->mbit != RT_M_OPTIONS || !t->opts.auto_options)
+        /* a table without routes has no method to list: 404, as fox */
+        if (w->mbit != RT_M_OPTIONS || !t->opts.auto_options || !rt_table_methods(t))
             return m->status = RT_NOT_FOUND;
         m->allow = rt_table_methods(t) | RT_M_OPTIONS;
         return m->status = RT_OPTIONS_AUTO;

@@ -314,11 +314,22 @@ static int parse_host(const char *s, size_t end, struct rt_pat *p, struct rt_err
 static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error *err)
 {
     size_t o = 0;
+    int after_catchall = 0; /* the segment before ended with a catch-all */
 
     while (s[i]) {
         /* at the '/' starting a segment */
         p->path[o++] = '/';
         i++;
+        /* fox refuses two catch-alls with only a '/' between them: which
+         * share of the path each takes would be anybody's guess */
+        if (after_catchall && s[i] == '*' && s[i + 1] == '{') {
+            rt_err_set(err, RT_EINVAL, i,
+                       "offset %zu: a catch-all right after a catch-all ('*{a}/*{b}'): put "
+                       "static text between them",
+                       i);
+            return -1;
+        }
+        after_catchall = 0;
         if (s[i] == '/') {
             rt_err_set(err, RT_EINVAL, i, "offset %zu: empty path segment ('//')", i);
             return -1;
@@ -371,6 +382,7 @@ static int parse_path(const char *s, size_t i, struct rt_pat *p, struct rt_error
                     return -1;
                 }
                 p->path[o++] = RT_MARK_CATCHALL;
+                after_catchall = 1;
                 i = k;
                 break;
             }

@@ -117,6 +117,17 @@ class RoutingTest(GatewayCase):
             # the connection goes on
             self.assertEqual(c.request("GET", "/hello").status, 201)
 
+    def test_options_asterisk_without_routes(self):
+        """OPTIONS * on a router without routes has no method to list: 404,
+        as fox answers it (issue 23), and the connection goes on."""
+        g = self.own_gateway(gateway_config(router={"auto_options": True}))
+        with Client(g.port) as c:
+            c.send(b"OPTIONS * HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            r = c.read_response("OPTIONS")
+            self.assertEqual(r.status, 404, r)
+            self.assertIsNone(r.header("Allow"), r)
+            self.assertEqual(c.request("GET", "/").status, 404)
+
     # ---- trailing slash
 
     def test_trailing_slash_redirect_get_301(self):

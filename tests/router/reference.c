@@ -747,7 +747,7 @@ void ref_lookup(const struct ref_table *t, int trailing_slash, int auto_options,
         r->nallow = 0;
         r->allow_any = 0;
         r->status = 404;
-        if (auto_options && mlen == 7 && memcmp(method, "OPTIONS", 7) == 0) {
+        if (auto_options && t->n && mlen == 7 && memcmp(method, "OPTIONS", 7) == 0) {
             for (size_t i = 0; i < t->n; i++) {
                 r->allow_any |= t->routes[i].nmethods == 0;
                 for (size_t j = 0; j < t->routes[i].nmethods; j++)

@@ -260,15 +260,17 @@ void rtest_gen_route(struct rtest_rng *rng, int hostpct, struct rtest_groute *ou
         return;
     }
     nseg = 1 + rtest_below(rng, 4);
-    for (size_t i = 0; i < nseg; i++) {
+    for (size_t i = 0, catch_before = 0; i < nseg; i++) {
         int last = i + 1 == nseg;
         size_t r = rtest_below(rng, 100);
         char seg[64];
         const char *name = pick(rng, gen_pnames, NELEM(gen_pnames));
-        if (r < 18 && (last || r < 8)) /* a suffix catch-all, or an infix one */
-            snprintf(seg, sizeof(seg), "/%s*{%s%zu}",
-                     pick(rng, gen_catch_pre, NELEM(gen_catch_pre)), name, i);
-        else if (r < 55)
+        if (r < 18 && (last || r < 8)) { /* a suffix catch-all, or an infix one */
+            const char *pre = pick(rng, gen_catch_pre, NELEM(gen_catch_pre));
+            if (catch_before && !*pre) /* fox refuses two catch-alls in a row */
+                pre = "a";
+            snprintf(seg, sizeof(seg), "/%s*{%s%zu}", pre, name, i);
+        } else if (r < 55)
             snprintf(seg, sizeof(seg), "/%s", pick(rng, gen_static, NELEM(gen_static)));
         else if (r < 67)
             snprintf(seg, sizeof(seg), "/%s{%s%zu:%s}",
@@ -278,6 +280,7 @@ void rtest_gen_route(struct rtest_rng *rng, int hostpct, struct rtest_groute *ou
             snprintf(seg, sizeof(seg), "/%s{%s%zu}", pick(rng, gen_param_pre, NELEM(gen_param_pre)),
                      name, i);
         cat(out->pattern, sizeof(out->pattern), seg);
+        catch_before = strchr(seg, '*') != NULL;
         if (last && !strchr(seg, '*') && rtest_below(rng, 100) < 15)
             cat(out->pattern, sizeof(out->pattern), "/");
     }

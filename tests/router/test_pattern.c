@@ -31,6 +31,11 @@ static const struct bad bad_paths[] = {
     {"/users/{a}*{b}", 10, 10, "catch-all after param in one segment"},
     {"/{a}/*{b}x", 9, 9, "*{a}x"},
     {"/*{a}x/*{b}", 5, 5, "infix catch-all not ending its segment"},
+    /* fox: "consecutive catch-all parameter are not allowed" */
+    {"/foo/*{args}/*{param}", 13, 13, "two catch-alls in a row"},
+    {"/foo/ab*{args}/*{param}", 15, 15, "two catch-alls in a row, the first after text"},
+    {"/*{a}/*{b}", 6, 6, "two catch-alls in a row at the root"},
+    {"/a/*{x}/*{y}/b", 8, 8, "two infix catch-alls in a row"},
     {"/a//b", 2, 3, "empty segment"},
     {"//", 0, 1, "empty first segment"},
     {"/a//", 2, 3, "empty segment before trailing slash"},
@@ -130,8 +135,10 @@ static const char *const good[] = {
     "x/*{rest}",
     "{tenant}.example.com/*{rest}",
     /* infix catch-alls and the catch-all label (issue 14) */
-    "/*{a}/*{b}",
     "/*{a}/",
+    "/*{a}/{b}",
+    "/*{a}/b*{c}",
+    "/*{a}/b/*{c}",
     "/src/*{a}/b",
     "/assets/*{path}/thumbnail",
     "/foo/z*{args}/bar",
@@ -203,6 +210,10 @@ START_TEST(test_exact_offsets)
     ck_assert_int_eq(rt_pattern_check("/x/*{a}/y", &err), 0);
     ck_assert_int_eq(rt_pattern_check("/x/*{a}y/z", &err), -1);
     ck_assert_uint_eq(err.offset, 7);
+    /* nor may a catch-all follow a catch-all (fox: consecutive catch-alls) */
+    ck_assert_int_eq(rt_pattern_check("/foo/*{args}/*{param}", &err), -1);
+    ck_assert_uint_eq(err.offset, 13);
+    ck_assert_ptr_nonnull(strstr(err.msg, "a catch-all right after a catch-all"));
 
     ck_assert_int_eq(rt_pattern_check("/ab cd", &err), -1);
     ck_assert_uint_eq(err.offset, 3);
