@@ -311,45 +311,81 @@ out:
     return out;
 }
 
+/* The error of a text jansson refused, in <errs>; "<file>: " first when
+ * <file> is not NULL, so that an error read from a file names it. */
 static void report_syntax(struct adm_errors *errs, const char *json, size_t len,
-                          const json_error_t *je)
+                          const json_error_t *je, const char *file)
 {
     enum json_error_code code = json_error_code(je);
+    const char *sep = file ? ": " : "";
+
+    if (!file)
+        file = "";
     if (code == json_error_out_of_memory) {
         errs->nomem = 1;
         adm_errors_add(errs, "", "out of memory while parsing the config");
+    } else if (adm_json_blank(json, len) ==
+               len) { /* jansson: "'[' or '{' expected near end of file" */
+        adm_errors_add(errs, "", "%s%sthe %s %s: a config is a JSON object ({...})", file, sep,
+                       *sep ? "file" : "document",
+                       len ? "holds nothing but white space" : "is empty");
     } else if (code == json_error_duplicate_key && je->position > 0) {
         char *path = dup_key_path(json, len, (size_t)je->position);
-        adm_errors_add(errs, path ? path : "", "duplicate key (line %d, column %d)", je->line,
-                       je->column);
+        adm_errors_add(errs, path ? path : "", "duplicate key (%s%sline %d, column %d)", file,
+                       *sep ? " " : "", je->line, je->column);
         free(path);
     } else if (je->line > 0) {
-        adm_errors_add(errs, "", "line %d, column %d: %s", je->line, je->column, je->text);
+        adm_errors_add(errs, "", "%s%sline %d, column %d: %s", file, sep, je->line, je->column,
+                       je->text);
     } else {
-        adm_errors_add(errs, "", "invalid JSON: %s", je->text);
+        adm_errors_add(errs, "", "%s%sinvalid JSON: %s", file, sep, je->text);
     }
 }
 
-struct adm_config *adm_config_parse(const char *json, size_t len, struct adm_errors *errs)
+size_t adm_json_blank(const char *s, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+        i++;
+    return i;
+}
+
+json_t *adm_config_doc(const char *text, size_t len, const char *file, struct adm_errors *errs)
+{
+    json_error_t je;
+    json_t *root;
+
+    if (!text) {
+        text = "";
+        len = 0;
+    }
+    if (!(root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je)))
+        report_syntax(errs, text, len, &je, file);
+    return root;
+}
+
+/* adm_config_parse(), the errors of a text read from <file> (NULL: none)
+ * naming it. */
+static struct adm_config *parse_named(const char *json, size_t len, const char *file,
+                                      struct adm_errors *errs)
 {
     struct adm_errors local;
-    json_error_t je;
+    struct adm_config *c = NULL;
+    json_t *root;
 
     adm_errors_init(&local);
     if (!errs)
         errs = &local;
-    if (!json) {
-        json = "";
-        len = 0;
-    }
-    struct adm_config *c = NULL;
-    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        report_syntax(errs, json, len, &je);
-    else
+    if ((root = adm_config_doc(json, len, file, errs)))
         c = config_build(root, NULL, errs);
     adm_errors_clear(&local);
     return c;
+}
+
+struct adm_config *adm_config_parse(const char *json, size_t len, struct adm_errors *errs)
+{
+    return parse_named(json, len, NULL, errs);
 }
 
 /* A copy of <root> that shares every value below the top level except the
@@ -470,7 +506,7 @@ struct adm_config *adm_config_load_file(const char *path, struct adm_errors *err
         buf = adm_config_read_file(f, path, &len, errs);
         fclose(f);
         if (buf)
-            c = adm_config_parse(buf, len, errs);
+            c = parse_named(buf, len, path, errs);
         free(buf);
     }
     adm_errors_clear(&local);

@@ -402,6 +402,15 @@ struct adm_route_binder {
  * every error appended to <errs> (which may be NULL; it is not cleared
  * first). On out of memory returns NULL with errs->nomem set. */
 struct adm_config *adm_config_parse(const char *json, size_t len, struct adm_errors *errs);
+/* The JSON document of <len> bytes of <text> (NULL: none), owned by the
+ * caller; NULL with its one error in <errs>: a syntax error with its line and
+ * column, a duplicate key at its path, an empty text named as such. Each
+ * message starts with "<file>: " when <file> is not NULL (a text read from
+ * that file). */
+json_t *adm_config_doc(const char *text, size_t len, const char *file, struct adm_errors *errs);
+/* How many of the <n> bytes at <s> are JSON white space before anything else:
+ * <n> for a text that holds no value at all. */
+size_t adm_json_blank(const char *s, size_t n);
 /* Same for an already parsed document. <root> is borrowed: its top-level
  * object and its routes array are copied, so the caller may add, replace or
  * remove their members afterwards; the values below them are shared and must
@@ -412,8 +421,8 @@ struct adm_config *adm_config_from_json(const json_t *root, struct adm_errors *e
 struct adm_config *adm_config_from_json_bound(const json_t *root,
                                               const struct adm_route_binder *bind,
                                               struct adm_errors *errs);
-/* Reads and parses the file <path> (at most 64 MiB). I/O errors are reported
- * with path "" and the file name in the message. */
+/* Reads and parses the file <path> (at most 64 MiB). I/O and syntax errors
+ * are reported with path "" and the file name first in the message. */
 struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs);
 /* Reads the rest of the open file <f>, named <path> in messages, under the
  * same 64 MiB cap: a buffer of *<len> bytes that the caller frees. NULL

@@ -141,7 +141,6 @@ static void record_source(void)
 static void reload(void)
 {
     struct adm_errors errs;
-    json_error_t je;
     json_t *doc;
     char msg[512];
     char *buf;
@@ -170,12 +169,10 @@ static void reload(void)
         adm_errors_clear(&errs);
         return;
     }
-    doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    doc = adm_config_doc(buf, len, proc.config_path, &errs); /* its errors name the file */
     free(buf);
     if (!doc) {
-        gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving:");
-        gw_log(GW_LOG_ERROR, "  %s: line %d, column %d: %s", proc.config_path, je.line, je.column,
-               je.text);
+        print_errors("reload refused, the running config keeps serving", &errs);
         adm_errors_clear(&errs);
         return;
     }
@@ -566,9 +563,16 @@ static int parse_cmdline(int argc, char **argv, const char **cfg_path, const cha
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--check") == 0) {
+            const char **slot = argv[i][1] == 'c' ? cfg_path : check_path;
             if (i + 1 >= argc)
                 return usage_error("a FILE must follow", argv[i]);
-            *(argv[i][1] == 'c' ? cfg_path : check_path) = argv[i + 1];
+            if (*slot) { /* not the last one silently: which one was meant? */
+                fprintf(stderr, "switchyard: %s given twice (%s, then %s): give one FILE\n",
+                        argv[i], *slot, argv[i + 1]);
+                usage(stderr);
+                return 2;
+            }
+            *slot = argv[i + 1];
             i++;
         } else if (strcmp(argv[i], "--reset-state") == 0) {
             *reset = 1;

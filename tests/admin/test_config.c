@@ -14,6 +14,7 @@
 
 #include <arpa/inet.h>
 #include <check.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -736,7 +737,9 @@ START_TEST(json_syntax)
     /* syntax errors: the document, with line and column */
     expect_error(J("{'listeners': [{'address': '1.2.3.4:80'}]\n,}"), "", "line 2, column ");
     expect_error("{\"listeners\": [", "", "line 1, column ");
-    expect_error("", "", "line 1, column 0:");
+    /* an empty text is named as such, not as "'[' or '{' expected near end of file" */
+    expect_error("", "", "the document is empty: a config is a JSON object ({...})");
+    expect_error(" \n\t", "", "the document holds nothing but white space");
     expect_error("{\"a\": 1} x", "", "line 1");
     expect_error("{\"a\": \"x\\u0000y\"}", "", "line 1");
     expect_error("{\"a\": 123456789012345678901234567890}", "", "too big integer");
@@ -889,6 +892,29 @@ START_TEST(from_json_and_files)
     ck_assert_ptr_nonnull(c);
     ck_assert_uint_eq(c->workers, 5);
     adm_config_free(c);
+    /* a syntax error in a file names the file (a duplicate key too) */
+    ck_assert_int_eq(truncate(tmpl, 0), 0);
+    fd = open(tmpl, O_WRONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "{\n\"workers\": 1,}", 16), 16);
+    close(fd);
+    ck_assert_ptr_null(adm_config_load_file(tmpl, &e));
+    ck_assert_uint_eq(e.n, 1);
+    {
+        char want[128];
+        snprintf(want, sizeof(want), "%s: line 2, column 14: ", tmpl);
+        ck_assert_msg(strncmp(e.v[0].msg, want, strlen(want)) == 0, "%s", e.v[0].msg);
+    }
+    adm_errors_clear(&e);
+    ck_assert_int_eq(truncate(tmpl, 0), 0);
+    ck_assert_ptr_null(adm_config_load_file(tmpl, &e));
+    {
+        char want[128];
+        snprintf(want, sizeof(want), "%s: the file is empty: a config is a JSON object ({...})",
+                 tmpl);
+        ck_has_error(&e, "", want);
+    }
+    adm_errors_clear(&e);
     unlink(tmpl);
 
     ck_assert_ptr_null(adm_config_load_file("/nonexistent/sy.json", &e));

@@ -75,9 +75,57 @@ class CheckTest(GatewayCase):
             self.assertEqual(out.strip(), "ok")
 
     def test_check_syntax_error(self):
+        # a syntax error names the file it is in (issue 23), as a schema
+        # error names its JSON path
         rc, out, err = self.check("{\n \"listeners\": [\n")
         self.assertEqual(rc, 1)
-        self.assertRegex(err, r"line \d+")
+        self.assertRegex(err, r"^%s: line 3, column \d+: " % re.escape(self.tmp.file("check.json")))
+
+    def test_empty_file_is_named_as_such(self):
+        # not jansson's "'[' or '{' expected near end of file" (issue 23)
+        path = self.tmp.file("check.json")
+        for text, what in (("", "is empty"), (" \n\n", "holds nothing but white space")):
+            rc, out, err = self.check(text)
+            self.assertEqual(rc, 1)
+            self.assertEqual(err, "%s: the file %s: a config is a JSON object ({...})\n"
+                             % (path, what))
+            p = subprocess.run([SY_BIN, "-c", path], capture_output=True, text=True,
+                               timeout=TIMEOUT)
+            self.assertEqual(p.returncode, 1)
+            self.assertRegex(p.stderr, r"^\S+Z \[error\] %s: the file %s: " % (
+                re.escape(path), what))
+            self.assertNotIn("expected", p.stderr)
+
+    def test_start_syntax_error_names_the_file_once(self):
+        path = self.tmp.file("syntax.json")
+        with open(path, "w") as f:
+            f.write('{"workers": 1,}')
+        p = subprocess.run([SY_BIN, "-c", path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 1)
+        self.assertRegex(p.stderr, r"^\S+Z \[error\] %s: line 1, column 15: [^\n]*\n$"
+                         % re.escape(path))
+
+    def test_c_twice_is_an_error(self):
+        # the last -c is not taken silently: which one was meant? (issue 23)
+        a, b = self.tmp.file("a.json"), self.tmp.file("b.json")
+        for args in (["-c", a, "-c", b], ["--check", a, "--check", b]):
+            p = subprocess.run([SY_BIN] + args, capture_output=True, text=True, timeout=TIMEOUT)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(p.stdout, "")
+            first = p.stderr.splitlines()[0]
+            self.assertEqual(first, "switchyard: %s given twice (%s, then %s): give one FILE"
+                             % (args[0], a, b))
+            self.assertIn("usage: switchyard", p.stderr)
+
+    def test_usage_names_version(self):
+        p = subprocess.run([SY_BIN, "--help"], capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0)
+        self.assertIn("switchyard --version", p.stdout)
+        v = subprocess.run([SY_BIN, "--version"], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(v.returncode, 0)
+        self.assertRegex(v.stdout, r"^switchyard \d+\.\d+\.\d+\n$")
 
     def test_check_missing_file(self):
         p = subprocess.run([SY_BIN, "--check", self.tmp.file("absent.json")],
