@@ -58,6 +58,23 @@ static const struct adm_cf_field root_fields[] = {
 
 /* ---- checks across the sections ---- */
 
+/* The upstream of <c> nearest to the unknown name <name> (at most two edits
+ * away), or NULL: what a route that names <name> probably meant. */
+static const char *nearest_upstream(const struct adm_config *c, const char *name)
+{
+    const char *best = NULL;
+    size_t bestd = 3;
+
+    for (size_t k = 0; k < c->nupstreams; k++) {
+        size_t d = adm_cf_edit_distance(name, c->upstreams[k].name);
+        if (d < bestd) {
+            bestd = d;
+            best = c->upstreams[k].name;
+        }
+    }
+    return best;
+}
+
 static void check_cross(struct adm_cf *x)
 {
     struct adm_config *c = x->c;
@@ -103,8 +120,14 @@ static void check_cross(struct adm_cf *x)
             if (!r->max_buffered_body_bytes)
                 r->max_buffered_body_bytes = pool->max_buffered_body_bytes;
         } else {
+            const char *near = nearest_upstream(c, r->upstream);
+            struct adm_cf_qbuf qn;
             snprintf(path, sizeof(path), "/routes/%zu/upstream", i);
-            adm_cf_err_at(x, path, "unknown upstream %s", adm_cf_quote(&q, r->upstream));
+            if (near)
+                adm_cf_err_at(x, path, "unknown upstream %s (did you mean %s?)",
+                              adm_cf_quote(&q, r->upstream), adm_cf_quote(&qn, near));
+            else
+                adm_cf_err_at(x, path, "unknown upstream %s", adm_cf_quote(&q, r->upstream));
         }
     }
 

@@ -86,6 +86,9 @@ struct adm_cf_qbuf {
     char s[280];
 };
 const char *adm_cf_quote(struct adm_cf_qbuf *q, const char *s);
+/* The edits (case aside) between <a> and <b>, each at most 32 bytes (99 for
+ * a longer one): how near a misspelt name is to a real one. */
+size_t adm_cf_edit_distance(const char *a, const char *b);
 
 /* ---- typed getters: each reports its own error and returns failure ---- */
 

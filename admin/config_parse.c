@@ -56,7 +56,7 @@ const char *adm_cf_quote(struct adm_cf_qbuf *q, const char *s)
     return q->s;
 }
 
-static size_t edit_distance(const char *a, const char *b)
+size_t adm_cf_edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
     if (la > 32 || lb > 32)
@@ -314,7 +314,7 @@ static void unknown_key(struct adm_cf *x, const char *key, const struct adm_cf_f
     size_t klen = strlen(key);
     size_t nkeys = 0;
     for (size_t i = 0; i < nf; i++) {
-        size_t d = edit_distance(key, f[i].key);
+        size_t d = adm_cf_edit_distance(key, f[i].key);
         /* "drain" for "drain_ms", "max_body" for "max_body_bytes" */
         if (klen >= 4 && !strncmp(key, f[i].key, klen))
             d = 1;

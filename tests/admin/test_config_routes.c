@@ -19,7 +19,18 @@
 START_TEST(route_errors)
 {
     expect_error(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'user'}]"),
-                 "/routes/0/upstream", "unknown upstream \"user\"");
+                 "/routes/0/upstream", "unknown upstream \"user\" (did you mean \"users\"?)");
+    {
+        /* nothing near: no guess */
+        struct adm_errors e;
+        long i;
+        ck_assert_ptr_null(
+            parse(doc(UPS "'routes': [{'id': 'a', 'path': '/', 'upstream': 'billing'}]"), &e));
+        i = find_error(&e, "/routes/0/upstream", "unknown upstream");
+        ck_assert_int_ge(i, 0);
+        ck_assert_str_eq(e.v[i].msg, "unknown upstream \"billing\"");
+        adm_errors_clear(&e);
+    }
     expect_error(doc("'routes': [{'id': 'a', 'path': '/', 'response': {}}, "
                      "{'id': 'b', 'path': '/b', 'response': {}}, "
                      "{'id': 'a', 'path': '/c', 'response': {}}]"),
