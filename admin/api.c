@@ -1,6 +1,7 @@
 /*
  * api.c - the admin HTTP API.
  *
+ *   GET  /                       an index of the endpoints
  *   GET  /config                 the live config (ETag); PUT replaces it
  *                                (If-Match, ?dry_run=1)
  *   GET  /routes, POST /routes   list, add one
@@ -27,7 +28,9 @@
  * does not take is a 400 naming it, and a flag takes 1, true, 0 or false
  * only, so that a misspelled ?dry_run never applies a config live. Every
  * accepted change is one audit line (the hooks' audit): who, what, and the
- * generations before and after.
+ * generations before and after; and every accepted write answers in one
+ * shape (adm_api_reply_written): whether the config changed, what was
+ * written, what it changed, and the generation and ETag now live.
  *
  * Everything runs on the admin thread, so writes are serialized: of two
  * writers with the same If-Match, the second gets 412.
@@ -40,6 +43,7 @@
 #include "admin/http1/status.h"
 #include "admin/tls.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +84,8 @@ void adm_api_reply(struct adm_api *api, struct adm_req *req, int code, json_t *b
 {
     struct evbuffer *b = evbuffer_new();
     struct evkeyvalq *h = adm_req_out(req);
-    char *s = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    char *s =
+        body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15)) : NULL;
     char etag[64];
 
     json_decref(body);
@@ -115,24 +120,65 @@ void adm_api_reply_error(struct adm_api *api, struct adm_req *req, int code, con
     adm_api_reply(api, req, code, o);
 }
 
+json_t *adm_api_one_error(const char *path, const char *fmt, ...)
+{
+    struct adm_errors e;
+    json_t *list;
+    va_list ap;
+
+    adm_errors_init(&e);
+    va_start(ap, fmt);
+    adm_errors_vadd(&e, path, fmt, ap);
+    va_end(ap);
+    list = adm_errors_json(&e);
+    adm_errors_clear(&e);
+    return list;
+}
+
 void adm_api_reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
                         struct adm_errors *errs)
 {
     adm_api_reply_error(api, req, code, msg, adm_errors_json(errs));
 }
 
-/* The write answer: the new generation and ETag. */
-void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, json_t *o)
+json_t *adm_api_ms(double ms)
+{
+    /* 0.412 rather than 0.41200000047683716: nobody reads beyond the µs */
+    return json_real(ms > 0 ? (double)(long long)(ms * 1000 + 0.5) / 1000 : 0);
+}
+
+/* {"added": n, "replaced": n, "removed": n} of <n>. */
+static json_t *counts_json(const size_t n[3])
+{
+    return json_pack("{s:I,s:I,s:I}", "added", (json_int_t)n[ADM_ADDED], "replaced",
+                     (json_int_t)n[ADM_REPLACED], "removed", (json_int_t)n[ADM_REMOVED]);
+}
+
+void adm_api_written_changes(json_t *o, struct adm_changes *ch)
+{
+    json_object_set_new(o, "changes",
+                        json_pack("{s:o,s:o,s:o}", "routes", counts_json(ch->routes), "upstreams",
+                                  counts_json(ch->upstreams), "settings",
+                                  ch->settings ? ch->settings : json_array()));
+    ch->settings = NULL;
+}
+
+void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, int changed,
+                           const char *what, const char *name, struct adm_changes *ch)
 {
     char etag[64];
     struct adm_snapshot *s = current(api);
+    json_t *o = json_pack("{s:b,s:s}", "changed", changed, "what", what);
 
     etag_of(api, etag, sizeof(etag));
-    if (!o)
-        o = json_object();
-    json_object_set_new(o, "generation", json_integer((json_int_t)s->gen));
-    json_object_set_new(o, "etag", json_string(etag));
-    json_object_set_new(o, "build_ms", json_real(s->build_ms));
+    if (o && name)
+        json_object_set_new(o, strcmp(what, "route") == 0 ? "id" : "name", json_string(name));
+    if (o) {
+        adm_api_written_changes(o, ch);
+        json_object_set_new(o, "generation", json_integer((json_int_t)s->gen));
+        json_object_set_new(o, "etag", json_string(etag));
+        json_object_set_new(o, "build_ms", adm_api_ms(s->build_ms));
+    }
     adm_api_reply(api, req, code, o);
 }
 
@@ -145,6 +191,15 @@ json_t *adm_api_read_body(struct adm_api *api, struct adm_req *req)
     json_t *j;
     const char *p = n ? (const char *)evbuffer_pullup(in, (ev_ssize_t)n) : "";
 
+    if (adm_json_blank(p, n) == n) { /* named as such, not as jansson's "'[' or '{' expected" */
+        char m[256];
+        snprintf(m, sizeof(m), "%s %s takes a JSON object; the request body %s",
+                 adm_req_method_name(req), adm_req_path(req),
+                 n ? "has nothing but white space" : "is empty");
+        adm_api_reply_error(api, req, 400, "empty request body",
+                            json_pack("[{s:s,s:s}]", "path", "", "message", m));
+        return NULL;
+    }
     j = json_loadb(p, n, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
         char m[256];
@@ -245,7 +300,8 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
     /* the bytes encoded once for this generation, copied: a reference
      * would outlive them when a slow reader is still being sent this
      * answer after the next change frees them */
-    if (!st->canon || !(b = evbuffer_new()) || evbuffer_add(b, st->canon, st->canon_len) < 0) {
+    if (!st->canon || !(b = evbuffer_new()) || evbuffer_add(b, st->canon, st->canon_len) < 0 ||
+        evbuffer_add(b, "\n", 1) < 0) { /* a JSON answer ends its line, as every other does */
         if (b)
             evbuffer_free(b);
         adm_api_send_oom(req);
@@ -288,7 +344,7 @@ static void config_put(struct adm_api *api, struct adm_req *req, const char *unu
     /* the body as pushed: persisted as it came (as the keys restored into
      * it when it had markers: those bytes would not load again) */
     n = evbuffer_get_length(in);
-    adm_api_apply_full(api, req, doc, dry, "config", 200,
+    adm_api_apply_full(api, req, doc, dry, "config", NULL, 200,
                        kept ? NULL : (const char *)evbuffer_pullup(in, (ev_ssize_t)n),
                        kept ? 0 : n);
     json_decref(doc);
@@ -308,13 +364,13 @@ static void handle_status(struct adm_api *api, struct adm_req *req, const char *
         api->hooks.stats(api->hooks.arg, &gs);
     etag_of(api, etag, sizeof(etag));
     adm_api_reply(api, req, 200,
-                  json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:f,s:I,s:I}", "generation",
+                  json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:I,s:I}", "generation",
                             (json_int_t)s->gen, "etag", etag, "uptime_s",
                             (json_int_t)(time(NULL) - api->started), "workers",
                             (int)api->sw->nworkers, "connections_open", (json_int_t)gs.conns_open,
                             "requests", (json_int_t)gs.requests, "swaps",
                             (json_int_t)api->sw->swaps, "routes", (json_int_t)rt_table_count(s->rt),
-                            "last_build_ms", s->build_ms, "retired_snapshots",
+                            "last_build_ms", adm_api_ms(s->build_ms), "retired_snapshots",
                             (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools));
 }
 
@@ -347,26 +403,117 @@ static const struct qparam q_match[] = {
 /* The admin API. The router picks the most specific pattern (static
  * /routes/match beats /routes/{id}) and answers 405 with the path's methods
  * for every method a path does not serve. */
+static void api_index(struct adm_api *api, struct adm_req *req, const char *unused);
+
 static const struct endpoint endpoints[] = {
-    {{"GET"}, "/healthz", healthz, EP_OPEN, NULL, q_none},
-    {{"GET"}, "/config", config_get, 0, NULL, q_none},
-    {{"PUT"}, "/config", config_put, 0, NULL, q_dry_run},
-    {{"GET"}, "/routes", adm_api_routes_list, 0, NULL, q_none},
-    {{"POST"}, "/routes", adm_api_route_put, 0, NULL, q_none},
-    {{"GET"}, "/routes/match", adm_api_route_match, 0, NULL, q_match},
-    {{"GET"}, "/routes/{id}", adm_api_route_get, 0, "no such route", q_none},
-    {{"PUT"}, "/routes/{id}", adm_api_route_put, 0, "no such route", q_none},
-    {{"DELETE"}, "/routes/{id}", adm_api_route_delete, 0, "no such route", q_none},
-    {{"GET"}, "/upstreams", adm_api_upstreams_list, 0, NULL, q_none},
-    {{"POST"}, "/upstreams", adm_api_upstream_put, 0, NULL, q_none},
-    {{"GET"}, "/upstreams/{name}", adm_api_upstream_get, 0, "no such upstream", q_none},
-    {{"PUT"}, "/upstreams/{name}", adm_api_upstream_put, 0, "no such upstream", q_none},
-    {{"DELETE"}, "/upstreams/{name}", adm_api_upstream_delete, 0, "no such upstream", q_none},
-    {{"GET"}, "/upstreams/{name}/health", adm_api_upstream_health, 0, "no such upstream", q_none},
-    {{"GET"}, "/status", handle_status, 0, NULL, q_none},
-    {{"GET"}, "/metrics", adm_api_metrics, 0, NULL, q_none},
-    {{"GET"}, "/certificates", certificates, 0, NULL, q_none},
+    {{"GET"}, "/", api_index, 0, NULL, q_none, "this index of the endpoints"},
+    {{"GET"},
+     "/healthz",
+     healthz,
+     EP_OPEN,
+     NULL,
+     q_none,
+     "200 once a config is live (no token needed)"},
+    {{"GET"}, "/config", config_get, 0, NULL, q_none, "the live config, with its ETag"},
+    {{"PUT"},
+     "/config",
+     config_put,
+     0,
+     NULL,
+     q_dry_run,
+     "replace the config (If-Match; ?dry_run=1 validates only)"},
+    {{"GET"}, "/routes", adm_api_routes_list, 0, NULL, q_none, "every route"},
+    {{"POST"},
+     "/routes",
+     adm_api_route_put,
+     0,
+     NULL,
+     q_none,
+     "add a route (409 when its id exists)"},
+    {{"GET"},
+     "/routes/match",
+     adm_api_route_match,
+     0,
+     NULL,
+     q_match,
+     "which route a request would hit, and why"},
+    {{"GET"}, "/routes/{id}", adm_api_route_get, 0, "no such route", q_none, "one route"},
+    {{"PUT"},
+     "/routes/{id}",
+     adm_api_route_put,
+     0,
+     "no such route",
+     q_none,
+     "replace a route (404 when there is none)"},
+    {{"DELETE"},
+     "/routes/{id}",
+     adm_api_route_delete,
+     0,
+     "no such route",
+     q_none,
+     "delete a route"},
+    {{"GET"}, "/upstreams", adm_api_upstreams_list, 0, NULL, q_none, "every upstream pool"},
+    {{"POST"},
+     "/upstreams",
+     adm_api_upstream_put,
+     0,
+     NULL,
+     q_none,
+     "add a pool, {\"name\": ..., \"servers\": ...} (409 when the name exists)"},
+    {{"GET"}, "/upstreams/{name}", adm_api_upstream_get, 0, "no such upstream", q_none, "one pool"},
+    {{"PUT"},
+     "/upstreams/{name}",
+     adm_api_upstream_put,
+     0,
+     "no such upstream",
+     q_none,
+     "replace a pool (404 when there is none)"},
+    {{"DELETE"},
+     "/upstreams/{name}",
+     adm_api_upstream_delete,
+     0,
+     "no such upstream",
+     q_none,
+     "delete a pool no route uses"},
+    {{"GET"},
+     "/upstreams/{name}/health",
+     adm_api_upstream_health,
+     0,
+     "no such upstream",
+     q_none,
+     "a pool's servers as the balancer and the health checks see them"},
+    {{"GET"},
+     "/status",
+     handle_status,
+     0,
+     NULL,
+     q_none,
+     "generation, uptime, connections, requests, swaps"},
+    {{"GET"}, "/metrics", adm_api_metrics, 0, NULL, q_none, "Prometheus metrics"},
+    {{"GET"}, "/certificates", certificates, 0, NULL, q_none, "every listener certificate"},
 };
+
+/* GET /: the endpoints, from the table that dispatches them, so that the
+ * index never lists one that is not served (Envoy's admin home page). */
+static void api_index(struct adm_api *api, struct adm_req *req, const char *unused)
+{
+    json_t *list = json_array();
+
+    (void)unused;
+    for (size_t i = 0; list && i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
+        const struct endpoint *e = &endpoints[i];
+        json_t *o = json_pack("{s:s,s:s,s:s}", "method", e->methods[0], "path", e->pattern, "does",
+                              e->does);
+        if (o && e->query[0].name) {
+            json_t *q = json_array();
+            for (const struct qparam *p = e->query; p->name; p++)
+                json_array_append_new(q, json_string(p->name));
+            json_object_set_new(o, "query", q);
+        }
+        json_array_append_new(list, o);
+    }
+    adm_api_reply(api, req, 200, json_pack("{s:o}", "endpoints", list));
+}
 
 /* The endpoints as a router table, each route's udata its endpoint. NULL
  * with <msg> filled on error. */

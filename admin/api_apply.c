@@ -9,6 +9,7 @@
 #include "admin/tls.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* After check_lifecycle() accepted <cfg>: its new listeners are handed to
  * the workers when <published>, else closed again. */
@@ -128,6 +129,63 @@ int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, cha
     return apply_doc(api, doc, NULL, 0, errs, msg, cap);
 }
 
+/* Counts into <n> the members of <now> (a routes array keyed by "id" when
+ * <ids> is not NULL, else an object keyed by name) added or replaced against
+ * <before> (<ids>: the live routes by id), and those of <before> gone. */
+static void count_changes(const json_t *before, const json_t *ids, const json_t *now, size_t n[3])
+{
+    size_t kept = 0, i, nbefore = ids ? json_object_size(ids) : json_object_size(before);
+    const char *key;
+    json_t *v, *old;
+
+    if (ids) {
+        json_array_foreach(now, i, v)
+        {
+            old = json_object_get(ids, json_string_value(json_object_get(v, "id")));
+            kept += old != NULL;
+            n[!old ? ADM_ADDED : ADM_REPLACED] += !old || !json_equal(old, v);
+        }
+    } else {
+        json_object_foreach((json_t *)now, key, v)
+        {
+            old = json_object_get(before, key);
+            kept += old != NULL;
+            n[!old ? ADM_ADDED : ADM_REPLACED] += !old || !json_equal(old, v);
+        }
+    }
+    n[ADM_REMOVED] = nbefore - kept;
+}
+
+/* Appends to <list> each top-level key of <a> but the routes and the
+ * upstreams whose value <b> does not have alike (a key of one only counts). */
+static void settings_changed(const json_t *a, const json_t *b, json_t *list, int skip_shared)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach((json_t *)a, key, v)
+    {
+        json_t *w = json_object_get(b, key);
+        if (strcmp(key, "routes") != 0 && strcmp(key, "upstreams") != 0 &&
+            !(w && (skip_shared || json_equal(v, w))))
+            json_array_append_new(list, json_string(key));
+    }
+}
+
+void adm_api_changes_of(struct adm_api *api, const json_t *doc, struct adm_changes *ch)
+{
+    const json_t *live = api->st->doc;
+
+    memset(ch, 0, sizeof(*ch));
+    count_changes(NULL, api->st->ids, json_object_get(doc, "routes"), ch->routes);
+    count_changes(json_object_get(live, "upstreams"), NULL, json_object_get(doc, "upstreams"),
+                  ch->upstreams);
+    if ((ch->settings = json_array())) {
+        settings_changed(doc, live, ch->settings, 0);
+        settings_changed(live, doc, ch->settings, 1); /* the keys <doc> dropped */
+    }
+}
+
 /* The error line of a refused config: -1 invalid, -3 restart-only keys. */
 static const char *refusal(int rc)
 {
@@ -137,14 +195,17 @@ static const char *refusal(int rc)
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
  * (unless <dry>). Answers the request, with <code> on success. */
 void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
-                        const char *what, int code, const char *raw, size_t rawlen)
+                        const char *what, const char *name, int code, const char *raw,
+                        size_t rawlen)
 {
     struct adm_errors errs;
+    struct adm_changes ch;
     uint64_t before = current(api)->gen;
     char msg[512];
     int rc;
 
     adm_errors_init(&errs);
+    adm_api_changes_of(api, doc, &ch); /* against the live config, before it is replaced */
     if (dry) {
         struct adm_config *cfg = adm_config_from_json(doc, &errs);
         if (cfg && (rc = check_lifecycle(api, cfg, &errs)) < 0) {
@@ -158,10 +219,13 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
         if (!cfg) {
             adm_api_reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
         } else {
-            adm_api_reply(api, req, 200,
-                          json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes));
+            /* what the push would change, in the write answer's terms */
+            json_t *o = json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes);
+            adm_api_written_changes(o, &ch);
+            adm_api_reply(api, req, 200, o);
             adm_config_free(cfg);
         }
+        json_decref(ch.settings);
         adm_errors_clear(&errs);
         return;
     }
@@ -173,8 +237,8 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
                             json_pack("[{s:s,s:s}]", "path", "", "message", msg));
     else {
         adm_api_audit(api, req, before, NULL);
-        adm_api_reply_written(api, req, code,
-                              json_pack("{s:b,s:s}", "changed", rc == 0, "what", what));
+        adm_api_reply_written(api, req, code, rc == 0, what, name, &ch);
     }
+    json_decref(ch.settings);
     adm_errors_clear(&errs);
 }

@@ -47,6 +47,7 @@ struct endpoint {
     unsigned flags;
     const char *missing;        /* the 404 for a parameter that cannot be a name */
     const struct qparam *query; /* the query parameters it takes */
+    const char *does;           /* what it is for, in GET /'s index */
 };
 
 static inline struct adm_snapshot *current(struct adm_api *api)
@@ -71,17 +72,41 @@ void adm_api_reply_error(struct adm_api *api, struct adm_req *req, int code, con
 json_t *adm_api_read_body(struct adm_api *api, struct adm_req *req);
 /* If-Match absent, "*" or naming the live ETag: 1; else 0 with 412 sent. */
 int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req);
+/* What an accepted write changed: routes (by id) and upstreams (by name)
+ * added, replaced and removed, and the other top-level keys whose value
+ * changed. Every write answers it, so that all answers share one shape. */
+enum { ADM_ADDED, ADM_REPLACED, ADM_REMOVED };
+struct adm_changes {
+    size_t routes[3], upstreams[3];
+    json_t *settings; /* an array of key names, owned; NULL: none */
+};
+/* What the config <doc> (borrowed) changes against the live one, into <ch>
+ * (api_apply.c); its settings then belong to the caller. */
+void adm_api_changes_of(struct adm_api *api, const json_t *doc, struct adm_changes *ch);
 /* Validates <doc> (borrowed) as the next config and, unless <dry>, swaps it
  * in (<raw>, <rawlen>: its text to persist, NULL to encode it). Answers the
- * request: <code> on success, with "what": <what> (api_apply.c). */
+ * request: <code> on success, the write answer of <what> and <name>
+ * (api_apply.c). */
 void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
-                        const char *what, int code, const char *raw, size_t rawlen);
+                        const char *what, const char *name, int code, const char *raw,
+                        size_t rawlen);
+/* A one-error list for adm_api_reply_error: <path> and the message made
+ * from <fmt>. */
+json_t *adm_api_one_error(const char *path, const char *fmt, ...) ADM_PRINTF(2, 3);
 /* adm_api_reply_error with the errors of <errs> (borrowed). */
 void adm_api_reply_errs(struct adm_api *api, struct adm_req *req, int code, const char *msg,
                         struct adm_errors *errs);
-/* The write answer, <o> (stolen, NULL: an empty object) with the new
- * generation, ETag and build time. */
-void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, json_t *o);
+/* The answer of every accepted write, with <code>: {"changed": <changed>,
+ * "what": <what> ("config", "route" or "upstream"), "id" or "name": <name>
+ * (a route's or an upstream's; NULL: none), "changes": <ch>, and the
+ * generation, ETag and build time now live}. <ch>'s settings are taken. */
+void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, int changed,
+                           const char *what, const char *name, struct adm_changes *ch);
+/* Sets "changes" in <o> to <ch>, whose settings it takes: the part of the
+ * write answer a dry run shares. */
+void adm_api_written_changes(json_t *o, struct adm_changes *ch);
+/* A duration in milliseconds as JSON, rounded to the microsecond. */
+json_t *adm_api_ms(double ms);
 /* Logs one audit line for an accepted change of <req>; <before> is the
  * generation it replaced, <route> the id of a route change (NULL: none). */
 void adm_api_audit(struct adm_api *api, struct adm_req *req, uint64_t before, const char *route);

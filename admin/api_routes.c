@@ -82,6 +82,7 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     struct adm_state *st = api->st;
     json_t *routes = json_object_get(st->doc, "routes");
     json_t *op;
+    struct adm_changes ch;
     size_t at = old ? doc_index(routes, old) : (size_t)-1;
     uint64_t before;
     char msg[512];
@@ -132,7 +133,9 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     before = current(api)->gen;
     adm_swap_publish(api->sw, s);
     adm_api_audit(api, req, before, id);
-    adm_api_reply_written(api, req, code, json_pack("{s:s}", "id", id));
+    memset(&ch, 0, sizeof(ch));
+    ch.routes[!newr ? ADM_REMOVED : old ? ADM_REPLACED : ADM_ADDED] = 1;
+    adm_api_reply_written(api, req, code, 1, "route", id, &ch);
 }
 
 /* POST /routes (path_id NULL) and PUT /routes/{id}. */
@@ -174,13 +177,18 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
         goto out;
     id = cfg->routes[0].id;
     old = json_object_get(st->ids, id);
-    if (!path_id && old) {
-        adm_api_reply_error(api, req, 409, "a route with this id exists",
-                            json_pack("[{s:s,s:s}]", "path", "/id", "message", id));
+    if (!path_id && old) { /* as POST /upstreams answers a name that exists */
+        adm_api_reply_error(
+            api, req, 409, "a route with this id exists",
+            adm_api_one_error("/id", "route \"%s\" exists: PUT /routes/%s replaces it", id, id));
         goto out;
     }
     if (path_id && !old) {
-        adm_api_reply_error(api, req, 404, "no such route", NULL);
+        adm_api_reply_error(api, req, 404, "no such route",
+                            adm_api_one_error("",
+                                              "route \"%s\" does not exist: POST /routes creates "
+                                              "it, with {\"id\": \"%s\", ...}",
+                                              id, id));
         goto out;
     }
     nroutes = json_array_size(json_object_get(st->doc, "routes"));

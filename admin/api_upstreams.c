@@ -7,7 +7,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api_int.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -28,24 +27,6 @@ void adm_api_upstream_get(struct adm_api *api, struct adm_req *req, const char *
         adm_api_reply_error(api, req, 404, "no such upstream", NULL);
 }
 
-/* A one-error list for adm_api_reply_error: <path> and the message made
- * from <fmt>. */
-static json_t *one_error(const char *path, const char *fmt, ...) ADM_PRINTF(2, 3);
-static json_t *one_error(const char *path, const char *fmt, ...)
-{
-    struct adm_errors e;
-    json_t *list;
-    va_list ap;
-
-    adm_errors_init(&e);
-    va_start(ap, fmt);
-    adm_errors_vadd(&e, path, fmt, ap);
-    va_end(ap);
-    list = adm_errors_json(&e);
-    adm_errors_clear(&e);
-    return list;
-}
-
 /* POST /upstreams (<name> NULL: it comes in the body) creates, 409 when the
  * name exists; PUT /upstreams/{name} replaces, 404 when it does not. */
 void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *name)
@@ -57,7 +38,7 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
         return;
     if (!json_is_object(body)) {
         adm_api_reply_error(api, req, 400, "an upstream must be an object",
-                            one_error("", "an upstream must be an object"));
+                            adm_api_one_error("", "an upstream must be an object"));
         json_decref(body);
         return;
     }
@@ -65,28 +46,30 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
         n = json_object_get(body, "name");
         if (!json_is_string(n)) {
             adm_api_reply_error(api, req, 400, "invalid upstream",
-                                n ? one_error("/name", "must be a string")
-                                  : one_error("/name", "a name is required (POST /upstreams "
-                                                       "takes {\"name\": ..., \"servers\": ...})"));
+                                n ? adm_api_one_error("/name", "must be a string")
+                                  : adm_api_one_error("/name",
+                                                      "a name is required (POST /upstreams "
+                                                      "takes {\"name\": ..., \"servers\": ...})"));
             json_decref(body);
             return;
         }
         name = json_string_value(n);
         if (json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
-            adm_api_reply_error(api, req, 409, "an upstream with this name exists",
-                                one_error("/name",
-                                          "upstream \"%s\" exists: PUT /upstreams/%s replaces it",
-                                          name, name));
+            adm_api_reply_error(
+                api, req, 409, "an upstream with this name exists",
+                adm_api_one_error("/name", "upstream \"%s\" exists: PUT /upstreams/%s replaces it",
+                                  name, name));
             json_decref(body);
             return;
         }
     } else if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
         /* PUT replaces, like PUT /routes/{id}: POST /upstreams creates */
-        adm_api_reply_error(api, req, 404, "no such upstream",
-                            one_error("",
-                                      "upstream \"%s\" does not exist: POST /upstreams creates it, "
-                                      "with {\"name\": \"%s\", \"servers\": ...}",
-                                      name, name));
+        adm_api_reply_error(
+            api, req, 404, "no such upstream",
+            adm_api_one_error("",
+                              "upstream \"%s\" does not exist: POST /upstreams creates it, "
+                              "with {\"name\": \"%s\", \"servers\": ...}",
+                              name, name));
         json_decref(body);
         return;
     } else if ((n = json_object_get(body, "name")) &&
@@ -108,7 +91,7 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
         json_object_set_new(ups, name, def);
     }
     json_object_set_new(doc, "upstreams", ups);
-    adm_api_apply_full(api, req, doc, 0, "upstream", create ? 201 : 200, NULL, 0);
+    adm_api_apply_full(api, req, doc, 0, "upstream", name, create ? 201 : 200, NULL, 0);
     json_decref(doc);
     json_decref(body);
 }
@@ -150,7 +133,7 @@ void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const cha
     ups = json_deep_copy(json_object_get(doc, "upstreams"));
     json_object_del(ups, name);
     json_object_set_new(doc, "upstreams", ups);
-    adm_api_apply_full(api, req, doc, 0, "upstream", 200, NULL, 0);
+    adm_api_apply_full(api, req, doc, 0, "upstream", name, 200, NULL, 0);
     json_decref(doc);
 }
 
@@ -201,7 +184,7 @@ static json_t *server_health_json(const struct adm_api *api, up_pool *p, size_t 
     if (checked)
         check = json_pack("{s:o,s:o,s:I,s:I}", "status",
                           h.last_status < 0 ? json_null() : json_integer(h.last_status),
-                          "latency_ms", h.last_status < 0 ? json_null() : json_real(h.last_ms),
+                          "latency_ms", h.last_status < 0 ? json_null() : adm_api_ms(h.last_ms),
                           "checks", (json_int_t)h.checks, "failures", (json_int_t)h.check_failures);
     return json_pack("{s:s,s:b,s:o,s:o,s:I,s:I,s:I,s:I,s:o}", "address", up_server_address(p, k),
                      "healthy", up_health_flags(p, k) == 0, "reason",

@@ -231,7 +231,7 @@ class ConfigTest(ApiCase):
 
     def test_unknown_endpoint(self):
         api = self.start()
-        for p in ("/", "/nope", "/configs", "/routes/a/b", "/upstreams/u/other", "/routes/%41"):
+        for p in ("/nope", "/configs", "/routes/a/b", "/upstreams/u/other", "/routes/%41"):
             self.assertStatus(api.get(p), 404, p)
 
 
@@ -911,7 +911,7 @@ class BodyTest(ApiCase):
             self.assertStatus(r, 400, path)
             self.assertEqual(r.json["error"], "malformed JSON")
             self.assertRegex(r.json["errors"][0]["message"], r"^line 4, column \d+", path)
-        for text in ("", "{", "{\"id\": }", "nul", "{\"a\": 1,}", "{\"id\": \"a\", \"id\": \"b\"}"):
+        for text in ("{", "{\"id\": }", "nul", "{\"a\": 1,}", "{\"id\": \"a\", \"id\": \"b\"}"):
             r = api.post("/routes", text)
             self.assertStatus(r, 400, text)
             self.assertRegex(r.json["errors"][0]["message"], r"line \d+, column \d+", text)
@@ -940,6 +940,124 @@ class BodyTest(ApiCase):
 
 
 # ---------------------------------------------------------------------------
+
+
+class NewcomerTest(ApiCase):
+    """What a new operator hit first (issue 23): GET /, one shape for every
+    write, the hints of a refused write, rounded floats, a newline after
+    every JSON answer, an empty body named as such."""
+
+    def test_index_lists_every_endpoint(self):
+        api = self.start()
+        r = api.get("/")
+        self.assertStatus(r, 200)
+        self.assertEqual(r.header("Content-Type"), "application/json")
+        rows = r.json["endpoints"]
+        got = {(e["method"], e["path"]) for e in rows}
+        for want in (("GET", "/"), ("GET", "/config"), ("PUT", "/config"), ("POST", "/routes"),
+                     ("GET", "/routes/match"), ("DELETE", "/upstreams/{name}"),
+                     ("GET", "/upstreams/{name}/health"), ("GET", "/metrics"),
+                     ("GET", "/healthz"), ("GET", "/status"), ("GET", "/certificates")):
+            self.assertIn(want, got)
+        for e in rows:
+            self.assertTrue(e["does"], e)
+        put = [e for e in rows if (e["method"], e["path"]) == ("PUT", "/config")][0]
+        self.assertEqual(put["query"], ["dry_run"])
+        # every GET it lists that needs no parameter answers
+        for e in rows:
+            if e["method"] == "GET" and "{" not in e["path"] and "query" not in e:
+                self.assertStatus(api.get(e["path"]), 200, e)
+        self.assertStatus(api.post("/", {}), 405)
+
+    def assertShape(self, r, status, what, changes, name=None, changed=True):
+        """The one shape of a write's answer."""
+        self.assertWrite(r, status)
+        keys = {"changed", "what", "changes", "generation", "etag", "build_ms"}
+        if name is not None:
+            keys.add("id" if what == "route" else "name")
+            self.assertEqual(r.json["id" if what == "route" else "name"], name, r)
+        self.assertEqual(set(r.json), keys, r)
+        self.assertEqual((r.json["changed"], r.json["what"]), (changed, what), r)
+        zero = {"added": 0, "replaced": 0, "removed": 0}
+        want = {"routes": dict(zero), "upstreams": dict(zero), "settings": []}
+        for k, v in changes.items():
+            if k == "settings":
+                want[k] = v
+            else:
+                want[k[0]][k[1]] = v
+        self.assertEqual(r.json["changes"], want, r)
+
+    def test_writes_share_one_shape(self):
+        api = self.start()
+        R, U = "routes", "upstreams"
+        self.assertShape(api.post("/routes", local_route("a", "/a")), 201, "route",
+                         {(R, "added"): 1}, "a")
+        self.assertShape(api.put("/routes/a", local_route("a", "/a2")), 200, "route",
+                         {(R, "replaced"): 1}, "a")
+        self.assertShape(api.delete("/routes/a"), 200, "route", {(R, "removed"): 1}, "a")
+        pool = {"servers": [{"address": self.b2.addr}]}
+        self.assertShape(api.post("/upstreams", dict(pool, name="v")), 201, "upstream",
+                         {(U, "added"): 1}, "v")
+        self.assertShape(api.put("/upstreams/v", dict(pool, keepalive=3)), 200, "upstream",
+                         {(U, "replaced"): 1}, "v")
+        self.assertShape(api.delete("/upstreams/v"), 200, "upstream", {(U, "removed"): 1}, "v")
+        cfg, _, _ = api.config()
+        new = dict(cfg, log_level="warn", routes=cfg["routes"][1:] + [local_route("n", "/n")])
+        new["routes"][0] = dict(new["routes"][0], methods=["GET", "POST"])
+        self.assertShape(api.put("/config", new), 200, "config",
+                         {(R, "added"): 1, (R, "replaced"): 1, (R, "removed"): 1,
+                          "settings": ["log_level"]})
+        self.assertShape(api.put("/config", new), 200, "config", {}, changed=False)
+        # a dry run tells what the push would change, in the same terms
+        r = api.put("/config?dry_run=1", cfg)
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json["changes"]["routes"], {"added": 1, "replaced": 1, "removed": 1})
+        self.assertEqual(r.json["changes"]["settings"], ["log_level"])
+
+    def test_refused_writes_say_what_to_do(self):
+        api = self.start()
+        before = self.snapshot()
+        r = api.post("/routes", local_route("ping", "/other"))
+        self.assertStatus(r, 409)
+        self.assertEqual(r.json["errors"], [{"path": "/id", "message":
+                         'route "ping" exists: PUT /routes/ping replaces it'}])
+        r = api.put("/routes/nope", local_route("nope", "/nope"))
+        self.assertStatus(r, 404)
+        self.assertEqual(r.json["errors"][0]["message"],
+                         'route "nope" does not exist: POST /routes creates it, '
+                         'with {"id": "nope", ...}')
+        r = api.post("/routes", {"id": "x", "path": "/x", "upstream": "uu"})
+        self.assertStatus(r, 400)
+        self.assertEqual(r.json["errors"], [{"path": "/upstream", "message":
+                         'unknown upstream "uu" (did you mean "u"?)'}])
+        self.assertUnchanged(before)
+
+    def test_floats_rounded_and_newline(self):
+        api = self.start()
+        r = api.post("/routes", local_route("f", "/f"))
+        self.assertRegex(r.body.decode(), r'"build_ms":\d+(\.\d{1,3})?[,}]')
+        st = api.get("/status")
+        self.assertRegex(st.body.decode(), r'"last_build_ms":\d+(\.\d{1,3})?[,}]')
+        for path in ("/", "/config", "/routes", "/routes/ping", "/upstreams", "/status",
+                     "/healthz", "/certificates", "/nothing", "/upstreams/u/health",
+                     "/routes/match?path=/ping"):
+            r = api.get(path)
+            self.assertEqual(r.header("Content-Type"), "application/json", path)
+            self.assertTrue(r.body.endswith(b"}\n"), (path, r.body[-20:]))
+
+    def test_empty_body_named(self):
+        api = self.start()
+        before = self.snapshot()
+        for method, path in (("PUT", "/config"), ("POST", "/routes"), ("PUT", "/routes/ping"),
+                             ("POST", "/upstreams"), ("PUT", "/upstreams/u")):
+            for body, what in (("", "is empty"), (" \r\n", "has nothing but white space")):
+                r = api.request(method, path, body)
+                self.assertStatus(r, 400, (path, body))
+                self.assertEqual(r.json["error"], "empty request body")
+                self.assertEqual(r.json["errors"][0]["message"],
+                                 "%s %s takes a JSON object; the request body %s"
+                                 % (method, path, what))
+        self.assertUnchanged(before)
 
 
 class RaceTest(ApiCase):

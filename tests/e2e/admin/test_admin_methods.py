@@ -10,6 +10,7 @@ from adminlib import AdminCase, gateway_config, local_route, main
 
 # concrete path -> the methods its patterns serve (HEAD comes with GET)
 ENDPOINTS = {
+    "/": {"GET"},  # the index of the endpoints (issue 23)
     "/healthz": {"GET"},
     "/config": {"GET", "PUT"},
     "/routes": {"GET", "POST"},
@@ -67,7 +68,7 @@ class MethodsTest(AdminCase):
         self.assertEqual(self.api.get("/routes/ping").json, local_route("ping", "/ping"))
 
     def test_unknown_paths_are_404_for_every_method(self):
-        for path in ("/", "/nope", "/config/", "/routes/", "/routes/a/b", "/upstreams/u/x",
+        for path in ("/nope", "/config/", "/routes/", "/routes/a/b", "/upstreams/u/x",
                      "/statusx", "//status"):
             for method in METHODS:
                 r = self.call(method, path)

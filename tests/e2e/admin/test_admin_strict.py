@@ -11,7 +11,7 @@ import re
 from adminlib import AdminCase, gateway_config, local_route, main
 
 # every endpoint, with a query each takes (None: it takes none)
-ENDPOINTS = [("GET", "/healthz"), ("GET", "/config"), ("GET", "/routes"),
+ENDPOINTS = [("GET", "/"), ("GET", "/healthz"), ("GET", "/config"), ("GET", "/routes"),
              ("GET", "/routes/ping"), ("GET", "/upstreams"), ("GET", "/upstreams/u"),
              ("GET", "/upstreams/u/health"), ("GET", "/status"), ("GET", "/metrics")]
 # misspellings and bad values of dry_run: each a 400 naming the parameter
@@ -57,7 +57,8 @@ class StrictTest(AdminCase):
         for q in ("dry_run=1", "dry_run=true", "&dry_run=true&"):
             r = self.api.put("/config?" + q, self.changed_cfg())
             self.assertEqual(r.status, 200, (q, r))
-            self.assertEqual(r.json, {"valid": True, "routes": 2}, q)
+            self.assertEqual((r.json["valid"], r.json["routes"]), (True, 2), q)
+            self.assertEqual(r.json["changes"]["routes"]["added"], 1, q)  # what it would do
         self.assertEqual(self.api.generation(), gen)
         r = self.api.put("/config?dry_run=false", self.changed_cfg())
         self.assertWrite(r, 200, gen)
