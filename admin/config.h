@@ -450,6 +450,14 @@ unsigned adm_config_workers(const struct adm_config *c);
  * checks below alike. 0, or -1 with <why> (unreadable, or empty). */
 int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size_t why_cap);
 
+/* Where a relative <path> of a config is looked for, for an error about it:
+ * " (relative to DIR, the directory switchyard started in)" into <buf>,
+ * or "" for an absolute path. Every path a config names (a certificate, a
+ * key, the token file, the state directory, the access log, the hosts
+ * file) is opened as the process finds it, so a relative one is resolved
+ * against the working directory of the start, whoever pushed the config
+ * from wherever. Keeps errno. Returns <buf>. */
+const char *adm_path_where(const char *path, char *buf, size_t cap);
 /* What a start checks beyond the schema, so that a config accepted by a
  * push, a SIGHUP or --check also starts (config_lifecycle.c): the token
  * file readable and not empty, no open admin API off loopback, the state

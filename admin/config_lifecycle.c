@@ -33,28 +33,44 @@ static void dir_of(const char *path, char *buf, size_t cap)
         snprintf(buf, cap, "%.*s", (int)(slash - path), path);
 }
 
+const char *adm_path_where(const char *path, char *buf, size_t cap)
+{
+    char cwd[4096];
+    int saved = errno;
+
+    if (path[0] == '/')
+        snprintf(buf, cap, "%s", "");
+    else if (getcwd(cwd, sizeof(cwd)))
+        snprintf(buf, cap, " (relative to %s, the directory switchyard started in)", cwd);
+    else
+        snprintf(buf, cap, " (relative to the directory switchyard started in, which is gone)");
+    errno = saved;
+    return buf;
+}
+
 /* A file this process can create or append to at <path>: it exists and is
  * writable, or its directory exists and is writable. Nothing is created.
  * 0, or -1 with <why>. */
 static int writable_file(const char *path, char *why, size_t cap)
 {
     struct stat st;
-    char dir[4096];
+    char dir[4096], where[4200];
 
+    adm_path_where(path, where, sizeof(where));
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
-            snprintf(why, cap, "%s is a directory", path);
+            snprintf(why, cap, "%s%s is a directory", path, where);
             return -1;
         }
         if (access(path, W_OK) < 0) {
-            snprintf(why, cap, "cannot open %s for writing: %s", path, strerror(errno));
+            snprintf(why, cap, "cannot open %s%s for writing: %s", path, where, strerror(errno));
             return -1;
         }
         return 0;
     }
     dir_of(path, dir, sizeof(dir));
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || access(dir, W_OK | X_OK) < 0) {
-        snprintf(why, cap, "cannot create %s: %s: %s", path, dir,
+        snprintf(why, cap, "cannot create %s%s: %s: %s", path, where, dir,
                  stat(dir, &st) < 0     ? strerror(errno)
                  : !S_ISDIR(st.st_mode) ? "not a directory"
                                         : strerror(EACCES));
@@ -68,10 +84,11 @@ static int writable_file(const char *path, char *why, size_t cap)
 static int usable_dir(const char *path, char *why, size_t cap)
 {
     struct stat st;
+    char where[4200];
 
     if (stat(path, &st) == 0) {
         if (!S_ISDIR(st.st_mode) || access(path, W_OK | X_OK) < 0) {
-            snprintf(why, cap, "%s: %s", path,
+            snprintf(why, cap, "%s%s: %s", path, adm_path_where(path, where, sizeof(where)),
                      !S_ISDIR(st.st_mode) ? "not a directory" : "not writable");
             return -1;
         }
@@ -86,7 +103,9 @@ int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size
     FILE *f = fopen(path, "r");
 
     if (!f) {
-        snprintf(why, why_cap, "cannot read %s: %s", path, strerror(errno));
+        char where[4200];
+        snprintf(why, why_cap, "cannot read %s%s: %s", path,
+                 adm_path_where(path, where, sizeof(where)), strerror(errno));
         return -1;
     }
     n = fread(buf, 1, cap - 1, f);
@@ -105,7 +124,7 @@ size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
 {
     const char *env = getenv("SWITCHYARD_ADMIN_TOKEN");
     size_t n0 = errs->n;
-    char why[4400], token[1024];
+    char why[8800], token[1024], where[4200];
 
     if (c->admin.token_file &&
         adm_token_file_read(c->admin.token_file, token, sizeof(token), why, sizeof(why)) < 0)
@@ -128,7 +147,8 @@ size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs)
             adm_errors_add(errs, "/user", "switching to user %s needs a start as root", c->user);
     }
     if (c->resolver.hosts_file && access(c->resolver.hosts_file, R_OK) < 0)
-        adm_errors_add(errs, "/resolver/hosts_file", "cannot read %s: %s", c->resolver.hosts_file,
+        adm_errors_add(errs, "/resolver/hosts_file", "cannot read %s%s: %s", c->resolver.hosts_file,
+                       adm_path_where(c->resolver.hosts_file, where, sizeof(where)),
                        strerror(errno));
     if (c->group && !getgrnam(c->group))
         adm_errors_add(errs, "/group", "no group %s on this host", c->group);

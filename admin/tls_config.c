@@ -196,7 +196,9 @@ static char *read_file(const char *path, size_t *len, char *why, size_t cap)
     size_t n;
 
     if (!f) {
-        snprintf(why, cap, "cannot read \"%s\": %s", path, strerror(errno));
+        char where[4200];
+        snprintf(why, cap, "cannot read \"%s\"%s: %s", path,
+                 adm_path_where(path, where, sizeof(where)), strerror(errno));
         return NULL;
     }
     buf = malloc(MAX_PEM + 1);

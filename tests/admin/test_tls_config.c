@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "admin/config.h"
@@ -231,6 +232,18 @@ START_TEST(refusals)
     snprintf(path, sizeof(path), "%s/certificates/0/cert", P);
     expect_error(tls_doc(tls), path, "cannot read");
     expect_error(tls_doc(tls), path, "No such file");
+    {
+        /* a relative path: the error names where it was looked for */
+        char cwd[4096], want[4300];
+        ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+        snprintf(want, sizeof(want),
+                 "cannot read \"nope.pem\" (relative to %s, the directory switchyard started "
+                 "in): No such file or directory",
+                 cwd);
+        snprintf(tls, sizeof(tls), "'certificates': [{'cert': 'nope.pem', 'key': '%s'}]",
+                 tls_file("ec.key"));
+        expect_error(tls_doc(tls), path, want);
+    }
 
     snprintf(tls, sizeof(tls), "'certificates': [{'cert': '%s', 'key': '%s'}]",
              tls_file("garbage.pem"), tls_file("ec.key"));

@@ -437,15 +437,17 @@ class Gateway:
 
     _count = 0
 
-    def __init__(self, tmp, cfg, name="gw", env=None, args=None, port=None, nofile=None):
+    def __init__(self, tmp, cfg, name="gw", env=None, args=None, port=None, nofile=None,
+                 cwd=None):
         """<cfg> None: no -c, the embedded default config (give <port>).
-        <nofile>: (soft, hard) RLIMIT_NOFILE to start it with.
+        <nofile>: (soft, hard) RLIMIT_NOFILE to start it with. <cwd>: the
+        directory it starts in (the test's by default).
         Files are named after <name> plus a sequence number: one log each."""
         Gateway._count += 1
         name = "%s-%d" % (name, Gateway._count)
         self.tmp, self.cfg, self.name = tmp, cfg, name
         self._port = port
-        self.env, self.args, self.nofile = env, args, nofile
+        self.env, self.args, self.nofile, self.cwd = env, args, nofile, cwd
         self.proc = None
         self.rc = None
         self.cfg_path = tmp.file(name + ".json")
@@ -482,7 +484,7 @@ class Gateway:
         if self.nofile:
             def limit():
                 resource.setrlimit(resource.RLIMIT_NOFILE, self.nofile)
-        self.proc = subprocess.Popen(args, stdout=out, stderr=log, env=env,
+        self.proc = subprocess.Popen(args, stdout=out, stderr=log, env=env, cwd=self.cwd,
                                      start_new_session=True, preexec_fn=limit)
         log.close()
         out.close()

@@ -118,6 +118,35 @@ class StartChecksTest(RefusalCase):
                 self.assertTrue(any("restart" not in m for m in msgs), r)
             self.assertNothingChanged(gen)
 
+    def test_relative_paths_name_their_directory(self):
+        """A relative path of a pushed config is resolved against the
+        directory switchyard started in, whoever pushes it from wherever,
+        and an error about one names that directory (issue 23)."""
+        home = os.path.join(self.tmp.path, "home")
+        os.mkdir(home)
+        cfg = gateway_config(routes=[local_route("ping", "/ping")], workers=1)
+        gw = self.own_gateway(cfg, name="home", cwd=home)
+        api = self.admin_for(gw)
+        where = " (relative to %s, the directory switchyard started in)" % home
+        c = dict(cfg, access_log="logs/access.log")
+        for q in ("?dry_run=1", ""):
+            r = api.put("/config" + q, c)
+            self.assertEqual(r.status, 400, r)
+            self.assertEqual(r.json["errors"], [{"path": "/access_log", "message":
+                             "cannot create logs/access.log%s: logs: No such file or directory"
+                             % where}])
+        tok = dict(cfg, admin=dict(cfg["admin"], token_file="admin.token"))
+        r = api.put("/config?dry_run=1", tok)
+        self.assertIn({"path": "/admin/token_file", "message":
+                       "cannot read admin.token%s: No such file or directory" % where},
+                      r.json["errors"], r)
+        # there, it is taken: the log is written where the message said
+        os.mkdir(os.path.join(home, "logs"))
+        self.assertEqual(api.put("/config", c).status, 200)
+        self.assertEqual(data_get(gw.port, "/ping").status, 200)
+        wait_for(lambda: os.path.exists(os.path.join(home, "logs", "access.log")),
+                 what="the access log under the start directory")
+
     def test_every_error_in_one_answer(self):
         c = self.live()
         c["limits"] = {"max_headers": "many"}
