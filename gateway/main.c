@@ -987,17 +987,33 @@ static int drop_privileges(const struct adm_config *cfg)
     return 0;
 }
 
+/* The listeners of <c> for the start line: every address, or the first
+ * four and how many more ("a, b, c, d and 3 more"), a TLS one marked. */
+static void listener_list(const struct adm_config *c, char *buf, size_t cap)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < c->nlisteners && i < 4 && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s%s", i ? ", " : "", c->listeners[i].addr.text,
+                              c->listeners[i].tls ? " tls" : "");
+    if (c->nlisteners > 4 && o < cap)
+        snprintf(buf + o, cap - o, " and %zu more", c->nlisteners - 4);
+}
+
 /* Serves until a drain ends (every worker stopped) or a second signal. */
 static void run(const char *cfg_path)
 {
     struct adm_snapshot *snap = atomic_load(&proc.swap.current);
-
     size_t nl = snap->cfg->nlisteners, nr = rt_table_count(snap->rt);
+    char lst[512];
 
+    /* where it serves, all of it: the listeners and the admin API */
+    listener_list(snap->cfg, lst, sizeof(lst));
     gw_log(GW_LOG_NOTICE,
-           "switchyard %s: %u worker%s, %zu listener%s (%s%s), %zu route%s, config %s", SY_VERSION,
-           proc.nworkers, proc.nworkers == 1 ? "" : "s", nl, nl == 1 ? "" : "s",
-           snap->cfg->listeners[0].addr.text, nl > 1 ? ", ..." : "", nr, nr == 1 ? "" : "s",
+           "switchyard %s: %u worker%s, %zu listener%s (%s), admin API %s, %zu route%s, config %s",
+           SY_VERSION, proc.nworkers, proc.nworkers == 1 ? "" : "s", nl, nl == 1 ? "" : "s", lst,
+           snap->cfg->admin.addr.text, nr, nr == 1 ? "" : "s",
            cfg_path ? cfg_path : "(embedded default)");
     event_base_dispatch(proc.admin_base);
 }

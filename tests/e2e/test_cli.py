@@ -9,7 +9,8 @@ import re
 import socket
 import subprocess
 
-from harness import SY_BIN, TIMEOUT, GatewayCase, get, gateway_config, main, rss_kib
+from harness import (SY_BIN, TIMEOUT, GatewayCase, free_port, get, gateway_config, main, rss_kib,
+                     self_signed)
 
 
 class CheckTest(GatewayCase):
@@ -209,6 +210,35 @@ class DefaultConfigTest(GatewayCase):
             p = subprocess.run(c, shell=True, cwd=self.tmp.path, capture_output=True, text=True,
                                timeout=TIMEOUT)
             self.assertRegex(p.stdout, r"^2\d\d$", "%s: %s %s" % (c, p.stdout, p.stderr))
+
+
+class StartLineTest(GatewayCase):
+    """The start line names every address it serves on (issue 23): each
+    listener, or the first four and how many more, and the admin API."""
+
+    def start_line(self, g):
+        m = g.wait_log(r"\[notice\] (switchyard \S+: [^\n]*)\n")
+        return m.group(1)
+
+    def addrs(self, cfg):
+        return [li["address"] for li in cfg["listeners"]]
+
+    def test_every_listener_and_the_admin_api(self):
+        cfg = gateway_config()
+        cfg["listeners"].append({"address": "127.0.0.1:%d" % free_port(),
+                                 "tls": {"certificates": [self_signed(self.tmp)]}})
+        a = self.addrs(cfg)
+        line = self.start_line(self.own_gateway(cfg))
+        self.assertIn(", 2 listeners (%s, %s tls), admin API %s, 0 routes, config "
+                      % (a[0], a[1], cfg["admin"]["address"]), line)
+
+    def test_more_than_four_listeners(self):
+        cfg = gateway_config()
+        cfg["listeners"] += [{"address": "127.0.0.1:%d" % free_port()} for _ in range(5)]
+        a = self.addrs(cfg)
+        line = self.start_line(self.own_gateway(cfg))
+        self.assertIn(", 6 listeners (%s and 2 more), admin API %s, "
+                      % (", ".join(a[:4]), cfg["admin"]["address"]), line)
 
 
 class HeapReserveTest(GatewayCase):

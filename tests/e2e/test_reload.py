@@ -108,7 +108,7 @@ class ReloadTest(GatewayCase):
         cfgs = two_configs(self.a, self.b)
         g = self.own_gateway(cfgs["A"])
         g.wait_log(r"\[notice\] switchyard \S+: 2 workers, 1 listener \(127\.0\.0\.1:\d+\), "
-                   r"3 routes, config ")
+                   r"admin API 127\.0\.0\.1:\d+, 3 routes, config ")
         self.assertEqual(get(g.port, "/who/1").header("X-Backend"), "A")
         since = g.log_size()
         os.unlink(g.cfg_path)
