@@ -21,8 +21,9 @@ enum gw_verdict {
                     * strip_prefix result climbs above its root */
     GW_V_UPSTREAM, /* to (*sr)'s upstream */
     /* decided by the connection, before the route (http1.c) */
-    GW_V_HTTPS,       /* a redirect_https listener: 308 to the https URL */
-    GW_V_MISDIRECTED, /* Host names another certificate than SNI picked: 421 */
+    GW_V_HTTPS,        /* a redirect_https listener: 308 to the https URL */
+    GW_V_MISDIRECTED,  /* Host names another certificate than SNI picked: 421 */
+    GW_V_PLAIN_ON_TLS, /* plain HTTP on a TLS listener: 400 saying so, and close */
 };
 
 /* Routes the complete request head in <rp> through snapshot <s> (with the

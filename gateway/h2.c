@@ -703,7 +703,7 @@ enum gw_h2_sniff gw_h2_sniff(struct gw_conn *c)
     char head[PREFACE_LEN];
     size_t n;
 
-    if (gw_io_is_tls(&c->io)) {
+    if (c->io.ops != &gw_io_plain) { /* TLS: ALPN decides; plain bytes on a TLS port: no */
         if (!gw_tls_h2(&c->io))
             return GW_H2_NO;
     } else {

@@ -84,6 +84,16 @@ const struct gw_io_ops gw_io_plain = {
     .close = plain_close,
 };
 
+const struct gw_io_ops gw_io_plain_on_tls = {
+    .name = "plain on a TLS listener",
+    .read = plain_read,
+    .writev = plain_writev,
+    .handshake = NULL,
+    .pending = NULL,
+    .shutdown = plain_shutdown,
+    .close = plain_close,
+};
+
 /* ---- the core ---- */
 
 /* Adds or removes the read event as the phase and the flags say. */

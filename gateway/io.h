@@ -116,6 +116,11 @@ struct gw_io_ops {
 
 /* The plain socket. */
 extern const struct gw_io_ops gw_io_plain;
+/* The same, for a client of a TLS listener whose first byte was no TLS
+ * record but a letter (plain HTTP): the TLS transport hands it over so that
+ * its request is read and answered 400 (nginx's "plain HTTP request was
+ * sent to HTTPS port"), then closed, instead of a silent close. */
+extern const struct gw_io_ops gw_io_plain_on_tls;
 
 typedef void (*gw_io_cb)(struct gw_io *io, void *arg);
 typedef void (*gw_io_event_cb)(struct gw_io *io, short what, void *arg);

@@ -50,6 +50,7 @@ struct gw_tls {
      * no renegotiation replaces it), NULL: none */
     const char *version_name, *sni;
     size_t sni_len;
+    int peeked; /* server side: its first byte was looked at */
 };
 
 static void count(_Atomic uint64_t *c)
@@ -146,11 +147,45 @@ static void keep_client_cert(struct gw_tls *t)
     ERR_clear_error();
 }
 
+static void tls_free(struct gw_tls *t);
+
+/* A client of a TLS listener speaks TLS when its first byte starts a
+ * record (0x16) or an SSLv2 hello (0x80 set); a letter starts an HTTP
+ * method: plain HTTP, as nginx's ngx_http_ssl_handshake() tells them
+ * apart. One MSG_PEEK at the connection's first readable moment, then
+ * never again. 1 plain HTTP, 0 let the handshake tell, GW_IO_AGAIN. */
+static int plain_http(struct gw_io *io, struct gw_tls *t)
+{
+    unsigned char b;
+    ssize_t n;
+
+    if (t->peeked || !t->ctr)
+        return 0;
+    n = recv(io->fd, &b, 1, MSG_PEEK);
+    if (n < 0 && errno == EAGAIN) {
+        io->wants = GW_IO_WANT_READ; /* the core's header timeout bounds the wait */
+        return GW_IO_AGAIN;
+    }
+    t->peeked = 1;
+    return n == 1 && (b | 0x20) >= 'a' && (b | 0x20) <= 'z';
+}
+
 static int tls_handshake(struct gw_io *io)
 {
     struct gw_tls *t = io->xprt;
-    int rc = SSL_do_handshake(t->ssl);
+    int rc = plain_http(io, t);
     ssize_t r;
+
+    if (rc == GW_IO_AGAIN)
+        return GW_IO_AGAIN;
+    if (rc == 1) { /* read and answered as HTTP from now on: a 400 saying why */
+        count(&t->ctr->fail[ADM_TLS_FAIL_NOT_TLS]);
+        tls_free(t);
+        io->xprt = NULL;
+        io->ops = &gw_io_plain_on_tls;
+        return 0;
+    }
+    rc = SSL_do_handshake(t->ssl);
 
     if (rc == 1) {
         if (t->ctr) {

@@ -369,6 +369,25 @@ static void answer_max_forwards_0(struct gw_req *r)
     send_allow(r, 200, allow | RT_M_OPTIONS);
 }
 
+/* A plain HTTP request on a TLS listener (io_tls.c let it through to be
+ * answered): 400 saying so, as nginx's "The plain HTTP request was sent to
+ * HTTPS port", instead of a close the client cannot make sense of. */
+static void send_plain_on_tls(struct gw_req *r)
+{
+    static const char body[] = "400 Bad Request: a plain HTTP request was sent to an HTTPS port "
+                               "(this port speaks TLS: use https://)\n";
+    struct gw_obuf ob;
+
+    r->keep = 0;
+    simple_head(&ob, r, 400);
+    if (r->reqid_len)
+        gw_ob_field(&ob, "X-Request-Id", 12, r->reqid, r->reqid_len);
+    gw_ob_lit(&ob, "Content-Type: text/plain; charset=utf-8\r\nContent-Length: ");
+    gw_ob_u64(&ob, sizeof(body) - 1);
+    gw_ob_lit(&ob, "\r\n");
+    local_end(&ob, r, 400, body, sizeof(body) - 1);
+}
+
 /* 308 to the same URL over https on <port>: the host in lower case (as
  * nginx's $host), the port unless 443, the target as received; 400 without
  * a host to send the client to. */
@@ -456,6 +475,10 @@ void gw_local_answer(struct gw_req *r, enum gw_verdict v, const struct rt_match 
         return;
     case GW_V_MISDIRECTED:
         gw_local_simple(r, 421, NULL, 0);
+        gw_local_finish(r);
+        return;
+    case GW_V_PLAIN_ON_TLS:
+        send_plain_on_tls(r);
         gw_local_finish(r);
         return;
     case GW_V_UPSTREAM: /* not ours */

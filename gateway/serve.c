@@ -27,6 +27,8 @@ static enum gw_verdict conn_verdict(struct gw_req *r)
     const struct adm_listener *al = gw_conn_listener(c, r->snap);
     const struct adm_tls_ctx *t = gw_tls_ctx(&c->io);
 
+    if (c->io.ops == &gw_io_plain_on_tls)
+        return GW_V_PLAIN_ON_TLS;
     if (al && al->redirect_https && !gw_io_is_tls(&c->io))
         return GW_V_HTTPS;
     if (t && adm_tls_ctx_client_auth(t) && rq->host_name.ptr &&
@@ -75,7 +77,7 @@ void gw_req_start(struct gw_req *r)
     if (v == GW_V_UPSTREAM) /* nothing to say about the connection itself */
         v = gw_forward_decide(r->rp, s, w->rtctx, r->params, r->params_cap, &m, &r->sr);
     r->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM || v == GW_V_HTTPS ||
-                         v == GW_V_MISDIRECTED || v == GW_V_BAD_PATH
+                         v == GW_V_MISDIRECTED || v == GW_V_BAD_PATH || v == GW_V_PLAIN_ON_TLS
                      ? 0
                      : m.nparams;
     if (v != GW_V_UPSTREAM && rq->expect_continue && !r->body_done)

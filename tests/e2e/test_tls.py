@@ -281,6 +281,30 @@ class ServingTest(TLSCase):
         self.assertRegex(self.metrics(self.gw),
                          r'switchyard_tls_handshakes_total\{version="TLSv1.2",resumed="false"\} [1-9]')
 
+    def test_plain_http_on_the_tls_port_is_a_400(self):
+        """Plain HTTP sent to a TLS port gets a 400 in plain text that says
+        so, as nginx's "plain HTTP request was sent to HTTPS port", with
+        Connection: close and then the close; not a silent close (issue 23).
+        It counts as a not_tls handshake failure; nothing goes upstream."""
+        def not_tls():
+            m = re.search(r'reason="not_tls"\} (\d+)', self.metrics(self.gw))
+            return int(m.group(1)) if m else 0
+
+        before, upstream = not_tls(), self.b.stats()
+        for method, body in (("GET", None), ("POST", b"x" * 70000), ("DELETE", None)):
+            with Client(self.gw.port) as c:
+                r = c.request(method, "/a", body=body)
+                self.assertEqual(r.status, 400, r)
+                self.assertEqual(r.header("Connection"), "close", r)
+                self.assertEqual(r.header("Content-Type"), "text/plain; charset=utf-8", r)
+                self.assertIn(b"a plain HTTP request was sent to an HTTPS port", r.body)
+                self.assertClosed(c)
+        wait_for(lambda: not_tls() >= before + 3, what="three not_tls failures")
+        self.assertEqual(self.b.stats(), upstream)
+        # TLS clients are served as before
+        r, s = self.get(self.gw.port)
+        self.assertEqual(r.status, 200)
+
     def test_alpn(self):
         # the server's order: h2 (a TLS listener's default protocols), then
         # http/1.1, then http/1.0, whatever the client's

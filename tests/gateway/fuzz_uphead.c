@@ -239,6 +239,7 @@ static int uphead(const char *data, size_t n, struct adm_snapshot *s, const stru
             break;
         case GW_V_HTTPS: /* decided by the connection: never here */
         case GW_V_MISDIRECTED:
+        case GW_V_PLAIN_ON_TLS:
             abort();
         case GW_V_UPSTREAM: {
             struct gw_forward f = {
