@@ -3,7 +3,8 @@
  * log_level's threshold: an atomic, so a push changes it at once) and the
  * whole access log: one JSON record per request (a tunnel's at its close),
  * formatted into the per-worker buffer, flushed with one write(2) when it
- * fills or once a second; what a failed write loses is counted and said,
+ * is half full or by the worker's sweep (every GW_SWEEP_MS, 100 ms: the
+ * most a line waits); what a failed write loses is counted and said,
  * never retried.
  */
 #define _POSIX_C_SOURCE 200809L

@@ -451,6 +451,10 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     if (w->ncq[GW_CONN_Q_PARKED])
         reclaim_elsewhere(w);
     gw_worker_listen_update(w);
+    /* an access-log line reaches its file within GW_SWEEP_MS: one write(2)
+     * per worker at most this often, none per request */
+    if (w->log_len)
+        gw_access_flush(w);
 }
 
 static void tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -461,8 +465,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     gw_date_update(w);
     gw_upconn_sweep_idle(w);
-    if (w->log_len)
-        gw_access_flush(w);
 }
 
 void gw_worker_notify(void *proc, unsigned id)
