@@ -120,14 +120,15 @@ struct adm_health_check {
     unsigned unhealthy_threshold; /* failures in a row to go down, 3 */
 };
 
-/* upstreams.NAME.outlier: passive ejection (Envoy's defaults), on only
- * when the pool has the key (nginx-like ejection by default would turn a
- * lone dead server's 502 into a 503). */
+/* upstreams.NAME.outlier: passive ejection, on by default with nginx's
+ * thresholds (max_fails=1 fail_timeout=10s) and Envoy's cap on how much of
+ * a pool is out; a pool of one server is never ejected (upstream/outlier.c),
+ * so a lone dead server's 502 does not turn into a 503. */
 struct adm_outlier {
-    int on;                        /* the pool has an "outlier" object */
-    unsigned consecutive_failures; /* 5; 0 turns ejection off */
-    struct adm_statuses statuses;  /* responses that count as failures, 500-599 */
-    unsigned base_ejection_ms;     /* 30000 */
+    int on;                        /* consecutive_failures > 0 */
+    unsigned consecutive_failures; /* 1; 0 turns ejection off */
+    struct adm_statuses statuses;  /* responses that count as failures (none) */
+    unsigned base_ejection_ms;     /* 10000 */
     unsigned max_ejection_ms;      /* 300000, at least base_ejection_ms */
     unsigned max_ejection_percent; /* 10 */
 };
@@ -160,7 +161,7 @@ struct adm_upstream {
     int panic;              /* every server down: spread over all of them (0: answer 503) */
     unsigned slow_start_ms; /* a server back up ramps its weight over this (0: off) */
 
-    unsigned retries;                    /* extra tries of a failed request (0) */
+    unsigned retries;                    /* extra tries of a failed request (2) */
     struct adm_statuses retry_on_status; /* responses that are retried (none) */
     unsigned retry_budget_percent;       /* of the requests in flight that may be retries (20) */
     int request_buffering;               /* read a body whole before the upstream request (0) */

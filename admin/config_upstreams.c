@@ -385,7 +385,6 @@ static void upstream_outlier(struct adm_cf *x, const json_t *v, void *target)
 
     if (!adm_cf_want_object(x, v))
         return;
-    o->on = 1;
     uint32_t seen = adm_cf_fields(x, v, outlier_fields, NFIELDS(outlier_fields), o);
     if (o->max_ejection_ms < o->base_ejection_ms)
         adm_cf_err_key(x, (seen & (1u << 3)) ? "max_ejection_ms" : "base_ejection_ms",
@@ -468,11 +467,15 @@ static void upstream_defaults(struct adm_upstream *u)
     u->keepalive = 32;
     u->balance = ADM_BALANCE_ROUND_ROBIN;
     u->hash_on = ADM_HASH_CLIENT_IP;
-    u->outlier = (struct adm_outlier){.consecutive_failures = 5,
-                                      .base_ejection_ms = 30000,
+    /* nginx's max_fails=1 fail_timeout=10s: on without the key, counting
+     * failures without a response only (a 500 is an answer) */
+    u->outlier = (struct adm_outlier){.consecutive_failures = 1,
+                                      .base_ejection_ms = 10000,
                                       .max_ejection_ms = 300000,
                                       .max_ejection_percent = 10};
-    statuses_range(&u->outlier.statuses, 500, 599);
+    /* nginx's proxy_next_upstream error timeout: a request no server
+     * answered goes to another one */
+    u->retries = 2;
     u->retry_budget_percent = 20;
     u->max_buffered_body_bytes = 8u << 20;
     u->max_pending = 1024;
@@ -507,6 +510,7 @@ void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
             x->nomem = 1;
         if (adm_cf_want_object(x, uv)) {
             uint32_t seen = adm_cf_fields(x, uv, upstream_fields, NFIELDS(upstream_fields), u);
+            u->outlier.on = u->outlier.consecutive_failures > 0;
             if (u->balance != ADM_BALANCE_HASH)
                 for (unsigned k = UF_HASH_KEY; k <= UF_TABLE_SIZE; k++)
                     if (seen & (UINT32_C(1) << k))

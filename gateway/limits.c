@@ -15,6 +15,10 @@
 
 static void plim_free(struct gw_plim *l)
 {
+    void **mine = up_pool_worker_slot(l->pool, l->w);
+
+    if (*mine == l)
+        *mine = NULL;
     for (size_t k = 0; l->slot && k < l->nservers; k++)
         if (l->slot[k] && !--l->slot[k]->refs)
             free(l->slot[k]);
@@ -112,6 +116,7 @@ static struct gw_plim *plim_new(struct gw_worker *w, up_pool *pool, const struct
     if (!l)
         return NULL;
     l->pool = pool;
+    l->w = w->id;
     up_pool_retain(pool);
     l->nservers = up_pool_nservers(pool);
     if (name_new(w, l, def) < 0)
@@ -134,17 +139,20 @@ fail:
 struct gw_plim *gw_plim_get(struct gw_worker *w, up_pool *pool, const struct adm_upstream *def,
                             event_callback_fn wake)
 {
-    struct gw_plim **pp = &w->plims, *l;
+    /* found in the pool's slot of this worker: no search per request,
+     * however many pools the worker serves */
+    void **mine = up_pool_worker_slot(pool, w->id);
+    struct gw_plim **pp, *l = *mine;
 
-    for (; (l = *pp); pp = &l->next)
-        if (l->pool == pool)
-            break;
     if (!l) {
         if (!w->plim_ev && !(w->plim_ev = event_new(w->base, -1, 0, wake, w)))
             return NULL;
         if (!(l = plim_new(w, pool, def)))
             return NULL;
+        for (pp = &w->plims; *pp; pp = &(*pp)->next)
+            ;
         *pp = l; /* at the tail: the list is oldest first (gateway.h) */
+        *mine = l;
     }
     l->nreqs++;
     return l;

@@ -51,7 +51,8 @@ struct gw_pname {
 /* One worker's limits on one pool; its worker alone touches it. */
 struct gw_plim {
     struct gw_plim *next; /* the worker's list */
-    up_pool *pool;        /* retained */
+    up_pool *pool;        /* retained; its slot of this worker points here */
+    unsigned w;           /* the worker */
     unsigned nreqs;       /* requests pointing at it (c->req.plim): gw_plim_get .. gw_plim_put */
     size_t nservers;
     unsigned share;         /* slots per server on this worker; 0: no limit */

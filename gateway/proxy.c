@@ -70,8 +70,9 @@ static void fail_busy(struct gw_req *r)
  * healthy upstream" 503 without one; we keep our two 503s alike). So is a
  * first try that has no server while others are up: the hash's server for
  * this key is down and the pool has no fallback; nothing failed, the
- * server is unavailable. Servers left that were all tried already: 502,
- * the try's failure. */
+ * server is unavailable. Servers left that were all tried already (a
+ * retry that waited for a slot): 502, the try's failure; a retry that
+ * finds no server at once is answered as without retries (gw_try_next). */
 static void fail_none_left(struct gw_req *r)
 {
     if (up_pool_all_down(r->snap->pools[r->sr->upstream])) {

@@ -277,7 +277,13 @@ enum gw_next gw_try_next(struct gw_req *r, struct gw_upconn *u, short what, int 
         return GW_NEXT_GIVE_UP;
     }
     if (s == UP_NONE) {
-        if (status) /* the answer we have is the best one */
+        /* the answer we have is the best one; a failure with no server
+         * left to try is answered as without retries (502, 504 for a
+         * timeout, the reason logged), as nginx answers its last try's
+         * failure: a lone server's pool retries by default and must
+         * answer as it did; only a pool whose every server is down now
+         * gets its 503 */
+        if (status || !up_pool_all_down(pool))
             return GW_NEXT_GIVE_UP;
         gw_try_detach(r);
         return GW_NEXT_NONE_LEFT;

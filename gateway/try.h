@@ -61,7 +61,7 @@ enum gw_next {
     GW_NEXT_GIVE_UP,   /* no other try: answered as without retries */
     GW_NEXT_SERVER,    /* a retry, admitted, to the server given */
     GW_NEXT_WAIT,      /* a retry, admitted, that waits for a slot */
-    GW_NEXT_NONE_LEFT, /* every server was tried, or none is usable */
+    GW_NEXT_NONE_LEFT, /* no server is left to try and every one is down */
 };
 
 /* Whether the try of <r> on <u>, which failed with <what> before any byte

@@ -6,7 +6,7 @@
  * words (up_health_set with UP_H_EJECTED).
  *
  *   up --(consecutive_failures failures in a row, and the pool under
- *         max_ejection_percent ejected)--> ejected for
+ *         max_ejection_percent ejected, and not of one server)--> ejected for
  *         min(base_ejection_ms * row, max_ejection_ms)
  *   ejected --(up_outlier_expire at or after the end)--> up
  *
@@ -54,6 +54,10 @@ up_outlier *up_outlier_new(const struct up_outlier_cfg *cfg, size_t nservers)
     o->max_ejected = nservers * o->cfg.max_ejection_percent / 100;
     if (o->max_ejected == 0)
         o->max_ejected = 1; /* Envoy: at least one host, whatever the percent */
+    /* nginx: a lone server is never taken out; ejected, its 502s would
+     * become 503s, and go on after it is back until the ejection ends */
+    if (nservers == 1)
+        o->max_ejected = 0;
     return o;
 }
 

@@ -50,6 +50,7 @@ static void worker_layout(up_pool *p, unsigned w)
 
     st->fx = (struct up_wfix *)b;
     st->fx->rng = up_mix64(p->opts.seed + w + 1) | 1; /* xorshift needs a non-zero state */
+    st->fx->slot = NULL;
     b += sizeof(*st->fx);
     st->cw = (long long *)b;
     b += n * sizeof(*st->cw);
@@ -147,6 +148,11 @@ unsigned up_pool_refs(const up_pool *p)
 const char *up_pool_name(const up_pool *p)
 {
     return p->name;
+}
+
+void **up_pool_worker_slot(up_pool *p, unsigned w)
+{
+    return &p->ws[w].fx->slot;
 }
 
 const char *up_pool_key(const up_pool *p)

@@ -51,6 +51,7 @@ struct up_server {
 struct up_wfix {
     uint64_t rng;  /* xorshift64* state: random_two, slow start */
     size_t cursor; /* round robin: the next entry of its schedule */
+    void *slot;    /* the worker's own pointer (up_pool_worker_slot) */
 };
 
 /* One worker's part of a server's state (struct up_sstate): written by

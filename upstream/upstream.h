@@ -126,6 +126,11 @@ size_t up_pool_same_server(const up_pool *p, const up_pool *other, size_t s);
 
 const char *up_pool_name(const up_pool *p);
 const char *up_pool_key(const up_pool *p);
+/* Worker <w>'s own slot in <p>, in its block of the pool: a pointer it
+ * keeps there (the gateway: its limits on the pool, found so without a
+ * search per request). NULL until the worker sets it; nobody but worker
+ * <w> reads or writes it. */
+void **up_pool_worker_slot(up_pool *p, unsigned w);
 size_t up_pool_nservers(const up_pool *p);
 const char *up_server_address(const up_pool *p, size_t i);
 const struct sockaddr *up_server_sockaddr(const up_pool *p, size_t i, socklen_t *len);
@@ -267,8 +272,8 @@ void up_failure_row_reset(up_pool *p, unsigned w, size_t s);
  * row eject a server for <base_ejection_ms> times the number of its
  * ejections in a row, capped at <max_ejection_ms>; at most
  * <max_ejection_percent> of the pool (but always at least one server) is
- * ejected at a time. Zeros in the config mean Envoy's defaults: 5, 30 s,
- * 300 s, 10 %. A returned server that goes <base_ejection_ms> without a new
+ * ejected at a time, and a pool of one server never is (nginx). Zeros in the config mean Envoy's
+ * defaults: 5, 30 s, 300 s, 10 %. A returned server that goes <base_ejection_ms> without a new
  * ejection takes one off its row count. The object only decides; its owner
  * applies the decisions with up_health_set(..., UP_H_EJECTED, ...). */
 struct up_outlier_cfg {

@@ -51,15 +51,17 @@ START_TEST(defaults)
     ck_assert_ptr_null(u->tls);
     ck_assert_ptr_null(u->health_check);
     ck_assert_int_eq(u->initially_unhealthy, 0);
-    ck_assert_int_eq(u->outlier.on, 0);
-    ck_assert_uint_eq(u->outlier.consecutive_failures, 5);
-    ck_assert_uint_eq(u->outlier.base_ejection_ms, 30000);
+    /* passive ejection on without the key: nginx's max_fails=1 fail_timeout=10s,
+     * no status counted (a 500 is an answer) */
+    ck_assert_int_eq(u->outlier.on, 1);
+    ck_assert_uint_eq(u->outlier.consecutive_failures, 1);
+    ck_assert_uint_eq(u->outlier.base_ejection_ms, 10000);
     ck_assert_uint_eq(u->outlier.max_ejection_ms, 300000);
     ck_assert_uint_eq(u->outlier.max_ejection_percent, 10);
-    ck_assert(has_range(&u->outlier.statuses, 500, 599));
+    ck_assert(has_range(&u->outlier.statuses, 1, 0)); /* empty */
     ck_assert_int_eq(u->panic, 0);
     ck_assert_uint_eq(u->slow_start_ms, 0);
-    ck_assert_uint_eq(u->retries, 0);
+    ck_assert_uint_eq(u->retries, 2);                /* nginx's proxy_next_upstream error timeout */
     ck_assert(has_range(&u->retry_on_status, 1, 0)); /* empty */
     ck_assert_uint_eq(u->retry_budget_percent, 20);
     ck_assert_int_eq(u->request_buffering, 0);
@@ -89,7 +91,7 @@ START_TEST(every_key)
         " 'initially_unhealthy': true,"
         " 'outlier': {'consecutive_failures': 3, 'statuses': '502-504', 'base_ejection_ms': 100,"
         "   'max_ejection_ms': 1000, 'max_ejection_percent': 50},"
-        " 'panic': true, 'slow_start_ms': 2000, 'retries': 2, 'retry_on_status': [502, 503],"
+        " 'panic': true, 'slow_start_ms': 2000, 'retries': 3, 'retry_on_status': [502, 503],"
         " 'retry_budget_percent': 40, 'request_buffering': true,"
         " 'max_buffered_body_bytes': 4096, 'max_connections': 10, 'max_pending': 20,"
         " 'queue_timeout_ms': 30, 'connect_timeout_ms': 40, 'response_timeout_ms': 50,"
@@ -128,7 +130,7 @@ START_TEST(every_key)
     ck_assert_uint_eq(u->outlier.max_ejection_percent, 50);
     ck_assert_int_eq(u->panic, 1);
     ck_assert_uint_eq(u->slow_start_ms, 2000);
-    ck_assert_uint_eq(u->retries, 2);
+    ck_assert_uint_eq(u->retries, 3);
     ck_assert(has_range(&u->retry_on_status, 502, 503));
     ck_assert_uint_eq(u->retry_budget_percent, 40);
     ck_assert_int_eq(u->request_buffering, 1);
@@ -164,12 +166,19 @@ START_TEST(every_key)
     ck_assert_uint_eq(h->healthy_threshold, 2);
     ck_assert_uint_eq(h->unhealthy_threshold, 3);
     adm_config_free(c);
-    /* an empty list is the empty set, not the default (500-599 for
-     * outlier.statuses: retry_on_status is empty by default, so it alone
-     * could not tell); one code is a set of one */
+    /* an empty list is the empty set; one code is a set of one */
     c = expect_ok(pool("'retry_on_status': [], 'outlier': {'statuses': []}"));
     ck_assert(has_range(&adm_config_upstream(c, "u")->retry_on_status, 1, 0));
     ck_assert(has_range(&adm_config_upstream(c, "u")->outlier.statuses, 1, 0));
+    adm_config_free(c);
+    /* an outlier object without keys is the default, on; 0 failures turn it off */
+    c = expect_ok(pool("'outlier': {}"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->outlier.on, 1);
+    ck_assert_uint_eq(adm_config_upstream(c, "u")->outlier.consecutive_failures, 1);
+    adm_config_free(c);
+    c = expect_ok(pool("'outlier': {'consecutive_failures': 0}, 'retries': 0"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->outlier.on, 0);
+    ck_assert_uint_eq(adm_config_upstream(c, "u")->retries, 0);
     adm_config_free(c);
     c = expect_ok(pool("'outlier': {'statuses': 503}"));
     ck_assert(has_range(&adm_config_upstream(c, "u")->outlier.statuses, 503, 503));
@@ -235,7 +244,7 @@ START_TEST(errors)
                  "/upstreams/u/outlier/base_ejection_ms", "between 1 and");
     expect_error(pool("'outlier': {'max_ejection_ms': 1000}"),
                  "/upstreams/u/outlier/max_ejection_ms",
-                 "must be at least base_ejection_ms (30000)");
+                 "must be at least base_ejection_ms (10000)");
     expect_error(pool("'outlier': {'base_ejection_ms': 400000}"),
                  "/upstreams/u/outlier/base_ejection_ms", "max_ejection_ms (300000) must be");
     expect_error(pool("'outlier': {'max_ejection_percent': 0}"),

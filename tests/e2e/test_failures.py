@@ -3,9 +3,13 @@
 that refuses connections or speaks garbage (502), one that never answers
 (504), one that dies mid-body (the client connection is closed short of the
 announced length), and clients that stall (408). And how /metrics counts
-each failure against its server, by kind, and the requests in flight."""
-from harness import (h1_only, Client, Closed, GatewayCase, build_request, free_port, gateway_config, main,
-                     metrics_text, pattern_bytes, upstream_cfg, wait_for)
+each failure against its server, by kind, and the requests in flight. With
+the default pool settings a killed server of two fails no request, and no
+POST is sent twice."""
+import signal
+
+from harness import (h1_only, Client, Closed, GatewayCase, build_request, free_port, gateway_config, get,
+                     main, metrics_text, pattern_bytes, upstream_cfg, wait_for)
 
 
 class FailureTest(GatewayCase):
@@ -16,7 +20,9 @@ class FailureTest(GatewayCase):
         dead = free_port()  # nothing listens there
         ups = {"b": upstream_cfg(cls.b), "dead": upstream_cfg("127.0.0.1:%d" % dead),
                # one dead server and one live one, with and without retries
-               "half": upstream_cfg("127.0.0.1:%d" % dead, cls.b),
+               # (and ejection: both are on by default)
+               "half": upstream_cfg("127.0.0.1:%d" % dead, cls.b, retries=0,
+                                    outlier={"consecutive_failures": 0}),
                "retry": upstream_cfg("127.0.0.1:%d" % dead, cls.b, retries=1)}
         routes = [{"id": "dead", "path": "/dead/*{r}", "upstream": "dead"},
                   {"id": "half", "path": "/half/*{r}", "upstream": "half"},
@@ -55,7 +61,8 @@ class FailureTest(GatewayCase):
             self.assertEqual(r.status, 502)
 
     def test_retries_go_to_another_server(self):
-        # without retries, round robin sends every other request to the dead one
+        # with retries and ejection off, round robin sends every other
+        # request to the dead one
         with self.client() as c:
             statuses = [c.request("GET", "/half/%d" % i).status for i in range(10)]
         self.assertEqual(sorted(set(statuses)), [200, 502], statuses)
@@ -254,6 +261,56 @@ class FailureCountTest(GatewayCase):
             wait_for(lambda: flight()[key] == 1, what="the request in flight")
             self.assertEqual(c.read_response().status, 200)
         wait_for(lambda: flight()[key] == 0, what="the request over")
+
+
+class DefaultPoolTest(GatewayCase):
+    """A pool with the defaults (no retries, outlier or health_check key)
+    in front of two real backends, one of them killed: no request fails
+    (a refused connect is retried on the other server, and the dead one is
+    ejected), and no POST is sent twice (each backend counts what it got)."""
+
+    def test_a_killed_server_fails_nothing(self):
+        b1, b2, b3 = self.own_backend("b1"), self.own_backend("b2"), self.own_backend("b3")
+        ups = {"app": upstream_cfg(b1, b2), "post": upstream_cfg(b1, b2),
+               "reset": upstream_cfg(b1, b3)}
+        routes = [{"id": "app", "path": "/app/*{r}", "upstream": "app"},
+                  {"id": "post", "path": "/post/*{r}", "upstream": "post"},
+                  {"id": "reset", "path": "/reset/*{r}", "upstream": "reset"}]
+        gw = self.own_gateway(gateway_config(upstreams=ups, routes=routes))
+        # both serve, over pooled keep-alive connections
+        with Client(gw.port) as c:
+            seen = {c.request("GET", "/app/warm%d" % i).header("X-Backend") for i in range(8)}
+        self.assertEqual(seen, {"b1", "b2"})
+        b2.stop(signal.SIGKILL)  # a real process killed: its connections reset
+        b1.reset()
+
+        # 200 GETs, each on a connection of its own (spread over the
+        # workers) and on one kept-alive connection
+        statuses = [get(gw.port, "/app/new%d" % i).status for i in range(100)]
+        with Client(gw.port) as c:
+            statuses += [c.request("GET", "/app/kept%d" % i).status for i in range(100)]
+        self.assertEqual([s for s in statuses if s != 200], [], gw.log()[-3000:])
+        self.assertEqual(b1.stats()["requests"], 200)  # each sent once, all to the live one
+
+        # POSTs whose pool has not ejected the dead server yet: those that
+        # pick it are refused before any byte went out, and go on whole to
+        # the live one, once each
+        b1.reset()
+        for i in range(10):
+            r = get(gw.port, "/post/%d" % i, method="POST", body=b"p" * 3000)
+            self.assertEqual((r.status, r.json()["body_bytes"]), (200, 3000), r)
+        self.assertEqual(b1.stats()["requests"], 10)
+        self.assertRegex(gw.log(), r"upstream post server 127\.0\.0\.1:%d route post request "
+                         r"\w+: Connection refused; retrying on another server" % b2.port)
+
+        # a POST that reached a server which then failed (it reads the body
+        # and resets) is answered 502, never sent to the other one
+        b1.reset()
+        b3.reset()
+        for i in range(6):
+            r = get(gw.port, "/reset/%d?mode=reset" % i, method="POST", body=b"x" * 5000)
+            self.assertEqual(r.status, 502)
+        self.assertEqual(b1.stats()["requests"] + b3.stats()["requests"], 6)
 
 
 if __name__ == "__main__":

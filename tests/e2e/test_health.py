@@ -190,7 +190,8 @@ class HealthTest(GatewayCase):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
         outlier = {"consecutive_failures": 3, "base_ejection_ms": 3000, "max_ejection_ms": 9000,
                    "max_ejection_percent": 50}
-        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier, keepalive=0)})
+        # no retries (on by default): the failures reach the client
+        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier, keepalive=0, retries=0)})
         self.assertEqual(sorted(set(self.backend_names(gw, 4))), [(200, "b1"), (200, "b2")])
         b2.stop()
         # round robin alternates: 4 requests, 2 to the dead server
@@ -220,7 +221,8 @@ class HealthTest(GatewayCase):
         # failed requests in all, and the ejection holds for both workers
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
         outlier = {"consecutive_failures": 3, "max_ejection_percent": 50}
-        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier, keepalive=0)}, workers=2)
+        gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier, keepalive=0, retries=0)},
+                          workers=2)
         b2.stop()
         failed = 0
         for i in range(60):  # a new connection each: the kernel spreads them over the workers
@@ -234,8 +236,9 @@ class HealthTest(GatewayCase):
 
     def test_outlier_statuses_and_percent(self):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
-        # 5xx by default; at most 50 % of two servers: one
-        outlier = {"consecutive_failures": 2, "max_ejection_percent": 50}
+        # 5xx when asked for (none by default); at most 50 % of two servers: one
+        outlier = {"consecutive_failures": 2, "max_ejection_percent": 50,
+                   "statuses": "500-599"}
         gw = self.gateway({"u": upstream_cfg(b1, b2, outlier=outlier)})
         for i in range(8):
             get(gw, "/x?status=500")

@@ -223,8 +223,11 @@ class RetryOnStatusTest(LimitsCase):
         # the budget (here its floor, 3) must not fail the burst.
         dead = "127.0.0.1:%d" % free_port()
         live = self.py_backend("live", delay_ms=800)
+        # no ejection (on by default): every request that picks the dead
+        # server is refused, not only those before its ejection
         gw = self.own_gateway(gateway_config(
-            upstreams={"u": upstream_cfg(dead, live.addr, retries=1, retry_budget_percent=10)},
+            upstreams={"u": upstream_cfg(dead, live.addr, retries=1, retry_budget_percent=10,
+                                         outlier={"consecutive_failures": 0})},
             routes=[{"id": "r", "path": "/*{p}", "upstream": "u"}], workers=1))
         n = 30
         self.assertEqual(burst(gw, n), [200] * n)
@@ -689,7 +692,9 @@ class BufferingTest(LimitsCase):
         b1, b2 = self.own_backend("b1"), self.own_backend("b2")
         dead = "127.0.0.1:%d" % free_port()
         gw = self.own_gateway(gateway_config(
-            upstreams={"u": upstream_cfg(b1, b2, retries=2, request_buffering=True),
+            # no ejection: a server that reset a POST stays in for the PUT
+            upstreams={"u": upstream_cfg(b1, b2, retries=2, request_buffering=True,
+                                         outlier={"consecutive_failures": 0}),
                        "d": upstream_cfg(dead, b1, retries=1, request_buffering=True)},
             routes=[{"id": "d", "path": "/d/*{p}", "upstream": "d"},
                     {"id": "r", "path": "/*{p}", "upstream": "u"}],

@@ -327,7 +327,9 @@ class PoolTest(GatewayCase):
         dead.bind(("127.0.0.1", 0))  # bound, never listening: connects are refused
         self.addCleanup(dead.close)
         dead_addr = "127.0.0.1:%d" % dead.getsockname()[1]
-        ups = {"u": upstream_cfg(e1, py.addr, balance="least_conn"),
+        # u neither retries py's failures nor ejects it (both on by default)
+        ups = {"u": upstream_cfg(e1, py.addr, balance="least_conn", retries=0,
+                                 outlier={"consecutive_failures": 0}),
                "r": upstream_cfg(dead_addr, e1, e2, balance="least_conn", retries=2)}
         g = self.own_gateway(gateway_config(
             upstreams=ups, workers=1,

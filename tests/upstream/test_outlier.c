@@ -2,9 +2,9 @@
  * test_outlier.c - upstream/outlier.c, step by step: five failures in a row
  * eject, a success resets the row of failures, ejections last 30 s times
  * their row up to 300 s, the row decays while the server stays up, at
- * most 10 % of a pool (at least one server) is ejected at a time, and a
- * new object for a changed server list takes a server's row and ejection
- * over from the old one.
+ * most 10 % of a pool (at least one server) is ejected at a time, a pool
+ * of one server never is, and a new object for a changed server list
+ * takes a server's row and ejection over from the old one.
  */
 #include "utest.h"
 
@@ -110,6 +110,22 @@ START_TEST(max_percent)
 }
 END_TEST
 
+START_TEST(lone_server_never_ejected)
+{
+    /* nginx: a pool of one server is never taken out, whatever the percent */
+    struct up_outlier_cfg cfg = {.consecutive_failures = 1, .max_ejection_percent = 100};
+    up_outlier *o = up_outlier_new(&cfg, 1), *two = up_outlier_new(&cfg, 2);
+
+    for (int i = 0; i < 20; i++)
+        ck_assert_int_eq(up_outlier_report(o, 0, 1, (uint64_t)i * S), 0);
+    ck_assert(!up_outlier_ejected(o, 0));
+    /* two servers: the first failure ejects */
+    ck_assert_int_eq(up_outlier_report(two, 1, 1, 0), 1);
+    up_outlier_free(o);
+    up_outlier_free(two);
+}
+END_TEST
+
 START_TEST(custom_thresholds)
 {
     struct up_outlier_cfg cfg = {.consecutive_failures = 2,
@@ -204,6 +220,7 @@ static Suite *suite(void)
     tcase_add_test(tc, longer_each_time_capped);
     tcase_add_test(tc, row_decays_while_up);
     tcase_add_test(tc, max_percent);
+    tcase_add_test(tc, lone_server_never_ejected);
     tcase_add_test(tc, custom_thresholds);
     tcase_add_test(tc, carried_to_a_new_server_list);
     tcase_add_test(tc, drives_health);
