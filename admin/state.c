@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -583,6 +584,41 @@ static int replay(struct adm_state *st, json_t *doc, const char *jpath, char *ms
     return 0;
 }
 
+/* Locks st->dir for this process, so that a second one on it (started
+ * on the same directory, or the same embedded default) fails before it
+ * writes anything. A directory not made yet is locked once made
+ * (adm_state_begin). A file system without flock (some NFS) runs unlocked,
+ * as before. 0, or with <msg> -1 (it cannot be opened) or -2 (another
+ * process holds it). */
+static int lock_dir(struct adm_state *st, char *msg, size_t cap)
+{
+    int fd;
+
+    if (st->locked)
+        return 0;
+    fd = open(st->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        snprintf(msg, cap, "state_dir %s: %s", st->dir, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        if (e != EWOULDBLOCK)
+            return 0;
+        snprintf(msg, cap,
+                 "state_dir %s is in use by another switchyard process (each running instance "
+                 "needs a state directory of its own)",
+                 st->dir);
+        return -2;
+    }
+    st->lock_fd = fd;
+    st->locked = 1;
+    return 0;
+}
+
 json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err)
 {
     char *cfg = NULL, *prev = NULL, *jpath = NULL;
@@ -595,6 +631,8 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
     st->journal_keep = -1;
     if (!(st->dir = strdup(dir)))
         goto fail;
+    if ((*err = lock_dir(st, msg, cap)) < 0)
+        goto fail_locked;
     cfg = path_join(dir, "config.json");
     prev = path_join(dir, "config.json.prev");
     jpath = path_join(dir, "journal");
@@ -626,6 +664,7 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
     return doc;
 fail:
     *err = -1;
+fail_locked:
     if (!msg[0])
         snprintf(msg, cap, "out of memory");
     free(cfg);
@@ -706,6 +745,8 @@ static int begin(struct adm_state *st, char *msg, size_t cap)
         snprintf(msg, cap, "state_dir %s: %s", st->dir, strerror(errno));
         return -1;
     }
+    if (lock_dir(st, msg, cap) < 0)
+        return -1;
     if (st->aside_owed) {
         /* first, before any write: the files below are the old config's */
         if (set_aside(st, msg, cap) < 0)
@@ -731,6 +772,11 @@ static int begin(struct adm_state *st, char *msg, size_t cap)
             snprintf(msg, cap, "remove %s/%s: %s", st->dir, temp_names[i], strerror(e));
             goto out;
         }
+    }
+    if (st->journal_fd >= 0) {
+        /* open already (a reload's set-aside, above, made it a fresh one) */
+        rc = 0;
+        goto out;
     }
     st->journal_fd = open(jpath, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (st->journal_fd < 0 || fstat(st->journal_fd, &sb) < 0) {
@@ -780,11 +826,25 @@ int adm_state_replace(struct adm_state *st, uint64_t hash, const char *path)
     if (path && !p)
         return -1;
     st->aside_owed = 1;
-    free(st->source_path);
+    free(st->was_path);
+    st->was_pending = st->source_pending;
+    st->was_hash = st->source_hash;
+    st->was_path = st->source_path;
     st->source_path = p;
     st->source_hash = hash;
     st->source_pending = 1;
     return 0;
+}
+
+void adm_state_replace_cancel(struct adm_state *st)
+{
+    st->aside_owed = 0;
+    free(st->source_path);
+    st->source_pending = st->was_pending;
+    st->source_hash = st->was_hash;
+    st->source_path = st->was_path;
+    st->was_pending = 0;
+    st->was_path = NULL;
 }
 
 int adm_state_source(const struct adm_state *st, uint64_t *hash)
@@ -931,15 +991,27 @@ fail_moved:
     return -1;
 }
 
-void adm_state_free(struct adm_state *st)
+void adm_state_detach(struct adm_state *st)
 {
-    json_decref(st->doc);
-    json_decref(st->ids);
     if (st->journal_fd >= 0)
         close(st->journal_fd);
+    st->journal_fd = -1;
+    if (st->locked)
+        close(st->lock_fd);
+    st->locked = 0;
     free(st->dir);
+    st->dir = NULL;
+    st->aside_owed = st->source_pending = st->was_pending = 0;
+}
+
+void adm_state_free(struct adm_state *st)
+{
+    adm_state_detach(st);
+    json_decref(st->doc);
+    json_decref(st->ids);
     free(st->canon);
     free(st->source_path);
+    free(st->was_path);
     free(st->set_aside_to);
     memset(st, 0, sizeof(*st));
     st->journal_fd = -1;

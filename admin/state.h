@@ -14,8 +14,11 @@
  *   source            the hash of the config file (-c) the persisted config
  *                     was last derived from: at start the file wins when it
  *                     no longer has that hash (it was edited since)
- *   replaced-<time>/  a persisted config set aside when the file won, or by
+ *   replaced-<time>/  a persisted config set aside when the file won (at a
+ *                     start, or a SIGHUP that replaced API changes), or by
  *                     --reset-state (config.json, its .prev, the journal)
+ * The directory itself is locked (flock) from the first read to the exit,
+ * so that a second process on it fails before it writes anything.
  * The journal is folded into config.json every ADM_JOURNAL_MAX entries, so a
  * route change costs one small append, not a rewrite of every route.
  *
@@ -47,6 +50,8 @@ struct adm_state {
     uint64_t hash_base;   /* hash of doc without "routes" */
     uint64_t hash_routes; /* XOR of route hashes */
     char *dir;            /* state directory, NULL: no persistence */
+    int lock_fd;          /* the directory, flocked (only when <locked>) */
+    int locked;
     int journal_fd;
     size_t journal_n;
     char *canon; /* GET /config bytes, encoded once per generation */
@@ -61,6 +66,11 @@ struct adm_state {
     int source_pending;
     uint64_t source_hash;
     char *source_path;
+    /* the source record owed before adm_state_replace(), for
+     * adm_state_replace_cancel() to owe again */
+    int was_pending;
+    uint64_t was_hash;
+    char *was_path;
     /* the persisted config is replaced (adm_state_replace) and not yet set
      * aside: no write may happen before it is */
     int aside_owed;
@@ -88,11 +98,12 @@ int adm_state_set_doc_hashed(struct adm_state *st, json_t *doc, int known, uint6
 uint64_t adm_state_hash(const struct adm_state *st);
 
 /* Reads the state directory <dir> without writing anything (a missing
- * directory holds no config). If it holds a config, returns it (new
- * reference) with the journal replayed; NULL if it holds none. A corrupt
- * config.json is refused and config.json.prev used; <msg> (cap bytes) then
- * says so. -1 in *err on I/O errors, among them a journal that cannot be
- * read. Nothing can be persisted before adm_state_begin(). */
+ * directory holds no config), and locks it. If it holds a config, returns
+ * it (new reference) with the journal replayed; NULL if it holds none. A
+ * corrupt config.json is refused and config.json.prev used; <msg> (cap
+ * bytes) then says so. -1 in *err on I/O errors, among them a journal that
+ * cannot be read; -2 when another process holds the directory. Nothing can
+ * be persisted before adm_state_begin(). */
 json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t cap, int *err);
 /* The persisted config adm_state_open() found is replaced by one derived
  * from the file <path> (NULL: the embedded default) whose bytes hash to
@@ -101,8 +112,15 @@ json_t *adm_state_open(struct adm_state *st, const char *dir, char *msg, size_t 
  * st->set_aside_to, and the source record is written after the first save
  * that works. Nothing is written here. 0, or -1 (out of memory). */
 int adm_state_replace(struct adm_state *st, uint64_t hash, const char *path);
+/* The replace adm_state_replace() asked for did not happen (the config
+ * that would have replaced it was refused, or changed nothing): nothing is
+ * set aside, and the source record owed before is owed again. One whose
+ * set-aside was done already (the save after it failed) stays done, and
+ * st->set_aside_to says where; the source is then still the old one, so
+ * that a restart lets the file win again. */
+void adm_state_replace_cancel(struct adm_state *st);
 /* Makes the directory read by adm_state_open() ready for writes, once a
- * start has passed every check: creates it if missing, sets a replaced
+ * start has passed every check: creates it if missing (and locks it), sets a replaced
  * persisted config aside (adm_state_replace), moves a corrupt config.json
  * aside (config.json.prev takes its place; its journal is dropped),
  * removes the temporary files a failed write or a crash left, opens the
@@ -135,6 +153,26 @@ int adm_state_source(const struct adm_state *st, uint64_t *hash);
  * after the next save that works. */
 int adm_state_set_source(struct adm_state *st, uint64_t hash, const char *path, char *msg,
                          size_t cap);
+/* Stops persisting: the document stays, the directory is let go (its
+ * lock too) and nothing is written there any more. */
+void adm_state_detach(struct adm_state *st);
 void adm_state_free(struct adm_state *st);
+
+/* A config document's signature: one (kind, key, hash) item per route (by
+ * id), per upstream (by name) and per other top-level key, sorted, so that
+ * what differs from it can be counted later without keeping the document
+ * (state_diff.c). A reload counts so the changes made through the API since
+ * the running config was derived from the file. */
+struct adm_state_sig {
+    size_t n;
+    struct adm_sig_item *v;
+};
+/* <sig> (its old items freed) becomes <doc>'s. 0, or -1 (out of memory:
+ * <sig> unchanged). */
+int adm_state_sig_make(struct adm_state_sig *sig, const json_t *doc);
+/* The routes, upstreams and other top-level keys that one of <a>, <b> has
+ * and the other has not, or has with another value. */
+size_t adm_state_sig_diff(const struct adm_state_sig *a, const struct adm_state_sig *b);
+void adm_state_sig_free(struct adm_state_sig *sig);
 
 #endif

@@ -301,6 +301,9 @@ enum { GW_LOG_ERROR = 0, GW_LOG_WARN, GW_LOG_NOTICE, GW_LOG_INFO, GW_LOG_DEBUG }
 /* One line on stderr, "TIME [LEVEL] text", when <level> passes log_level;
  * any thread. */
 void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Logs <errs> (a config's errors) under a "<what>:" line, one error a
+ * line, at error. */
+void gw_log_errors(const char *what, struct adm_errors *errs);
 /* Whether gw_log(<level>, ...) writes now: one relaxed atomic load. */
 int gw_log_enabled(int level);
 /* log_level <l> from now on, for every thread at once (lock-free). */

@@ -77,6 +77,32 @@ void gw_log(int level, const char *fmt, ...)
         (void)errno;
 }
 
+/* Logs <errs> under a "<what>:" line, one error a line; an error about
+ * the whole document that already names <what> (the file that cannot be
+ * read) is logged alone, so the path is not said twice. */
+void gw_log_errors(const char *what, struct adm_errors *errs)
+{
+    size_t wlen = strlen(what);
+    char *s;
+
+    if (errs->n == 1 && !errs->v[0].path[0] && strncmp(errs->v[0].msg, what, wlen) == 0 &&
+        errs->v[0].msg[wlen] == ':') {
+        gw_log(GW_LOG_ERROR, "%s", errs->v[0].msg);
+        return;
+    }
+    s = adm_errors_format(errs);
+    gw_log(GW_LOG_ERROR, "%s:", what);
+    if (s) {
+        char *line = s, *nl;
+        while ((nl = strchr(line, '\n'))) {
+            *nl = '\0';
+            gw_log(GW_LOG_ERROR, "  %s", line);
+            line = nl + 1;
+        }
+        free(s);
+    }
+}
+
 /* Lines the access log loses (a failed write: a full disk, an I/O error,
  * a pipe that takes nothing now; or a line longer than the whole buffer)
  * are counted per worker (/metrics: switchyard_access_log_dropped_lines_total)

@@ -1,6 +1,7 @@
 /*
  * main.c - switchyard: start-up, the admin thread's loop (signals, reloads,
- * snapshot reclamation), and the drain on SIGTERM/SIGINT.
+ * snapshot reclamation), and the drain on SIGTERM/SIGINT. Which config a
+ * start runs and what a reload does with the state are persist.c's.
  *
  *   switchyard [-c FILE]      run (without -c: the embedded default config)
  *   switchyard --check FILE   validate FILE like nginx -t, print every error
@@ -13,6 +14,7 @@
 #include "gateway/gateway.h"
 #include "gateway/health.h"
 #include "gateway/heap.h"
+#include "gateway/persist.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,7 +34,6 @@
 #define SY_VERSION "0.1.0"
 
 static struct gw_process proc;
-static struct adm_state state = {.journal_fd = -1};
 static struct adm_api *api;
 static struct adm_resolver *resolver;
 static struct event *reclaim_ev, *drain_ev, *drain_check_ev;
@@ -71,133 +72,6 @@ static int usage_error(const char *what, const char *arg)
     return 2;
 }
 
-/* Logs <errs> under a "<what>:" line, one error a line; an error about
- * the whole document that already names <what> (the file that cannot be
- * read) is logged alone, so the path is not said twice. */
-static void print_errors(const char *what, struct adm_errors *errs)
-{
-    size_t wlen = strlen(what);
-    char *s;
-
-    if (errs->n == 1 && !errs->v[0].path[0] && strncmp(errs->v[0].msg, what, wlen) == 0 &&
-        errs->v[0].msg[wlen] == ':') {
-        gw_log(GW_LOG_ERROR, "%s", errs->v[0].msg);
-        return;
-    }
-    s = adm_errors_format(errs);
-    gw_log(GW_LOG_ERROR, "%s:", what);
-    if (s) {
-        char *line = s, *nl;
-        while ((nl = strchr(line, '\n'))) {
-            *nl = '\0';
-            gw_log(GW_LOG_ERROR, "  %s", line);
-            line = nl + 1;
-        }
-        free(s);
-    }
-}
-
-/* The hash of the bytes of <path> (NULL: the embedded default) into <h>.
- * -1 when it cannot be read. */
-static int source_hash(const char *path, uint64_t *h)
-{
-    char buf[65536];
-    size_t n;
-    FILE *f;
-    uint64_t acc = 0;
-
-    if (!path) {
-        *h = adm_hash(adm_config_default_json(), strlen(adm_config_default_json()));
-        return 0;
-    }
-    if (!(f = fopen(path, "rb")))
-        return -1;
-    /* FNV-1a chained block by block: the hash of the whole file */
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        acc = adm_hash(buf, n) ^ (acc * 1099511628211ull);
-    fclose(f);
-    *h = acc;
-    return 0;
-}
-
-/* After a reload the persisted config is derived from the file as it is
- * now: a restart must not take its later API changes for stale. */
-static void record_source(void)
-{
-    uint64_t h;
-    char msg[512];
-
-    if (!state.dir)
-        return;
-    if (source_hash(proc.config_path, &h) < 0)
-        gw_log(GW_LOG_ERROR, "state: cannot record %s as the source: %s", proc.config_path,
-               strerror(errno));
-    else /* a write that fails: the state's hook logs it, and the next save retries it */
-        adm_state_set_source(&state, h, proc.config_path, msg, sizeof(msg));
-}
-
-/* SIGHUP: read the file again and swap it in through the admin API's path
- * (validate, build, persist, publish); a bad file changes nothing. */
-static void reload(void)
-{
-    struct adm_errors errs;
-    json_t *doc;
-    char msg[512];
-    char *buf;
-    size_t len;
-    FILE *f;
-    int rc;
-
-    if (!proc.config_path) {
-        gw_log(GW_LOG_WARN, "SIGHUP: running on the embedded default config, nothing to reload");
-        return;
-    }
-    /* opened here, not by jansson, whose error for a missing file is
-     * "line -1, column -1: unable to open ..." */
-    if (!(f = fopen(proc.config_path, "rb"))) {
-        gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: cannot open %s: %s",
-               proc.config_path, strerror(errno));
-        return;
-    }
-    /* read under the cap a start applies (adm_config_load_file), with its
-     * message */
-    adm_errors_init(&errs);
-    buf = adm_config_read_file(f, proc.config_path, &len, &errs);
-    fclose(f);
-    if (!buf) {
-        print_errors("reload refused, the running config keeps serving", &errs);
-        adm_errors_clear(&errs);
-        return;
-    }
-    doc = adm_config_doc(buf, len, proc.config_path, &errs); /* its errors name the file */
-    free(buf);
-    if (!doc) {
-        print_errors("reload refused, the running config keeps serving", &errs);
-        adm_errors_clear(&errs);
-        return;
-    }
-    rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
-    json_decref(doc);
-    if (rc == -1) {
-        print_errors("reload refused, the running config keeps serving", &errs);
-    } else if (rc == -3) {
-        print_errors("reload refused (409: needs a restart), the running config keeps serving",
-                     &errs);
-    } else if (rc == -2) {
-        gw_log(GW_LOG_ERROR, "reload refused, the running config keeps serving: %s", msg);
-    } else if (rc == 1) {
-        record_source();
-        gw_log(GW_LOG_NOTICE, "config reloaded: unchanged, generation %llu stays",
-               (unsigned long long)atomic_load(&proc.swap.current)->gen);
-    } else {
-        struct adm_snapshot *s = atomic_load(&proc.swap.current);
-        record_source();
-        gw_log(GW_LOG_NOTICE, "config reloaded: generation %llu, %zu routes, built in %.2f ms",
-               (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
-    }
-    adm_errors_clear(&errs);
-}
-
 /* The bearer token: admin.token_file, else SWITCHYARD_ADMIN_TOKEN. */
 static char *read_token(const struct adm_config *cfg)
 {
@@ -212,166 +86,6 @@ static char *read_token(const struct adm_config *cfg)
         return strdup(buf);
     }
     return env && *env ? strdup(env) : NULL;
-}
-
-/* The state's hook (adm_state): every write that fails refuses its change
- * (500 to the API, a refused reload), and is logged as an error; so is the
- * first one that works again, as a notice. */
-static void persist_report(void *arg, const char *failure)
-{
-    (void)arg;
-    if (failure)
-        gw_log(GW_LOG_ERROR,
-               "state: persistence is failing: %s; changes that cannot be written are refused "
-               "until %s takes writes again",
-               failure, state.dir);
-    else
-        gw_log(GW_LOG_NOTICE, "state: persistence works again: %s takes writes", state.dir);
-    if (!failure && state.set_aside_to) {
-        /* a set-aside the start could not do was done by this write */
-        gw_log(GW_LOG_WARN, "state: the persisted config replaced at start is kept in %s",
-               state.set_aside_to);
-        free(state.set_aside_to);
-        state.set_aside_to = NULL;
-    }
-}
-
-/* How a start came to its config, for persist_start() once it succeeded. */
-struct start_plan {
-    const char *from;   /* the -c file, or "the embedded default" */
-    uint64_t file_hash; /* of its bytes */
-    int from_state;     /* the persisted config won */
-    int set_aside;      /* a persisted config is replaced: keep it as a backup */
-    const char *why;    /* why it is replaced (for the log line) */
-};
-
-/* Which config a start runs: the file's (<cfg>) or the persisted one. The
- * persisted config wins, so that the operator's API changes survive a
- * restart, unless the file changed since the persisted config was last
- * derived from it (the state's source record), or <reset>: then the file
- * wins and the persisted config is kept aside. Nothing is written here:
- * persist_start() does that once the start succeeded. Returns the config to
- * run, taking <cfg>. */
-static struct adm_config *choose_config(struct adm_config *cfg, int reset, struct start_plan *plan)
-{
-    char msg[1024];
-    int err;
-    uint64_t recorded;
-    json_t *doc;
-    struct adm_config *p;
-    struct adm_errors errs;
-
-    if (!cfg->admin.state_dir)
-        return cfg;
-    state.persist_hook = persist_report;
-    doc = adm_state_open(&state, cfg->admin.state_dir, msg, sizeof(msg), &err);
-    if (err) {
-        gw_log(GW_LOG_ERROR, "state: %s", msg);
-        adm_config_free(cfg);
-        return NULL;
-    }
-    if (msg[0])
-        gw_log(GW_LOG_ERROR, "state: %s", msg);
-    if (!doc)
-        return cfg;
-    plan->set_aside = 1;
-    if (reset) {
-        plan->why = "--reset-state";
-        json_decref(doc);
-        return cfg;
-    }
-    if (adm_state_source(&state, &recorded) && recorded != plan->file_hash) {
-        plan->why = "the file changed since the persisted config was derived from it";
-        json_decref(doc);
-        return cfg;
-    }
-    adm_errors_init(&errs);
-    p = adm_config_from_json(doc, &errs);
-    json_decref(doc);
-    if (!p) {
-        print_errors("state: the persisted config is invalid; refusing it and starting from -c",
-                     &errs);
-        adm_errors_clear(&errs);
-        plan->why = "the persisted config is invalid";
-        return cfg;
-    }
-    gw_log(GW_LOG_NOTICE, "state: the persisted config in %s wins over %s", cfg->admin.state_dir,
-           plan->from);
-    plan->set_aside = 0;
-    plan->from_state = 1;
-    adm_config_free(cfg);
-    return p;
-}
-
-/* The state directory made ready for writes (adm_state_begin), once every
- * other start step succeeded: a start that failed before it persists
- * nothing, not even an empty journal or the directory. A persisted config
- * that <plan> replaces is set aside first; when that fails (a full disk)
- * the start goes on and nothing at all is written: the old config stays
- * as it was, the new one is served unpersisted, and every change is
- * refused until a later write manages the set-aside. Before dropping
- * privileges, which hands the directory to the user. -1 after logging why. */
-static int begin_state(const struct start_plan *plan)
-{
-    char msg[1024];
-    int rc;
-
-    if (!state.dir)
-        return 0;
-    if (plan->set_aside && adm_state_replace(&state, plan->file_hash, proc.config_path) < 0) {
-        gw_log(GW_LOG_ERROR, "state: out of memory");
-        return -1;
-    }
-    rc = adm_state_begin(&state, msg, sizeof(msg));
-    if (rc < 0) {
-        gw_log(GW_LOG_ERROR, "state: %s", msg);
-        return -1;
-    }
-    if (rc > 0) /* the state's hook logged why */
-        gw_log(GW_LOG_ERROR,
-               "state: %s wins over the persisted config in %s (%s), which cannot be set "
-               "aside: it is kept as it was and nothing is written over it; serving %s "
-               "unpersisted, and refusing every change until it can be set aside",
-               plan->from, state.dir, plan->why, plan->from);
-    return 0;
-}
-
-/* Logs where a replaced persisted config went, once it was set aside. */
-static void log_set_aside(const struct start_plan *plan)
-{
-    gw_log(GW_LOG_WARN,
-           "state: %s wins over the persisted config in %s (%s); that one is kept in %s",
-           plan->from, state.dir, plan->why,
-           state.set_aside_to ? state.set_aside_to : "(nothing to keep)");
-    free(state.set_aside_to); /* told: the hook need not tell it again */
-    state.set_aside_to = NULL;
-}
-
-/* Writes what a successful start decided: the file it came from recorded,
- * the config run saved (begin_state set a replaced one aside). A save that
- * fails (a full disk) does not stop the start: the config runs unsaved,
- * said loudly, and what is on disk stays consistent (config.json and its
- * journal; or, when the file won, none until a save works). Nothing is
- * written while a replaced persisted config is still owed its set-aside. */
-static void persist_start(const struct start_plan *plan)
-{
-    char msg[1024];
-    uint64_t h;
-
-    if (!state.dir || state.aside_owed)
-        return;
-    if (plan->set_aside)
-        log_set_aside(plan);
-    /* the file's config is what gets persisted from now on; a record that
-     * fails is written after the next save that works (adm_state); a
-     * replaced config owes it already (adm_state_replace) */
-    if (!plan->set_aside && (!plan->from_state || !adm_state_source(&state, &h)))
-        adm_state_set_source(&state, plan->file_hash, proc.config_path, msg, sizeof(msg));
-    if (adm_state_save(&state, msg, sizeof(msg)) < 0) /* the hook logged why */
-        gw_log(GW_LOG_ERROR, "state: persistence is failing at start: serving %s anyway, %s",
-               plan->from_state ? "the persisted config" : plan->from,
-               plan->from_state ? "whose config.json and journal stay as they were"
-                                : "unpersisted until a change can be written");
 }
 
 /* The access log's target as it is open now: each publish compares the
@@ -524,7 +238,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     (void)arg;
     if (sig == SIGHUP) {
-        reload();
+        gw_persist_reload(api);
         return;
     }
     if (sig == SIGUSR1) {
@@ -618,40 +332,6 @@ static int check_config(const char *path)
     return 1;
 }
 
-/* The config to run: <path> (NULL: the embedded default), or the persisted
- * one that wins over it (choose_config); recorded in the document state,
- * not yet saved. NULL after logging why. */
-static struct adm_config *load_config(const char *path, int reset, struct start_plan *plan)
-{
-    struct adm_errors errs;
-    struct adm_config *cfg;
-    json_t *doc;
-
-    plan->from = path ? path : "the embedded default";
-    adm_errors_init(&errs);
-    cfg = path ? adm_config_load_file(path, &errs) : adm_config_default();
-    if (!cfg) {
-        print_errors(path ? path : "embedded config", &errs);
-        adm_errors_clear(&errs);
-        return NULL;
-    }
-    if (source_hash(path, &plan->file_hash) < 0) {
-        gw_log(GW_LOG_ERROR, "%s: %s", path, strerror(errno));
-        adm_config_free(cfg);
-        return NULL;
-    }
-    if (!(cfg = choose_config(cfg, reset, plan)))
-        return NULL;
-    if (!(doc = json_deep_copy(cfg->json)) || adm_state_set_doc(&state, doc) < 0) {
-        gw_log(GW_LOG_ERROR, "config: out of memory");
-        json_decref(doc);
-        adm_config_free(cfg);
-        return NULL;
-    }
-    json_decref(doc);
-    return cfg;
-}
-
 /* What the admin API needs before it opens: a token when its address is not
  * loopback (into <token>, NULL for none) and its address (into <addr>).
  * -1 after logging why, with nothing left to free. */
@@ -713,7 +393,7 @@ static int open_listeners(const struct adm_config *cfg)
     }
     adm_errors_init(&errs);
     if (gw_listen_prepare(&proc, NULL, cfg, &errs)) {
-        print_errors("listeners", &errs);
+        gw_log_errors("listeners", &errs);
         adm_errors_clear(&errs);
         goto fail_workers;
     }
@@ -755,7 +435,7 @@ static int publish_first(struct adm_config *cfg)
     }
     adm_errors_init(&errs);
     if (!(snap = adm_snapshot_build_res(cfg, NULL, proc.nworkers, resolver, &errs))) {
-        print_errors("config", &errs);
+        gw_log_errors("config", &errs);
         adm_errors_clear(&errs);
         adm_swap_destroy(&proc.swap);
         return -1;
@@ -916,13 +596,13 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     hooks.arg = &proc;
     hooks.resolver = resolver;
     gw_heap_start(reserve_mb);
-    if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, &state, &hooks, token, msg,
-                            sizeof(msg)))) {
+    if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, gw_persist_state(), &hooks, token,
+                            msg, sizeof(msg)))) {
         gw_log(GW_LOG_ERROR, "%s", msg);
         goto fail_events;
     }
     gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", addr->text, token ? " (bearer token)" : "",
-           state.dir ? ", state persisted" : "");
+           gw_persist_state()->dir ? ", state persisted" : "");
     return 0;
 fail_events:
     stop_admin();
@@ -968,8 +648,8 @@ static int drop_privileges(const struct adm_config *cfg)
                cfg->user ? cfg->user : "-", cfg->group ? cfg->group : "-");
         return -1;
     }
-    if (state.dir)
-        nftw(state.dir, chown_one, 16, FTW_PHYS);
+    if (gw_persist_state()->dir)
+        nftw(gw_persist_state()->dir, chown_one, 16, FTW_PHYS);
     if (cfg->access_log.target == ADM_LOG_FILE &&
         chown(cfg->access_log.path, drop_uid, drop_gid) < 0)
         gw_log(GW_LOG_WARN, "user: chown %s: %s", cfg->access_log.path, strerror(errno));
@@ -1011,10 +691,12 @@ static void run(const char *cfg_path)
     /* where it serves, all of it: the listeners and the admin API */
     listener_list(snap->cfg, lst, sizeof(lst));
     gw_log(GW_LOG_NOTICE,
-           "switchyard %s: %u worker%s, %zu listener%s (%s), admin API %s, %zu route%s, config %s",
+           "switchyard %s: %u worker%s, %zu listener%s (%s), admin API %s, %zu route%s, config %s, "
+           "state %s",
            SY_VERSION, proc.nworkers, proc.nworkers == 1 ? "" : "s", nl, nl == 1 ? "" : "s", lst,
            snap->cfg->admin.addr.text, nr, nr == 1 ? "" : "s",
-           cfg_path ? cfg_path : "(embedded default)");
+           cfg_path ? cfg_path : "(embedded default)",
+           gw_persist_state()->dir ? gw_persist_state()->dir : "not persisted");
     event_base_dispatch(proc.admin_base);
 }
 
@@ -1026,7 +708,7 @@ int main(int argc, char **argv)
     char *token = NULL;
     unsigned reserve_mb;
     int rc, reset = 0;
-    struct start_plan plan = {0};
+    struct gw_start_plan plan = {0};
     sigset_t sigs, old_mask;
 
     if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path, &reset)) >= 0)
@@ -1047,7 +729,7 @@ int main(int argc, char **argv)
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, &old_mask);
     proc.config_path = cfg_path;
-    if (!(cfg = load_config(cfg_path, reset, &plan)))
+    if (!(cfg = gw_persist_load(&proc, cfg_path, reset, &plan)))
         goto out_fail_state;
     gw_log_set_level(cfg->log_level);
     if (admin_prepare(cfg, &token, &admin_addr) < 0)
@@ -1073,9 +755,9 @@ int main(int argc, char **argv)
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    if (begin_state(&plan) < 0 || drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0)
+    if (gw_persist_begin(&plan) < 0 || drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0)
         goto out_fail_admin;
-    persist_start(&plan);
+    gw_persist_start(&plan);
 
     run(cfg_path);
     rc = 0;
@@ -1102,7 +784,7 @@ out_fail_admin_addr:
 out_fail_cfg:
     adm_config_free(cfg);
 out_fail_state:
-    adm_state_free(&state);
+    gw_persist_free();
     libevent_global_shutdown();
     return rc;
 }

@@ -6,11 +6,14 @@
  * real: a memfd sealed against shrinking stands in for the journal file
  * (the state opens it through a symlink to /proc/self/fd/N), and resource
  * limits (RLIMIT_FSIZE, RLIMIT_NOFILE) make the kernel refuse the call.
- * Out of memory goes through jansson's own allocator hook.
+ * Out of memory goes through jansson's own allocator hook. Also the
+ * directory's lock (one process a directory) and a reload's replace of
+ * the persisted state, carried out or called off.
  */
 #define _GNU_SOURCE
 
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
@@ -147,12 +150,13 @@ START_TEST(unreadable_journal_is_an_error)
     snprintf(text, sizeof(text),
              "%s{\"op\":\"put_route\",\"route\":{\"id\":\"a\",\"path\":\"/a\"}}\n", head);
     write_file(dir, "journal", text);
-    /* room for one descriptor: the journal's own; reading it needs another */
+    /* room for two descriptors: the directory's lock and the journal's
+     * own; reading it needs another */
     low = dup(0);
     ck_assert_int_ge(low, 0);
     close(low);
     ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-    rl.rlim_cur = (rlim_t)low + 1;
+    rl.rlim_cur = (rlim_t)low + 2;
     ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
     doc = adm_state_open(&st, dir, msg, sizeof(msg), &err);
     ck_assert_msg(err == -1 || (doc && has_route(doc, "a")),
@@ -272,6 +276,7 @@ START_TEST(unreset_journal_takes_no_appends)
     ck_assert_int_eq(adm_state_apply(st.doc, op), 0);
     rc = adm_state_journal(&st, op, msg, sizeof(msg));
     json_decref(op);
+    adm_state_free(&st); /* its lock too: the next start reads what it left */
     if (rc == 0) {
         struct adm_state again = {.journal_fd = -1};
         doc = adm_state_open(&again, dir, msg, sizeof(msg), &err);
@@ -280,7 +285,6 @@ START_TEST(unreset_journal_takes_no_appends)
         json_decref(doc);
         adm_state_free(&again);
     }
-    adm_state_free(&st);
 }
 END_TEST
 
@@ -453,6 +457,146 @@ START_TEST(failed_save_leaves_no_temporary_file)
 }
 END_TEST
 
+/* ---- one process a directory; a reload's replace ---- */
+
+/* A second process on a directory another one holds is refused before it
+ * reads or writes anything there; a directory made by the first start is
+ * held from then on; letting go (adm_state_free, an exit) frees it. Two
+ * states in one process stand for the two processes: flock holds per open
+ * file description. */
+START_TEST(second_process_is_refused)
+{
+    char dir[64], sub[96], msg[512];
+    struct adm_state a = {.journal_fd = -1}, b = {.journal_fd = -1};
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    write_file(dir, "config.json", DOC);
+    json_decref(adm_state_open(&a, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    ck_assert_ptr_null(adm_state_open(&b, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, -2);
+    ck_assert_ptr_nonnull(strstr(msg, "in use by another switchyard process"));
+    adm_state_free(&b);
+    adm_state_free(&a);
+    b.journal_fd = -1;
+    json_decref(adm_state_open(&b, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    adm_state_free(&b);
+
+    /* missing at the first read: locked once made */
+    snprintf(sub, sizeof(sub), "%s/new", dir);
+    a.journal_fd = b.journal_fd = -1;
+    ck_assert_ptr_null(adm_state_open(&a, sub, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(adm_state_begin(&a, msg, sizeof(msg)), 0);
+    ck_assert_ptr_null(adm_state_open(&b, sub, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, -2);
+    adm_state_free(&b);
+    /* detached: nothing written any more, and the directory let go */
+    adm_state_detach(&a);
+    ck_assert_ptr_null(a.dir);
+    set_version(&a, 1);
+    ck_assert_int_eq(adm_state_save(&a, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(exists(sub, "config.json"), 0);
+    b.journal_fd = -1;
+    ck_assert_ptr_null(adm_state_open(&b, sub, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    adm_state_free(&b);
+    adm_state_free(&a);
+}
+END_TEST
+
+static int open_fds(void)
+{
+    int n = 0;
+
+    for (int fd = 0; fd < 1024; fd++)
+        n += fcntl(fd, F_GETFD) >= 0;
+    return n;
+}
+
+/* The replaced-* directory that <dir> holds (none: 0, else 1 with its
+ * name in <name>), or -1 when it holds several. */
+static int replaced_dir(const char *dir, char *name, size_t cap)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "replaced-", 9) == 0 && n++ == 0)
+            snprintf(name, cap, "%s", e->d_name);
+    closedir(d);
+    return n > 1 ? -1 : n;
+}
+
+/* A reload whose file replaces the running state's API changes: the state
+ * is set aside at the first write (the running journal's descriptor
+ * follows a fresh journal; none is left open twice), and the new source
+ * recorded after the save. A replace that is called off sets nothing
+ * aside and owes the old source again. */
+START_TEST(reload_replace_and_cancel)
+{
+    char dir[64], msg[512], name[256], path[400];
+    struct adm_state st = {.journal_fd = -1};
+    uint64_t h = 0;
+    json_t *op;
+    int err, fds;
+
+    make_dir(dir, sizeof(dir));
+    ck_assert_ptr_null(adm_state_open(&st, dir, msg, sizeof(msg), &err));
+    ck_assert_int_eq(adm_state_begin(&st, msg, sizeof(msg)), 0);
+    set_version(&st, 1);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(adm_state_set_source(&st, 41, "f", msg, sizeof(msg)), 0);
+    op = put_route("api");
+    ck_assert_int_eq(adm_state_apply(st.doc, op), 0);
+    ck_assert_int_eq(adm_state_journal(&st, op, msg, sizeof(msg)), 0);
+    json_decref(op);
+
+    /* called off: nothing moves, the source stays 41 */
+    ck_assert_int_eq(adm_state_replace(&st, 43, "f"), 0);
+    adm_state_replace_cancel(&st);
+    ck_assert_int_eq(st.aside_owed, 0);
+    ck_assert_int_eq(st.source_pending, 0);
+    set_version(&st, 2);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(replaced_dir(dir, name, sizeof(name)), 0);
+    ck_assert_int_eq(adm_state_source(&st, &h), 1);
+    ck_assert_uint_eq(h, 41);
+
+    /* carried out by the next save */
+    fds = open_fds();
+    ck_assert_int_eq(adm_state_replace(&st, 42, "f"), 0);
+    set_version(&st, 3);
+    ck_assert_int_eq(adm_state_save(&st, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(open_fds(), fds);
+    ck_assert_int_eq(replaced_dir(dir, name, sizeof(name)), 1);
+    ck_assert_ptr_nonnull(st.set_aside_to);
+    ck_assert_ptr_nonnull(strstr(st.set_aside_to, name));
+    ck_assert_int_lt(snprintf(path, sizeof(path), "%.63s/%.255s", dir, name), (int)sizeof(path));
+    ck_assert_int_eq(exists(path, "config.json"), 1);
+    ck_assert_int_eq(exists(path, "journal"), 1);
+    ck_assert_int_eq(adm_state_source(&st, &h), 1);
+    ck_assert_uint_eq(h, 42);
+    /* the fresh journal takes appends again */
+    op = put_route("after");
+    ck_assert_int_eq(adm_state_apply(st.doc, op), 0);
+    ck_assert_int_eq(adm_state_journal(&st, op, msg, sizeof(msg)), 0);
+    json_decref(op);
+    adm_state_free(&st);
+    st.journal_fd = -1;
+    op = adm_state_open(&st, dir, msg, sizeof(msg), &err);
+    ck_assert_ptr_nonnull(op);
+    ck_assert_int_eq(json_integer_value(json_object_get(op, "v")), 3);
+    ck_assert_int_eq(has_route(op, "after"), 1);
+    json_decref(op);
+    adm_state_free(&st);
+}
+END_TEST
+
 /* ---- out of memory ---- */
 
 static int fail_after = -1; /* allocations left before they fail; -1: never */
@@ -558,6 +702,10 @@ static Suite *state_suite(void)
     tcase_add_test(tc, open_writes_nothing);
     tcase_add_test(tc, prev_link_failure_removes_nothing);
     tcase_add_test(tc, failed_save_leaves_no_temporary_file);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lifecycle");
+    tcase_add_test(tc, second_process_is_refused);
+    tcase_add_test(tc, reload_replace_and_cancel);
     suite_add_tcase(s, tc);
     tc = tcase_create("out_of_memory");
     tcase_set_timeout(tc, 120); /* the sort without memory is quadratic: 10^8 steps */

@@ -476,6 +476,9 @@ class Gateway:
             args += ["-c", self.cfg_path]
         args += self.args or []
         env = dict(os.environ)
+        # the embedded default keeps its state in $XDG_STATE_HOME/switchyard:
+        # a test's, never the real home's (a test may give its own)
+        env["XDG_STATE_HOME"] = self.tmp.file("xdg-state")
         if self.env:
             env.update(self.env)
         log = open(self.log_path, "ab")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """test_cli.py - the command line: `switchyard --check` and the embedded
-default config."""
+default config, whose API changes persist in $XDG_STATE_HOME/switchyard."""
 import errno
 import glob
 import json
@@ -239,6 +239,95 @@ class StartLineTest(GatewayCase):
         line = self.start_line(self.own_gateway(cfg))
         self.assertIn(", 6 listeners (%s and 2 more), admin API %s, "
                       % (", ".join(a[:4]), cfg["admin"]["address"]), line)
+
+
+def admin_call(method, path, body=None):
+    """(status, parsed JSON) of one call to the embedded default's admin API."""
+    r = get(9901, path, method=method, body=json.dumps(body).encode() if body else None,
+            headers=[("Content-Type", "application/json")] if body else None)
+    return r.status, json.loads(r.body) if r.body else None
+
+
+def tree(d):
+    """{relative path: bytes} of every file under <d>, and its directories."""
+    out = {}
+    for root, dirs, files in os.walk(d):
+        for n in dirs:
+            out[os.path.relpath(os.path.join(root, n), d) + "/"] = None
+        for n in files:
+            with open(os.path.join(root, n), "rb") as f:
+                out[os.path.relpath(os.path.join(root, n), d)] = f.read()
+    return out
+
+
+class DefaultStateTest(GatewayCase):
+    """The embedded default keeps the API's changes in
+    $XDG_STATE_HOME/switchyard (else ~/.local/state/switchyard): a restart
+    serves them again; a second instance is refused before it writes
+    there; a directory that cannot be made or named runs unpersisted,
+    saying so."""
+
+    def setUp(self):
+        if port_busy("0.0.0.0", 8080) or port_busy("127.0.0.1", 9901):
+            self.skipTest("port 8080 or 9901 is busy")
+
+    def start_default(self, env, name="default"):
+        g = self.own_gateway(None, name=name, port=8080, env=env)
+        g.wait_log(r"switchyard .*config \(embedded default\), state ")
+        return g
+
+    def test_api_changes_survive_a_restart(self):
+        xdg = self.tmp.file("xdg-restart")
+        state = os.path.join(xdg, "switchyard")
+        env = {"XDG_STATE_HOME": xdg}
+        app = self.own_backend("app")
+        g = self.start_default(env)
+        # the start line names the directory, made 0700
+        g.wait_log(r"config \(embedded default\), state %s\n" % re.escape(state))
+        self.assertEqual(os.stat(state).st_mode & 0o777, 0o700)
+        self.assertEqual(admin_call("POST", "/upstreams", {
+            "name": "app", "servers": [{"address": app.addr}]})[0], 201)
+        self.assertEqual(admin_call("POST", "/routes", {
+            "id": "app", "path": "/app/*{rest}", "upstream": "app"})[0], 201)
+        self.assertEqual(get(8080, "/app/x").status, 200)
+        self.assertEqual(g.stop(), 0, g.log())
+
+        g = self.start_default(env, name="again")
+        g.wait_log(r"persisted config in %s wins over the embedded default" % re.escape(state))
+        st, ups = admin_call("GET", "/upstreams")
+        self.assertEqual((st, list(ups["upstreams"])), (200, ["app"]), ups)
+        r = get(8080, "/app/x")
+        self.assertEqual((r.status, r.json()["path"]), (200, "/app/x"))
+        self.assertEqual(get(8080, "/").status, 200)  # the welcome page too
+
+        # a second instance on the same state: refused before it writes
+        # anything there (its ports are taken too, but the state is first)
+        before = tree(state)
+        p = subprocess.run([SY_BIN], capture_output=True, text=True, timeout=TIMEOUT,
+                           env=dict(os.environ, XDG_STATE_HOME=xdg))
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("state_dir %s is in use by another switchyard process" % state, p.stderr)
+        self.assertEqual(tree(state), before)
+        self.assertEqual(get(8080, "/app/y").status, 200)
+
+    def test_no_directory_runs_unpersisted(self):
+        blocker = self.tmp.file("not-a-dir")
+        with open(blocker, "w") as f:
+            f.write("x")
+        for env, why in (({"XDG_STATE_HOME": "", "HOME": ""},
+                          "neither XDG_STATE_HOME nor HOME names an absolute directory"),
+                         ({"XDG_STATE_HOME": os.path.join(blocker, "sub")}, "Not a directory")):
+            with self.subTest(why=why):
+                g = self.start_default(env, name="unpersisted")
+                log = g.log()
+                self.assertRegex(log, r"\[error\] state: .*%s.*: running without a state "
+                                 r"directory, so changes made through the admin API will not "
+                                 r"survive a restart" % re.escape(why))
+                self.assertIn("state not persisted", log)
+                self.assertEqual(get(8080, "/").status, 200)
+                self.assertEqual(admin_call("POST", "/routes", {
+                    "id": "x", "path": "/x", "response": {"status": 204}})[0], 201)
+                self.assertEqual(g.stop(), 0, log)
 
 
 class HeapReserveTest(GatewayCase):

@@ -3,11 +3,13 @@
 admin.state_dir: the persisted config wins over an unchanged -c file, an
 edited -c file wins over it (one log line naming both; the replaced state
 is kept in replaced-<time>/), --reset-state moves the state aside and
-starts from the file, a SIGHUP makes the file the state's source again, and
+starts from the file, a SIGHUP makes the file the state's source again, a
+SIGHUP decides between the file and the running state as a start does, and
 a start that fails persists nothing. Also the command line: an unknown
 option, a missing FILE and --help."""
 import json
 import os
+import signal
 import socket
 import subprocess
 
@@ -125,6 +127,128 @@ class FileAgainstStateTest(LifecycleCase):
         self.assertRegex(self.log_since(g), r"persisted config in .* wins over")
         self.assertEqual(self.who(g, "/api"), (200, "api"))
         self.assertEqual(self.who(g, "/hup"), (200, "hup"))
+        self.stop_clean(g)
+
+
+HUP_REPLACED = (r"\[warn\] SIGHUP: (\S+) changed since the running config was derived from it: "
+                r"it replaces (\d+) API changes?, (?:kept in (\S+)|lost \(no admin.state_dir "
+                r"keeps them\))\n")
+HUP_UNCHANGED = (r"\[notice\] config reloaded: \S+ is unchanged since the running config was "
+                 r"derived from it: the running config stands, with (no|\d+) API changes?")
+
+
+def replayed_route_ids(d):
+    """The route ids of the state in <d>: config.json with its journal replayed."""
+    with open(os.path.join(d, "config.json")) as f:
+        ids = [r["id"] for r in json.load(f).get("routes", [])]
+    if os.path.exists(os.path.join(d, "journal")):
+        with open(os.path.join(d, "journal")) as f:
+            for line in f:
+                op = json.loads(line)
+                if op["op"] == "put_route" and op["route"]["id"] not in ids:
+                    ids.append(op["route"]["id"])
+                elif op["op"] == "delete_route":
+                    ids.remove(op["id"])
+    return sorted(ids)
+
+
+class ReloadAgainstStateTest(LifecycleCase):
+    """SIGHUP follows the rule a start follows: a file unchanged since the
+    running config was derived from it leaves the API's changes standing
+    (a no-op reload); a changed file wins, the state it replaces is kept in
+    replaced-<time>/ and one warning names how many API changes went and
+    where. Without admin.state_dir the same, and the warning says they are
+    lost; a start says once that API changes will not survive a restart."""
+
+    def test_unchanged_file_keeps_the_api_changes(self):
+        g = self.make("hup-same")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        since = g.log_size()
+        g.signal(signal.SIGHUP)
+        m = g.wait_log(HUP_UNCHANGED, since)
+        self.assertEqual(m.group(1), "1")
+        self.assertEqual(self.who(g, "/api"), (200, "api"))
+        self.assertEqual(self.who(g, "/ping"), (200, "ping"))
+        self.assertNotRegex(g.log()[since:], HUP_REPLACED)
+        self.assertEqual([d for d in os.listdir(self.state) if d.startswith("replaced-")], [])
+        # a restart keeps them too
+        self.stop_clean(g)
+        self.start(g)
+        self.assertRegex(self.log_since(g), r"persisted config in .* wins over")
+        self.assertEqual(self.who(g, "/api"), (200, "api"))
+        self.stop_clean(g)
+
+    def test_changed_file_replaces_them_with_a_backup(self):
+        g = self.make("hup-edit")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        self.assertWrite(api.post("/routes", local_route("api2", "/api2")), 201)
+        self.assertWrite(api.delete("/routes/ping"), 200)
+        persisted = sorted(r["id"] for r in api.config()[0]["routes"])
+        since = g.log_size()
+        g.reload(dict(g.cfg, routes=[local_route("ping", "/ping"), local_route("new", "/new")]))
+        m = g.wait_log(HUP_REPLACED, since)
+        g.wait_log(r"\[notice\] config reloaded: generation", since)
+        self.assertEqual((m.group(1), m.group(2)), (g.cfg_path, "3"))
+        self.assertEqual(len([l for l in g.log()[since:].splitlines() if "API change" in l]), 1)
+        kept = m.group(3)
+        self.assertTrue(kept.startswith(os.path.join(self.state, "replaced-")), kept)
+        # the file won
+        self.assertEqual(self.who(g, "/new"), (200, "new"))
+        self.assertEqual(self.who(g, "/ping"), (200, "ping"))
+        self.assertEqual(self.who(g, "/api")[0], 404)
+        # the backup holds the replaced state whole
+        self.assertEqual(replayed_route_ids(kept), persisted)
+        # the file is the source now: SIGHUP and a restart keep what runs
+        self.assertWrite(api.post("/routes", local_route("later", "/later")), 201)
+        since = g.log_size()
+        g.signal(signal.SIGHUP)
+        self.assertEqual(g.wait_log(HUP_UNCHANGED, since).group(1), "1")
+        self.assertEqual(len([d for d in os.listdir(self.state) if d.startswith("replaced-")]), 1)
+        self.stop_clean(g)
+        self.start(g)
+        self.assertRegex(self.log_since(g), r"persisted config in .* wins over")
+        self.assertEqual(self.who(g, "/new"), (200, "new"))
+        self.assertEqual(self.who(g, "/later"), (200, "later"))
+        self.assertEqual(self.who(g, "/api")[0], 404)
+        self.stop_clean(g)
+
+    def test_refused_file_sets_nothing_aside(self):
+        g = self.make("hup-bad")
+        api = self.start(g)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        before = tree(self.state)
+        for text in ("{ not json", json.dumps(dict(g.cfg, bogus=1))):
+            since = g.log_size()
+            g.reload(text=text)
+            g.wait_log(r"reload refused, the running config keeps serving", since)
+            self.assertEqual(tree(self.state), before)
+            self.assertEqual(self.who(g, "/api"), (200, "api"))
+        self.stop_clean(g)
+
+    def test_without_state_dir(self):
+        cfg = gateway_config(routes=[local_route("ping", "/ping")], workers=1,
+                             admin={"address": "127.0.0.1:%d" % free_port()})
+        g = Gateway(self.tmp, cfg, name="hup-nostate")
+        self.addCleanup(g.stop)
+        api = self.start(g)
+        notice = "[notice] admin.state_dir is not set: changes made through the admin API will " \
+                 "not survive a restart"
+        self.assertEqual(g.log().count(notice), 1)
+        self.assertWrite(api.post("/routes", local_route("api", "/api")), 201)
+        since = g.log_size()
+        g.signal(signal.SIGHUP)
+        self.assertEqual(g.wait_log(HUP_UNCHANGED, since).group(1), "1")
+        self.assertEqual(self.who(g, "/api"), (200, "api"))
+        since = g.log_size()
+        g.reload(dict(g.cfg, routes=[local_route("ping", "/ping"), local_route("new", "/new")]))
+        m = g.wait_log(HUP_REPLACED, since)
+        self.assertEqual((m.group(2), m.group(3)), ("1", None))
+        g.wait_log(r"\[notice\] config reloaded: generation", since)
+        self.assertEqual(self.who(g, "/api")[0], 404)
+        self.assertEqual(self.who(g, "/new"), (200, "new"))
+        self.assertEqual(g.log().count(notice), 1)  # at the start only
         self.stop_clean(g)
 
 

@@ -152,7 +152,12 @@ class RestartTest(PersistCase):
         self.stop_clean(g)
         api = self.start(g)
         self.assertEqual(self.route_ids(api), ["ping"])
-        self.assertNotRegex(self.log_since(g), "persisted")
+        log = self.log_since(g)
+        self.assertNotRegex(log, "persisted config")
+        # and the start says so, once
+        self.assertEqual(log.count("[notice] admin.state_dir is not set: changes made through "
+                                   "the admin API will not survive a restart"), 1, log)
+        self.assertIn(", state not persisted\n", log)
         self.stop_clean(g)
 
 
