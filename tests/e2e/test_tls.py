@@ -440,48 +440,47 @@ class ResumptionTest(TLSCase):
             s.close()
 
     def test_rotation_grace(self):
+        """With ticket_rotation_s 1, a ticket sealed in second t opens in
+        t + 1 and not in t + 2. The gateway's period is time() (whole
+        seconds of the kernel's coarse clock, which turns up to a tick,
+        1 to 10 ms, after time.time()'s second): a get placed in a second by
+        time.time() therefore begins SETTLE after that second began, when
+        time() has turned too, and ends before the next one. SETTLE is 25 to
+        250 ticks, far beyond the coarse clock's lag."""
+        settle = 0.25
         gw = self.own_gateway(self.tls_config(self.std_tls(ticket_rotation_s=1)))
 
-        def next_second():
-            t = int(time.time())
-            wait_for(lambda: int(time.time()) > t, interval=0.01, what="the next second")
+        def at(second):
+            time.sleep(max(0.0, second + settle - time.time()))
 
-        def within_a_second(*args, **kw):
-            """A get whose handshake began and ended in one second (keys
-            rotate on the second), or None when the machine was too slow."""
-            t = int(time.time())
-            r, s = self.get(*args, **kw)
-            if int(time.time()) != t:
-                s.close()
-                return None
-            return r, s
+        def get_in(second, ctx, session=None):
+            """A get that the gateway saw wholly in <second>, or None when
+            it ended after that second (the machine was too slow)."""
+            at(second)
+            r, s = self.get(gw.port, ctx=ctx, session=session)
+            return (r, s) if time.time() < second + 1 else None
 
         for v in (ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3):
             ctx = self.ctx(v)
-            # a get that straddles a second boundary proves nothing either
-            # way (its ticket's key and the one it is opened with may be a
-            # second further apart): tried again, a bounded number of times
+            # a slow get proves nothing either way (its ticket's key and the
+            # one it is opened with may be a second further apart): tried
+            # again, a bounded number of times
             for _ in range(5):
-                next_second()
-                got = within_a_second(gw.port, ctx=ctx)
+                t = int(time.time()) + 1
+                got = get_in(t, ctx)
                 if not got:
                     continue
                 sess = got[1].session
-                got[1].close()
-                next_second()  # the key rotated: the previous one still opens it
-                got = within_a_second(gw.port, ctx=ctx, session=sess)
+                got = get_in(t + 1, ctx, sess)  # the key rotated: the previous one opens it
                 if got:
                     break
             else:
-                self.fail("no get within a second in 5 tries (machine too slow)")
+                self.fail("no two gets within their seconds in 5 tries (machine too slow)")
             self.assertTrue(got[1].session_reused, v)
-            got[1].close()
-            next_second()
-            next_second()  # two rotations: gone
+            at(t + 2)  # two rotations: gone
             r, s = self.get(gw.port, ctx=ctx, session=sess)
             self.assertEqual(r.status, 200)
             self.assertFalse(s.session_reused, v)
-            s.close()
 
 
 class RedirectTest(TLSCase):
