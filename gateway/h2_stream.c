@@ -486,7 +486,8 @@ static ssize_t to_nv(char *text, size_t len, const nghttp2_nv *pre, size_t npre,
         }
         h2h_fields(text, len, f, n);
     }
-    memcpy(*nv, pre, npre * sizeof(*pre));
+    if (npre) /* trailers have none, and memcpy takes no NULL even for 0 bytes */
+        memcpy(*nv, pre, npre * sizeof(*pre));
     size_t m = npre;
     for (size_t i = 0; i < n; i++) {
         if (trailers && h1_trailer_forbidden(&f[i].name))
