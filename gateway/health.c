@@ -449,8 +449,8 @@ static void report(up_pool *pool, size_t s, uint64_t now)
             continue;
         if ((k = srv_index(hp, pool, s)) == UP_NONE || (v = &hp->srv[k])->ejected)
             return;
-        if (!up_outlier_report(hp->o, k, 1, now))
-            return; /* max_ejection_percent reached */
+        if (!up_outlier_report(hp->o, hp->pool, k, 1, now))
+            return; /* max_ejection_percent reached, or the last server up */
         v->ejected = 1;
         v->ejections++;
         v->eject_until = now + up_outlier_ejection_ms(hp->o, k);

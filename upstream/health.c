@@ -10,8 +10,7 @@
  */
 #include "upstream/up_int.h"
 
-/* Every server of <p> but <s> is down. */
-static int others_down(const up_pool *p, size_t s)
+int up_pool_others_down(const up_pool *p, size_t s)
 {
     for (size_t i = 0; i < p->n; i++)
         if (i != s && up_hflags(p, i) == 0)
@@ -42,7 +41,7 @@ int up_health_set(up_pool *p, size_t s, unsigned flag, int on, uint64_t now_ms)
     }
     if (p->lb_ops->server_up)
         p->lb_ops->server_up(p, s);
-    return others_down(p, s);
+    return up_pool_others_down(p, s);
 }
 
 void up_health_added(up_pool *p, size_t s, uint64_t now_ms)

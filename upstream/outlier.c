@@ -6,7 +6,8 @@
  * words (up_health_set with UP_H_EJECTED).
  *
  *   up --(consecutive_failures failures in a row, and the pool under
- *         max_ejection_percent ejected, and not of one server)--> ejected for
+ *         max_ejection_percent ejected, and not of one server, and not
+ *         the last server of the pool that is up)--> ejected for
  *         min(base_ejection_ms * row, max_ejection_ms)
  *   ejected --(up_outlier_expire at or after the end)--> up
  *
@@ -68,7 +69,7 @@ void up_outlier_free(up_outlier *o)
     free(o);
 }
 
-int up_outlier_report(up_outlier *o, size_t s, int failed, uint64_t now_ms)
+int up_outlier_report(up_outlier *o, const up_pool *p, size_t s, int failed, uint64_t now_ms)
 {
     struct up_outlier_server *v = &o->sv[s];
     uint64_t base = o->cfg.base_ejection_ms, quiet;
@@ -82,7 +83,7 @@ int up_outlier_report(up_outlier *o, size_t s, int failed, uint64_t now_ms)
     if (++v->fails < o->cfg.consecutive_failures)
         return 0;
     v->fails = 0;
-    if (o->nejected >= o->max_ejected)
+    if (o->nejected >= o->max_ejected || (p && up_pool_others_down(p, s)))
         return 0;
     if (v->row) {
         quiet = (now_ms - v->back_ms) / base;

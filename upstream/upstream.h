@@ -207,6 +207,8 @@ unsigned up_health_flags(const up_pool *p, size_t s);
 uint64_t up_health_since(const up_pool *p, size_t s);
 /* 1 when every server is down: answer 503 at once, or panic. */
 int up_pool_all_down(const up_pool *p);
+/* 1 when every server of <p> but <s> is down (whatever <s> is). */
+int up_pool_others_down(const up_pool *p, size_t s);
 /* 1 when <p> is in panic now: every server down, and the pool has panic
  * on, so it spreads over them all instead of answering 503. */
 int up_pool_panicking(const up_pool *p);
@@ -272,7 +274,8 @@ void up_failure_row_reset(up_pool *p, unsigned w, size_t s);
  * row eject a server for <base_ejection_ms> times the number of its
  * ejections in a row, capped at <max_ejection_ms>; at most
  * <max_ejection_percent> of the pool (but always at least one server) is
- * ejected at a time, and a pool of one server never is (nginx). Zeros in the config mean Envoy's
+ * ejected at a time, a pool of one server never is, and neither is the
+ * last server of a pool that is up (nginx). Zeros in the config mean Envoy's
  * defaults: 5, 30 s, 300 s, 10 %. A returned server that goes <base_ejection_ms> without a new
  * ejection takes one off its row count. The object only decides; its owner
  * applies the decisions with up_health_set(..., UP_H_EJECTED, ...). */
@@ -285,8 +288,11 @@ typedef struct up_outlier up_outlier;
 up_outlier *up_outlier_new(const struct up_outlier_cfg *cfg, size_t nservers);
 void up_outlier_free(up_outlier *o);
 /* One outcome of server <s> at <now_ms> (<failed>: a connect failure, a
- * reset or a 5xx the config counts). Returns 1 when it ejects <s> now. */
-int up_outlier_report(up_outlier *o, size_t s, int failed, uint64_t now_ms);
+ * reset or a 5xx the config counts). Returns 1 when it ejects <s> now.
+ * <p> (may be NULL) is the pool <s> is in: an ejection that would leave it
+ * no server up (the others down by their check, ejected, or unresolved) is
+ * refused, as nginx tries its servers anyway when all are down. */
+int up_outlier_report(up_outlier *o, const up_pool *p, size_t s, int failed, uint64_t now_ms);
 /* Returns, one per call, a server whose ejection is over at <now_ms>, or
  * UP_NONE; then <*next_ms> (if not NULL) is the next ejection's end, or 0. */
 size_t up_outlier_expire(up_outlier *o, uint64_t now_ms, uint64_t *next_ms);

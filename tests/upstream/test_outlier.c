@@ -3,8 +3,8 @@
  * eject, a success resets the row of failures, ejections last 30 s times
  * their row up to 300 s, the row decays while the server stays up, at
  * most 10 % of a pool (at least one server) is ejected at a time, a pool
- * of one server never is, and a new object for a changed server list
- * takes a server's row and ejection over from the old one.
+ * of one server never is, nor the last server of a pool that is up, and a new object for a changed
+ * server list takes a server's row and ejection over from the old one.
  */
 #include "utest.h"
 
@@ -13,14 +13,19 @@
 
 #define S 1000ull /* one second in ms */
 
-/* Four failures of server <s> at <now> that do not eject it, then the
- * fifth that does. */
-static void eject(up_outlier *o, size_t s, uint64_t now)
+/* Four failures of server <s> of pool <p> (may be NULL) at <now> that do
+ * not eject it, then the fifth that does. */
+static void eject_in(up_outlier *o, const up_pool *p, size_t s, uint64_t now)
 {
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(up_outlier_report(o, s, 1, now), 0);
-    ck_assert_int_eq(up_outlier_report(o, s, 1, now), 1);
+        ck_assert_int_eq(up_outlier_report(o, p, s, 1, now), 0);
+    ck_assert_int_eq(up_outlier_report(o, p, s, 1, now), 1);
     ck_assert(up_outlier_ejected(o, s));
+}
+
+static void eject(up_outlier *o, size_t s, uint64_t now)
+{
+    eject_in(o, NULL, s, now);
 }
 
 START_TEST(defaults_step_by_step)
@@ -30,16 +35,16 @@ START_TEST(defaults_step_by_step)
 
     /* four failures, a success: the row starts again */
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(up_outlier_report(o, 3, 1, 0), 0);
-    ck_assert_int_eq(up_outlier_report(o, 3, 0, 0), 0);
+        ck_assert_int_eq(up_outlier_report(o, NULL, 3, 1, 0), 0);
+    ck_assert_int_eq(up_outlier_report(o, NULL, 3, 0, 0), 0);
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(up_outlier_report(o, 3, 1, 0), 0);
+        ck_assert_int_eq(up_outlier_report(o, NULL, 3, 1, 0), 0);
     ck_assert(!up_outlier_ejected(o, 3));
-    ck_assert_int_eq(up_outlier_report(o, 3, 1, 10 * S), 1); /* fifth in a row */
+    ck_assert_int_eq(up_outlier_report(o, NULL, 3, 1, 10 * S), 1); /* fifth in a row */
     ck_assert_uint_eq(up_outlier_ejection_ms(o, 3), 30 * S);
     ck_assert_uint_eq(up_outlier_ejections(o, 3), 1);
     /* reports while ejected change nothing */
-    ck_assert_int_eq(up_outlier_report(o, 3, 1, 11 * S), 0);
+    ck_assert_int_eq(up_outlier_report(o, NULL, 3, 1, 11 * S), 0);
     ck_assert_uint_eq(up_outlier_expire(o, 39 * S, &next), UP_NONE);
     ck_assert_uint_eq(next, 40 * S);
     ck_assert_uint_eq(up_outlier_expire(o, 40 * S, &next), 3);
@@ -95,7 +100,7 @@ START_TEST(max_percent)
     /* 10 % of 3 is none: at least one is ejected anyway, not a second */
     eject(o, 0, 0);
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(up_outlier_report(o, 1, 1, 0), 0);
+        ck_assert_int_eq(up_outlier_report(o, NULL, 1, 1, 0), 0);
     ck_assert(!up_outlier_ejected(o, 1));
     /* once the first is back, the second can go */
     ck_assert_uint_eq(up_outlier_expire(o, 30 * S, NULL), 0);
@@ -104,7 +109,7 @@ START_TEST(max_percent)
     eject(o20, 4, 0);
     eject(o20, 5, 0);
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(up_outlier_report(o20, 6, 1, 0), 0);
+        ck_assert_int_eq(up_outlier_report(o20, NULL, 6, 1, 0), 0);
     up_outlier_free(o);
     up_outlier_free(o20);
 }
@@ -117,12 +122,41 @@ START_TEST(lone_server_never_ejected)
     up_outlier *o = up_outlier_new(&cfg, 1), *two = up_outlier_new(&cfg, 2);
 
     for (int i = 0; i < 20; i++)
-        ck_assert_int_eq(up_outlier_report(o, 0, 1, (uint64_t)i * S), 0);
+        ck_assert_int_eq(up_outlier_report(o, NULL, 0, 1, (uint64_t)i * S), 0);
     ck_assert(!up_outlier_ejected(o, 0));
     /* two servers: the first failure ejects */
-    ck_assert_int_eq(up_outlier_report(two, 1, 1, 0), 1);
+    ck_assert_int_eq(up_outlier_report(two, NULL, 1, 1, 0), 1);
     up_outlier_free(o);
     up_outlier_free(two);
+}
+END_TEST
+
+START_TEST(last_server_up_never_ejected)
+{
+    /* two servers, one down by its active check: failures of the other
+     * leave it up (ejected, the pool would answer 503 while it works) */
+    up_pool *p = ut_pool(NULL, 2, 1, 1);
+    up_outlier *o = up_outlier_new(NULL, 2);
+
+    up_health_set(p, 0, UP_H_CHECK, 1, 0);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(up_outlier_report(o, p, 1, 1, 0), 0);
+    ck_assert(!up_outlier_ejected(o, 1));
+    ck_assert(!up_pool_all_down(p));
+    /* nor one whose address is not known yet */
+    up_health_set(p, 0, UP_H_CHECK, 0, 0);
+    up_health_set(p, 0, UP_H_RESOLVING, 1, 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(up_outlier_report(o, p, 1, 1, 0), 0);
+    /* the other back up: the next row of failures ejects, once */
+    up_health_set(p, 0, UP_H_RESOLVING, 0, 0);
+    eject_in(o, p, 1, 0);
+    up_health_set(p, 1, UP_H_EJECTED, 1, 0);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(up_outlier_report(o, p, 0, 1, 0), 0);
+    ck_assert(!up_pool_all_down(p));
+    up_outlier_free(o);
+    up_pool_release(p);
 }
 END_TEST
 
@@ -134,18 +168,18 @@ START_TEST(custom_thresholds)
                                  .max_ejection_percent = 100};
     up_outlier *o = up_outlier_new(&cfg, 2);
 
-    ck_assert_int_eq(up_outlier_report(o, 1, 1, 0), 0);
-    ck_assert_int_eq(up_outlier_report(o, 1, 1, 0), 1);
-    ck_assert_int_eq(up_outlier_report(o, 0, 1, 0), 0);
-    ck_assert_int_eq(up_outlier_report(o, 0, 1, 0), 1); /* 100 %: both */
+    ck_assert_int_eq(up_outlier_report(o, NULL, 1, 1, 0), 0);
+    ck_assert_int_eq(up_outlier_report(o, NULL, 1, 1, 0), 1);
+    ck_assert_int_eq(up_outlier_report(o, NULL, 0, 1, 0), 0);
+    ck_assert_int_eq(up_outlier_report(o, NULL, 0, 1, 0), 1); /* 100 %: both */
     ck_assert_uint_eq(up_outlier_expire(o, 100, NULL), 0);
     ck_assert_uint_eq(up_outlier_expire(o, 100, NULL), 1);
-    up_outlier_report(o, 1, 1, 100);
-    up_outlier_report(o, 1, 1, 100);
+    up_outlier_report(o, NULL, 1, 1, 100);
+    up_outlier_report(o, NULL, 1, 1, 100);
     ck_assert_uint_eq(up_outlier_ejection_ms(o, 1), 200);
     ck_assert_uint_eq(up_outlier_expire(o, 300, NULL), 1);
-    up_outlier_report(o, 1, 1, 300);
-    up_outlier_report(o, 1, 1, 300);
+    up_outlier_report(o, NULL, 1, 1, 300);
+    up_outlier_report(o, NULL, 1, 1, 300);
     ck_assert_uint_eq(up_outlier_ejection_ms(o, 1), 250); /* capped */
     ck_assert_ptr_null(up_outlier_new(&cfg, 0));
     up_outlier_free(o);
@@ -171,7 +205,7 @@ START_TEST(carried_to_a_new_server_list)
     ck_assert_uint_eq(up_outlier_ejection_ms(n, 3), 60 * S);
     /* its ejection counts: no other server of 4 (10 %: one) is ejected */
     for (int i = 0; i < 5; i++)
-        ck_assert_int_eq(up_outlier_report(n, 0, 1, 60 * S), 0);
+        ck_assert_int_eq(up_outlier_report(n, NULL, 0, 1, 60 * S), 0);
     ck_assert_uint_eq(up_outlier_expire(n, 100 * S, &next), UP_NONE);
     ck_assert_uint_eq(next, 110 * S); /* ends when it would have */
     ck_assert_uint_eq(up_outlier_expire(n, 110 * S, NULL), 3);
@@ -199,7 +233,7 @@ START_TEST(drives_health)
     size_t s;
 
     for (int i = 0; i < 5; i++)
-        if (up_outlier_report(o, 1, 1, 1000))
+        if (up_outlier_report(o, NULL, 1, 1, 1000))
             up_health_set(p, 1, UP_H_EJECTED, 1, 1000);
     for (int i = 0; i < 10; i++)
         ck_assert_uint_eq(up_pick(p, 0), 0);
@@ -221,6 +255,7 @@ static Suite *suite(void)
     tcase_add_test(tc, row_decays_while_up);
     tcase_add_test(tc, max_percent);
     tcase_add_test(tc, lone_server_never_ejected);
+    tcase_add_test(tc, last_server_up_never_ejected);
     tcase_add_test(tc, custom_thresholds);
     tcase_add_test(tc, carried_to_a_new_server_list);
     tcase_add_test(tc, drives_health);
