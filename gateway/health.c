@@ -727,8 +727,14 @@ static void hpool_adopt(struct hpool *hp, struct hpool *old, uint64_t now)
             v->checks = ov->checks;
             v->check_failures = ov->check_failures;
             v->ejections = ov->ejections;
-            if (hp->o && old->o)
+            if (hp->o && old->o) { /* within the new pool's max_ejected */
                 up_outlier_carry(hp->o, k, old->o, map[k]);
+                v->ejected = up_outlier_ejected(hp->o, k);
+            }
+            if (hp->n == 1) /* a lone server is never ejected */
+                v->ejected = 0;
+            if (!v->ejected)
+                v->eject_until = 0;
             if ((v->probe = ov->probe)) {
                 v->probe->srv = v;
                 ov->probe = NULL;

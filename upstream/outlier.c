@@ -15,7 +15,8 @@
  * base_ejection_ms the server stays up in between. Outcomes reported while
  * a server is ejected (requests that were in flight) change nothing. A new
  * object for a changed server list takes each kept server's row and
- * ejection over from the old one (up_outlier_carry).
+ * ejection over from the old one (up_outlier_carry), the ejection only
+ * within the new object's max_ejected.
  */
 #include "upstream/up_int.h"
 
@@ -143,6 +144,13 @@ void up_outlier_carry(up_outlier *o, size_t s, const up_outlier *from, size_t fr
     if (v->ejected)
         o->nejected--;
     *v = from->sv[from_s];
+    if (v->ejected && o->nejected >= o->max_ejected) {
+        /* over the new list's cap (a pool shrunk to one server): back now,
+         * its row decaying from when the ejection began */
+        v->ejected = 0;
+        v->back_ms = v->until_ms - v->dur_ms;
+        v->until_ms = 0;
+    }
     if (v->ejected)
         o->nejected++;
 }

@@ -302,8 +302,10 @@ uint64_t up_outlier_ejection_ms(const up_outlier *o, size_t s);
 unsigned up_outlier_ejections(const up_outlier *o, size_t s);
 /* Server <s> of <o> takes over what server <from_s> of <from> has: its
  * failures and ejections in a row, and its ejection if it is ejected (it
- * ends when it would have, and counts in <o>'s max_ejection_percent): a
- * changed server list keeps the history of the servers it keeps. */
+ * ends when it would have, and counts in <o>'s max_ejection_percent) while
+ * <o> has room for it under that cap, else it is back at once (a pool
+ * shrunk to one server): a changed server list keeps the history of the
+ * servers it keeps. */
 void up_outlier_carry(up_outlier *o, size_t s, const up_outlier *from, size_t from_s);
 
 /* Retry budget (Envoy's): at most <percent> of the requests in flight may

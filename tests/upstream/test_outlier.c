@@ -225,6 +225,35 @@ START_TEST(carried_to_a_new_server_list)
 }
 END_TEST
 
+START_TEST(carried_within_the_new_cap)
+{
+    /* [A, B] with A ejected shrinks to [A]: a lone server is not ejected,
+     * so A is back at once, its row kept */
+    struct up_outlier_cfg cfg = {.max_ejection_percent = 100};
+    up_outlier *o = up_outlier_new(&cfg, 2), *one = up_outlier_new(NULL, 1), *four;
+
+    eject(o, 0, 0);
+    eject(o, 1, 0);
+    up_outlier_carry(one, 0, o, 0);
+    ck_assert(!up_outlier_ejected(one, 0));
+    ck_assert_uint_eq(up_outlier_ejections(one, 0), 1);
+    ck_assert_uint_eq(up_outlier_expire(one, 1, NULL), UP_NONE);
+    /* two ejected carried into four servers (10 %: one): the first stays */
+    four = up_outlier_new(NULL, 4);
+    up_outlier_carry(four, 2, o, 0);
+    up_outlier_carry(four, 3, o, 1);
+    ck_assert(up_outlier_ejected(four, 2));
+    ck_assert(!up_outlier_ejected(four, 3));
+    /* the one back has its row, decaying from when its ejection began */
+    ck_assert_uint_eq(up_outlier_expire(four, 30 * S, NULL), 2);
+    eject(four, 3, 30 * S); /* one quiet 30 s: the row is 0, then 1 */
+    ck_assert_uint_eq(up_outlier_ejection_ms(four, 3), 30 * S);
+    up_outlier_free(four);
+    up_outlier_free(one);
+    up_outlier_free(o);
+}
+END_TEST
+
 START_TEST(drives_health)
 {
     /* the owner's loop: decisions applied to the pool's health words */
@@ -258,6 +287,7 @@ static Suite *suite(void)
     tcase_add_test(tc, last_server_up_never_ejected);
     tcase_add_test(tc, custom_thresholds);
     tcase_add_test(tc, carried_to_a_new_server_list);
+    tcase_add_test(tc, carried_within_the_new_cap);
     tcase_add_test(tc, drives_health);
     suite_add_tcase(s, tc);
     return s;
