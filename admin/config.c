@@ -512,12 +512,13 @@ fail_read:
     return NULL;
 }
 
-struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs)
+struct adm_config *adm_config_load_file_text(const char *path, char **text, size_t *len,
+                                             struct adm_errors *errs)
 {
     struct adm_errors local;
     struct adm_config *c = NULL;
     char *buf;
-    size_t len;
+    size_t n;
     FILE *f;
 
     adm_errors_init(&local);
@@ -526,14 +527,22 @@ struct adm_config *adm_config_load_file(const char *path, struct adm_errors *err
     if (!(f = fopen(path, "rb"))) {
         file_error(errs, path, errno);
     } else {
-        buf = adm_config_read_file(f, path, &len, errs);
+        buf = adm_config_read_file(f, path, &n, errs);
         fclose(f);
-        if (buf)
-            c = parse_named(buf, len, path, errs);
+        if (buf && (c = parse_named(buf, n, path, errs)) && text) {
+            *text = buf;
+            *len = n;
+            buf = NULL;
+        }
         free(buf);
     }
     adm_errors_clear(&local);
     return c;
+}
+
+struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs)
+{
+    return adm_config_load_file_text(path, NULL, NULL, errs);
 }
 
 void adm_config_free(struct adm_config *c)

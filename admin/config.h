@@ -425,6 +425,12 @@ struct adm_config *adm_config_from_json_bound(const json_t *root,
 /* Reads and parses the file <path> (at most 64 MiB). I/O and syntax errors
  * are reported with path "" and the file name first in the message. */
 struct adm_config *adm_config_load_file(const char *path, struct adm_errors *errs);
+/* The same, also handing over the bytes it parsed when it returns a config
+ * (<text> may be NULL): *<text> of *<len> bytes, freed by the caller. What
+ * is hashed as the file's source is then what was parsed, not a second
+ * read that a rename in between would make another file's. */
+struct adm_config *adm_config_load_file_text(const char *path, char **text, size_t *len,
+                                             struct adm_errors *errs);
 /* Reads the rest of the open file <f>, named <path> in messages, under the
  * same 64 MiB cap: a buffer of *<len> bytes that the caller frees. NULL
  * after adding why (too large, a read error) to <errs> as

@@ -42,7 +42,7 @@ static uint64_t source_step(uint64_t acc, const char *block, size_t n)
     return adm_hash(block, n) ^ (acc * 1099511628211ull);
 }
 
-/* The same hash of <len> bytes read already. */
+/* The hash of the <len> bytes at <s>. */
 static uint64_t bytes_hash(const char *s, size_t len)
 {
     uint64_t acc = 0;
@@ -52,26 +52,10 @@ static uint64_t bytes_hash(const char *s, size_t len)
     return acc;
 }
 
-/* The hash of the bytes of <path> (NULL: the embedded default) into <h>.
- * -1 when it cannot be read. */
-static int source_hash(const char *path, uint64_t *h)
+/* The source hash of the embedded default. */
+static uint64_t default_hash(void)
 {
-    char buf[SOURCE_BLOCK];
-    size_t n;
-    FILE *f;
-    uint64_t acc = 0;
-
-    if (!path) {
-        *h = adm_hash(adm_config_default_json(), strlen(adm_config_default_json()));
-        return 0;
-    }
-    if (!(f = fopen(path, "rb")))
-        return -1;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
-        acc = source_step(acc, buf, n);
-    fclose(f);
-    *h = acc;
-    return 0;
+    return adm_hash(adm_config_default_json(), strlen(adm_config_default_json()));
 }
 
 /* After a reload the persisted config is derived from the file as it was
@@ -507,22 +491,21 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
     struct adm_errors errs;
     struct adm_config *cfg;
     json_t *doc;
-    char why[128];
+    char why[128], *text = NULL;
+    size_t len = 0;
 
     proc = p;
     plan->from = path ? path : "the embedded default";
     adm_errors_init(&errs);
-    cfg = path ? adm_config_load_file(path, &errs) : adm_config_default();
+    cfg = path ? adm_config_load_file_text(path, &text, &len, &errs) : adm_config_default();
     if (!cfg) {
         gw_log_errors(path ? path : "embedded config", &errs);
         adm_errors_clear(&errs);
         return NULL;
     }
-    if (source_hash(path, &plan->file_hash) < 0) {
-        gw_log(GW_LOG_ERROR, "%s: %s", path, strerror(errno));
-        adm_config_free(cfg);
-        return NULL;
-    }
+    /* the bytes that were parsed: a second read could be another file's */
+    plan->file_hash = path ? bytes_hash(text, len) : default_hash();
+    free(text);
     /* what a SIGHUP compares the file and the running config with */
     derived_hash = plan->file_hash;
     if (adm_state_sig_make(&derived_sig, cfg->json) < 0) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """test_admin_persist.py - admin.state_dir: accepted changes survive a
-restart (the persisted config wins over -c); kill -9 in the middle of a
+restart (the persisted config wins over -c), the -c file read once at start
+(its hash is of the bytes parsed); kill -9 in the middle of a
 stream of writes comes back with one of the acknowledged configs (every
 acknowledged write present, at most the one in flight missing or present,
 never a torn or half-applied config); a corrupt config.json is refused, moved
@@ -25,7 +26,7 @@ import time
 
 from adminlib import (AdminCase, Admin, Gateway, admin_port, answered_by, data_get, free_port,
                       gateway_config, local_route, metric, parse_prometheus, start_gateway,
-                      upstream_cfg, main)
+                      upstream_cfg, wait_ready, main)
 
 SEED = int(os.environ.get("SY_E2E_SEED", "20241129"))
 
@@ -142,6 +143,33 @@ class RestartTest(PersistCase):
         self.assertEqual(self.answer(g, "/only"), (200, "only"))
         self.assertEqual(self.answer(g, "/after"), (200, "after"))
         self.assertEqual(self.answer(g, "/ping")[0], 404)
+        self.stop_clean(g)
+
+    def test_start_hashes_the_bytes_it_parsed(self):
+        """The file's hash at start (what a restart and a SIGHUP compare
+        with) is of the bytes that were parsed, not of a second read that a
+        rename in between would make another file's: a -c FIFO gives its
+        text once, and the start must not wait for a second writer."""
+        cfg = self.make_config("fifo")
+        fifo = self.tmp.file("fifo.json")
+        os.mkfifo(fifo)
+        text = json.dumps(cfg, indent=1)
+
+        def feed():
+            with open(fifo, "w") as f:
+                f.write(text)
+
+        threading.Thread(target=feed, daemon=True).start()
+        g = Gateway(self.tmp, None, name="fifo", args=["-c", fifo],
+                    port=int(cfg["listeners"][0]["address"].rsplit(":", 1)[1]))
+        self.addCleanup(g.stop)
+        g.start()
+        g.cfg = cfg  # only now: start() would have written it to a file of its own
+        wait_ready(g)
+        api = Admin(admin_port(cfg))
+        self.addCleanup(api.close)
+        self.assertWrite(api.post("/routes", local_route("a", "/a")), 201)
+        self.assertEqual(self.answer(g, "/a"), (200, "a"))
         self.stop_clean(g)
 
     def test_without_state_dir_nothing_persists(self):
