@@ -739,14 +739,14 @@ static int begin(struct adm_state *st, char *msg, size_t cap)
 {
     char *cfg = NULL, *jpath = NULL;
     struct stat sb;
-    int rc = -1;
+    int rc = -1, locked;
 
     if (mkdir(st->dir, 0700) < 0 && errno != EEXIST) {
         snprintf(msg, cap, "state_dir %s: %s", st->dir, strerror(errno));
         return -1;
     }
-    if (lock_dir(st, msg, cap) < 0)
-        return -1;
+    if ((locked = lock_dir(st, msg, cap)) < 0)
+        return locked; /* -2: another process made it first and holds it */
     if (st->aside_owed) {
         /* first, before any write: the files below are the old config's */
         if (set_aside(st, msg, cap) < 0)

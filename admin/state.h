@@ -129,7 +129,8 @@ void adm_state_replace_cancel(struct adm_state *st);
  * stays and every write tries the set-aside again first, refused while it
  * fails; or -1 with <msg>: among them a journal that cannot be cut, whose
  * tail the next append would continue, and a corrupt config.json that
- * config.json.prev cannot replace. */
+ * config.json.prev cannot replace; or -2 with <msg> when another process
+ * holds the directory (two started together on one not made yet). */
 int adm_state_begin(struct adm_state *st, char *msg, size_t cap);
 
 /* Persists the whole document atomically and empties the journal. */

@@ -433,7 +433,9 @@ int gw_persist_begin(const struct gw_start_plan *plan)
         return -1;
     }
     rc = adm_state_begin(&state, msg, sizeof(msg));
-    if (rc < 0 && default_dir) {
+    /* a directory in use by another instance is no unusable default: the
+     * start exits, as when adm_state_open found it held */
+    if (rc == -1 && default_dir) {
         run_unpersisted(msg);
         return 0;
     }

@@ -507,6 +507,31 @@ START_TEST(second_process_is_refused)
 }
 END_TEST
 
+/* Two starting together on a directory not made yet (the embedded
+ * default's first run): both read nothing, unlocked; the second to make
+ * it ready finds it held, and says so (-2) rather than as a directory that
+ * cannot be used (-1), so that the start exits instead of serving
+ * unpersisted. */
+START_TEST(second_start_on_a_new_directory)
+{
+    char dir[64], sub[96], msg[512];
+    struct adm_state a = {.journal_fd = -1}, b = {.journal_fd = -1};
+    int err;
+
+    make_dir(dir, sizeof(dir));
+    snprintf(sub, sizeof(sub), "%s/new", dir);
+    ck_assert_ptr_null(adm_state_open(&a, sub, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    ck_assert_ptr_null(adm_state_open(&b, sub, msg, sizeof(msg), &err));
+    ck_assert_int_eq(err, 0);
+    ck_assert_int_eq(adm_state_begin(&a, msg, sizeof(msg)), 0);
+    ck_assert_int_eq(adm_state_begin(&b, msg, sizeof(msg)), -2);
+    ck_assert_ptr_nonnull(strstr(msg, "in use by another switchyard process"));
+    adm_state_free(&b);
+    adm_state_free(&a);
+}
+END_TEST
+
 static int open_fds(void)
 {
     int n = 0;
@@ -705,6 +730,7 @@ static Suite *state_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("lifecycle");
     tcase_add_test(tc, second_process_is_refused);
+    tcase_add_test(tc, second_start_on_a_new_directory);
     tcase_add_test(tc, reload_replace_and_cancel);
     suite_add_tcase(s, tc);
     tc = tcase_create("out_of_memory");
