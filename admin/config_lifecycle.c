@@ -33,21 +33,6 @@ static void dir_of(const char *path, char *buf, size_t cap)
         snprintf(buf, cap, "%.*s", (int)(slash - path), path);
 }
 
-const char *adm_path_where(const char *path, char *buf, size_t cap)
-{
-    char cwd[4096];
-    int saved = errno;
-
-    if (path[0] == '/')
-        snprintf(buf, cap, "%s", "");
-    else if (getcwd(cwd, sizeof(cwd)))
-        snprintf(buf, cap, " (relative to %s, the directory switchyard started in)", cwd);
-    else
-        snprintf(buf, cap, " (relative to the directory switchyard started in, which is gone)");
-    errno = saved;
-    return buf;
-}
-
 /* A file this process can create or append to at <path>: it exists and is
  * writable, or its directory exists and is writable. Nothing is created.
  * 0, or -1 with <why>. */

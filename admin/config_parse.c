@@ -8,10 +8,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- small string helpers ---- */
 
@@ -423,4 +425,22 @@ int adm_cf_enum(struct adm_cf *x, const json_t *v, const char *const *names, siz
     struct adm_cf_qbuf q;
     adm_cf_err(x, "invalid value %s (expected one of %s)", adm_cf_quote(&q, s), list);
     return -1;
+}
+
+/* Here, with the parser, rather than in config_lifecycle.c: tls_config.c's
+ * file errors name the directory too, and the config fuzzer links the
+ * parser's files alone. */
+const char *adm_path_where(const char *path, char *buf, size_t cap)
+{
+    char cwd[4096];
+    int saved = errno;
+
+    if (path[0] == '/')
+        snprintf(buf, cap, "%s", "");
+    else if (getcwd(cwd, sizeof(cwd)))
+        snprintf(buf, cap, " (relative to %s, the directory switchyard started in)", cwd);
+    else
+        snprintf(buf, cap, " (relative to the directory switchyard started in, which is gone)");
+    errno = saved;
+    return buf;
 }
