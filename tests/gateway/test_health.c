@@ -13,10 +13,11 @@
 #include <string.h>
 #include <time.h>
 
-/* One pool "u" of snapshot <s>, over ports <ports> of 127.0.0.1, ejecting
- * a server at its first row of failures. */
+/* One pool "u" of snapshot <s>, over three ports of 127.0.0.1, ejecting
+ * a server at its first row of failures (three, so that two may be
+ * ejected: the last server up never is). */
 struct fake {
-    struct sockaddr_in sa[2];
+    struct sockaddr_in sa[3];
     struct adm_server srv[1];
     struct adm_upstream up;
     struct adm_config cfg;
@@ -25,13 +26,13 @@ struct fake {
     struct adm_snapshot s;
 };
 
-static void fake_init(struct fake *f, const char *key, unsigned p0, unsigned p1)
+static void fake_init(struct fake *f, const char *key, unsigned p0, unsigned p1, unsigned p2)
 {
-    struct up_server_def defs[2];
-    unsigned ports[2] = {p0, p1};
+    struct up_server_def defs[3];
+    unsigned ports[3] = {p0, p1, p2};
 
     memset(f, 0, sizeof(*f));
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < 3; i++) {
         f->sa[i].sin_family = AF_INET;
         f->sa[i].sin_port = htons((uint16_t)ports[i]);
         f->sa[i].sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -51,7 +52,7 @@ static void fake_init(struct fake *f, const char *key, unsigned p0, unsigned p1)
     };
     f->cfg.upstreams = &f->up;
     f->cfg.nupstreams = 1;
-    f->pools[0] = up_pool_new("u", key, defs, 2, 1, 4);
+    f->pools[0] = up_pool_new("u", key, defs, 3, 1, 4);
     ck_assert_ptr_nonnull(f->pools[0]);
     f->s.cfg = &f->cfg;
     f->s.pools = f->pools;
@@ -90,15 +91,15 @@ START_TEST(replaced_pool_let_go_after_a_report)
     int i;
 
     ck_assert_int_eq(gw_health_start(1), 0);
-    fake_init(&a, "k1", 9001, 9002);
+    fake_init(&a, "k1", 9001, 9002, 9004);
     gw_health_update(&a.s);
     for (i = 0; i < 5000 && info(a.pools[0], 0).last_status == 42; i++)
         nap();
     ck_assert_int_eq(info(a.pools[0], 0).last_status, -1); /* merged: no check yet */
     ck_assert_uint_eq(up_pool_refs(a.pools[0]), 2);        /* ours and the thread's */
 
-    /* a push replaces the pool: 9001 stays, 9002 goes, 9003 comes */
-    fake_init(&b, "k2", 9003, 9001);
+    /* a push replaces the pool: 9001 stays, 9002 and 9004 go, 9003 and 9005 come */
+    fake_init(&b, "k2", 9003, 9001, 9005);
     gw_health_update(&b.s);
     ck_assert(wait_refs(a.pools[0], 1)); /* merged: the old record let it go */
     ck_assert_uint_eq(up_pool_refs(b.pools[0]), 2);
