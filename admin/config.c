@@ -65,8 +65,11 @@ static const char *nearest_upstream(const struct adm_config *c, const char *name
     const char *best = NULL;
     size_t bestd = 3;
 
-    for (size_t k = 0; k < c->nupstreams; k++) {
-        size_t d = adm_cf_edit_distance(name, c->upstreams[k].name);
+    for (size_t k = 0; name && k < c->nupstreams; k++) {
+        size_t d;
+        if (!c->upstreams[k].name) /* one refused for its name: no suggestion */
+            continue;
+        d = adm_cf_edit_distance(name, c->upstreams[k].name);
         if (d < bestd) {
             bestd = d;
             best = c->upstreams[k].name;
