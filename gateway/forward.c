@@ -88,11 +88,16 @@ int gw_forward_upgrade(const struct h1_request *rq, const struct adm_sroute *sr)
         if (!h1_name_is(&h->name, "upgrade"))
             continue;
         while (h1_list_next(h->value, &pos, &e)) {
+            /* protocol = protocol-name ["/" protocol-version] (RFC 9110
+             * 7.8); an element of another shape ("websocket/13 x") makes
+             * the list malformed, and a malformed Upgrade tunnels nothing */
             const char *slash = memchr(e.ptr, '/', e.len);
-            if (slash)
-                e.len = (size_t)(slash - e.ptr);
+            size_t nlen = slash ? (size_t)(slash - e.ptr) : e.len;
             if (e.len == 0)
                 continue;
+            if (!h1_is_token(e.ptr, nlen) || (slash && !h1_is_token(slash + 1, e.len - nlen - 1)))
+                return 0;
+            e.len = nlen;
             if (!upgrade_allowed(sr, &e))
                 return 0;
             any = 1;

@@ -339,10 +339,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h = only(urq, "connection");
     CHECK(h == NULL || (rq->upgrade && slice_is(h->value, "upgrade")));
     CHECK(only(urq, "upgrade") == NULL || rq->upgrade);
-    /* never h2c, whatever the client's Upgrade list looks like */
+    /* never h2c, whatever the client's Upgrade list looks like, and
+     * only well-formed protocols: each element a token ["/" token] */
     h = only(urq, "upgrade");
-    for (size_t i = 0; h && i + 3 <= h->value.len; i++)
-        CHECK(strncasecmp(h->value.ptr + i, "h2c", 3) != 0);
+    if (h) {
+        struct h1_slice e;
+        size_t pos = 0;
+        while (h1_list_next(h->value, &pos, &e)) {
+            const char *slash = memchr(e.ptr, '/', e.len);
+            size_t nlen = slash ? (size_t)(slash - e.ptr) : e.len;
+            if (e.len == 0)
+                continue;
+            CHECK(h1_is_token(e.ptr, nlen));
+            CHECK(!slash || h1_is_token(slash + 1, e.len - nlen - 1));
+            CHECK(!h1_ci_eq(e.ptr, nlen, "h2c"));
+        }
+    }
     /* what the client's Connection names is gone, but for what the
      * gateway writes itself */
     for (size_t i = 0; i < rq->nconnection; i++) {
