@@ -38,6 +38,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api.h"
 #include "admin/api_int.h"
+#include "admin/fleet_sync.h"
 #include "admin/http.h"
 #include "admin/http1/path.h"
 #include "admin/http1/status.h"
@@ -65,10 +66,18 @@ static const struct adm_http_limits http_limits = {
     .max_conns = 64,
 };
 
+/* "<generation>-<hash>"; on a fleet node "-r<revision>" too: the etcd
+ * revision the config was composed at, which If-Match on a route or
+ * upstream write turns into a compare on the key (adm_api_if_match_ok). */
 static void etag_of(struct adm_api *api, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "\"%llu-%016llx\"", (unsigned long long)current(api)->gen,
-             (unsigned long long)adm_state_hash(api->st));
+    if (api->fleet)
+        snprintf(buf, cap, "\"%llu-%016llx-r%lld\"", (unsigned long long)current(api)->gen,
+                 (unsigned long long)adm_state_hash(api->st),
+                 (long long)adm_fleet_sync_revision(api->fleet));
+    else
+        snprintf(buf, cap, "\"%llu-%016llx\"", (unsigned long long)current(api)->gen,
+                 (unsigned long long)adm_state_hash(api->st));
 }
 
 /* 500 when an answer cannot even be built. */
@@ -178,6 +187,18 @@ void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, i
         json_object_set_new(o, "generation", json_integer((json_int_t)s->gen));
         json_object_set_new(o, "etag", json_string(etag));
         json_object_set_new(o, "build_ms", adm_api_ms(s->build_ms));
+        if (api->fleet) {
+            json_object_set_new(o, "revision",
+                                json_integer((json_int_t)adm_fleet_sync_revision(api->fleet)));
+            if (strcmp(what, "config") == 0)
+                json_object_set_new(
+                    o, "fleet",
+                    json_string(api->fleet_dropped
+                                    ? "a fleet node: this push changed node-local keys only; its "
+                                      "routes and upstreams were ignored (they live in etcd: "
+                                      "write them through /routes and /upstreams)"
+                                    : "a fleet node: this push changed node-local keys only"));
+        }
     }
     adm_api_reply(api, req, code, o);
 }
@@ -236,8 +257,27 @@ static int etag_listed(const char *v, const char *etag)
     }
 }
 
+/* The revision a fleet ETag in the If-Match value <v> names: its first
+ * strong entity-tag ending in "-r<N>"; 0: none. */
+static int64_t etag_revision(const char *v)
+{
+    const char *q, *r;
+
+    while (*v == ' ' || *v == '\t' || *v == ',')
+        v++;
+    if (*v != '"' || !(q = strchr(v + 1, '"')))
+        return 0;
+    for (r = q; r > v && r[-1] >= '0' && r[-1] <= '9'; r--)
+        ;
+    if (r == q || r - v < 3 || r[-1] != 'r' || r[-2] != '-')
+        return 0;
+    return strtoll(r, NULL, 10);
+}
+
 /* If-Match: absent, "*", or a list naming the live ETag (every field line
- * counts); otherwise 412, answered here. */
+ * counts); otherwise 412, answered here. On a fleet node a route or
+ * upstream write takes any ETag this API gave (it names a revision): etcd
+ * then compares the key's mod_revision with it (api->if_rev). */
 int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req)
 {
     struct evkeyvalq *h = adm_req_in(req);
@@ -245,6 +285,25 @@ int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req)
     char etag[64];
     int seen = 0;
 
+    api->if_rev = 0;
+    if (api->fleet && strncmp(adm_req_path(req), "/config", 7) != 0) {
+        TAILQ_FOREACH(kv, h, next)
+        {
+            if (evutil_ascii_strcasecmp(kv->key, "If-Match") != 0)
+                continue;
+            if ((api->if_rev = etag_revision(kv->value)) > 0)
+                return 1;
+            seen = 1;
+            if (kv->value[strspn(kv->value, " \t")] == '*')
+                return 1;
+        }
+        if (!seen)
+            return 1;
+        adm_api_reply_error(api, req, 412, "If-Match names no revision of this fleet",
+                            adm_api_one_error("", "send an ETag this API gave, like %s",
+                                              (etag_of(api, etag, sizeof(etag)), etag)));
+        return 0;
+    }
     etag_of(api, etag, sizeof(etag));
     TAILQ_FOREACH(kv, h, next)
     {
@@ -364,14 +423,15 @@ static void handle_status(struct adm_api *api, struct adm_req *req, const char *
         api->hooks.stats(api->hooks.arg, &gs);
     etag_of(api, etag, sizeof(etag));
     adm_api_reply(api, req, 200,
-                  json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:I,s:I}", "generation",
+                  json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o*}", "generation",
                             (json_int_t)s->gen, "etag", etag, "uptime_s",
                             (json_int_t)(time(NULL) - api->started), "workers",
                             (int)api->sw->nworkers, "connections_open", (json_int_t)gs.conns_open,
                             "requests", (json_int_t)gs.requests, "swaps",
                             (json_int_t)api->sw->swaps, "routes", (json_int_t)rt_table_count(s->rt),
                             "last_build_ms", adm_api_ms(s->build_ms), "retired_snapshots",
-                            (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools));
+                            (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools,
+                            "fleet", api->fleet ? adm_fleet_sync_status(api->fleet) : NULL));
 }
 
 /* ---- health and certificates ---- */

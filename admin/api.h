@@ -99,4 +99,11 @@ void adm_api_free(struct adm_api *api);
  * applies (each named in <errs>; nothing changed). */
 int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap);
 
+/* A fleet node: <fs> composes every document applied (a node document)
+ * with the fleet's objects, and takes the route and upstream writes
+ * (admin/fleet_sync.h). NULL: not a fleet node. */
+struct adm_fleet_sync;
+void adm_api_set_fleet(struct adm_api *api, struct adm_fleet_sync *fs);
+struct adm_fleet_sync *adm_api_fleet(const struct adm_api *api);
+
 #endif

@@ -6,6 +6,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api_int.h"
+#include "admin/fleet_sync.h"
 #include "admin/tls.h"
 
 #include <stdio.h>
@@ -124,9 +125,40 @@ static int apply_doc(struct adm_api *api, json_t *doc, const char *raw, size_t r
     return 0;
 }
 
-int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
+int adm_api_apply_composed(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
+                           size_t cap)
 {
     return apply_doc(api, doc, NULL, 0, errs, msg, cap);
+}
+
+/* On a fleet node every other source brings a node document: it is
+ * composed with the fleet's last good objects first. */
+int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
+{
+    json_t *c;
+    int dropped, rc;
+
+    if (!api->fleet)
+        return apply_doc(api, doc, NULL, 0, errs, msg, cap);
+    if (!(c = adm_fleet_sync_compose_node(api->fleet, doc, &dropped, errs))) {
+        snprintf(msg, cap, "invalid config");
+        return -1;
+    }
+    rc = apply_doc(api, c, NULL, 0, errs, msg, cap);
+    json_decref(c);
+    if (rc >= 0)
+        adm_fleet_sync_node_applied(api->fleet, doc);
+    return rc;
+}
+
+void adm_api_set_fleet(struct adm_api *api, struct adm_fleet_sync *fs)
+{
+    api->fleet = fs;
+}
+
+struct adm_fleet_sync *adm_api_fleet(const struct adm_api *api)
+{
+    return api->fleet;
 }
 
 /* Counts into <n> the members of <now> (a routes array keyed by "id" when
@@ -194,6 +226,31 @@ static const char *refusal(int rc)
 
 /* Validates <doc> (borrowed) as the next config, builds it and swaps it in
  * (unless <dry>). Answers the request, with <code> on success. */
+/* An upstream write on a fleet node: <doc>, the whole config with it,
+ * validated here, then the one object written to etcd. */
+static void fleet_upstream(struct adm_api *api, struct adm_req *req, json_t *doc, const char *name,
+                           int code)
+{
+    struct adm_errors errs;
+    struct adm_changes ch;
+    struct adm_config *cfg;
+
+    adm_errors_init(&errs);
+    if (!(cfg = adm_config_from_json(doc, &errs))) {
+        adm_api_reply_errs(api, req, 400, "invalid config", &errs);
+        adm_errors_clear(&errs);
+        return;
+    }
+    adm_config_free(cfg);
+    adm_errors_clear(&errs);
+    adm_api_changes_of(api, doc, &ch);
+    json_decref(ch.settings);
+    ch.settings = NULL;
+    adm_fleet_sync_write(api->fleet, req, "upstream", name,
+                         json_object_get(json_object_get(doc, "upstreams"), name), code == 201,
+                         api->if_rev, code, &ch);
+}
+
 void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
                         const char *what, const char *name, int code, const char *raw,
                         size_t rawlen)
@@ -202,9 +259,23 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
     struct adm_changes ch;
     uint64_t before = current(api)->gen;
     char msg[512];
-    int rc;
+    json_t *node = NULL;
+    int rc, dropped = 0;
 
+    if (api->fleet && strcmp(what, "upstream") == 0) {
+        fleet_upstream(api, req, doc, name, code);
+        return;
+    }
     adm_errors_init(&errs);
+    if (api->fleet) { /* PUT /config: the node's keys, the fleet's objects as they are */
+        node = doc;
+        if (!(doc = adm_fleet_sync_compose_node(api->fleet, node, &dropped, &errs))) {
+            adm_api_reply_errs(api, req, 400, "invalid config", &errs);
+            adm_errors_clear(&errs);
+            return;
+        }
+        raw = NULL;
+    }
     adm_api_changes_of(api, doc, &ch); /* against the live config, before it is replaced */
     if (dry) {
         struct adm_config *cfg = adm_config_from_json(doc, &errs);
@@ -225,11 +296,11 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
             adm_api_reply(api, req, 200, o);
             adm_config_free(cfg);
         }
-        json_decref(ch.settings);
-        adm_errors_clear(&errs);
-        return;
+        goto out;
     }
     rc = apply_doc(api, doc, raw, rawlen, &errs, msg, sizeof(msg));
+    if (node && rc >= 0)
+        adm_fleet_sync_node_applied(api->fleet, node);
     if (rc == -1 || rc == -3)
         adm_api_reply_errs(api, req, rc == -3 ? 409 : 400, refusal(rc), &errs);
     else if (rc == -2)
@@ -237,8 +308,13 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
                             json_pack("[{s:s,s:s}]", "path", "", "message", msg));
     else {
         adm_api_audit(api, req, before, NULL);
+        api->fleet_dropped = dropped;
         adm_api_reply_written(api, req, code, rc == 0, what, name, &ch);
+        api->fleet_dropped = 0;
     }
+out:
     json_decref(ch.settings);
     adm_errors_clear(&errs);
+    if (node)
+        json_decref(doc);
 }

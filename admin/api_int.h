@@ -26,6 +26,13 @@ struct adm_api {
     char *token;
     time_t started;
     struct adm_clock_wall wall; /* the health words' since as wall-clock time */
+    /* a fleet node's etcd source (admin/fleet_sync.h); NULL: not a fleet
+     * node. Its route and upstream writes go to etcd. */
+    struct adm_fleet_sync *fleet;
+    /* the revision the request being handled named in If-Match on a fleet
+     * node (0: none), set by adm_api_if_match_ok() */
+    int64_t if_rev;
+    int fleet_dropped; /* the PUT /config being answered had routes or upstreams */
 };
 
 /* A handler gets the pattern's one parameter ({id}, {name}) as a checked
@@ -90,6 +97,10 @@ void adm_api_changes_of(struct adm_api *api, const json_t *doc, struct adm_chang
 void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
                         const char *what, const char *name, int code, const char *raw,
                         size_t rawlen);
+/* adm_api_apply() of a document already composed with the fleet's
+ * objects (admin/fleet_sync.c's revisions). */
+int adm_api_apply_composed(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
+                           size_t cap);
 /* A one-error list for adm_api_reply_error: <path> and the message made
  * from <fmt>. */
 json_t *adm_api_one_error(const char *path, const char *fmt, ...) ADM_PRINTF(2, 3);

@@ -69,6 +69,11 @@ struct adm_req {
     int http10, keep, replied;
     int has_body;
     int at_head; /* the head check runs: an answer ends the connection */
+    /* adm_req_defer(): answered later; <gone> is told if the connection
+     * ends first */
+    int deferred;
+    void (*gone)(void *arg);
+    void *gone_arg;
 };
 
 struct adm_http {
@@ -93,6 +98,7 @@ struct adm_conn {
     int shut;            /* our side is shut: reading away */
     int refusing;        /* over lim.max_conns: a 503, nothing read */
     int over;            /* a chunked body went over lim.max_bodies */
+    struct adm_req *waiting; /* a deferred request: nothing more is read until it is answered */
     uint64_t deadline;   /* adm_clock_ms(): the head whole, or the linger over; 0: none */
     char peer[64];       /* the client's "IP:PORT" ("[v6]:PORT"), for the audit log */
     char local[48];      /* the address it reached, as a Host names it */
@@ -228,6 +234,16 @@ void adm_req_reply(struct adm_req *r, int code, const char *reason, struct evbuf
     }
     if (!r->keep)
         conn_end(c);
+    if (c->waiting == r) { /* a deferred answer: the connection goes on */
+        int keep = r->keep;
+        c->waiting = NULL;
+        req_free(r);
+        request_done(c, keep);
+        if (!c->closing) {
+            bufferevent_enable(c->bev, EV_READ);
+            conn_read(c->bev, c); /* a request pipelined behind it */
+        }
+    }
 }
 
 /* The API's words for an error this layer answers itself. */
@@ -404,6 +420,13 @@ static int body_cb(void *ctx, const char *data, size_t len)
 
 static void conn_free(struct adm_conn *c)
 {
+    if (c->waiting) { /* the handler must not answer it any more */
+        struct adm_req *r = c->waiting;
+        c->waiting = NULL;
+        if (r->gone)
+            r->gone(r->gone_arg);
+        req_free(r);
+    }
     LIST_REMOVE(c, link);
     if (c->refusing)
         c->h->nrefusing--;
@@ -424,12 +447,19 @@ static void conn_timeout(struct adm_conn *c, uint64_t ms)
     bufferevent_set_timeouts(c->bev, &rd, &wr);
 }
 
-static void dispatch(struct adm_conn *c)
+/* 1 when the handler deferred its answer: the connection then waits. */
+static int dispatch(struct adm_conn *c)
 {
     struct adm_req *r = c->req;
 
     c->req = NULL;
     c->h->cb(r, c->h->arg);
+    if (r->deferred && !r->replied) {
+        c->waiting = r;
+        bufferevent_disable(c->bev, EV_READ);
+        bufferevent_set_timeouts(c->bev, NULL, NULL);
+        return 1;
+    }
     if (!r->replied) {
         struct evbuffer *b = evbuffer_new();
         if (b)
@@ -440,6 +470,27 @@ static void dispatch(struct adm_conn *c)
             evbuffer_free(b);
     }
     req_free(r);
+    return 0;
+}
+
+/* A request is whole and answered: the connection goes on to the next. */
+static void request_done(struct adm_conn *c, int keep)
+{
+    h1_req_reset(&c->p);
+    c->head_started = 0;
+    if (!keep && !c->closing)
+        conn_end(c); /* then reads away the rest */
+    if (!c->closing)
+        conn_timeout(c, IDLE_MS);
+}
+
+static void conn_read(struct bufferevent *bev, void *arg);
+
+void adm_req_defer(struct adm_req *r, void (*gone)(void *arg), void *arg)
+{
+    r->deferred = 1;
+    r->gone = gone;
+    r->gone_arg = arg;
 }
 
 /* What the handler is not to see: the error answered, the connection
@@ -554,13 +605,9 @@ static void conn_read(struct bufferevent *bev, void *arg)
         {
             int keep = c->req->keep;
 
-            dispatch(c);
-            h1_req_reset(&c->p);
-            c->head_started = 0;
-            if (!keep && !c->closing)
-                conn_end(c); /* then reads away the rest */
-            if (!c->closing)
-                conn_timeout(c, IDLE_MS);
+            if (dispatch(c))
+                return; /* answered later: adm_req_reply() goes on from there */
+            request_done(c, keep);
         }
     }
     /* waiting for more of a head: what is left of its time */

@@ -6,8 +6,8 @@
  * not do: its 413 and 400 pages are HTML, with no hook in libevent 2.1.
  * Requests are parsed by admin/http1's request parser, the gateway's, with
  * the same rules (admin/http1/request.h). A request's head is shown to a
- * check before a byte of its body is read; handlers answer synchronously,
- * exactly once. Connections, the bodies buffered at once and the time a
+ * check before a byte of its body is read; handlers answer exactly once,
+ * at once or, deferred (adm_req_defer), later from the loop. Connections, the bodies buffered at once and the time a
  * head, a body and an idle connection may take are bounded (http.c).
  */
 #ifndef SY_ADMIN_HTTP_H
@@ -79,5 +79,10 @@ struct evbuffer *adm_req_body(struct adm_req *req); /* the body, decoded */
  * Content-Length, Date and Connection. To HEAD, the head only, with the
  * length a GET would have. */
 void adm_req_reply(struct adm_req *req, int code, const char *reason, struct evbuffer *body);
+/* Called in the handler: the answer comes later, from the loop, by
+ * adm_req_reply() (which then frees <req>). The connection reads nothing
+ * more meanwhile. If it ends first, <gone>(<arg>) is called (NULL: not)
+ * and <req> is freed: it must not be answered then. */
+void adm_req_defer(struct adm_req *req, void (*gone)(void *arg), void *arg);
 
 #endif

@@ -14,6 +14,7 @@
 #include "gateway/gateway.h"
 #include "gateway/health.h"
 #include "gateway/heap.h"
+#include "gateway/fleet.h"
 #include "gateway/persist.h"
 
 #include <errno.h>
@@ -540,6 +541,7 @@ static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1;
 
 static void stop_admin(void)
 {
+    gw_fleet_stop(); /* its writes in flight are answered first */
     adm_api_free(api);
     api = NULL;
     if (drain_check_ev)
@@ -603,6 +605,8 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     }
     gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", addr->text, token ? " (bearer token)" : "",
            gw_persist_state()->dir ? ", state persisted" : "");
+    if (gw_fleet_start(api, atomic_load(&proc.swap.current)->cfg, gw_persist_state()->dir) < 0)
+        goto fail_events;
     return 0;
 fail_events:
     stop_admin();

@@ -8,6 +8,8 @@
  */
 #define _GNU_SOURCE
 #include "gateway/persist.h"
+#include "admin/fleet_sync.h"
+#include "gateway/fleet.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -90,9 +92,12 @@ static const char *changes_text(size_t n, char *buf, size_t cap)
 static size_t api_changes(void)
 {
     struct adm_state_sig now = {0};
+    struct adm_fleet_sync *fs = api ? adm_api_fleet(api) : NULL;
     size_t n;
 
-    if (adm_state_sig_make(&now, state.doc) < 0)
+    /* a fleet node's file holds its node's keys only: the fleet's objects
+     * are no API change */
+    if (adm_state_sig_make(&now, fs ? adm_fleet_sync_node(fs) : state.doc) < 0)
         return SIZE_MAX;
     n = adm_state_sig_diff(&derived_sig, &now);
     adm_state_sig_free(&now);
@@ -119,7 +124,9 @@ static void reload_unchanged(void)
 {
     struct adm_errors errs;
     char msg[512], what[96];
-    json_t *doc = json_deep_copy(state.doc);
+    struct adm_fleet_sync *fs = adm_api_fleet(api);
+    /* a fleet node's: its node document, composed again with the fleet */
+    json_t *doc = json_deep_copy(fs ? adm_fleet_sync_node(fs) : state.doc);
     size_t n = api_changes();
     struct adm_snapshot *s;
     int rc;
@@ -518,6 +525,8 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
     if (!path && !cfg->admin.state_dir && !(default_dir = default_state_dir(why, sizeof(why))))
         run_unpersisted(why);
     if (!(cfg = choose_config(cfg, reset, plan)))
+        return NULL;
+    if (cfg->fleet && !(cfg = gw_fleet_load(cfg, plan->from_state, state.dir)))
         return NULL;
     if (!(doc = json_deep_copy(cfg->json)) || adm_state_set_doc(&state, doc) < 0) {
         gw_log(GW_LOG_ERROR, "config: out of memory");

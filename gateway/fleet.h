@@ -1,0 +1,22 @@
+/*
+ * fleet.h - a fleet node's start and stop (fleet.c): what it serves before
+ * etcd answers, and the etcd sync on the admin thread. On the main (admin)
+ * thread only.
+ */
+#ifndef SY_GATEWAY_FLEET_H
+#define SY_GATEWAY_FLEET_H
+
+#include "gateway/gateway.h"
+
+/* The config a fleet node (<cfg>->fleet set) starts with: <cfg>'s
+ * document (the file's; with <from_state>, the persisted one) as the
+ * node's, joined with the fleet persisted in <state_dir> (NULL: none),
+ * or without it when it does not fit. Takes <cfg>; NULL after logging
+ * why (the node's own document is invalid). */
+struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir);
+/* The etcd sync of <cfg> (the live config) for <api>; nothing without a
+ * fleet. -1 after logging why. */
+int gw_fleet_start(struct adm_api *api, const struct adm_config *cfg, const char *state_dir);
+void gw_fleet_stop(void);
+
+#endif
