@@ -29,11 +29,14 @@ static void listener_address(struct adm_cf *x, const json_t *v, void *target)
     }
 }
 
-/* tls_config.c parses "tls" objects and reports at their path */
+/* tls_config.c parses "tls" objects and reports at their path; on a fleet
+ * node (a top-level "fleet") "certificates" may be empty */
 static void listener_tls(struct adm_cf *x, const json_t *v, void *target)
 {
-    adm_cf_count(
-        x, adm_tls_listener_parse(v, x->path, x->errs, &((struct adm_listener *)target)->tls));
+    unsigned flags = json_object_get(x->c->json, "fleet") ? ADM_TLS_FLEET_NODE : 0;
+
+    adm_cf_count(x, adm_tls_listener_parse(v, x->path, flags, x->errs,
+                                           &((struct adm_listener *)target)->tls));
 }
 
 static void listener_client_ip(struct adm_cf *x, const json_t *v, void *target)

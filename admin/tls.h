@@ -5,16 +5,17 @@
  * upstreams: it reads every certificate, key and CA file, parses them with
  * OpenSSL, and refuses what would fail at handshake time (a key that does not
  * match its certificate, an expired certificate, names that do not cover the
- * hosts it is for, two defaults, TLS below 1.2), each error at its JSON
- * pointer. The result is plain data plus the parsed OpenSSL objects, and an
- * identity: the SHA-256 of every setting and of the bytes of every
- * certificate, key and CA, so that two definitions that would build the same
- * context compare equal whatever their file names.
+ * hosts it is for, two defaults, TLS below 1.2, a short ticket_secret),
+ * each error at its JSON pointer. The result is plain data plus the parsed
+ * OpenSSL objects, and an identity: the SHA-256 of every setting and of the
+ * bytes of every certificate, key and CA, so that two definitions that would
+ * build the same context compare equal whatever their file names.
  *
  * tls_ctx.c builds the OpenSSL contexts from it on the admin thread when a
  * snapshot is built: one SSL_CTX per listener that every worker shares, with
- * SNI, ALPN (from the listener's protocols), ticket keys and client
- * verification; and a client SSL_CTX per TLS upstream.
+ * SNI, ALPN (from the listener's protocols), ticket keys (random, or
+ * derived from the listener's ticket_secret so that a fleet's nodes share
+ * them) and client verification; and a client SSL_CTX per TLS upstream.
  *
  * Nothing here prints, exits, or keeps global state other than the OpenSSL
  * algorithms fetched once (adm_tls_init()).
@@ -64,13 +65,14 @@ struct adm_tls_cert {
 /* listeners[].tls */
 struct adm_tls_listener {
     struct adm_tls_cert *certs;
-    size_t ncerts;              /* >= 1 */
+    size_t ncerts;              /* >= 1; 0 only on a fleet node (ADM_TLS_FLEET_NODE) */
     int min_version;            /* TLS1_2_VERSION (default) or TLS1_3_VERSION */
     int session_tickets;        /* 1 by default */
     unsigned ticket_rotation_s; /* 43200 by default */
     enum adm_tls_client_mode client_mode;
     char *client_ca_file;        /* NULL without client_auth */
     STACK_OF(X509) * client_cas; /* owned; NULL without client_auth */
+    char *ticket_secret;         /* what ticket keys derive from (>= 32 bytes); NULL: random */
     unsigned char id[ADM_TLS_ID_LEN];
 };
 
@@ -83,12 +85,20 @@ struct adm_tls_upstream {
     unsigned char id[ADM_TLS_ID_LEN];
 };
 
+/* adm_tls_listener_parse()'s <flags>: the listener is on a fleet node (the
+ * document has a top-level "fleet"), where "certificates" may be empty: the
+ * fleet has none yet, and the listener refuses every handshake until it
+ * has. */
+#define ADM_TLS_FLEET_NODE 1u
+/* The shortest ticket_secret: 256 bits, if every byte were random. */
+#define ADM_TLS_TICKET_SECRET_MIN 32
+
 /* Parses <v>, the value at JSON pointer <path>, into a new *<out>. Returns
  * the number of errors appended to <errs> (0: *out is set, and the caller
  * frees it), or -1 on out of memory. Files are read here (blocking: admin
- * thread or start-up only). */
-int adm_tls_listener_parse(const json_t *v, const char *path, struct adm_errors *errs,
-                           struct adm_tls_listener **out);
+ * thread or start-up only). <flags>: ADM_TLS_FLEET_NODE or 0. */
+int adm_tls_listener_parse(const json_t *v, const char *path, unsigned flags,
+                           struct adm_errors *errs, struct adm_tls_listener **out);
 void adm_tls_listener_free(struct adm_tls_listener *t);
 int adm_tls_upstream_parse(const json_t *v, const char *path, struct adm_errors *errs,
                            struct adm_tls_upstream **out);
@@ -107,19 +117,21 @@ const char *adm_tls_key_name(enum adm_tls_key k);
 
 /* ---- private keys through the admin API (tls_redact.c) ---- */
 
-/* What GET /config writes in place of an inline key_pem (Envoy's
- * config_dump marker). */
+/* What GET /config writes in place of an inline key_pem or a
+ * ticket_secret (Envoy's config_dump marker). */
 #define ADM_TLS_REDACTED "[redacted]"
 /* A deep copy of <doc> (borrowed) with every listener certificate's inline
- * key_pem replaced by ADM_TLS_REDACTED: the caller owns it. NULL on out of
- * memory. */
+ * key_pem and every listener's ticket_secret replaced by ADM_TLS_REDACTED:
+ * the caller owns it. NULL on out of memory. */
 json_t *adm_tls_redact(const json_t *doc);
 /* In the pushed document <doc> (changed in place), every listener
  * certificate whose key_pem is ADM_TLS_REDACTED takes the key_pem of the
  * certificate with the same cert_pem in the live document <live> (borrowed;
- * NULL: none). Returns how many it restored, or -1 with one error per
- * marker that has no live key (its JSON path) in <errs>, or on out of
- * memory: then <doc> may be restored in part, and is for throwing away. */
+ * NULL: none), and every listener whose ticket_secret is ADM_TLS_REDACTED
+ * takes the ticket_secret of the live listener with the same address.
+ * Returns how many it restored, or -1 with one error per marker that has
+ * nothing live to take (its JSON path) in <errs>, or on out of memory: then
+ * <doc> may be restored in part, and is for throwing away. */
 int adm_tls_unredact(json_t *doc, const json_t *live, struct adm_errors *errs);
 
 /* ---- handshake outcomes, counted by the gateway, reported by the admin

@@ -8,15 +8,18 @@
  * ca_file), inline PEM that does not parse, a key that does not match its
  * certificate, an expired certificate, a host its certificate does not cover,
  * a second default certificate, two certificates of one key type for one
- * name, a TLS version below 1.2. The parsed OpenSSL objects stay with the
- * result, so that the context builder (tls_ctx.c) and GET /certificates use
- * them as they are.
+ * name, a TLS version below 1.2, a ticket_secret too short or set with
+ * tickets off. An empty "certificates" is refused too, except on a fleet
+ * node (ADM_TLS_FLEET_NODE), whose certificates come from the fleet and may
+ * not exist yet. The parsed OpenSSL objects stay with the result, so that
+ * the context builder (tls_ctx.c) and GET /certificates use them as they
+ * are.
  *
  * Each result carries an identity (struct adm_tls_listener.id): the SHA-256
- * of every setting and of the bytes of every certificate, key and CA file,
- * never of a file's name. A push whose listener TLS is the same by that
- * measure keeps its SSL_CTX; a certificate file rewritten in place is a
- * change.
+ * of every setting (the ticket_secret too) and of the bytes of every
+ * certificate, key and CA file, never of a file's name. A push whose
+ * listener TLS is the same by that measure keeps its SSL_CTX; a certificate
+ * file rewritten in place is a change.
  */
 #define _DEFAULT_SOURCE
 
@@ -47,6 +50,7 @@ struct tx {
     size_t plen;
     int nerr;
     int nomem;
+    unsigned flags; /* ADM_TLS_FLEET_NODE */
 };
 
 /* Appends "/<key>" (RFC 6901 escaped) or "/<index>"; returns the mark for
@@ -698,11 +702,43 @@ static void parse_client_auth(struct tx *t, const json_t *v, struct adm_tls_list
     l->client_cas = parse_ca(t, v, "ca_file", &l->client_ca_file, md);
 }
 
+/* The listener's ticket_secret <v>: a string that every node of a fleet
+ * shares, so that their ticket keys are the same (tls_ctx.c derives them).
+ * Read after session_tickets: with tickets off a secret is a contradiction,
+ * refused rather than ignored. Only its bytes enter the identity, so a
+ * push that changes it alone builds a new context. */
+static void parse_ticket_secret(struct tx *t, const json_t *v, struct adm_tls_listener *l,
+                                EVP_MD_CTX *md)
+{
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+
+    if (!s || strlen(s) != len) {
+        err(t, "expected a string of at least %d bytes without NUL characters",
+            ADM_TLS_TICKET_SECRET_MIN);
+    } else if (!strcmp(s, ADM_TLS_REDACTED)) {
+        /* PUT /config restores it before this (tls_redact.c) */
+        err(t,
+            "\"%s\" is what GET /config shows instead of the secret: push the secret itself, "
+            "or push it over PUT /config while the live listener of this address has one",
+            ADM_TLS_REDACTED);
+    } else if (len < ADM_TLS_TICKET_SECRET_MIN) {
+        err(t, "too short: %zu bytes, at least %d (make one with `openssl rand -base64 48`)", len,
+            ADM_TLS_TICKET_SECRET_MIN);
+    } else if (!l->session_tickets) {
+        err(t, "set while session_tickets is false: without tickets there is nothing to derive "
+               "from it (remove one of the two)");
+    } else if ((l->ticket_secret = xstrdup(t, s))) {
+        id_add_str(md, "ticket_secret");
+        id_add(md, s, len);
+    }
+}
+
 static void parse_listener(struct tx *t, const json_t *v, struct adm_tls_listener *l,
                            EVP_MD_CTX *md)
 {
-    static const char *const keys[] = {"certificates", "min_version", "session_tickets",
-                                       "ticket_rotation_s", "client_auth"};
+    static const char *const keys[] = {"certificates",      "min_version",   "session_tickets",
+                                       "ticket_rotation_s", "ticket_secret", "client_auth"};
     const json_t *certs = json_object_get(v, "certificates"), *rot;
     const char *mv;
 
@@ -731,6 +767,11 @@ static void parse_listener(struct tx *t, const json_t *v, struct adm_tls_listene
     id_add_int(md, l->min_version);
     id_add_int(md, l->session_tickets);
     id_add_int(md, l->ticket_rotation_s);
+    if (json_object_get(v, "ticket_secret")) {
+        size_t mark = push_key(t, "ticket_secret");
+        parse_ticket_secret(t, json_object_get(v, "ticket_secret"), l, md);
+        pop(t, mark);
+    }
     if (json_object_get(v, "client_auth")) {
         size_t mark = push_key(t, "client_auth");
         parse_client_auth(t, json_object_get(v, "client_auth"), l, md);
@@ -741,8 +782,12 @@ static void parse_listener(struct tx *t, const json_t *v, struct adm_tls_listene
     size_t mark = push_key(t, "certificates");
     if (!certs) {
         err(t, "missing (required)");
-    } else if (!json_is_array(certs) || !json_array_size(certs)) {
+    } else if (!json_is_array(certs) ||
+               (!json_array_size(certs) && !(t->flags & ADM_TLS_FLEET_NODE))) {
         err(t, "expected a non-empty array of certificates");
+    } else if (!json_array_size(certs)) {
+        /* a fleet node before the fleet has certificates: a listener that
+         * refuses every handshake (tls_ctx.c), not a config error */
     } else if (!(l->certs = calloc(json_array_size(certs), sizeof(*l->certs)))) {
         t->nomem = 1;
     } else {
@@ -759,8 +804,9 @@ static void parse_listener(struct tx *t, const json_t *v, struct adm_tls_listene
 
 /* Runs <parse> on a fresh <tx> rooted at <path>, and the identity digest
  * around it. */
-static int run(const char *path, struct adm_errors *errs, void *out, unsigned char *id,
-               void (*parse)(struct tx *, const json_t *, void *, EVP_MD_CTX *), const json_t *v)
+static int run(const char *path, unsigned flags, struct adm_errors *errs, void *out,
+               unsigned char *id, void (*parse)(struct tx *, const json_t *, void *, EVP_MD_CTX *),
+               const json_t *v)
 {
     struct tx t;
     EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -768,6 +814,7 @@ static int run(const char *path, struct adm_errors *errs, void *out, unsigned ch
 
     memset(&t, 0, sizeof(t));
     t.errs = errs;
+    t.flags = flags;
     snprintf(t.path, sizeof(t.path), "%s", path);
     t.plen = strlen(t.path);
     if (!md || !EVP_DigestInit_ex(md, EVP_sha256(), NULL)) {
@@ -787,8 +834,8 @@ static void listener_cb(struct tx *t, const json_t *v, void *out, EVP_MD_CTX *md
     parse_listener(t, v, out, md);
 }
 
-int adm_tls_listener_parse(const json_t *v, const char *path, struct adm_errors *errs,
-                           struct adm_tls_listener **out)
+int adm_tls_listener_parse(const json_t *v, const char *path, unsigned flags,
+                           struct adm_errors *errs, struct adm_tls_listener **out)
 {
     struct adm_tls_listener *l = calloc(1, sizeof(*l));
     int rc;
@@ -796,7 +843,7 @@ int adm_tls_listener_parse(const json_t *v, const char *path, struct adm_errors 
     *out = NULL;
     if (!l)
         return -1;
-    rc = run(path, errs, l, l->id, listener_cb, v);
+    rc = run(path, flags, errs, l, l->id, listener_cb, v);
     if (rc)
         adm_tls_listener_free(l);
     else
@@ -813,6 +860,9 @@ void adm_tls_listener_free(struct adm_tls_listener *t)
     free(t->certs);
     free(t->client_ca_file);
     sk_X509_pop_free(t->client_cas, X509_free);
+    if (t->ticket_secret)
+        OPENSSL_cleanse(t->ticket_secret, strlen(t->ticket_secret));
+    free(t->ticket_secret);
     free(t);
 }
 
@@ -854,7 +904,7 @@ int adm_tls_upstream_parse(const json_t *v, const char *path, struct adm_errors 
     *out = NULL;
     if (!u)
         return -1;
-    rc = run(path, errs, u, u->id, upstream_cb, v);
+    rc = run(path, 0, errs, u, u->id, upstream_cb, v);
     if (rc)
         adm_tls_upstream_free(u);
     else

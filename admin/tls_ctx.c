@@ -28,7 +28,14 @@
  *   rotation period number (HMAC-SHA256), so every worker computes the same
  *   keys without sharing mutable state; each worker caches the keys it
  *   derived in thread-local slots. A ticket sealed in period p opens in p and
- *   p+1 (then it is renewed), and never after.
+ *   p+1 (then it is renewed), and never after. The master is random, unless
+ *   the listener has a ticket_secret: then it derives from the secret and the
+ *   client_auth settings (master_from_secret()), so that every node and
+ *   process of a fleet with that secret opens the others' tickets, since
+ *   periods are wall-clock time;
+ * - a listener without certificates (a fleet node before the fleet has any)
+ *   completes no handshake: every client hello gets unrecognized_name, as
+ *   with nginx's ssl_reject_handshake.
  */
 #define _DEFAULT_SOURCE
 
@@ -325,7 +332,7 @@ static int client_hello_cb(SSL *ssl, int *al, void *arg)
     if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len) &&
         (name = sni_name(ext, len, &nlen)))
         g = adm_tls_ctx_group(c, name, nlen);
-    if (g < 0) {
+    if (g < 0) { /* no default and no match, or no certificate at all */
         *al = SSL_AD_UNRECOGNIZED_NAME;
         return SSL_CLIENT_HELLO_ERROR;
     }
@@ -495,6 +502,70 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char iv[EVP_MAX_
 
 /* ---- building ---- */
 
+/* The label of master_from_secret(): a new derivation gets a new label. */
+#define TICKET_MASTER_LABEL "switchyard ticket master v1"
+
+static int digest_cmp(const void *a, const void *b)
+{
+    return memcmp(a, b, 32);
+}
+
+/* The SHA-256 of the set <cas>: of their SHA-256 fingerprints in sorted
+ * order, so that a bundle written in another order is the same set. */
+static int ca_set_digest(const STACK_OF(X509) * cas, unsigned char out[32])
+{
+    int n = sk_X509_num(cas);
+    unsigned char(*fps)[32] = calloc(n > 0 ? (size_t)n : 1, sizeof(*fps));
+    unsigned len = 0;
+    int ok = fps != NULL;
+
+    for (int i = 0; ok && i < n; i++)
+        ok = X509_digest(sk_X509_value(cas, i), EVP_sha256(), fps[i], &len) && len == 32;
+    if (ok) {
+        qsort(fps, (size_t)n, sizeof(*fps), digest_cmp);
+        ok = EVP_Digest(fps, (size_t)n * sizeof(*fps), out, &len, EVP_sha256(), NULL) && len == 32;
+    }
+    free(fps);
+    return ok ? 0 : -1;
+}
+
+/* The ticket master of a listener with a ticket_secret:
+ * HMAC-SHA256(key = the secret, TICKET_MASTER_LABEL | a byte for the
+ * client_auth mode | with client auth, the SHA-256 of the client CA set).
+ * Nodes with the same secret and client_auth share it; a listener with other
+ * client_auth settings gets another, so that a session never crosses a
+ * client-authentication boundary (the session id context says the same
+ * within one context). The mode bytes are part of the format: 0 off, 1
+ * require, 2 optional. */
+static int master_from_secret(const struct adm_tls_listener *t, unsigned char out[32])
+{
+    unsigned char msg[sizeof(TICKET_MASTER_LABEL) - 1 + 1 + 32];
+    size_t n = sizeof(TICKET_MASTER_LABEL) - 1;
+    unsigned len = 0;
+
+    memcpy(msg, TICKET_MASTER_LABEL, n);
+    msg[n++] = t->client_mode == ADM_TLS_CLIENT_REQUIRE    ? 1
+               : t->client_mode == ADM_TLS_CLIENT_OPTIONAL ? 2
+                                                           : 0;
+    if (t->client_mode != ADM_TLS_CLIENT_OFF) {
+        if (ca_set_digest(t->client_cas, msg + n) < 0)
+            return -1;
+        n += 32;
+    }
+    if (!HMAC(EVP_sha256(), t->ticket_secret, (int)strlen(t->ticket_secret), msg, n, out, &len) ||
+        len != 32)
+        return -1;
+    return 0;
+}
+
+/* The master secret of a new context: from the ticket_secret, or random. */
+static int ticket_master(const struct adm_tls_listener *t, unsigned char out[32])
+{
+    if (t->ticket_secret)
+        return master_from_secret(t, out);
+    return RAND_priv_bytes(out, 32) == 1 ? 0 : -1;
+}
+
 static int set_client_auth(SSL_CTX *ssl, const struct adm_tls_listener *t)
 {
     X509_STORE *store = SSL_CTX_get_cert_store(ssl);
@@ -575,7 +646,7 @@ struct adm_tls_ctx *adm_tls_ctx_new(const struct adm_tls_listener *t, unsigned p
     for (size_t i = 0; i < c->ngroups; i++)
         if (group_sid(t, &c->groups[i]) < 0)
             goto fail_data;
-    if (index_names(c) < 0 || RAND_priv_bytes(c->master, sizeof(c->master)) != 1)
+    if (index_names(c) < 0 || ticket_master(t, c->master) < 0)
         goto fail_data;
 
     if (!(ssl = SSL_CTX_new(TLS_server_method()))) {

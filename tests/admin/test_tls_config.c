@@ -3,7 +3,8 @@
  * (admin/tls_config.c), through adm_config_parse(): a full listener with RSA,
  * ECDSA, wildcard and default certificates, inline PEM, identities that
  * follow content and not file names, and every refusal at its JSON path;
- * the listener keys that depend on tls (redirect_https, protocols).
+ * ticket_secret; an empty certificate list on a fleet node only; the
+ * listener keys that depend on tls (redirect_https, protocols).
  * Certificates are made by the openssl CLI at test time (tls_certs.h).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -336,6 +337,128 @@ START_TEST(refusals)
 }
 END_TEST
 
+#define SECRET "0123456789abcdef0123456789abcdef" /* 32 bytes, the shortest */
+
+/* ticket_secret: kept, part of the identity (another secret, another
+ * identity; none, the identity of a listener without the key), and
+ * refused at its pointer when it is not a string, too short, the redaction
+ * marker, or set with tickets off. */
+START_TEST(ticket_secret)
+{
+    char tls[4096];
+    unsigned char none[ADM_TLS_ID_LEN], one[ADM_TLS_ID_LEN];
+    const char *P = "/listeners/1/tls/ticket_secret";
+
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}]", pair("ec", "ec"));
+    struct adm_config *c = expect_ok(tls_doc(tls));
+    ck_assert_ptr_null(c->listeners[1].tls->ticket_secret);
+    memcpy(none, c->listeners[1].tls->id, sizeof(none));
+    adm_config_free(c);
+
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}], 'ticket_secret': '%s'", pair("ec", "ec"),
+             SECRET);
+    c = expect_ok(tls_doc(tls));
+    ck_assert_str_eq(c->listeners[1].tls->ticket_secret, SECRET);
+    memcpy(one, c->listeners[1].tls->id, sizeof(one));
+    adm_config_free(c);
+    ck_assert_mem_ne(none, one, sizeof(one));
+    c = expect_ok(tls_doc(tls)); /* the same secret: the same identity */
+    ck_assert_mem_eq(one, c->listeners[1].tls->id, sizeof(one));
+    adm_config_free(c);
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}], 'ticket_secret': '%sX'", pair("ec", "ec"),
+             SECRET);
+    c = expect_ok(tls_doc(tls));
+    ck_assert_mem_ne(one, c->listeners[1].tls->id, sizeof(one));
+    adm_config_free(c);
+
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}], 'ticket_secret': 42", pair("ec", "ec"));
+    expect_error(tls_doc(tls), P, "expected a string of at least 32 bytes");
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}], 'ticket_secret': '%.31s'", pair("ec", "ec"),
+             SECRET);
+    expect_error(tls_doc(tls), P, "too short: 31 bytes, at least 32");
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}], 'ticket_secret': ''", pair("ec", "ec"));
+    expect_error(tls_doc(tls), P, "too short: 0 bytes");
+    snprintf(tls, sizeof(tls), "'certificates': [{%s}], 'ticket_secret': '%s'", pair("ec", "ec"),
+             ADM_TLS_REDACTED);
+    expect_error(tls_doc(tls), P, "is what GET /config shows instead of the secret");
+    snprintf(tls, sizeof(tls),
+             "'certificates': [{%s}], 'session_tickets': false, 'ticket_secret': '%s'",
+             pair("ec", "ec"), SECRET);
+    expect_error(tls_doc(tls), P, "set while session_tickets is false");
+}
+END_TEST
+
+/* The errors of listener "tls" body <tls> (' for ") parsed directly with
+ * <flags>; *<out> the result, or NULL. */
+static int parse_tls(const char *tls, unsigned flags, struct adm_errors *e,
+                     struct adm_tls_listener **out)
+{
+    char text[4096];
+    json_error_t je;
+    snprintf(text, sizeof(text), "{%s}", tls);
+    for (char *p = text; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    json_t *v = json_loads(text, 0, &je);
+    ck_assert_msg(v != NULL, "%s: %s", text, je.text);
+    adm_errors_init(e);
+    int rc = adm_tls_listener_parse(v, "/listeners/0/tls", flags, e, out);
+    json_decref(v);
+    return rc;
+}
+
+/* An empty "certificates" is a fleet node's listener before the fleet has
+ * certificates: accepted with ADM_TLS_FLEET_NODE, and only there. The
+ * config parser passes the flag when the document has a top-level
+ * "fleet". */
+START_TEST(empty_certificates_on_a_fleet_node)
+{
+    struct adm_errors e;
+    struct adm_tls_listener *t = NULL;
+
+    ck_assert_int_eq(parse_tls("'certificates': []", ADM_TLS_FLEET_NODE, &e, &t), 0);
+    ck_assert_ptr_nonnull(t);
+    ck_assert_uint_eq(t->ncerts, 0);
+    adm_tls_listener_free(t);
+    adm_errors_clear(&e);
+    /* the other keys are read as ever */
+    ck_assert_int_eq(
+        parse_tls("'certificates': [], 'ticket_secret': '" SECRET "'", ADM_TLS_FLEET_NODE, &e, &t),
+        0);
+    ck_assert_str_eq(t->ticket_secret, SECRET);
+    adm_tls_listener_free(t);
+    adm_errors_clear(&e);
+    ck_assert_int_eq(
+        parse_tls("'certificates': [], 'min_version': '1.1'", ADM_TLS_FLEET_NODE, &e, &t), 1);
+    ck_assert_str_eq(e.v[0].path, "/listeners/0/tls/min_version");
+    adm_errors_clear(&e);
+    /* a missing or non-array "certificates" stays an error there */
+    ck_assert_int_eq(parse_tls("'min_version': '1.2'", ADM_TLS_FLEET_NODE, &e, &t), 1);
+    ck_assert_str_eq(e.v[0].path, "/listeners/0/tls/certificates");
+    adm_errors_clear(&e);
+    ck_assert_int_eq(parse_tls("'certificates': {}", ADM_TLS_FLEET_NODE, &e, &t), 1);
+    adm_errors_clear(&e);
+    /* elsewhere, the existing error */
+    ck_assert_int_eq(parse_tls("'certificates': []", 0, &e, &t), 1);
+    ck_assert_ptr_null(t);
+    ck_assert_str_eq(e.v[0].path, "/listeners/0/tls/certificates");
+    ck_assert_ptr_nonnull(strstr(e.v[0].msg, "non-empty"));
+    adm_errors_clear(&e);
+
+    /* through the config parser: a document with "fleet" raises no error
+     * at the certificates (whatever it says of "fleet" itself), one
+     * without does */
+    const char *doc = doc2("{'address': '127.0.0.1:8443', 'tls': {'certificates': []}}",
+                           "'fleet': {'etcd': {'endpoints': ['http://127.0.0.1:2379']}}");
+    struct adm_config *c = parse(doc, &e);
+    for (size_t i = 0; i < e.n; i++)
+        ck_assert_msg(strcmp(e.v[i].path, "/listeners/1/tls/certificates"), "%s", e.v[i].msg);
+    adm_config_free(c);
+    adm_errors_clear(&e);
+    expect_error(tls_doc("'certificates': []"), "/listeners/1/tls/certificates", "non-empty");
+}
+END_TEST
+
 START_TEST(redirect_https)
 {
     struct adm_config *c =
@@ -473,6 +596,8 @@ static Suite *tls_config_suite(void)
     tcase_add_test(tc, defaults);
     tcase_add_test(tc, identity_follows_content);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, ticket_secret);
+    tcase_add_test(tc, empty_certificates_on_a_fleet_node);
     tcase_add_test(tc, redirect_https);
     tcase_add_test(tc, protocols);
     tcase_add_test(tc, upstream_tls);

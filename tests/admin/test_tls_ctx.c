@@ -5,8 +5,10 @@
  * ECDSA by the client's signature algorithms, versions, ALPN by the
  * listener's protocols (and RFC 9113's TLS 1.2 cipher rule), resumption by
  * ticket for TLS 1.2 and 1.3 (and not across contexts, nor across a
- * client-auth boundary, nor with tickets off), ticket-key rotation with its
- * grace period, and client certificates.
+ * client-auth boundary, nor with tickets off), tickets shared by contexts
+ * with one ticket_secret, a listener without certificates refusing every
+ * handshake, ticket-key rotation with its grace period, and client
+ * certificates.
  * Certificates are made by the openssl CLI at test time (tls_certs.h).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -501,6 +503,84 @@ START_TEST(client_certificates)
 }
 END_TEST
 
+#define SECRET_A "'ticket_secret': '0123456789abcdef0123456789abcdef'"
+#define SECRET_B "'ticket_secret': 'fedcba9876543210fedcba9876543210'"
+
+/* Two contexts with one ticket_secret, as two nodes of a fleet (or a
+ * restarted process) build them, open each other's tickets; another secret,
+ * no secret, another rotation period do not; neither does another
+ * certificate group, nor another client-auth setting with the same
+ * secret. */
+START_TEST(ticket_secret_shares_tickets)
+{
+    char tls[1200];
+    struct adm_tls_ctx *a = ctx_of(STD ", " SECRET_A), *b = ctx_of(STD ", " SECRET_A);
+    struct adm_tls_ctx *other = ctx_of(STD ", " SECRET_B), *none = ctx_of(STD);
+    struct adm_tls_ctx *hourly = ctx_of(STD ", 'ticket_rotation_s': 3600, " SECRET_A);
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+        ck_assert_int_eq(resumes(a, b, "api.example.com", "api.example.com", v), 1);
+        ck_assert_int_eq(resumes(b, a, NULL, NULL, v), 1);
+        ck_assert_int_eq(resumes(a, other, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(a, none, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(none, a, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(a, hourly, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(a, b, "api.example.com", "x.w.example.com", v), 0);
+    }
+    adm_tls_ctx_unref(a);
+    adm_tls_ctx_unref(b);
+    adm_tls_ctx_unref(other);
+    adm_tls_ctx_unref(none);
+    adm_tls_ctx_unref(hourly);
+
+    struct adm_tls_ctx *plain = ctx_of("'certificates': [{@ec}], " SECRET_A);
+    snprintf(tls, sizeof(tls),
+             "'certificates': [{@ec}], 'client_auth': {'ca_file': '%s/ca.pem', "
+             "'mode': 'optional'}, " SECRET_A,
+             tls_certs());
+    struct adm_tls_ctx *auth = ctx_of(tls), *auth2 = ctx_of(tls);
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+        ck_assert_int_eq(resumes(plain, auth, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(auth, plain, NULL, NULL, v), 0);
+        ck_assert_int_eq(resumes(auth, auth2, NULL, NULL, v), 1);
+    }
+    adm_tls_ctx_unref(plain);
+    adm_tls_ctx_unref(auth);
+    adm_tls_ctx_unref(auth2);
+}
+END_TEST
+
+/* A fleet node's listener without certificates: every client hello, with
+ * SNI or without, gets unrecognized_name and no handshake completes. */
+START_TEST(no_certificates_refuses_every_handshake)
+{
+    json_t *body = json_pack("{s:[]}", "certificates");
+    struct adm_errors e;
+    struct adm_tls_listener *t = NULL;
+    char why[256];
+
+    adm_errors_init(&e);
+    ck_assert_int_eq(adm_tls_listener_parse(body, "/listeners/0/tls", ADM_TLS_FLEET_NODE, &e, &t),
+                     0);
+    struct adm_tls_ctx *c = adm_tls_ctx_new(t, ADM_PROTO_H1 | ADM_PROTO_H2, why, sizeof(why));
+    ck_assert_msg(c != NULL, "%s", why);
+    adm_tls_listener_free(t);
+    json_decref(body);
+    const char *snis[] = {"api.example.com", NULL};
+    for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++) {
+        for (size_t i = 0; i < 2; i++) {
+            struct hs h = {.sni = snis[i], .max_version = v, .alpn = "\x02h2"};
+            handshake(c, &h);
+            ck_assert_int_eq(h.ok, 0);
+            ck_assert_int_eq(h.alert, SSL_AD_UNRECOGNIZED_NAME);
+            ck_assert_int_eq(h.group, -1);
+        }
+    }
+    ck_assert_int_eq(adm_tls_ctx_group(c, "api.example.com", 15), -1);
+    ck_assert_int_eq(adm_tls_ctx_group(c, "", 0), -1);
+    adm_tls_ctx_unref(c);
+}
+END_TEST
+
 /* Waits until the wall clock enters a new second (a rotation period of 1 s). */
 static void next_second(void)
 {
@@ -555,10 +635,15 @@ START_TEST(snapshots_reuse_contexts)
     "[{\"cert\": \"%s/wild.pem\", \"key\": \"%s/wild.key\"}]%s}}], "                               \
     "\"upstreams\": {\"u\": {\"servers\": [{\"address\": \"127.0.0.1:9\"}], "                      \
     "\"tls\": {\"ca_file\": \"%s/ca.pem\"}}}}"
-    struct adm_snapshot *s[4] = {0};
-    const char *names[4] = {"ec", "ec2", "ec2", "dflt"};
-    const char *extra[4] = {"", "", ", \"session_tickets\": false", ""};
-    for (int i = 0; i < 4; i++) {
+    struct adm_snapshot *s[6] = {0};
+    const char *names[6] = {"ec", "ec2", "ec2", "dflt", "dflt", "dflt"};
+    const char *extra[6] = {"",
+                            "",
+                            ", \"session_tickets\": false",
+                            "",
+                            ", \"ticket_secret\": \"0123456789abcdef0123456789abcdef\"",
+                            ", \"ticket_secret\": \"fedcba9876543210fedcba9876543210\""};
+    for (int i = 0; i < 6; i++) {
         snprintf(doc, sizeof(doc), FMT, d, names[i], d, names[i], d, d, extra[i], d);
         adm_errors_init(&e);
         struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
@@ -577,7 +662,13 @@ START_TEST(snapshots_reuse_contexts)
     ck_assert_ptr_ne(s[2]->tls[0], s[3]->tls[0]); /* another certificate */
     /* the tickets of the first still open on the second */
     ck_assert_int_eq(resumes(s[0]->tls[0], s[1]->tls[0], NULL, NULL, TLS1_3_VERSION), 1);
-    for (int i = 0; i < 4; i++)
+    /* a ticket_secret set, then changed alone: a new context each time,
+     * with the new keys; the other listener keeps its own */
+    ck_assert_ptr_ne(s[3]->tls[1], s[4]->tls[1]);
+    ck_assert_ptr_ne(s[4]->tls[1], s[5]->tls[1]);
+    ck_assert_ptr_eq(s[4]->tls[0], s[5]->tls[0]);
+    ck_assert_int_eq(resumes(s[4]->tls[1], s[5]->tls[1], NULL, NULL, TLS1_3_VERSION), 0);
+    for (int i = 0; i < 6; i++)
         adm_snapshot_free(s[i]);
 }
 END_TEST
@@ -639,6 +730,8 @@ static Suite *tls_ctx_suite(void)
     tcase_add_test(tc, resumption);
     tcase_add_test(tc, no_resumption_across_client_auth);
     tcase_add_test(tc, client_certificates);
+    tcase_add_test(tc, ticket_secret_shares_tickets);
+    tcase_add_test(tc, no_certificates_refuses_every_handshake);
     tcase_add_test(tc, ticket_rotation);
     tcase_add_test(tc, snapshots_reuse_contexts);
     tcase_add_test(tc, snapshots_follow_protocols);
