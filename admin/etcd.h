@@ -14,10 +14,14 @@
  *
  * A watchdog notices a dead watch: the watch asks for progress
  * notifications, and a watch that hears nothing (no event, no progress)
- * for watch_idle_ms is probed with a count-only range of the prefix for
- * keys modified after the last delivered revision; keys there that the
+ * for watch_idle_ms is probed with a range of the prefix for keys
+ * modified after the last delivered revision; keys there that the
  * watch did not deliver within another watch_idle_ms, or a probe that
- * fails, restart the connection. progress_request is not used as a
+ * fails, restart the connection. The probe asks for the prefix's one key
+ * modified last (limit 1, sorted by mod_revision, keys only), not for a
+ * count: etcd 3.4 counts a count_only range before min_mod_revision
+ * filters it, so that count is the whole prefix's. A deleted key is not
+ * seen by the probe. progress_request is not used as a
  * delivery barrier (etcd 3.4.23 lacks etcd#15237).
  *
  * Writes are single-key transactions with an optional compare.
@@ -31,6 +35,14 @@
  * (taken again when etcd says it is invalid or expired).
  *
  * Nothing here logs: what happens reaches the caller through the hooks.
+ * The hooks and the done callbacks run from the loop; they may call
+ * adm_etcd_write(), adm_etcd_cancel() and adm_etcd_stats(), but never
+ * adm_etcd_free() (free the client from another event).
+ *
+ * Every request has a connection of its own ("Connection: close"), with
+ * a dial timer and a request timer; an answer or a watch line is bounded
+ * by ETCD_BODY_MAX (64 MiB, etcd_int.h). Host names in endpoints are
+ * resolved with a blocking getaddrinfo() (use addresses or /etc/hosts).
  */
 #ifndef SY_ADMIN_ETCD_H
 #define SY_ADMIN_ETCD_H
@@ -115,7 +127,12 @@ typedef void (*adm_etcd_done_fn)(void *arg, int ok, int64_t rev, const char *why
  * included), or deletes <key> when <value> is NULL, if <cmp> holds
  * (<rev> for ADM_ETCD_MOD_BELOW). <done> is called once, later, from the
  * loop. Returns a handle for adm_etcd_cancel(), or 0 when the write could
- * not even be queued (out of memory: <done> is not called). */
+ * not even be queued (out of memory: <done> is not called).
+ * A write goes out only while the watch runs (at most 8 at once, each on
+ * its own connection); until then it waits. request_timeout_ms after the
+ * call it fails (-1) wherever it is. A write whose connection breaks
+ * fails (-1) and is not retried: it may or may not have happened. An
+ * invalid or expired token is taken again and the write retried once. */
 uint64_t adm_etcd_write(struct adm_etcd *e, const char *key, const char *value, size_t vallen,
                         enum adm_etcd_cmp cmp, int64_t rev, adm_etcd_done_fn done, void *arg);
 /* <done> of write <handle> will not be called (the write may still

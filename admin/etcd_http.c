@@ -1,0 +1,397 @@
+/*
+ * etcd_http.c - one HTTP/1.1 POST to an etcd endpoint on a connection of
+ * its own, plain or TLS, read with admin/http1/response.h (etcd_int.h
+ * says why a connection per request).
+ */
+#include "admin/etcd_int.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/dns.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+
+#include "admin/http1/response.h"
+
+/* The most bytes of a response head. */
+#define HEAD_MAX 16384
+
+enum phase { PH_DIAL, PH_HEAD, PH_BODY };
+
+struct etcd_http {
+    struct bufferevent *bev;
+    struct event *timer;
+    struct h1_resp *resp;
+    struct evbuffer *buf; /* a unary body, or a stream's partial line */
+    enum phase phase;
+    int stream; /* lines go to <line> (a 200 answer to a stream request) */
+    int overflow;
+    const struct etcd_ep *ep;
+    unsigned request_ms;
+    etcd_http_line line;
+    etcd_http_done done;
+    void *arg;
+};
+
+/* ---- endpoints ---- */
+
+int etcd_ep_parse(struct etcd_ep *ep, const char *url, char *why, size_t cap)
+{
+    const char *p, *hs, *he, *colon;
+    char *end;
+    unsigned long port;
+
+    memset(ep, 0, sizeof(*ep));
+    if (!strncmp(url, "http://", 7)) {
+        p = url + 7;
+    } else if (!strncmp(url, "https://", 8)) {
+        p = url + 8;
+        ep->tls = 1;
+    } else {
+        snprintf(why, cap, "endpoint \"%s\": not http:// or https://", url);
+        return -1;
+    }
+    if (*p == '[') { /* an IPv6 literal */
+        hs = p + 1;
+        if (!(he = strchr(hs, ']')))
+            goto bad;
+        colon = he + 1;
+    } else {
+        hs = p;
+        he = colon = p + strcspn(p, ":/");
+    }
+    if (he == hs || *colon != ':')
+        goto bad;
+    errno = 0;
+    port = strtoul(colon + 1, &end, 10);
+    if (errno || end == colon + 1 || port == 0 || port > 65535 || (*end && strcmp(end, "/")))
+        goto bad;
+    ep->url = strdup(url);
+    ep->host = strndup(hs, (size_t)(he - hs));
+    ep->port = (unsigned)port;
+    if (!ep->url || !ep->host) {
+        etcd_ep_clear(ep);
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    return 0;
+bad:
+    snprintf(why, cap, "endpoint \"%s\": expected scheme://host:port", url);
+    return -1;
+}
+
+void etcd_ep_clear(struct etcd_ep *ep)
+{
+    free(ep->url);
+    free(ep->host);
+    memset(ep, 0, sizeof(*ep));
+}
+
+/* ---- a request ---- */
+
+static void http_free(struct etcd_http *h)
+{
+    if (h->bev)
+        bufferevent_free(h->bev);
+    if (h->timer)
+        event_free(h->timer);
+    if (h->buf)
+        evbuffer_free(h->buf);
+    free(h->resp);
+    free(h);
+}
+
+void etcd_http_cancel(struct etcd_http *h)
+{
+    if (h)
+        http_free(h);
+}
+
+/* Ends <h> with the error <msg>, prefixed by the endpoint. */
+static void http_fail(struct etcd_http *h, const char *msg)
+{
+    char why[512];
+
+    snprintf(why, sizeof(why), "%s: %s", h->ep->url, msg);
+    h->done(h->arg, 0, NULL, 0, why);
+    http_free(h);
+}
+
+static void http_finish(struct etcd_http *h)
+{
+    unsigned char *body;
+    size_t len = evbuffer_get_length(h->buf);
+
+    if (evbuffer_add(h->buf, "", 1) < 0 || !(body = evbuffer_pullup(h->buf, -1))) {
+        http_fail(h, "out of memory");
+        return;
+    }
+    h->done(h->arg, h->resp->status, (const char *)body, len, NULL);
+    http_free(h);
+}
+
+static void on_body(void *ctx, const char *data, size_t len)
+{
+    struct etcd_http *h = ctx;
+
+    if (h->overflow || evbuffer_get_length(h->buf) + len > ETCD_BODY_MAX ||
+        evbuffer_add(h->buf, data, len) < 0)
+        h->overflow = 1;
+}
+
+/* Hands the complete lines of a stream over; -1 when <h> is gone. */
+static int stream_lines(struct etcd_http *h)
+{
+    struct evbuffer_ptr at;
+
+    for (;;) {
+        size_t n;
+        char *line;
+
+        at = evbuffer_search(h->buf, "\n", 1, NULL);
+        if (at.pos < 0)
+            return 0;
+        n = (size_t)at.pos;
+        if (!(line = malloc(n + 1))) {
+            http_fail(h, "out of memory");
+            return -1;
+        }
+        evbuffer_remove(h->buf, line, n);
+        evbuffer_drain(h->buf, 1);
+        line[n] = '\0';
+        if (h->line(h->arg, line, n) < 0) {
+            free(line);
+            http_free(h);
+            return -1;
+        }
+        free(line);
+    }
+}
+
+/* Feeds what is buffered to the body decoder; -1 when <h> is gone. */
+static int read_body(struct etcd_http *h, struct evbuffer *in)
+{
+    while (evbuffer_get_length(in) > 0 && !h->resp->msg_done) {
+        size_t len = evbuffer_get_length(in), used = 0;
+        const char *data = (const char *)evbuffer_pullup(in, -1);
+
+        if (!data) {
+            http_fail(h, "out of memory");
+            return -1;
+        }
+        if (h1_resp_feed_body(h->resp, data, len, &used, on_body, h) < 0) {
+            http_fail(h, "invalid body framing");
+            return -1;
+        }
+        evbuffer_drain(in, used);
+        if (h->overflow) {
+            http_fail(h, "answer too large");
+            return -1;
+        }
+        if (h->stream && stream_lines(h) < 0)
+            return -1;
+        if (used == 0)
+            break;
+    }
+    if (h->resp->msg_done) {
+        if (h->stream)
+            http_fail(h, "the watch stream ended");
+        else
+            http_finish(h);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses the head once it is all there; -1 when <h> is gone. */
+static int read_head(struct etcd_http *h, struct evbuffer *in)
+{
+    for (;;) {
+        size_t len = evbuffer_get_length(in), n = len < HEAD_MAX ? len : HEAD_MAX, hl;
+        const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)n);
+        int rc = data ? h1_resp_parse_head(h->resp, data, n, HEAD_MAX, &hl) : -1;
+
+        if (rc == 0 && len < HEAD_MAX)
+            return 0;
+        if (rc <= 0) {
+            http_fail(h, "invalid response head");
+            return -1;
+        }
+        evbuffer_drain(in, hl);
+        if (h->resp->status >= 200)
+            break;
+        h1_resp_init(h->resp); /* a 1xx: the real head follows */
+    }
+    h1_resp_begin_body(h->resp);
+    h->phase = PH_BODY;
+    if (h->line && h->resp->status == 200) {
+        h->stream = 1; /* a stream's silence is the watchdog's business */
+        event_del(h->timer);
+    }
+    return 0;
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+    struct etcd_http *h = arg;
+    struct evbuffer *in = bufferevent_get_input(bev);
+
+    if (h->phase == PH_HEAD && read_head(h, in) < 0)
+        return;
+    if (h->phase == PH_BODY)
+        read_body(h, in);
+}
+
+/* What went wrong on <bev>, in words. */
+static void bev_error(struct bufferevent *bev, char *out, size_t cap)
+{
+    unsigned long e;
+    int dns = bufferevent_socket_get_dns_error(bev);
+    SSL *ssl = bufferevent_openssl_get_ssl(bev);
+
+    if (dns) {
+        snprintf(out, cap, "cannot resolve: %s", evutil_gai_strerror(dns));
+    } else if (ssl && SSL_get_verify_result(ssl) != X509_V_OK) {
+        snprintf(out, cap, "TLS: certificate verify failed: %s",
+                 X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+    } else if (ssl && (e = bufferevent_get_openssl_error(bev)) != 0) {
+        char buf[256];
+        ERR_error_string_n(e, buf, sizeof(buf));
+        snprintf(out, cap, "TLS: %s", buf);
+        while (bufferevent_get_openssl_error(bev))
+            ;
+    } else {
+        int err = EVUTIL_SOCKET_ERROR();
+        snprintf(out, cap, "%s", err ? evutil_socket_error_to_string(err) : "connection closed");
+    }
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+    struct etcd_http *h = arg;
+    char msg[300];
+
+    if (what & BEV_EVENT_CONNECTED) {
+        struct timeval tv = {h->request_ms / 1000, (h->request_ms % 1000) * 1000};
+        h->phase = PH_HEAD;
+        event_add(h->timer, &tv);
+        return;
+    }
+    if ((what & BEV_EVENT_EOF) && h->phase == PH_BODY && !h->stream && h1_resp_needs_eof(h->resp)) {
+        http_finish(h);
+        return;
+    }
+    if (what & BEV_EVENT_EOF)
+        snprintf(msg, sizeof(msg), "%s",
+                 h->stream ? "the watch stream was closed" : "connection closed early");
+    else
+        bev_error(bev, msg, sizeof(msg));
+    http_fail(h, msg);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct etcd_http *h = arg;
+
+    (void)fd;
+    (void)what;
+    http_fail(h, h->phase == PH_DIAL ? "timed out connecting" : "timed out waiting for the answer");
+}
+
+/* A TLS session for <ep> that checks the server's name (or IP). */
+static SSL *tls_session(SSL_CTX *ctx, const struct etcd_ep *ep)
+{
+    unsigned char ip[16];
+    SSL *ssl = SSL_new(ctx);
+
+    if (!ssl)
+        return NULL;
+    if (inet_pton(AF_INET, ep->host, ip) == 1 || inet_pton(AF_INET6, ep->host, ip) == 1) {
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ep->host) != 1)
+            goto fail;
+    } else if (SSL_set_tlsext_host_name(ssl, ep->host) != 1 || SSL_set1_host(ssl, ep->host) != 1) {
+        goto fail;
+    }
+    return ssl;
+fail:
+    SSL_free(ssl);
+    return NULL;
+}
+
+static int write_request(struct etcd_http *h, const struct etcd_http_req *r)
+{
+    struct evbuffer *out = bufferevent_get_output(h->bev);
+    size_t blen = strlen(r->body);
+
+    if (evbuffer_add_printf(out,
+                            "POST %s HTTP/1.1\r\nHost: %s%s%s:%u\r\n"
+                            "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+                            "Connection: close\r\n",
+                            r->path, strchr(r->ep->host, ':') ? "[" : "", r->ep->host,
+                            strchr(r->ep->host, ':') ? "]" : "", r->ep->port, blen) < 0)
+        return -1;
+    if (r->token && evbuffer_add_printf(out, "Authorization: %s\r\n", r->token) < 0)
+        return -1;
+    return evbuffer_add(out, "\r\n", 2) < 0 || evbuffer_add(out, r->body, blen) < 0 ? -1 : 0;
+}
+
+struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size_t cap)
+{
+    struct etcd_http *h = calloc(1, sizeof(*h));
+    struct timeval tv = {r->dial_ms / 1000, (r->dial_ms % 1000) * 1000};
+    /* deferred callbacks: none runs inside etcd_http_start() */
+    const int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+
+    if (!h || !(h->resp = malloc(sizeof(*h->resp))) || !(h->buf = evbuffer_new()) ||
+        !(h->timer = evtimer_new(r->base, on_timer, h)))
+        goto fail_oom;
+    h1_resp_init(h->resp);
+    h->ep = r->ep;
+    h->request_ms = r->request_ms;
+    h->line = r->line;
+    h->done = r->done;
+    h->arg = r->arg;
+    if (r->ep->tls) {
+        SSL *ssl = tls_session(r->ssl_ctx, r->ep);
+        if (!ssl) {
+            snprintf(why, cap, "%s: cannot set up a TLS session", r->ep->url);
+            goto fail;
+        }
+        h->bev = bufferevent_openssl_socket_new(r->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
+        if (!h->bev) {
+            SSL_free(ssl);
+            goto fail_oom;
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(h->bev, 1);
+    } else if (!(h->bev = bufferevent_socket_new(r->base, -1, opts))) {
+        goto fail_oom;
+    }
+    bufferevent_setcb(h->bev, on_read, NULL, on_event, h);
+    if (write_request(h, r) < 0 || bufferevent_enable(h->bev, EV_READ | EV_WRITE) < 0)
+        goto fail_oom;
+    event_add(h->timer, &tv);
+    /* A host name is resolved by getaddrinfo() here (no evdns base): etcd
+     * endpoints are usually addresses, and names resolve from /etc/hosts. */
+    if (bufferevent_socket_connect_hostname(h->bev, NULL, AF_UNSPEC, r->ep->host,
+                                            (int)r->ep->port) < 0) {
+        char msg[300];
+        bev_error(h->bev, msg, sizeof(msg));
+        snprintf(why, cap, "%s: %s", r->ep->url, msg);
+        goto fail;
+    }
+    return h;
+fail_oom:
+    snprintf(why, cap, "out of memory");
+fail:
+    if (h)
+        http_free(h);
+    ERR_clear_error();
+    return NULL;
+}
