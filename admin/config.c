@@ -4,8 +4,8 @@
  * One pass over the document fills a struct adm_config through per-object key
  * tables (admin/config_int.h): the root table here hands each top-level key to
  * its section's file (config_listeners.c, config_upstreams.c, config_routes.c,
- * config_admin.c, config_settings.c). A key missing from its table is an
- * error, so is a value of the wrong type or out of range. A second pass here
+ * config_admin.c, config_settings.c, config_fleet.c). A key missing from its
+ * table is an error, so is a value of the wrong type or out of range. A second pass here
  * checks what spans sections: route -> upstream references, the admin address
  * against the listeners, and route conflicts (every route inserted into one
  * router transaction). Errors go to a struct adm_errors, each with the JSON
@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "admin/config_int.h"
+#include "admin/fleet.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -54,6 +55,7 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "admin", .kind = FK_FN, .fn = adm_cf_admin},
     {.key = "user", .kind = FK_FN, .fn = adm_cf_user},
     {.key = "group", .kind = FK_FN, .fn = adm_cf_group},
+    {.key = "fleet", .kind = FK_FN, .fn = adm_cf_fleet},
 };
 
 /* ---- checks across the sections ---- */
@@ -557,6 +559,7 @@ void adm_config_free(struct adm_config *c)
     adm_cf_routes_free(c);
     adm_cf_settings_free(c);
     adm_cf_admin_free(c);
+    adm_fleet_cfg_free(c->fleet);
     rt_table_free(c->table);
     json_decref(c->json);
     free(c);

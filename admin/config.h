@@ -22,7 +22,7 @@
  * section uses, admin/config_int.h), and one file per section:
  * config_listeners.c, config_upstreams.c, config_routes.c, config_admin.c,
  * config_settings.c (router, trusted proxies, limits, timeouts, http2,
- * access log),
+ * access log), config_fleet.c (how a fleet node reaches etcd),
  * and tls_config.c for the "tls" objects of listeners and upstreams
  * (admin/tls.h). Error lists are admin/errors.h, addresses and CIDRs
  * admin/addr.h.
@@ -48,6 +48,7 @@
 /* ---- the config ---- */
 
 struct adm_tls_listener; /* admin/tls.h */
+struct adm_fleet_cfg;    /* admin/fleet.h */
 struct adm_tls_upstream;
 
 /* Where a request's client address comes from (client_ip.source). */
@@ -382,7 +383,11 @@ struct adm_config {
     struct adm_resolver_cfg resolver;
     struct adm_admin admin;
     char *user, *group; /* drop to them after binding (NULL: stay as started) */
-    json_t *json;       /* the document as given (one owned reference); do not modify */
+    /* "fleet": this node takes its routes, upstreams, certificates and
+     * ticket secret from etcd (admin/fleet.h); NULL: a standalone node.
+     * Restart-only. */
+    struct adm_fleet_cfg *fleet;
+    json_t *json; /* the document as given (one owned reference); do not modify */
     /* From adm_config_from_json_bound(): the routes' table with the binder's
      * udata. A user takes it by setting this to NULL; otherwise it is freed
      * with the config. NULL from every other parser. */
@@ -465,6 +470,12 @@ int adm_token_file_read(const char *path, char *buf, size_t cap, char *why, size
  * against the working directory of the start, whoever pushed the config
  * from wherever. Keeps errno. Returns <buf>. */
 const char *adm_path_where(const char *path, char *buf, size_t cap);
+/* The bytes of the file <path>, at most <cap> of them, NUL-terminated after
+ * *<len> (the caller frees them); NULL with <why>: "cannot read ..." naming
+ * the file (and where a relative one was looked for), or that it is too
+ * large. For the files a config names that are read when it is parsed
+ * (certificates, keys, CAs, a password). config_parse.c. */
+char *adm_read_small_file(const char *path, size_t cap, size_t *len, char *why, size_t why_cap);
 /* What a start checks beyond the schema, so that a config accepted by a
  * push, a SIGHUP or --check also starts (config_lifecycle.c): the token
  * file readable and not empty, no open admin API off loopback, the state
@@ -472,9 +483,9 @@ const char *adm_path_where(const char *path, char *buf, size_t cap);
  * one error per problem to <errs>; returns how many. Nothing is created. */
 size_t adm_config_check_env(const struct adm_config *c, struct adm_errors *errs);
 /* The restart-only keys that differ between the running <old> and <c>:
- * workers, admin.* but admin.origins, user, group (listeners are live: the
- * gateway binds them). Appends one error per key ("needs a restart") to <errs>; returns how
- * many. */
+ * workers, admin.* but admin.origins, user, group, fleet (listeners are
+ * live: the gateway binds them). Appends one error per key ("needs a restart") to <errs>; returns
+ * how many. */
 size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_config *c,
                                struct adm_errors *errs);
 /* Lookups by name / id; NULL when absent. Linear. */

@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config.h"
+#include "admin/fleet.h"
 #include "admin/tls.h"
 
 #include <errno.h>
@@ -151,6 +152,70 @@ static void needs_restart(struct adm_errors *errs, const char *path, const char 
     adm_errors_add(errs, path, "needs a restart to change (the running value is %s)", now);
 }
 
+static int endpoints_differ(const struct adm_fleet_cfg *a, const struct adm_fleet_cfg *b)
+{
+    if (a->nendpoints != b->nendpoints)
+        return 1;
+    for (size_t i = 0; i < a->nendpoints; i++)
+        if (str_differs(a->endpoints[i], b->endpoints[i]))
+            return 1;
+    return 0;
+}
+
+static const char *or_none(const char *s)
+{
+    return s ? s : "none";
+}
+
+/* <v> as text in <buf>. */
+static const char *num(char *buf, size_t cap, unsigned v)
+{
+    snprintf(buf, cap, "%u", v);
+    return buf;
+}
+
+/* "fleet": the etcd client is made once, at start, from it. Compared as
+ * parsed, so that writing a default out is no change. */
+static void fleet_restart_diff(const struct adm_fleet_cfg *a, const struct adm_fleet_cfg *b,
+                               struct adm_errors *errs)
+{
+    char now[32];
+
+    if (!a != !b) {
+        needs_restart(errs, "/fleet", a ? "a fleet node" : "a standalone node (no fleet)");
+        return;
+    }
+    if (!a)
+        return;
+    if (endpoints_differ(a, b))
+        needs_restart(errs, "/fleet/etcd/endpoints", a->endpoints[0]);
+    if (str_differs(a->prefix, b->prefix))
+        needs_restart(errs, "/fleet/etcd/prefix", a->prefix);
+    if (str_differs(a->ca_file, b->ca_file))
+        needs_restart(errs, "/fleet/etcd/tls/ca_file", or_none(a->ca_file));
+    if (str_differs(a->cert_file, b->cert_file))
+        needs_restart(errs, "/fleet/etcd/tls/cert_file", or_none(a->cert_file));
+    if (str_differs(a->key_file, b->key_file))
+        needs_restart(errs, "/fleet/etcd/tls/key_file", or_none(a->key_file));
+    if (str_differs(a->username, b->username))
+        needs_restart(errs, "/fleet/etcd/username", or_none(a->username));
+    if (str_differs(a->password_file, b->password_file))
+        needs_restart(errs, "/fleet/etcd/password_file", or_none(a->password_file));
+    else if (str_differs(a->password, b->password)) /* the client keeps the one read at start */
+        adm_errors_add(errs, "/fleet/etcd/password_file",
+                       "needs a restart to change (the password in it changed since the start)");
+    if (a->dial_timeout_ms != b->dial_timeout_ms)
+        needs_restart(errs, "/fleet/etcd/dial_timeout_ms",
+                      num(now, sizeof(now), a->dial_timeout_ms));
+    if (a->request_timeout_ms != b->request_timeout_ms)
+        needs_restart(errs, "/fleet/etcd/request_timeout_ms",
+                      num(now, sizeof(now), a->request_timeout_ms));
+    if (a->watch_idle_ms != b->watch_idle_ms)
+        needs_restart(errs, "/fleet/etcd/watch_idle_ms", num(now, sizeof(now), a->watch_idle_ms));
+    if (a->write_wait_ms != b->write_wait_ms)
+        needs_restart(errs, "/fleet/write_wait_ms", num(now, sizeof(now), a->write_wait_ms));
+}
+
 size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_config *c,
                                struct adm_errors *errs)
 {
@@ -177,6 +242,7 @@ size_t adm_config_restart_diff(const struct adm_config *old, const struct adm_co
         snprintf(now, sizeof(now), "%u", old->admin.heap_reserve_mb);
         needs_restart(errs, "/admin/heap_reserve_mb", now);
     }
+    fleet_restart_diff(old->fleet, c->fleet, errs);
     /* listeners are live: the gateway binds the ones a config adds before
      * it is accepted, and closes the ones it removes; whether a listener
      * speaks TLS, its certificates and redirect_https are read per

@@ -29,12 +29,36 @@ static void listener_address(struct adm_cf *x, const json_t *v, void *target)
     }
 }
 
+/* "certificates": "fleet" stands for the fleet's certificates, which
+ * adm_fleet_compose() (admin/fleet.h) puts in its place before a fleet
+ * node's document reaches the parser: the parser itself never sees it in
+ * a config that can run. */
+static int fleet_certificates(struct adm_cf *x, const json_t *v)
+{
+    const json_t *c = json_object_get(v, "certificates");
+    size_t mark;
+
+    if (!json_is_string(c) || strcmp(json_string_value(c), "fleet") != 0)
+        return 0;
+    mark = adm_cf_push_key(x, "certificates");
+    if (!json_object_get(x->c->json, "fleet"))
+        adm_cf_err(x, "\"fleet\" serves the fleet's certificates: it needs the top-level fleet "
+                      "key");
+    else
+        adm_cf_err(x, "\"fleet\" stands for the fleet's certificates from etcd, and this "
+                      "document was not joined with the fleet's objects");
+    adm_cf_pop(x, mark);
+    return 1;
+}
+
 /* tls_config.c parses "tls" objects and reports at their path; on a fleet
  * node (a top-level "fleet") "certificates" may be empty */
 static void listener_tls(struct adm_cf *x, const json_t *v, void *target)
 {
     unsigned flags = json_object_get(x->c->json, "fleet") ? ADM_TLS_FLEET_NODE : 0;
 
+    if (fleet_certificates(x, v))
+        return;
     adm_cf_count(x, adm_tls_listener_parse(v, x->path, flags, x->errs,
                                            &((struct adm_listener *)target)->tls));
 }

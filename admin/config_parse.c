@@ -444,3 +444,37 @@ const char *adm_path_where(const char *path, char *buf, size_t cap)
     errno = saved;
     return buf;
 }
+
+char *adm_read_small_file(const char *path, size_t cap, size_t *len, char *why, size_t why_cap)
+{
+    FILE *f = fopen(path, "rb");
+    char where[4200], *buf;
+    size_t n;
+
+    if (!f) {
+        snprintf(why, why_cap, "cannot read \"%s\"%s: %s", path,
+                 adm_path_where(path, where, sizeof(where)), strerror(errno));
+        return NULL;
+    }
+    if (!(buf = malloc(cap + 1))) {
+        snprintf(why, why_cap, "out of memory");
+        fclose(f);
+        return NULL;
+    }
+    n = fread(buf, 1, cap + 1, f);
+    if (ferror(f) || n > cap) {
+        if (ferror(f))
+            snprintf(why, why_cap, "cannot read \"%s\": %s", path, strerror(errno));
+        else if (cap % (1u << 20) == 0)
+            snprintf(why, why_cap, "cannot read \"%s\": larger than %zu MiB", path, cap >> 20);
+        else
+            snprintf(why, why_cap, "cannot read \"%s\": larger than %zu bytes", path, cap);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}

@@ -195,34 +195,7 @@ static int get_bool(struct tx *t, const json_t *obj, const char *key, int dflt)
  * reason in <why>. The caller frees them. */
 static char *read_file(const char *path, size_t *len, char *why, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t n;
-
-    if (!f) {
-        char where[4200];
-        snprintf(why, cap, "cannot read \"%s\"%s: %s", path,
-                 adm_path_where(path, where, sizeof(where)), strerror(errno));
-        return NULL;
-    }
-    buf = malloc(MAX_PEM + 1);
-    if (!buf) {
-        snprintf(why, cap, "out of memory");
-        goto out;
-    }
-    n = fread(buf, 1, MAX_PEM + 1, f);
-    if (ferror(f) || n > MAX_PEM) {
-        snprintf(why, cap, "cannot read \"%s\": %s", path,
-                 ferror(f) ? strerror(errno) : "larger than 1 MiB");
-        free(buf);
-        buf = NULL;
-        goto out;
-    }
-    buf[n] = '\0';
-    *len = n;
-out:
-    fclose(f);
-    return buf;
+    return adm_read_small_file(path, MAX_PEM, len, why, cap);
 }
 
 /* The bytes of a file member <fkey> or an inline member <ikey> of <obj>,
