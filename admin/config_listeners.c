@@ -30,37 +30,37 @@ static void listener_address(struct adm_cf *x, const json_t *v, void *target)
 }
 
 /* "certificates": "fleet" stands for the fleet's certificates, which
- * adm_fleet_compose() (admin/fleet.h) puts in its place before a fleet
- * node's document reaches the parser: the parser itself never sees it in
- * a config that can run. */
-static int fleet_certificates(struct adm_cf *x, const json_t *v)
-{
-    const json_t *c = json_object_get(v, "certificates");
-    size_t mark;
-
-    if (!json_is_string(c) || strcmp(json_string_value(c), "fleet") != 0)
-        return 0;
-    mark = adm_cf_push_key(x, "certificates");
-    if (!json_object_get(x->c->json, "fleet"))
-        adm_cf_err(x, "\"fleet\" serves the fleet's certificates: it needs the top-level fleet "
-                      "key");
-    else
-        adm_cf_err(x, "\"fleet\" stands for the fleet's certificates from etcd, and this "
-                      "document was not joined with the fleet's objects");
-    adm_cf_pop(x, mark);
-    return 1;
-}
-
-/* tls_config.c parses "tls" objects and reports at their path; on a fleet
- * node (a top-level "fleet") "certificates" may be empty */
+ * adm_fleet_compose() (admin/fleet.h) puts in its place once etcd (or the
+ * fleet persisted in the state directory) has delivered them. In a fleet
+ * node's own file it parses as no certificate yet: the listener refuses
+ * handshakes until the fleet's arrive. Without a top-level "fleet" it is an
+ * error. */
 static void listener_tls(struct adm_cf *x, const json_t *v, void *target)
 {
-    unsigned flags = json_object_get(x->c->json, "fleet") ? ADM_TLS_FLEET_NODE : 0;
+    const json_t *c = json_object_get(v, "certificates");
+    int fleet = json_object_get(x->c->json, "fleet") != NULL;
+    unsigned flags = fleet ? ADM_TLS_FLEET_NODE : 0;
+    json_t *copy = NULL;
 
-    if (fleet_certificates(x, v))
-        return;
+    if (json_is_string(c) && strcmp(json_string_value(c), "fleet") == 0) {
+        if (!fleet) {
+            size_t mark = adm_cf_push_key(x, "certificates");
+            adm_cf_err(x, "\"fleet\" serves the fleet's certificates: it needs the top-level "
+                          "fleet key");
+            adm_cf_pop(x, mark);
+            return;
+        }
+        if (!(copy = json_copy((json_t *)v)) ||
+            json_object_set_new(copy, "certificates", json_array()) < 0) {
+            json_decref(copy);
+            adm_cf_count(x, -1);
+            return;
+        }
+        v = copy;
+    }
     adm_cf_count(x, adm_tls_listener_parse(v, x->path, flags, x->errs,
                                            &((struct adm_listener *)target)->tls));
+    json_decref(copy);
 }
 
 static void listener_client_ip(struct adm_cf *x, const json_t *v, void *target)

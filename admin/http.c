@@ -194,6 +194,9 @@ static void add_date(struct evbuffer *out)
 }
 
 /* No more requests on <c>: what is queued goes out, then the close. */
+static void request_done(struct adm_conn *c, int keep);
+static void conn_read(struct bufferevent *bev, void *arg);
+
 static void conn_end(struct adm_conn *c)
 {
     c->closing = 1;

@@ -48,6 +48,18 @@ static struct adm_config *compose_parse(const struct adm_fleet *f, const json_t 
     return cfg;
 }
 
+size_t gw_fleet_check(const struct adm_config *cfg, struct adm_errors *errs)
+{
+    struct adm_config *c;
+    size_t before = errs->n;
+
+    if (!cfg->fleet)
+        return 0;
+    if ((c = compose_parse(NULL, cfg->json, cfg->fleet->prefix, errs)))
+        adm_config_free(c);
+    return errs->n - before;
+}
+
 struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir)
 {
     struct adm_errors errs;

@@ -8,6 +8,10 @@
 
 #include "gateway/gateway.h"
 
+/* What --check adds for a fleet node's file <cfg>: its document joined with
+ * no fleet objects must be valid (no routes or upstreams of its own). The
+ * number of errors appended to <errs>. */
+size_t gw_fleet_check(const struct adm_config *cfg, struct adm_errors *errs);
 /* The config a fleet node (<cfg>->fleet set) starts with: <cfg>'s
  * document (the file's; with <from_state>, the persisted one) as the
  * node's, joined with the fleet persisted in <state_dir> (NULL: none),

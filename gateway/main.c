@@ -319,7 +319,7 @@ static int check_config(const char *path)
     adm_errors_init(&errs);
     if ((cfg = adm_config_load_file(path, &errs))) {
         /* what a start checks beyond the schema, binding aside */
-        size_t n = adm_config_check_env(cfg, &errs);
+        size_t n = adm_config_check_env(cfg, &errs) + gw_fleet_check(cfg, &errs);
         adm_config_free(cfg);
         if (!n) {
             puts("ok");
