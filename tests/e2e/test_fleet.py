@@ -41,10 +41,22 @@ def admin(gw, method, path, body=None, headers=None):
         data = r.read()
     finally:
         c.close()
-    return r.status, (json.loads(data) if data else None), dict(r.getheaders())
+    if r.getheader("Content-Type", "").startswith("application/json"):
+        return r.status, json.loads(data), dict(r.getheaders())
+    return r.status, data.decode(), dict(r.getheaders())
 
 
 def fleet(gw):
+    """GET /status's "fleet" object (waiting for the admin API, which opens
+    after the listeners)."""
+    def up():
+        try:
+            socket.create_connection(("127.0.0.1", admin_port(gw)), timeout=TIMEOUT).close()
+            return True
+        except OSError:
+            return False
+
+    wait_for(up, what="the admin API")
     st, s, _ = admin(gw, "GET", "/status")
     assert st == 200, (st, s)
     return s["fleet"]
@@ -317,6 +329,8 @@ class Invalid(FleetCase):
                  what="the upstream error")
         self.assertEqual(fleet(a)["errors"][0]["key"], PREFIX + "routes/bad")
         st, m, _ = admin(a, "GET", "/metrics")
+        self.assertIn("switchyard_fleet_errors 1\n", m)
+        self.assertIn("switchyard_fleet_connected 1\n", m)
         # repaired: the fleet's state applies
         e.delete(PREFIX + "routes/bad")
         self.wait_body([a, b], "/g", "g2\n")
