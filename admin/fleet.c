@@ -763,17 +763,27 @@ out:
 
 /* ---- composing the config ---- */
 
+/* Whether the node's <key> holds anything: an empty "routes": [] or
+ * "upstreams": {} (a template's) is no conflict with the fleet's. */
+static int node_has(const json_t *node, const char *key)
+{
+    const json_t *v = json_object_get(node, key);
+
+    return v && !(json_is_array(v) && json_array_size(v) == 0) &&
+           !(json_is_object(v) && json_object_size(v) == 0);
+}
+
 /* The node file's "routes" or "upstreams", refused: on a fleet node they
  * come from etcd. */
 static void node_owned(const struct adm_fleet *f, const json_t *node, struct adm_errors *errs)
 {
-    if (json_object_get(node, "routes"))
+    if (node_has(node, "routes"))
         adm_errors_add(errs, "/routes",
                        "on a fleet node the routes live in etcd, one key each: %sroutes/ID "
                        "(etcdctl put %sroutes/ID '{\"path\": ...}'); remove \"routes\" from "
                        "the node's file",
                        f->prefix, f->prefix);
-    if (json_object_get(node, "upstreams"))
+    if (node_has(node, "upstreams"))
         adm_errors_add(errs, "/upstreams",
                        "on a fleet node the upstreams live in etcd, one key each: "
                        "%supstreams/NAME (etcdctl put %supstreams/NAME '{\"servers\": ...}'); "

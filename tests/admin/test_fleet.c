@@ -309,7 +309,8 @@ START_TEST(errors_of_every_key_and_the_node)
     struct adm_etcd_kv kvs[] = {kv(P "routes/a", "nope", 1), kv(P "routes/b", "{}", 1),
                                 kv(P "junk", "{}", 1)};
     struct adm_errors e;
-    json_t *n = node_doc("{\"listeners\": [], \"routes\": [], \"upstreams\": {}}");
+    json_t *n = node_doc("{\"listeners\": [], \"routes\": [{\"id\": \"x\"}], "
+                         "\"upstreams\": {\"u\": {}}}");
 
     adm_fleet_reset(f, 1, kvs, 3);
     adm_errors_init(&e);
@@ -321,6 +322,13 @@ START_TEST(errors_of_every_key_and_the_node)
     has_error(&e, "/upstreams", "/sy/upstreams/NAME");
     has_error(&e, P "routes/a", "not JSON");
     has_error(&e, P "junk", "not a fleet object");
+    adm_errors_clear(&e);
+    json_decref(n);
+
+    /* empty ones (a template's) are no conflict */
+    n = node_doc("{\"listeners\": [], \"routes\": [], \"upstreams\": {}}");
+    ck_assert_ptr_null(adm_fleet_compose(f, n, &e));
+    ck_assert_uint_eq(e.n, 2);
     adm_errors_clear(&e);
     json_decref(n);
 

@@ -308,6 +308,9 @@ def place(key, example):
         else:
             cur = cur.setdefault(name, {})
     merge(cur, example)
+    if "fleet" in doc:  # a fleet node's file: its routes and upstreams live in etcd
+        doc.pop("upstreams", None)
+        doc.pop("routes", None)
     return doc
 
 
