@@ -306,6 +306,26 @@ class Writes(FleetCase):
         self.wait_body([a], "/r", "2\n")
 
 
+class Secured(FleetCase):
+    def test_etcd_with_tls_client_certificates_and_auth(self):
+        """A node reaches an etcd that wants a client certificate and a
+        user: it reads, watches and writes through both."""
+        e = self.etcd(tls=True, auth=True)
+        cfg = node_config([e.endpoint], self.tmp.file("state-secured"))
+        cfg["fleet"]["etcd"].update({
+            "tls": {"ca_file": e.certs["ca"], "cert_file": e.certs["client_cert"],
+                    "key_file": e.certs["client_key"]},
+            "username": e.user, "password_file": e.password_file})
+        e.put(PREFIX + "routes/r", route("/r", "secured\n"))
+        a = self.own_gateway(cfg, name="node")
+        self.wait_body([a], "/r", "secured\n")
+        st, r, _ = admin(a, "POST", "/routes", {"id": "w", "path": "/w",
+                                                 "response": {"body": "w\n"}})
+        self.assertEqual(st, 201, r)
+        self.assertIsNotNone(e.get(PREFIX + "routes/w"))
+        self.assertTrue(fleet(a)["connected"])
+
+
 class Invalid(FleetCase):
     def test_invalid_object_is_not_applied_until_repaired(self):
         e = self.etcd()
