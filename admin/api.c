@@ -269,8 +269,8 @@ static int64_t etag_revision(const char *v)
         return 0;
     for (r = q; r > v && r[-1] >= '0' && r[-1] <= '9'; r--)
         ;
-    if (r == q || r - v < 3 || r[-1] != 'r' || r[-2] != '-')
-        return 0;
+    if (r == q || r - v < 3 || r[-1] != 'r' || r[-2] != '-' || q - r > 18)
+        return 0; /* 18 digits at most: the compare adds one */
     return strtoll(r, NULL, 10);
 }
 
@@ -348,6 +348,23 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
     char etag[64];
 
     (void)unused;
+    if (api->fleet) { /* the node's document, encoded each time: it is small */
+        json_t *doc = adm_fleet_sync_config(api->fleet);
+        json_t *shown = doc ? adm_tls_redact(doc) : NULL;
+        char *js = shown ? json_dumps(shown, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(doc);
+        json_decref(shown);
+        if (!js || !(b = evbuffer_new()) || evbuffer_add(b, js, strlen(js)) < 0 ||
+            evbuffer_add(b, "\n", 1) < 0) {
+            free(js);
+            if (b)
+                evbuffer_free(b);
+            adm_api_send_oom(req);
+            return;
+        }
+        free(js);
+        goto send;
+    }
     if (!st->canon || st->canon_gen != s->gen) {
         json_t *shown = adm_tls_redact(st->doc); /* never a private key */
         free(st->canon);
@@ -366,6 +383,7 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
         adm_api_send_oom(req);
         return;
     }
+send:
     etag_of(api, etag, sizeof(etag));
     evhttp_add_header(adm_req_out(req), "Content-Type", "application/json");
     evhttp_add_header(adm_req_out(req), "ETag", etag);

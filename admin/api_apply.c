@@ -136,11 +136,11 @@ int adm_api_apply_composed(struct adm_api *api, json_t *doc, struct adm_errors *
 int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap)
 {
     json_t *c;
-    int dropped, rc;
+    int rc;
 
     if (!api->fleet)
         return apply_doc(api, doc, NULL, 0, errs, msg, cap);
-    if (!(c = adm_fleet_sync_compose_node(api->fleet, doc, &dropped, errs))) {
+    if (!(c = adm_fleet_sync_compose_node(api->fleet, doc, NULL, errs))) {
         snprintf(msg, cap, "invalid config");
         return -1;
     }

@@ -371,7 +371,13 @@ static void compacted(struct adm_etcd *e)
     e->compacted = 1;
     e->have_view = 0;
     event_del(e->dog_t);
-    e->sess = S_RANGE;
+    /* a probe or a re-login in flight is the old watch's: dropped, and a
+     * token a write found expired is taken first */
+    etcd_http_cancel(e->sreq);
+    e->sreq = NULL;
+    e->reauth = 0;
+    e->suspect = 0;
+    e->sess = S_AUTH;
     sess_next(e);
 }
 
@@ -544,6 +550,8 @@ static void sess_next(struct adm_etcd *e)
     char why[ERR_LEN];
     char *body;
 
+    etcd_http_cancel(e->sreq); /* one session request at a time: never an orphan */
+    e->sreq = NULL;
     if (e->sess == S_AUTH && e->username && !e->token) {
         body = jdump(json_pack("{s:s,s:s}", "name", e->username, "password", e->password));
         e->sreq = request(e, "/v3/auth/authenticate", body, NULL, on_auth, e, why, sizeof(why));
@@ -690,14 +698,16 @@ static void on_write(void *arg, int status, const char *body, size_t len, const 
     }
     if (status != 200) { /* an invalid token: take a new one, try again once */
         json_decref(o);
-        if (w->auth_retried) {
+        if (w->auth_retried || !e->username) {
             wop_finish(e, w, -1, 0, why);
             return;
         }
         w->auth_retried = 1;
         free(e->token);
         e->token = NULL;
-        if (e->sess == S_UP && !e->sreq) {
+        if (e->sess == S_UP) {
+            /* a watchdog probe in flight gives way (the next period
+             * probes again): the writes need the token now */
             e->sess = S_AUTH; /* the watch keeps running meanwhile */
             e->reauth = 1;
             event_del(e->dog_t);
@@ -744,7 +754,10 @@ static char *txn_body(const struct adm_etcd *e, const char *key64, const char *v
     if (cmp == ADM_ETCD_ABSENT)
         json_array_append_new(cmps, json_pack("{s:s,s:s,s:s,s:s}", "key", key64, "target",
                                               "VERSION", "result", "EQUAL", "version", "0"));
-    else if (cmp == ADM_ETCD_MOD_BELOW)
+    if (cmp == ADM_ETCD_EXISTS || cmp == ADM_ETCD_EXISTS_MOD_BELOW)
+        json_array_append_new(cmps, json_pack("{s:s,s:s,s:s,s:s}", "key", key64, "target",
+                                              "VERSION", "result", "GREATER", "version", "0"));
+    if (cmp == ADM_ETCD_MOD_BELOW || cmp == ADM_ETCD_EXISTS_MOD_BELOW)
         json_array_append_new(cmps, json_pack("{s:s,s:s,s:s,s:s}", "key", key64, "target", "MOD",
                                               "result", "LESS", "mod_revision", revs));
     if (val64)

@@ -114,8 +114,10 @@ void adm_etcd_free(struct adm_etcd *e);
 /* A write's condition. */
 enum adm_etcd_cmp {
     ADM_ETCD_ALWAYS = 0,
-    ADM_ETCD_ABSENT,    /* the key does not exist (version == 0) */
-    ADM_ETCD_MOD_BELOW, /* the key's mod_revision < <rev> (an absent key's is 0) */
+    ADM_ETCD_ABSENT,           /* the key does not exist (version == 0) */
+    ADM_ETCD_MOD_BELOW,        /* the key's mod_revision < <rev> (an absent key's is 0) */
+    ADM_ETCD_EXISTS,           /* the key exists (version > 0) */
+    ADM_ETCD_EXISTS_MOD_BELOW, /* both */
 };
 
 /* The outcome of a write: <ok> 1 done (at revision <rev>), 0 the compare

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -49,9 +50,9 @@ int etcd_ep_parse(struct etcd_ep *ep, const char *url, char *why, size_t cap)
     unsigned long port;
 
     memset(ep, 0, sizeof(*ep));
-    if (!strncmp(url, "http://", 7)) {
+    if (!strncasecmp(url, "http://", 7)) {
         p = url + 7;
-    } else if (!strncmp(url, "https://", 8)) {
+    } else if (!strncasecmp(url, "https://", 8)) {
         p = url + 8;
         ep->tls = 1;
     } else {

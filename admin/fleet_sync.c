@@ -29,9 +29,9 @@ struct fwrite {
     uint64_t handle; /* the transaction in flight; 0: answered */
     int64_t rev;     /* the revision it made; 0: not yet */
     int64_t if_rev;
-    int create;
+    int create, del;
     char what[16];
-    char *name;
+    char *name, *key;
     int code;
     struct adm_changes ch;
     uint64_t before;     /* the generation it replaces, for the audit line */
@@ -183,6 +183,7 @@ static void fwrite_free(struct fwrite *w)
         event_free(w->timer);
     json_decref(w->ch.settings);
     free(w->name);
+    free(w->key);
     free(w);
 }
 
@@ -248,16 +249,24 @@ static void write_done(void *arg, int ok, int64_t rev, const char *why)
     w->handle = 0;
     if (ok == 0) {
         if (w->create)
-            adm_api_reply_error(fs->api, w->req, 409,
-                                strcmp(w->what, "route") == 0 ? "a route with this id exists"
-                                                              : "an upstream with this name exists",
-                                adm_api_one_error("", "another node created %s \"%s\" first",
-                                                  w->what, w->name));
-        else
+            adm_api_reply_error(
+                fs->api, w->req, 409,
+                strcmp(w->what, "route") == 0 ? "a route with this id exists"
+                                              : "an upstream with this name exists",
+                adm_api_one_error("", "another node created %s \"%s\" first", w->what, w->name));
+        else if (w->if_rev > 1)
             adm_api_reply_error(fs->api, w->req, 412,
                                 "If-Match: the object changed in etcd since that revision",
-                                adm_api_one_error("", "%s \"%s\" was modified after revision %lld",
+                                adm_api_one_error("",
+                                                  "%s \"%s\" was modified or deleted after "
+                                                  "revision %lld",
                                                   w->what, w->name, (long long)w->if_rev - 1));
+        else
+            adm_api_reply_error(fs->api, w->req, 404,
+                                strcmp(w->what, "route") == 0 ? "no such route"
+                                                              : "no such upstream",
+                                adm_api_one_error("", "another node deleted %s \"%s\" meanwhile",
+                                                  w->what, w->name));
         fwrite_free(w);
         return;
     }
@@ -268,6 +277,11 @@ static void write_done(void *arg, int ok, int64_t rev, const char *why)
         return;
     }
     w->rev = rev;
+    /* a delete of what etcd no longer had changed nothing: no event will
+     * bring its revision (etcd's current one), and there is nothing more
+     * to apply than what this node has seen */
+    if (w->del && !adm_fleet_get(fs->seen, w->key, NULL, NULL))
+        w->rev = rev = fs->seen_rev;
     if (rev <= fs->seen_rev) {
         fwrite_settle(w);
         return;
@@ -286,15 +300,19 @@ void adm_fleet_sync_write(struct adm_fleet_sync *fs, struct adm_req *req, const 
     struct fwrite *w = calloc(1, sizeof(*w));
     char key[1024];
     char *js = NULL;
+    /* a replace or a delete of what another node deleted meanwhile is a
+     * 404 there, as on a standalone node; If-Match adds the revision */
     enum adm_etcd_cmp cmp = create   ? ADM_ETCD_ABSENT
-                            : if_rev ? ADM_ETCD_MOD_BELOW
-                                     : ADM_ETCD_ALWAYS;
+                            : if_rev ? ADM_ETCD_EXISTS_MOD_BELOW
+                                     : ADM_ETCD_EXISTS;
 
     snprintf(key, sizeof(key), "%s%ss/%s", fs->prefix, what, name);
-    if (!w || !(w->name = strdup(name)) ||
+    if (!w || !(w->name = strdup(name)) || !(w->key = strdup(key)) ||
         (value && !(js = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS)))) {
-        if (w)
+        if (w) {
             free(w->name);
+            free(w->key);
+        }
         free(w);
         adm_api_send_oom(req);
         return;
@@ -302,6 +320,7 @@ void adm_fleet_sync_write(struct adm_fleet_sync *fs, struct adm_req *req, const 
     w->fs = fs;
     w->req = req;
     w->create = create;
+    w->del = !value;
     w->if_rev = if_rev + 1; /* unchanged since <if_rev>: modified before if_rev + 1 */
     snprintf(w->what, sizeof(w->what), "%s", what);
     w->code = code;
@@ -309,7 +328,8 @@ void adm_fleet_sync_write(struct adm_fleet_sync *fs, struct adm_req *req, const 
     w->ch.settings = NULL;
     w->before = current(fs->api)->gen;
     TAILQ_INSERT_TAIL(&fs->writes, w, link);
-    w->handle = adm_etcd_write(fs->etcd, key, js, js ? strlen(js) : 0, cmp, w->if_rev, write_done, w);
+    w->handle =
+        adm_etcd_write(fs->etcd, key, js, js ? strlen(js) : 0, cmp, w->if_rev, write_done, w);
     free(js);
     if (!w->handle) {
         fwrite_free(w);
@@ -364,9 +384,9 @@ static void try_apply(struct adm_fleet_sync *fs, int64_t rev)
         if (fs->errors.n != cerrs.n || !fs->errors.n ||
             strcmp(fs->errors.v[0].path, cerrs.v[0].path) != 0 ||
             strcmp(fs->errors.v[0].msg, cerrs.v[0].msg) != 0)
-            say(fs, 2,
-                "fleet: revision %lld is not applied, revision %lld keeps serving: %s",
-                (long long)rev, (long long)fs->applied_rev, errors_line(&cerrs, line, sizeof(line)));
+            say(fs, 2, "fleet: revision %lld is not applied, revision %lld keeps serving: %s",
+                (long long)rev, (long long)fs->applied_rev,
+                errors_line(&cerrs, line, sizeof(line)));
         set_errors(fs, &cerrs);
     } else {
         struct adm_fleet *g = adm_fleet_dup(fs->seen);
@@ -402,8 +422,9 @@ static void on_snapshot(void *arg, int64_t rev, const struct adm_etcd_kv *kvs, s
         return;
     }
     if (compacted)
-        say(fs, 1, "fleet: the watch was compacted away: read again at revision %lld, %ld keys "
-                   "differ",
+        say(fs, 1,
+            "fleet: the watch was compacted away: read again at revision %lld, %ld keys "
+            "differ",
             (long long)rev, d);
     try_apply(fs, rev);
 }
@@ -441,22 +462,32 @@ static void on_state(void *arg, int up, const char *why)
     if (up)
         say(fs, 0, "fleet: watching etcd%s%s", why ? ": " : "", why ? why : "");
     else
-        say(fs, 1, "fleet: etcd unreachable, serving revision %lld: %s",
-            (long long)fs->applied_rev, why ? why : "");
+        say(fs, 1, "fleet: etcd unreachable, serving revision %lld: %s", (long long)fs->applied_rev,
+            why ? why : "");
 }
 
 /* ---- the node's own document ---- */
 
+/* Whether <node>'s <key> is there and differs from the live config's. */
+static int differs(struct adm_fleet_sync *fs, const json_t *node, const char *key)
+{
+    const json_t *v = json_object_get(node, key);
+
+    return v && !json_equal((json_t *)v, json_object_get(fs->api->st->doc, key));
+}
+
 json_t *adm_fleet_sync_compose_node(struct adm_fleet_sync *fs, const json_t *node, int *dropped,
                                     struct adm_errors *errs)
 {
-    json_t *n = json_copy((json_t *)node), *doc;
+    json_t *n, *doc;
 
-    if (!n) {
+    if (!dropped) /* a file's (SIGHUP): its routes and upstreams are refused */
+        return adm_fleet_compose(fs->good, node, errs);
+    if (!(n = json_copy((json_t *)node))) {
         adm_errors_add(errs, "", "out of memory");
         return NULL;
     }
-    *dropped = json_object_get(n, "routes") || json_object_get(n, "upstreams");
+    *dropped = differs(fs, n, "routes") || differs(fs, n, "upstreams");
     json_object_del(n, "routes");
     json_object_del(n, "upstreams");
     doc = adm_fleet_compose(fs->good, n, errs);
@@ -475,6 +506,21 @@ void adm_fleet_sync_node_applied(struct adm_fleet_sync *fs, const json_t *node)
     json_decref(fs->node);
     fs->node = n;
     persist(fs);
+    /* a revision refused for the node's own keys may be valid with these */
+    if (fs->errors.n && fs->seen_rev > fs->applied_rev)
+        try_apply(fs, fs->seen_rev);
+}
+
+json_t *adm_fleet_sync_config(struct adm_fleet_sync *fs)
+{
+    json_t *doc = json_copy(fs->node), *live = fs->api->st->doc;
+
+    if (doc && (json_object_set(doc, "upstreams", json_object_get(live, "upstreams")) < 0 ||
+                json_object_set(doc, "routes", json_object_get(live, "routes")) < 0)) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
 }
 
 const json_t *adm_fleet_sync_node(const struct adm_fleet_sync *fs)
@@ -504,8 +550,8 @@ json_t *adm_fleet_sync_status(const struct adm_fleet_sync *fs)
         strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
     return json_pack("{s:b,s:s?,s:s,s:I,s:I,s:o,s:s?,s:I,s:I}", "connected", fs->up, "endpoint",
                      st.endpoint, "prefix", fs->prefix, "revision", (json_int_t)fs->applied_rev,
-                     "etcd_revision", (json_int_t)fs->etcd_rev, "errors", errs ? errs : json_array(),
-                     "last_change", when[0] ? when : NULL, "reconnects",
+                     "etcd_revision", (json_int_t)fs->etcd_rev, "errors",
+                     errs ? errs : json_array(), "last_change", when[0] ? when : NULL, "reconnects",
                      (json_int_t)st.reconnects, "rereads", (json_int_t)st.rereads);
 }
 
@@ -557,8 +603,7 @@ struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, const struct adm_
     char path[4096];
 
     if (!fs || !(fs->prefix = strdup(fc->prefix)) || !(fs->node = json_deep_copy(node)) ||
-        !(fs->seen = adm_fleet_new(fc->prefix)) ||
-        (!good && !(good = adm_fleet_new(fc->prefix)))) {
+        !(fs->seen = adm_fleet_new(fc->prefix)) || (!good && !(good = adm_fleet_new(fc->prefix)))) {
         snprintf(why, cap, "fleet: out of memory");
         goto fail;
     }

@@ -58,8 +58,11 @@ int adm_fleet_sync_load(const char *state_dir, const struct adm_fleet_cfg *fc,
 /* ---- what the admin API asks of it (api_apply.c, api_routes.c) ---- */
 
 /* The document to validate for a push of node document <node>: the node's
- * keys from it ("routes" and "upstreams" dropped: *dropped set), the
- * fleet's objects from the last good fleet. NULL with errors in <errs>. */
+ * keys from it, the fleet's objects from the last good fleet. With
+ * <dropped> (PUT /config) its "routes" and "upstreams" are dropped (and
+ * *dropped says whether they differed from the live ones); without (a
+ * file's, SIGHUP) they are an error, as at a start. NULL with errors in
+ * <errs>. */
 json_t *adm_fleet_sync_compose_node(struct adm_fleet_sync *fs, const json_t *node, int *dropped,
                                     struct adm_errors *errs);
 /* <node> (borrowed) is the node's document now: it was applied. */
@@ -75,6 +78,10 @@ const json_t *adm_fleet_sync_node(const struct adm_fleet_sync *fs);
 void adm_fleet_sync_write(struct adm_fleet_sync *fs, struct adm_req *req, const char *what,
                           const char *name, const json_t *value, int create, int64_t if_rev,
                           int code, const struct adm_changes *ch);
+/* GET /config on a fleet node (a new reference): the node's document as
+ * it is ("certificates": "fleet" kept, no injected ticket secret), with
+ * the live routes and upstreams, which come from etcd. */
+json_t *adm_fleet_sync_config(struct adm_fleet_sync *fs);
 /* The etcd revision the live config was composed at. */
 int64_t adm_fleet_sync_revision(const struct adm_fleet_sync *fs);
 /* GET /status's "fleet" object (new reference). */

@@ -92,16 +92,16 @@ struct adm_conn {
     struct adm_http *h;
     struct bufferevent *bev;
     struct h1_req_parser p;
-    struct adm_req *req; /* its head read, its body being read */
-    int head_started;    /* some bytes of the next head arrived */
-    int closing;         /* no more requests: flush, then linger */
-    int shut;            /* our side is shut: reading away */
-    int refusing;        /* over lim.max_conns: a 503, nothing read */
-    int over;            /* a chunked body went over lim.max_bodies */
+    struct adm_req *req;     /* its head read, its body being read */
+    int head_started;        /* some bytes of the next head arrived */
+    int closing;             /* no more requests: flush, then linger */
+    int shut;                /* our side is shut: reading away */
+    int refusing;            /* over lim.max_conns: a 503, nothing read */
+    int over;                /* a chunked body went over lim.max_bodies */
     struct adm_req *waiting; /* a deferred request: nothing more is read until it is answered */
-    uint64_t deadline;   /* adm_clock_ms(): the head whole, or the linger over; 0: none */
-    char peer[64];       /* the client's "IP:PORT" ("[v6]:PORT"), for the audit log */
-    char local[48];      /* the address it reached, as a Host names it */
+    uint64_t deadline;       /* adm_clock_ms(): the head whole, or the linger over; 0: none */
+    char peer[64];           /* the client's "IP:PORT" ("[v6]:PORT"), for the audit log */
+    char local[48];          /* the address it reached, as a Host names it */
     unsigned local_port;
     LIST_ENTRY(adm_conn) link; /* in adm_http.conns */
 };
@@ -193,10 +193,11 @@ static void add_date(struct evbuffer *out)
     evbuffer_add_printf(out, "Date: %s\r\n", d);
 }
 
-/* No more requests on <c>: what is queued goes out, then the close. */
 static void request_done(struct adm_conn *c, int keep);
+static void conn_timeout(struct adm_conn *c, uint64_t ms);
 static void conn_read(struct bufferevent *bev, void *arg);
 
+/* No more requests on <c>: what is queued goes out, then the close. */
 static void conn_end(struct adm_conn *c)
 {
     c->closing = 1;
@@ -241,6 +242,7 @@ void adm_req_reply(struct adm_req *r, int code, const char *reason, struct evbuf
         int keep = r->keep;
         c->waiting = NULL;
         req_free(r);
+        conn_timeout(c, IDLE_MS); /* its answer's write has its time, closing or not */
         request_done(c, keep);
         if (!c->closing) {
             bufferevent_enable(c->bev, EV_READ);
@@ -458,9 +460,12 @@ static int dispatch(struct adm_conn *c)
     c->req = NULL;
     c->h->cb(r, c->h->arg);
     if (r->deferred && !r->replied) {
+        struct timeval wr = {IDLE_MS / 1000, 0};
         c->waiting = r;
         bufferevent_disable(c->bev, EV_READ);
-        bufferevent_set_timeouts(c->bev, NULL, NULL);
+        /* nothing read meanwhile; what is already being sent still has
+         * its time */
+        bufferevent_set_timeouts(c->bev, NULL, &wr);
         return 1;
     }
     if (!r->replied) {

@@ -7,8 +7,8 @@
  * Requests are parsed by admin/http1's request parser, the gateway's, with
  * the same rules (admin/http1/request.h). A request's head is shown to a
  * check before a byte of its body is read; handlers answer exactly once,
- * at once or, deferred (adm_req_defer), later from the loop. Connections, the bodies buffered at once and the time a
- * head, a body and an idle connection may take are bounded (http.c).
+ * at once or, deferred (adm_req_defer), later from the loop. Connections, the bodies buffered at
+ * once and the time a head, a body and an idle connection may take are bounded (http.c).
  */
 #ifndef SY_ADMIN_HTTP_H
 #define SY_ADMIN_HTTP_H

@@ -60,7 +60,8 @@ size_t gw_fleet_check(const struct adm_config *cfg, struct adm_errors *errs)
     return errs->n - before;
 }
 
-struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir)
+struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir,
+                                 const json_t *file_doc)
 {
     struct adm_errors errs;
     struct adm_fleet *f = NULL;
@@ -77,14 +78,23 @@ struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const c
         gw_log_errors("fleet: the persisted fleet cannot be read; starting without it", &errs);
     adm_errors_clear(&errs);
     /* the node's document: the file's, or with the persisted config the
-     * one persisted beside the fleet (the API's changes of node keys) */
-    node = from_state && saved ? json_incref(saved) : json_deep_copy(cfg->json);
+     * one persisted beside the fleet (the API's changes of node keys); the
+     * persisted config itself is a composed one, whose listeners name the
+     * fleet's certificates one by one: the last resort */
+    if (from_state && !saved)
+        gw_log(GW_LOG_WARN,
+               "fleet: no node document persisted beside the config in %s: the "
+               "node's keys come from its file",
+               state_dir ? state_dir : "(none)");
+    node = from_state && saved ? json_incref(saved)
+           : file_doc          ? json_deep_copy(file_doc)
+                               : json_deep_copy(cfg->json);
     json_decref(saved);
     if (!node) {
         gw_log(GW_LOG_ERROR, "config: out of memory");
         goto fail;
     }
-    if (from_state) { /* a persisted document is a composed one */
+    if (from_state && !saved && !file_doc) {
         json_object_del(node, "routes");
         json_object_del(node, "upstreams");
     }
@@ -103,8 +113,9 @@ struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const c
     }
     adm_errors_clear(&errs);
     if (f)
-        gw_log(GW_LOG_NOTICE, "fleet: serving the fleet persisted at etcd revision %lld until etcd "
-                              "answers",
+        gw_log(GW_LOG_NOTICE,
+               "fleet: serving the fleet persisted at etcd revision %lld until etcd "
+               "answers",
                (long long)adm_fleet_revision(f));
     good = f;
     adm_config_free(cfg);

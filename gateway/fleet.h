@@ -12,12 +12,14 @@
  * no fleet objects must be valid (no routes or upstreams of its own). The
  * number of errors appended to <errs>. */
 size_t gw_fleet_check(const struct adm_config *cfg, struct adm_errors *errs);
-/* The config a fleet node (<cfg>->fleet set) starts with: <cfg>'s
- * document (the file's; with <from_state>, the persisted one) as the
- * node's, joined with the fleet persisted in <state_dir> (NULL: none),
- * or without it when it does not fit. Takes <cfg>; NULL after logging
- * why (the node's own document is invalid). */
-struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir);
+/* The config a fleet node (<cfg>->fleet set) starts with: the node's
+ * document (<file_doc>, the file's; with <from_state> the one persisted
+ * beside the fleet, which has the API's changes of node keys) joined with
+ * the fleet persisted in <state_dir> (NULL: none), or without it when it
+ * does not fit. Takes <cfg>; NULL after logging why (the node's own
+ * document is invalid). */
+struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir,
+                                 const json_t *file_doc);
 /* The etcd sync of <cfg> (the live config) for <api>; nothing without a
  * fleet. -1 after logging why. */
 int gw_fleet_start(struct adm_api *api, const struct adm_config *cfg, const char *state_dir);

@@ -499,7 +499,7 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
 {
     struct adm_errors errs;
     struct adm_config *cfg;
-    json_t *doc;
+    json_t *doc, *file_doc;
     char why[128], *text = NULL;
     size_t len = 0;
 
@@ -524,10 +524,20 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
     }
     if (!path && !cfg->admin.state_dir && !(default_dir = default_state_dir(why, sizeof(why))))
         run_unpersisted(why);
-    if (!(cfg = choose_config(cfg, reset, plan)))
+    /* a fleet node's own document, should the persisted config win */
+    file_doc = cfg->fleet ? json_incref(cfg->json) : NULL;
+    if (!(cfg = choose_config(cfg, reset, plan))) {
+        json_decref(file_doc);
         return NULL;
-    if (cfg->fleet && !(cfg = gw_fleet_load(cfg, plan->from_state, state.dir)))
-        return NULL;
+    }
+    if (cfg->fleet) {
+        cfg = gw_fleet_load(cfg, plan->from_state, state.dir, file_doc);
+        if (!cfg) {
+            json_decref(file_doc);
+            return NULL;
+        }
+    }
+    json_decref(file_doc);
     if (!(doc = json_deep_copy(cfg->json)) || adm_state_set_doc(&state, doc) < 0) {
         gw_log(GW_LOG_ERROR, "config: out of memory");
         json_decref(doc);

@@ -246,6 +246,18 @@ class Writes(FleetCase):
         self.assertEqual(st, 201, u)
         self.assertIsNotNone(e.get(PREFIX + "upstreams/u1"))
         wait_for(lambda: admin(a, "GET", "/upstreams/u1")[0] == 200, what="u1 on a")
+        # a replace of what another node deleted meanwhile: 404, nothing recreated
+        e.put(PREFIX + "routes/z", route("/z", "z\n"))
+        self.wait_body([a], "/z", "z\n")
+        a.signal(signal.SIGSTOP)  # a has not heard of the delete yet
+        try:
+            e.delete(PREFIX + "routes/z")
+        finally:
+            a.signal(signal.SIGCONT)
+        st, r3, _ = admin(a, "PUT", "/routes/z", {"path": "/z", "response": {"body": "z2\n"}})
+        self.assertIn(st, (200, 404), r3)  # 200 only if a heard of the delete first (then: 404 too)
+        if st == 404 or e.get(PREFIX + "routes/z") is None:
+            self.assertIsNone(e.get(PREFIX + "routes/z"))
         # delete
         st, d, _ = admin(b, "DELETE", "/routes/w")
         self.assertEqual(st, 200, d)
@@ -296,8 +308,12 @@ class Writes(FleetCase):
         doc["log_level"] = "warn"
         st, r, _ = admin(a, "PUT", "/config", doc)
         self.assertEqual(st, 200, r)
-        self.assertIn("node-local keys only", r["fleet"])
-        self.assertIn("ignored", r["fleet"])  # it had the fleet's routes
+        # the fleet's routes came back as they were: nothing to say of them
+        self.assertEqual(r["fleet"], "a fleet node: this push changed node-local keys only")
+        doc["routes"] = []
+        st, r2, _ = admin(a, "PUT", "/config", doc)
+        self.assertEqual(st, 200, r2)
+        self.assertIn("ignored", r2["fleet"])
         self.assertEqual(body_of(a, "/r"), "1\n")
         st, doc, _ = admin(a, "GET", "/config")
         self.assertEqual(doc["log_level"], "warn")
@@ -324,6 +340,30 @@ class Secured(FleetCase):
         self.assertEqual(st, 201, r)
         self.assertIsNotNone(e.get(PREFIX + "routes/w"))
         self.assertTrue(fleet(a)["connected"])
+
+
+class Reload(FleetCase):
+    def test_sighup_refuses_routes_in_the_node_file(self):
+        e = self.etcd()
+        a = self.node(e)
+        e.put(PREFIX + "routes/r", route("/r", "1\n"))
+        self.wait_body([a], "/r", "1\n")
+        cfg = json.loads(json.dumps(a.cfg))
+        cfg["routes"] = [{"id": "local", "path": "/local", "response": {"body": "l\n"}}]
+        since = a.log_size()
+        a.reload(cfg)
+        a.wait_log(r"reload refused.*\n.*/routes: on a fleet node the routes live in etcd",
+                   since)
+        self.assertEqual(body_of(a, "/local"), 404)
+        # a valid change of the node's keys applies, the fleet's objects stay
+        cfg.pop("routes")
+        cfg["access_log"] = "stdout"
+        since = a.log_size()
+        a.reload(cfg)
+        a.wait_log(r"config reloaded", since)
+        self.assertEqual(body_of(a, "/r"), "1\n")
+        e.put(PREFIX + "routes/r", route("/r", "2\n"))
+        self.wait_body([a], "/r", "2\n")
 
 
 class Invalid(FleetCase):

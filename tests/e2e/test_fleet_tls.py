@@ -127,6 +127,35 @@ class FleetTLS(GatewayCase):
         self.assertGreaterEqual(fleet(gw)["revision"], rev)
         self.assertEqual(tls_get(gw.port)[1], new[2])
 
+    def test_config_round_trip_keeps_the_fleet_certificates(self):
+        """GET /config shows "certificates": "fleet" (not the fleet's
+        certificates inline); pushed back, the listener still follows the
+        fleet: the next rotation is served."""
+        e = self.etcd()
+        old, new = make_cert(self.tmp, "rt-old"), make_cert(self.tmp, "rt-new")
+        self.put_cert(e, "site", old[0], old[1])
+        e.put(PREFIX + "tls/ticket_secret", SECRET)
+        e.put(PREFIX + "routes/r", json.dumps({"path": "/", "response": {"body": "ok\n"}}))
+        gw = self.tls_node(e)
+        wait_for(lambda: served(gw.port) == (200, old[2]), what="the old certificate")
+        port = int(gw.cfg["admin"]["address"].rsplit(":")[1])
+        h = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+        h.request("GET", "/config")
+        doc = json.loads(h.getresponse().read())
+        self.assertEqual(doc["listeners"][0]["tls"]["certificates"], "fleet")
+        self.assertNotIn("ticket_secret", doc["listeners"][0]["tls"])
+        self.assertEqual([r["id"] for r in doc["routes"]], ["r"])
+        doc["log_level"] = "warn"
+        h.request("PUT", "/config", body=json.dumps(doc),
+                  headers={"Content-Type": "application/json"})
+        r = h.getresponse()
+        body = json.loads(r.read())
+        h.close()
+        self.assertEqual(r.status, 200, body)
+        self.assertEqual(body["fleet"], "a fleet node: this push changed node-local keys only")
+        self.put_cert(e, "site", new[0], new[1])
+        wait_for(lambda: served(gw.port) == (200, new[2]), what="the rotated certificate")
+
     def test_ticket_resumes_on_another_node(self):
         e = self.etcd()
         pem, kpem, _ = make_cert(self.tmp, "site")
