@@ -14,10 +14,10 @@
  * Every request's head is checked before its body is read (Host, Origin,
  * the bearer token, Content-Type: api_guard.c). The handlers of
  * /routes..., /metrics and /upstreams... live in api_routes.c,
- * api_metrics.c and api_upstreams.c; applying a whole config
- * (PUT /config, the /upstreams writes, the gateway's reload) is api_apply.c,
- * reading and checking query strings api_query.c (api_int.h: what they
- * share with this file).
+ * api_metrics.c and api_upstreams.c; a whole config (PUT /config, the
+ * /upstreams writes) is answered by api_apply.c and applied by the admin
+ * thread's pipeline (admin/pipeline.c), reading and checking query strings
+ * is api_query.c (api_int.h: what they share with this file).
  *
  * The endpoints are one table of (methods, pattern, handler), routed by
  * Switchyard's own router: the most specific pattern wins (/routes/match
@@ -71,10 +71,10 @@ static const struct adm_http_limits http_limits = {
  * upstream write turns into a compare on the key (adm_api_if_match_ok). */
 static void etag_of(struct adm_api *api, char *buf, size_t cap)
 {
-    if (api->fleet)
+    if (api->pipe->fleet)
         snprintf(buf, cap, "\"%llu-%016llx-r%lld\"", (unsigned long long)current(api)->gen,
                  (unsigned long long)adm_state_hash(api->st),
-                 (long long)adm_fleet_sync_revision(api->fleet));
+                 (long long)adm_fleet_sync_revision(api->pipe->fleet));
     else
         snprintf(buf, cap, "\"%llu-%016llx\"", (unsigned long long)current(api)->gen,
                  (unsigned long long)adm_state_hash(api->st));
@@ -177,6 +177,7 @@ void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, i
 {
     char etag[64];
     struct adm_snapshot *s = current(api);
+    struct adm_fleet_sync *fs = api->pipe->fleet;
     json_t *o = json_pack("{s:b,s:s}", "changed", changed, "what", what);
 
     etag_of(api, etag, sizeof(etag));
@@ -187,9 +188,9 @@ void adm_api_reply_written(struct adm_api *api, struct adm_req *req, int code, i
         json_object_set_new(o, "generation", json_integer((json_int_t)s->gen));
         json_object_set_new(o, "etag", json_string(etag));
         json_object_set_new(o, "build_ms", adm_api_ms(s->build_ms));
-        if (api->fleet) {
+        if (fs) {
             json_object_set_new(o, "revision",
-                                json_integer((json_int_t)adm_fleet_sync_revision(api->fleet)));
+                                json_integer((json_int_t)adm_fleet_sync_revision(fs)));
             if (strcmp(what, "config") == 0)
                 json_object_set_new(
                     o, "fleet",
@@ -286,7 +287,7 @@ int adm_api_if_match_ok(struct adm_api *api, struct adm_req *req)
     int seen = 0;
 
     api->if_rev = 0;
-    if (api->fleet && strncmp(adm_req_path(req), "/config", 7) != 0) {
+    if (api->pipe->fleet && strncmp(adm_req_path(req), "/config", 7) != 0) {
         TAILQ_FOREACH(kv, h, next)
         {
             if (evutil_ascii_strcasecmp(kv->key, "If-Match") != 0)
@@ -348,8 +349,8 @@ static void config_get(struct adm_api *api, struct adm_req *req, const char *unu
     char etag[64];
 
     (void)unused;
-    if (api->fleet) { /* the node's document, encoded each time: it is small */
-        json_t *doc = adm_fleet_sync_config(api->fleet);
+    if (api->pipe->fleet) { /* the node's document, encoded each time: it is small */
+        json_t *doc = adm_fleet_sync_config(api->pipe->fleet);
         json_t *shown = doc ? adm_tls_redact(doc) : NULL;
         char *js = shown ? json_dumps(shown, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(doc);
@@ -432,6 +433,7 @@ static void config_put(struct adm_api *api, struct adm_req *req, const char *unu
 static void handle_status(struct adm_api *api, struct adm_req *req, const char *unused)
 {
     struct adm_snapshot *s = current(api);
+    struct adm_fleet_sync *fs = api->pipe->fleet;
     struct adm_gw_stats gs;
     char etag[64];
 
@@ -449,7 +451,7 @@ static void handle_status(struct adm_api *api, struct adm_req *req, const char *
                             (json_int_t)api->sw->swaps, "routes", (json_int_t)rt_table_count(s->rt),
                             "last_build_ms", adm_api_ms(s->build_ms), "retired_snapshots",
                             (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools,
-                            "fleet", api->fleet ? adm_fleet_sync_status(api->fleet) : NULL));
+                            "fleet", fs ? adm_fleet_sync_status(fs) : NULL));
 }
 
 /* ---- health and certificates ---- */
@@ -718,9 +720,8 @@ static void handle(struct adm_req *req, void *arg)
 }
 
 struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr,
-                            struct adm_swap *sw, struct adm_state *st,
-                            const struct adm_api_hooks *hooks, const char *token, char *msg,
-                            size_t cap)
+                            struct adm_pipeline *pipe, const struct adm_api_hooks *hooks,
+                            const char *token, char *msg, size_t cap)
 {
     struct adm_api *api;
 
@@ -734,8 +735,9 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
     if (!(api = calloc(1, sizeof(*api))))
         goto oom;
     api->base = base;
-    api->sw = sw;
-    api->st = st;
+    api->pipe = pipe;
+    api->sw = pipe->sw;
+    api->st = pipe->st;
     api->hooks = *hooks;
     api->started = time(NULL);
     if (token && !(api->token = strdup(token)))

@@ -56,7 +56,8 @@ struct adm_srv_health {
     uint64_t all_down;  /* pool only: times every server went down */
 };
 
-/* What the admin layer needs from the gateway above it. */
+/* What the admin API needs from the gateway above it (what applying a
+ * config needs is the pipeline's: admin/pipeline.h). */
 struct adm_api_hooks {
     void (*stats)(void *arg, struct adm_gw_stats *st);
     /* fills <out> for server <server> of <pool> (UP_NONE: the pool's
@@ -66,44 +67,19 @@ struct adm_api_hooks {
     void (*health)(void *arg, const up_pool *pool, size_t server, struct adm_srv_health *out);
     /* <line>: one accepted change, to log (NULL: not logged) */
     void (*audit)(void *arg, const char *line);
-    /* Listeners are live: a whole config <cfg> checked to replace <live>
-     * gets the listeners it adds bound first (errors at their paths in
-     * <errs>; the number of them), and then, once <cfg> is published or
-     * refused after all, done (<published> 1 or 0). NULL: not called. */
-    size_t (*listeners_prepare)(void *arg, const struct adm_config *live,
-                                const struct adm_config *cfg, struct adm_errors *errs);
-    void (*listeners_done)(void *arg, const struct adm_config *live, const struct adm_config *cfg,
-                           int published);
     void *arg;
-    /* server host names for the snapshots the API builds (NULL: none are
-     * resolved); borrowed, outlives the API */
-    struct adm_resolver *resolver;
 };
 
 struct adm_api;
+struct adm_pipeline;
 
-/* Starts the API on <addr> in <base>. <sw> is the process's swap (current
- * snapshot published), <st> the document state (its doc set). <token> is
- * the bearer token (copied; NULL: none). NULL with <msg> filled on error. */
+/* Starts the API on <addr> in <base>. <pipe> is the admin thread's apply
+ * pipeline (admin/pipeline.h; borrowed, outlives the API): its swap has the
+ * current snapshot published, its state the document set. <token> is the
+ * bearer token (copied; NULL: none). NULL with <msg> filled on error. */
 struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr,
-                            struct adm_swap *sw, struct adm_state *st,
-                            const struct adm_api_hooks *hooks, const char *token, char *msg,
-                            size_t cap);
+                            struct adm_pipeline *pipe, const struct adm_api_hooks *hooks,
+                            const char *token, char *msg, size_t cap);
 void adm_api_free(struct adm_api *api);
-
-/* Makes <doc> the live config: validate, build, persist, swap. The state
- * keeps a reference to <doc> on success: the caller must not change it.
- * 0 swapped, 1 identical to the live one (nothing done), -1 invalid (errors
- * in <errs>: the schema, or what the next start would refuse), -2 not
- * persisted (<msg>; nothing changed), -3 it changes keys only a restart
- * applies (each named in <errs>; nothing changed). */
-int adm_api_apply(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg, size_t cap);
-
-/* A fleet node: <fs> composes every document applied (a node document)
- * with the fleet's objects, and takes the route and upstream writes
- * (admin/fleet_sync.h). NULL: not a fleet node. */
-struct adm_fleet_sync;
-void adm_api_set_fleet(struct adm_api *api, struct adm_fleet_sync *fs);
-struct adm_fleet_sync *adm_api_fleet(const struct adm_api *api);
 
 #endif

@@ -3,7 +3,7 @@
  * live snapshot, and the helpers more than one endpoint file needs
  * (api.c: endpoints and dispatch; api_guard.c: the checks of a request's
  * head; api_query.c: query strings;
- * api_apply.c: applying a whole config; api_routes.c: /routes;
+ * api_apply.c: the answers of a whole config's push; api_routes.c: /routes;
  * api_metrics.c: /metrics; api_upstreams.c: /upstreams).
  */
 #ifndef SY_ADMIN_API_INT_H
@@ -12,6 +12,7 @@
 #include "admin/api.h"
 #include "admin/clock.h"
 #include "admin/http.h"
+#include "admin/pipeline.h"
 
 #include <stdatomic.h>
 #include <time.h>
@@ -19,6 +20,10 @@
 struct adm_api {
     struct event_base *base;
     struct adm_http *http;
+    /* the admin thread's apply pipeline, which every whole config the API
+     * takes goes through (borrowed); sw and st are its swap and state. On a
+     * fleet node (pipe->fleet set) the route and upstream writes go to etcd. */
+    struct adm_pipeline *pipe;
     struct adm_swap *sw;
     struct adm_state *st;
     struct adm_api_hooks hooks;
@@ -26,9 +31,6 @@ struct adm_api {
     char *token;
     time_t started;
     struct adm_clock_wall wall; /* the health words' since as wall-clock time */
-    /* a fleet node's etcd source (admin/fleet_sync.h); NULL: not a fleet
-     * node. Its route and upstream writes go to etcd. */
-    struct adm_fleet_sync *fleet;
     /* the revision the request being handled named in If-Match on a fleet
      * node (0: none), set by adm_api_if_match_ok() */
     int64_t if_rev;
@@ -97,10 +99,6 @@ void adm_api_changes_of(struct adm_api *api, const json_t *doc, struct adm_chang
 void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, int dry,
                         const char *what, const char *name, int code, const char *raw,
                         size_t rawlen);
-/* adm_api_apply() of a document already composed with the fleet's
- * objects (admin/fleet_sync.c's revisions). */
-int adm_api_apply_composed(struct adm_api *api, json_t *doc, struct adm_errors *errs, char *msg,
-                           size_t cap);
 /* A one-error list for adm_api_reply_error: <path> and the message made
  * from <fmt>. */
 json_t *adm_api_one_error(const char *path, const char *fmt, ...) ADM_PRINTF(2, 3);

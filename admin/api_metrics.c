@@ -297,8 +297,8 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
     limits_metrics(b, s);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);
-    if (api->fleet)
-        adm_fleet_sync_metrics(api->fleet, b);
+    if (api->pipe->fleet)
+        adm_fleet_sync_metrics(api->pipe->fleet, b);
     evhttp_add_header(adm_req_out(req), "Content-Type", "text/plain; version=0.0.4");
     adm_req_reply(req, 200, "OK", b);
     evbuffer_free(b);

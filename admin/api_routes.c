@@ -88,12 +88,12 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     uint64_t before;
     char msg[512];
 
-    if (api->fleet) { /* validated and built here; the change itself goes to etcd */
+    if (api->pipe->fleet) { /* validated and built here; the change itself goes to etcd */
         memset(&ch, 0, sizeof(ch));
         ch.routes[!newr ? ADM_REMOVED : old ? ADM_REPLACED : ADM_ADDED] = 1;
         adm_snapshot_free(s);
-        adm_fleet_sync_write(api->fleet, req, "route", id, newr, code == 201, api->if_rev, code,
-                             &ch);
+        adm_fleet_sync_write(api->pipe->fleet, req, "route", id, newr, code == 201, api->if_rev,
+                             code, &ch);
         return;
     }
     json_incref(old); /* keep it for the undo below */

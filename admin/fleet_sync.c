@@ -1,9 +1,10 @@
 /*
  * fleet_sync.c - a fleet node's etcd source (admin/fleet_sync.h): the etcd
  * client's revisions composed with the node's document and handed to the
- * admin API's apply pipeline, one snapshot swap per revision; the last
- * good fleet persisted beside the state; and the API's route and upstream
- * writes turned into etcd transactions, answered once applied here.
+ * admin thread's apply pipeline (admin/pipeline.c), one snapshot swap per
+ * revision; the last good fleet persisted beside the state; and the API's
+ * route and upstream writes turned into etcd transactions, answered once
+ * applied here.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/fleet_sync.h"
@@ -40,7 +41,8 @@ struct fwrite {
 };
 
 struct adm_fleet_sync {
-    struct adm_api *api;
+    struct adm_api *api;       /* whose route and upstream writes it answers */
+    struct adm_pipeline *pipe; /* what each revision is applied through */
     struct adm_etcd *etcd;
     struct adm_fleet *seen; /* etcd's objects, as last delivered */
     struct adm_fleet *good; /* those of the live config */
@@ -371,7 +373,7 @@ static void try_apply(struct adm_fleet_sync *fs, int64_t rev)
             adm_errors_add(&cerrs, "", "out of memory");
         rc = -1;
     } else {
-        rc = adm_api_apply_composed(fs->api, doc, &verrs, msg, sizeof(msg));
+        rc = adm_pipeline_apply(fs->pipe, doc, NULL, 0, &verrs, msg, sizeof(msg));
         if (rc == -2)
             adm_errors_add(&cerrs, "", "cannot persist: %s", msg);
         else if (rc < 0)
@@ -591,9 +593,9 @@ void adm_fleet_sync_metrics(const struct adm_fleet_sync *fs, struct evbuffer *b)
 
 /* ---- life ---- */
 
-struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, const struct adm_fleet_cfg *fc,
-                                          const json_t *node, struct adm_fleet *good,
-                                          const char *state_dir,
+struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, struct adm_pipeline *pipe,
+                                          const struct adm_fleet_cfg *fc, const json_t *node,
+                                          struct adm_fleet *good, const char *state_dir,
                                           const struct adm_fleet_sync_hooks *hooks, char *why,
                                           size_t cap)
 {
@@ -612,6 +614,7 @@ struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, const struct adm_
     json_object_del(fs->node, "routes");
     json_object_del(fs->node, "upstreams");
     fs->api = api;
+    fs->pipe = pipe;
     fs->hooks = *hooks;
     fs->write_wait_ms = fc->write_wait_ms ? fc->write_wait_ms : 5000;
     fs->applied_rev = fs->seen_rev = fs->etcd_rev = adm_fleet_revision(fs->good);
@@ -637,7 +640,7 @@ struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, const struct adm_
     o.watch_idle_ms = fc->watch_idle_ms;
     if (!(fs->etcd = adm_etcd_new(api->base, &o, &eh, why, cap)))
         goto fail;
-    adm_api_set_fleet(api, fs);
+    pipe->fleet = fs;
     return fs;
 fail:
     adm_fleet_free(good);
@@ -659,8 +662,8 @@ void adm_fleet_sync_free(struct adm_fleet_sync *fs)
         adm_api_reply_error(fs->api, w->req, 503, "the gateway is stopping", NULL);
         fwrite_free(w);
     }
-    if (fs->api)
-        adm_api_set_fleet(fs->api, NULL);
+    if (fs->pipe)
+        fs->pipe->fleet = NULL;
     adm_etcd_free(fs->etcd);
     adm_fleet_free(fs->seen);
     adm_fleet_free(fs->good);

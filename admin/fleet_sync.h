@@ -1,7 +1,7 @@
 /*
  * fleet_sync.h - a fleet node's etcd source: the etcd client (admin/etcd.h)
- * feeding the fleet's objects (admin/fleet.h) into the admin API's one
- * apply pipeline, on the admin thread.
+ * feeding the fleet's objects (admin/fleet.h) into the admin thread's one
+ * apply pipeline (admin/pipeline.h).
  *
  * Each etcd revision becomes one composed document, validated and swapped
  * in as one snapshot; one that does not validate is not applied: the node
@@ -23,6 +23,7 @@
 #include "admin/api.h"
 #include "admin/errors.h"
 #include "admin/fleet.h"
+#include "admin/pipeline.h"
 
 struct adm_fleet_sync;
 struct adm_req;
@@ -34,13 +35,15 @@ struct adm_fleet_sync_hooks {
     void *arg;
 };
 
-/* The sync of the fleet <fc> (copied) for <api>, whose live config was
- * composed from the node document <node> (borrowed) and the fleet
- * <good> (taken; NULL: empty), last persisted in <state_dir> (NULL: not
- * persisted). It registers itself with <api>. NULL with <why>. */
-struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, const struct adm_fleet_cfg *fc,
-                                          const json_t *node, struct adm_fleet *good,
-                                          const char *state_dir,
+/* The sync of the fleet <fc> (copied) for <api>, which it answers the
+ * writes of, and <pipe>, which it applies each revision through (both
+ * borrowed, outliving it); the live config was composed from the node
+ * document <node> (borrowed) and the fleet <good> (taken; NULL: empty),
+ * last persisted in <state_dir> (NULL: not persisted). It registers itself
+ * with <pipe> (its fleet). NULL with <why>. */
+struct adm_fleet_sync *adm_fleet_sync_new(struct adm_api *api, struct adm_pipeline *pipe,
+                                          const struct adm_fleet_cfg *fc, const json_t *node,
+                                          struct adm_fleet *good, const char *state_dir,
                                           const struct adm_fleet_sync_hooks *hooks, char *why,
                                           size_t cap);
 /* Connects to etcd and keeps the node in sync from then on. */
@@ -55,7 +58,8 @@ void adm_fleet_sync_free(struct adm_fleet_sync *fs);
 int adm_fleet_sync_load(const char *state_dir, const struct adm_fleet_cfg *fc,
                         struct adm_fleet **fleet, json_t **node, struct adm_errors *errs);
 
-/* ---- what the admin API asks of it (api_apply.c, api_routes.c) ---- */
+/* ---- what the pipeline and the admin API ask of it (pipeline.c,
+ * api_apply.c, api_routes.c) ---- */
 
 /* The document to validate for a push of node document <node>: the node's
  * keys from it, the fleet's objects from the last good fleet. With

@@ -129,14 +129,16 @@ fail:
     return NULL;
 }
 
-int gw_fleet_start(struct adm_api *api, const struct adm_config *cfg, const char *state_dir)
+int gw_fleet_start(struct adm_api *api, struct adm_pipeline *pipe, const struct adm_config *cfg,
+                   const char *state_dir)
 {
     struct adm_fleet_sync_hooks hooks = {sync_log, NULL};
     char why[512];
 
     if (!cfg->fleet)
         return 0;
-    sync_ = adm_fleet_sync_new(api, cfg->fleet, node, good, state_dir, &hooks, why, sizeof(why));
+    sync_ =
+        adm_fleet_sync_new(api, pipe, cfg->fleet, node, good, state_dir, &hooks, why, sizeof(why));
     good = NULL; /* taken, or freed on failure */
     if (!sync_) {
         gw_log(GW_LOG_ERROR, "%s", why);

@@ -20,9 +20,10 @@ size_t gw_fleet_check(const struct adm_config *cfg, struct adm_errors *errs);
  * document is invalid). */
 struct adm_config *gw_fleet_load(struct adm_config *cfg, int from_state, const char *state_dir,
                                  const json_t *file_doc);
-/* The etcd sync of <cfg> (the live config) for <api>; nothing without a
- * fleet. -1 after logging why. */
-int gw_fleet_start(struct adm_api *api, const struct adm_config *cfg, const char *state_dir);
+/* The etcd sync of <cfg> (the live config) for <api>, applying through
+ * <pipe>; nothing without a fleet. -1 after logging why. */
+int gw_fleet_start(struct adm_api *api, struct adm_pipeline *pipe, const struct adm_config *cfg,
+                   const char *state_dir);
 void gw_fleet_stop(void);
 
 #endif

@@ -24,6 +24,7 @@
 #include <llhttp.h>
 
 #include "admin/api.h"
+#include "admin/pipeline.h"
 #include "admin/snapshot.h"
 #include "admin/http1/request.h"
 #include "gateway/io_tls.h"

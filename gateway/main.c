@@ -8,7 +8,9 @@
  *
  * The main thread becomes the admin thread once the workers run: it owns the
  * admin event_base, builds every new snapshot, publishes it and frees old
- * ones after their grace period.
+ * ones after their grace period. Every whole config reaches the workers
+ * through its one apply pipeline (admin/pipeline.h), made here and handed
+ * to the admin API, the reload (persist.c) and a fleet node's etcd sync.
  */
 #define _GNU_SOURCE
 #include "gateway/gateway.h"
@@ -37,6 +39,7 @@
 static struct gw_process proc;
 static struct adm_api *api;
 static struct adm_resolver *resolver;
+static struct adm_pipeline pipeline; /* every whole config's way in */
 static struct event *reclaim_ev, *drain_ev, *drain_check_ev;
 
 static void usage(FILE *f)
@@ -239,7 +242,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     (void)what;
     (void)arg;
     if (sig == SIGHUP) {
-        gw_persist_reload(api);
+        gw_persist_reload(&pipeline);
         return;
     }
     if (sig == SIGUSR1) {
@@ -405,8 +408,9 @@ fail_workers:
     return -1;
 }
 
-/* The admin API's hooks for a config that changes the listeners: bound
- * before it is persisted, handed to the workers once it is published. */
+/* The apply pipeline's hooks for a config that changes the listeners:
+ * bound before it is persisted, handed to the workers once it is
+ * published. */
 static size_t listeners_prepare(void *arg, const struct adm_config *live,
                                 const struct adm_config *cfg, struct adm_errors *errs)
 {
@@ -422,27 +426,27 @@ static void listeners_done(void *arg, const struct adm_config *live, const struc
         gw_listen_abort();
 }
 
-/* The first snapshot, built from <cfg> (taken, freed on failure too) and
- * published: the swap holds it from now on. -1 after logging why. */
+/* The swap and the apply pipeline into it, then the first snapshot, built
+ * from <cfg> (taken, freed on failure too) and published: the swap holds
+ * it from now on. -1 after logging why. */
 static int publish_first(struct adm_config *cfg)
 {
+    struct adm_pipeline_hooks hooks = {listeners_prepare, listeners_done, &proc};
     struct adm_errors errs;
-    struct adm_snapshot *snap;
 
     if (adm_swap_init(&proc.swap, proc.nworkers, publish_notify, &proc) < 0) {
         gw_log(GW_LOG_ERROR, "snapshot swap: out of memory");
         adm_config_free(cfg);
         return -1;
     }
+    adm_pipeline_init(&pipeline, &proc.swap, gw_persist_state(), &hooks, resolver);
     adm_errors_init(&errs);
-    if (!(snap = adm_snapshot_build_res(cfg, NULL, proc.nworkers, resolver, &errs))) {
+    if (adm_pipeline_publish_first(&pipeline, cfg, &errs) < 0) {
         gw_log_errors("config", &errs);
         adm_errors_clear(&errs);
         adm_swap_destroy(&proc.swap);
         return -1;
     }
-    adm_swap_publish(&proc.swap, snap);
-    adm_resolver_sweep(resolver);
     return 0;
 }
 
@@ -593,19 +597,16 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     hooks.stats = gw_stats;
     hooks.health = gw_health_info;
     hooks.audit = audit_log;
-    hooks.listeners_prepare = listeners_prepare;
-    hooks.listeners_done = listeners_done;
     hooks.arg = &proc;
-    hooks.resolver = resolver;
     gw_heap_start(reserve_mb);
-    if (!(api = adm_api_new(proc.admin_base, addr, &proc.swap, gw_persist_state(), &hooks, token,
-                            msg, sizeof(msg)))) {
+    if (!(api = adm_api_new(proc.admin_base, addr, &pipeline, &hooks, token, msg, sizeof(msg)))) {
         gw_log(GW_LOG_ERROR, "%s", msg);
         goto fail_events;
     }
     gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", addr->text, token ? " (bearer token)" : "",
            gw_persist_state()->dir ? ", state persisted" : "");
-    if (gw_fleet_start(api, atomic_load(&proc.swap.current)->cfg, gw_persist_state()->dir) < 0)
+    if (gw_fleet_start(api, &pipeline, atomic_load(&proc.swap.current)->cfg,
+                       gw_persist_state()->dir) < 0)
         goto fail_events;
     return 0;
 fail_events:

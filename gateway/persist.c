@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 
 static struct adm_state state = {.journal_fd = -1};
-static struct gw_process *proc; /* the process's -c path and swap */
-static struct adm_api *api;     /* the reload's path in */
+static struct gw_process *proc;       /* the process's -c path and swap */
+static struct adm_pipeline *pipeline; /* the reload's path in */
 /* The embedded default's state directory (default_state_dir), NULL with
  * -c or when none can be named. */
 static char *default_dir;
@@ -92,7 +92,7 @@ static const char *changes_text(size_t n, char *buf, size_t cap)
 static size_t api_changes(void)
 {
     struct adm_state_sig now = {0};
-    struct adm_fleet_sync *fs = api ? adm_api_fleet(api) : NULL;
+    struct adm_fleet_sync *fs = pipeline ? pipeline->fleet : NULL;
     size_t n;
 
     /* a fleet node's file holds its node's keys only: the fleet's objects
@@ -104,7 +104,7 @@ static size_t api_changes(void)
     return n;
 }
 
-/* A reload that adm_api_apply() refused with <rc>: logged, nothing changed. */
+/* A reload that adm_pipeline_apply_node() refused with <rc>: logged, nothing changed. */
 static void reload_refused(int rc, struct adm_errors *errs, const char *msg)
 {
     if (rc == -3)
@@ -118,13 +118,13 @@ static void reload_refused(int rc, struct adm_errors *errs, const char *msg)
 
 /* SIGHUP on a file unchanged since the running config was derived from
  * it: the running config stands with its API changes, as it would at a
- * restart. It goes through the API's path again all the same, so that the
- * files it names are read again (a certificate rewritten in place). */
+ * restart. It goes through the apply pipeline again all the same, so that
+ * the files it names are read again (a certificate rewritten in place). */
 static void reload_unchanged(void)
 {
     struct adm_errors errs;
     char msg[512], what[96];
-    struct adm_fleet_sync *fs = adm_api_fleet(api);
+    struct adm_fleet_sync *fs = pipeline->fleet;
     /* a fleet node's: its node document, composed again with the fleet */
     json_t *doc = json_deep_copy(fs ? adm_fleet_sync_node(fs) : state.doc);
     size_t n = api_changes();
@@ -136,7 +136,7 @@ static void reload_unchanged(void)
         return;
     }
     adm_errors_init(&errs);
-    rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
+    rc = adm_pipeline_apply_node(pipeline, doc, &errs, msg, sizeof(msg));
     json_decref(doc);
     changes_text(n, what, sizeof(what));
     s = atomic_load(&proc->swap.current);
@@ -176,7 +176,7 @@ static void reload_file(json_t *doc, uint64_t h)
     }
     adm_errors_init(&errs);
     reloading = 1;
-    rc = adm_api_apply(api, doc, &errs, msg, sizeof(msg));
+    rc = adm_pipeline_apply_node(pipeline, doc, &errs, msg, sizeof(msg));
     reloading = 0;
     changes_text(n, what, sizeof(what));
     if (replacing && rc != 0) {
@@ -229,7 +229,7 @@ static void reload_file(json_t *doc, uint64_t h)
            (unsigned long long)s->gen, rt_table_count(s->rt), s->build_ms);
 }
 
-void gw_persist_reload(struct adm_api *a)
+void gw_persist_reload(struct adm_pipeline *p)
 {
     struct adm_errors errs;
     json_t *doc;
@@ -238,7 +238,7 @@ void gw_persist_reload(struct adm_api *a)
     uint64_t h;
     FILE *f;
 
-    api = a;
+    pipeline = p;
     if (!proc->config_path) {
         gw_log(GW_LOG_WARN, "SIGHUP: running on the embedded default config, nothing to reload");
         return;

@@ -50,11 +50,11 @@ void gw_persist_start(const struct gw_start_plan *plan);
 /* SIGHUP: the -c file read again. Unchanged since the running config was
  * derived from it, the running config stands with its API changes (the
  * files it names are read again); changed, it is swapped in through
- * <api>'s path (validate, build, persist, publish) over the API's
- * changes, which are counted and, with a state directory, set aside in
- * replaced-<time>/ first, one warning saying how many and where. A bad
- * file changes nothing. */
-void gw_persist_reload(struct adm_api *api);
+ * <pipe>, the admin thread's apply pipeline (validate, build, persist,
+ * publish), over the API's changes, which are counted and, with a state
+ * directory, set aside in replaced-<time>/ first, one warning saying how
+ * many and where. A bad file changes nothing. */
+void gw_persist_reload(struct adm_pipeline *pipe);
 /* The live config document and its persistence (st->dir NULL: none). */
 struct adm_state *gw_persist_state(void);
 void gw_persist_free(void);
