@@ -265,6 +265,43 @@ class Writes(FleetCase):
         self.assertEqual(body_of(b, "/w"), 404)
         self.wait_body([a], "/w", 404)
 
+    def test_pipelined_behind_a_write_and_a_client_gone(self):
+        """A request pipelined behind a write that waits for its revision is
+        answered after it, in order; a client that goes away while its
+        write waits costs the node nothing."""
+        e = self.etcd()
+        a = self.node(e)
+        wait_for(lambda: fleet(a)["connected"], what="connected")
+        body = json.dumps({"id": "p", "path": "/p", "response": {"body": "p\n"}}).encode()
+        req = (b"POST /routes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(body), body) +
+               b"GET /routes/p HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        s = socket.create_connection(("127.0.0.1", admin_port(a)), timeout=TIMEOUT)
+        s.sendall(req)
+        data = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+        s.close()
+        first, second = data.split(b"HTTP/1.1 ")[1:3]
+        self.assertTrue(first.startswith(b"201"), data)
+        self.assertTrue(second.startswith(b"200"), data)  # it saw the route: read your writes
+        # a client gone while its write waits (etcd frozen: the write cannot finish)
+        e.freeze()
+        try:
+            body = json.dumps({"id": "q", "path": "/q", "response": {"body": "q\n"}}).encode()
+            s = socket.create_connection(("127.0.0.1", admin_port(a)), timeout=TIMEOUT)
+            s.sendall(b"POST /routes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                      b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            time.sleep(0.2)
+            s.close()
+        finally:
+            e.thaw()
+        self.assertEqual(admin(a, "GET", "/healthz")[0], 200)
+        wait_for(lambda: fleet(a)["connected"], what="connected again")
+
     def test_refused_write_never_reaches_etcd(self):
         e = self.etcd()
         a = self.node(e)
