@@ -24,6 +24,9 @@ extern const double adm_hist_bounds[ADM_HIST_BUCKETS]; /* seconds (api_metrics.c
  * names of listeners[].protocols. */
 #define ADM_NPROTOS 3
 
+/* gRPC statuses counted one by one: 0 (OK) to 16 (UNAUTHENTICATED). */
+#define ADM_GRPC_NCODES 17
+
 /* The gateway's counters, summed over workers when scraped. */
 struct adm_gw_stats {
     unsigned workers;
@@ -31,6 +34,7 @@ struct adm_gw_stats {
     uint64_t conns_reclaimed[2]; /* closed for new ones: [0] idle, [1] pending */
     uint64_t requests, status[6];
     uint64_t requests_proto[ADM_NPROTOS];
+    uint64_t grpc[ADM_GRPC_NCODES]; /* gRPC requests answered, by grpc-status */
     uint64_t bytes_in, bytes_out, upstream_errors;
     uint64_t access_log_dropped;        /* access-log lines lost: failed writes */
     uint64_t dur[ADM_HIST_BUCKETS + 1]; /* request duration, last = +Inf */

@@ -238,6 +238,13 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         evbuffer_add_printf(b, "switchyard_requests_by_protocol_total{protocol=\"%s\"} %llu\n",
                             (const char *[]){"h1", "h2", "h2c"}[p],
                             (unsigned long long)gs.requests_proto[p]);
+    evbuffer_add_printf(b, "# HELP switchyard_grpc_responses_total gRPC requests answered, by "
+                           "grpc-status: Switchyard's own answers, and an upstream's whose status "
+                           "was in its response head or trailers.\n"
+                           "# TYPE switchyard_grpc_responses_total counter\n");
+    for (int g = 0; g < ADM_GRPC_NCODES; g++)
+        evbuffer_add_printf(b, "switchyard_grpc_responses_total{code=\"%d\"} %llu\n", g,
+                            (unsigned long long)gs.grpc[g]);
     evbuffer_add_printf(
         b, "# HELP switchyard_route_requests_total Requests by route and status class.\n"
            "# TYPE switchyard_route_requests_total counter\n");

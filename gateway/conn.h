@@ -9,7 +9,7 @@
  *               each a request handed on the same way (h2.h)
  *   serve.c     the one request entry (gw_req_start): decide, then proxy or answer
  *   proxy.c     streams a request upstream and its response back
- *   local.c     answers a request here
+ *   local.c     answers a request here (grpc.c: a gRPC call's status, pure)
  *   tunnel.c    bytes both ways after a 101
  *   try.c       the try machine: pick, slot, budget, queue, next server
  *   forward.c   where a request goes, and its upstream head (pure)

@@ -42,6 +42,7 @@ struct gw_counters {
     _Atomic uint64_t requests;
     _Atomic uint64_t requests_proto[ADM_NPROTOS]; /* by protocol (admin/api.h) */
     _Atomic uint64_t status[6];                   /* by class: [1] 1xx ... [5] 5xx, [0] unused */
+    _Atomic uint64_t grpc[ADM_GRPC_NCODES];       /* gRPC answers by grpc-status (req.c) */
     _Atomic uint64_t conns_open;
     _Atomic uint64_t conns_total;
     _Atomic uint64_t bytes_in, bytes_out;

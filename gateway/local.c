@@ -3,12 +3,14 @@
  * trailing-slash redirects, automatic OPTIONS and OPTIONS *, configured
  * direct responses and redirects (encoded once in the snapshot), TRACE and
  * OPTIONS with Max-Forwards: 0, the 4xx/5xx of a request that cannot be
- * served; and reading away the body of a request answered here so that
+ * served (to a gRPC request over HTTP/2: its gRPC status, grpc.h); and
+ * reading away the body of a request answered here so that
  * the connection stays in step.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/local.h"
 #include "admin/http1/status.h"
+#include "gateway/grpc.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -202,13 +204,58 @@ static void simple_tail(struct gw_obuf *o, struct gw_req *r, int status)
     simple_tail_body(o, r, status, status != 204 && status != 304);
 }
 
+/* The answer with HTTP <status> to a gRPC request over HTTP/2 (grpc.h):
+ * 200, Content-Type application/grpc, grpc-status <code> and grpc-message
+ * <msg> (NULL: gw_grpc_message's for <status>, with the path for a 404
+ * or a 405), in one HEADERS frame that ends the stream. The access log
+ * and the counters see the 200 the client saw, and <code> beside it. */
+static void send_grpc(struct gw_req *r, int status, int code, const char *msg)
+{
+    const struct h1_request *rq = &r->rp->req;
+    char text[512], enc[3 * sizeof(text)];
+    size_t n;
+    struct gw_obuf ob;
+
+    if (!msg && (status == 404 || status == 405) && rq->path_len) {
+        int k = snprintf(text, sizeof(text), "%s %.*s",
+                         status == 404 ? "no route for" : "method not allowed for",
+                         (int)(rq->path_len < 256 ? rq->path_len : 256), rq->path);
+        n = k < 0 ? 0 : (size_t)k < sizeof(text) ? (size_t)k : sizeof(text) - 1;
+        msg = text;
+    } else {
+        msg = msg ? msg : gw_grpc_message(status);
+        n = strlen(msg);
+    }
+    n = gw_grpc_pct_encode(enc, sizeof(enc), msg, n);
+    simple_head(&ob, r, 200);
+    if (r->reqid_len)
+        gw_ob_field(&ob, "X-Request-Id", 12, r->reqid, r->reqid_len);
+    gw_ob_lit(&ob, "Content-Type: application/grpc\r\ngrpc-status: ");
+    gw_ob_u64(&ob, (uint64_t)code);
+    gw_ob_lit(&ob, "\r\n");
+    gw_ob_field(&ob, "grpc-message", 12, enc, n);
+    local_end(&ob, r, 200, NULL, 0);
+    r->grpc_status = (unsigned char)(code + 1);
+}
+
 /* A short local answer with <extra> fields (each ending in CRLF). */
 void gw_local_simple(struct gw_req *r, int status, const char *extra, size_t extra_len)
+{
+    gw_local_simple_grpc(r, status, -1, NULL, extra, extra_len);
+}
+
+void gw_local_simple_grpc(struct gw_req *r, int status, int code, const char *msg,
+                          const char *extra, size_t extra_len)
 {
     struct gw_obuf ob;
 
     if (!r->reqid_len) /* a local answer has an id too: the client's and the log's */
         gw_req_make_reqid(r);
+    if (r->rp->req.grpc && !r->codec->http1) {
+        /* the extra fields (Allow, Retry-After) say nothing to a gRPC client */
+        send_grpc(r, status, code < 0 ? gw_grpc_code(status) : code, msg);
+        return;
+    }
     simple_head(&ob, r, status);
     if (extra_len)
         gw_ob_add(&ob, extra, extra_len);

@@ -15,6 +15,13 @@ void gw_local_answer(struct gw_req *r, enum gw_verdict v, const struct rt_match 
 /* A short "<status> <reason>" answer with <extra> fields (each ending in
  * CRLF, <extra_len> bytes in all). */
 void gw_local_simple(struct gw_req *r, int status, const char *extra, size_t extra_len);
+/* gw_local_simple, but a gRPC request over HTTP/2 hears gRPC status
+ * <code> (-1: gw_grpc_code(<status>)) with message <msg> (NULL: the one
+ * for <status>) in a Trailers-Only answer (grpc.h), where <status> alone
+ * does not say which fits: a 503 is UNAVAILABLE when no server is up,
+ * RESOURCE_EXHAUSTED when the pool's queue is full. */
+void gw_local_simple_grpc(struct gw_req *r, int status, int code, const char *msg,
+                          const char *extra, size_t extra_len);
 /* A bad request: answer <status> and close. */
 void gw_local_error_close(struct gw_req *r, int status);
 /* After a local answer is queued (GW_CONN_LOCAL): read the request's body

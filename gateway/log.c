@@ -437,7 +437,13 @@ size_t gw_log_json(struct gw_log_clock *clk, char *out, const struct gw_log_rec 
     }
     p = PUT_LIT(p, "\",\"status\":");
     p = put_int(p, r->status);
-    p = PUT_LIT(p, ",\"bytes_in\":");
+    if (r->grpc_status < 0) {
+        p = PUT_LIT(p, ",\"grpc_status\":null,\"bytes_in\":");
+    } else {
+        p = PUT_LIT(p, ",\"grpc_status\":");
+        p = put_int(p, r->grpc_status);
+        p = PUT_LIT(p, ",\"bytes_in\":");
+    }
     p = put_u64(p, r->bytes_in);
     p = PUT_LIT(p, ",\"bytes_out\":");
     p = put_u64(p, r->bytes_out);
@@ -688,6 +694,7 @@ static void log_line(struct gw_req *r, double duration_ms, const struct log_src 
         .ua = ua ? ua->value.ptr : NULL,
         .ua_len = ua ? ua->value.len : 0,
         .status = r->status,
+        .grpc_status = (int)r->grpc_status - 1,
         .bytes_in = r->bytes_in,
         .bytes_out = r->bytes_out,
         .duration_ms = duration_ms,

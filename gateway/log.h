@@ -30,6 +30,7 @@ struct gw_log_rec {
     const char *method, *host, *target, *path, *ua;
     size_t method_len, host_len, target_len, path_len, ua_len;
     int status;
+    int grpc_status; /* the gRPC status beside it, < 0: null (not gRPC, or none known) */
     uint64_t bytes_in, bytes_out;
     double duration_ms, upstream_ms; /* upstream_ms < 0: null */
     const char *route, *upstream;

@@ -30,6 +30,7 @@
 
 #include "gateway/clientip.h"
 #include "gateway/forward.h"
+#include "gateway/grpc.h"
 #include "gateway/hashkey.h"
 #include "gateway/health.h"
 #include "gateway/limits.h"
@@ -39,7 +40,8 @@
 #include "gateway/upconn.h"
 
 static int send_to(struct gw_req *r, size_t server, int fresh);
-static void fail_with(struct gw_req *r, int status, const char *extra, size_t extra_len);
+static void fail_with(struct gw_req *r, int status, int code, const char *msg, const char *extra,
+                      size_t extra_len);
 
 /* Answers Expect: 100-continue, once per request: the body may come now.
  * We answer it ourselves (the field does not go upstream, as with nginx
@@ -56,11 +58,21 @@ static void send_continue(struct gw_req *r)
     }
 }
 
-/* An overflow or a timeout of the queue: 503 at once, come back soon. */
-static void fail_busy(struct gw_req *r)
+/* An overflow or a timeout of the queue, or no server up: 503 at once,
+ * come back soon. A gRPC client hears <code> with <msg>: the pool's
+ * limits are RESOURCE_EXHAUSTED, no server UNAVAILABLE. */
+static void fail_busy(struct gw_req *r, int code, const char *msg)
 {
     static const char ra[] = "Retry-After: 1\r\n";
-    fail_with(r, 503, ra, sizeof(ra) - 1);
+    fail_with(r, 503, code, msg, ra, sizeof(ra) - 1);
+}
+
+/* The queue was full, or its wait ran out: the pool's limits. */
+static void fail_full(struct gw_req *r)
+{
+    fail_busy(r, GW_GRPC_RESOURCE_EXHAUSTED,
+              "upstream overloaded: every server at its max_connections, and the queue full or "
+              "its wait over");
 }
 
 /* No server left to pick for <c>'s try, first or retry. Every server down
@@ -76,13 +88,13 @@ static void fail_busy(struct gw_req *r)
 static void fail_none_left(struct gw_req *r)
 {
     if (up_pool_all_down(r->snap->pools[r->sr->upstream])) {
-        fail_busy(r);
+        fail_busy(r, GW_GRPC_UNAVAILABLE, "no healthy upstream");
     } else if (!r->tried.n) {
         gw_up_log(GW_LOG_INFO, r, NULL, "%s",
                   r->snap->cfg->upstreams[r->sr->upstream].balance == ADM_BALANCE_HASH
                       ? "the server for this request's hash key is down (no fallback)"
                       : "no server can take this request");
-        fail_busy(r);
+        fail_busy(r, GW_GRPC_UNAVAILABLE, "no healthy upstream for this request");
     } else {
         gw_proxy_fail(r, 502);
     }
@@ -217,6 +229,14 @@ static inline void put_field(struct gw_req *r, struct gw_obuf *o, const char *na
         gw_ob_field(o, name, nlen, v, vlen);
 }
 
+/* The upstream's response to a gRPC request named grpc-status <code>
+ * (-1: it did not): the access log and /metrics say it. */
+static void grpc_status_of(struct gw_req *r, int code)
+{
+    if (code >= 0)
+        r->grpc_status = (unsigned char)(code + 1);
+}
+
 /* Writes the response head to the client, dropping hop-by-hop fields (and
  * those the route's response_headers remove or set). */
 static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, int nobody,
@@ -307,6 +327,8 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
     r->head_out += o->total - before;
     r->resp_started = 1;
     r->status = u->resp.status;
+    if (r->rp->req.grpc && u->resp.status >= 200) /* Trailers-Only: the status in the head */
+        grpc_status_of(r, gw_grpc_status_in(u->resp.hdr, u->resp.nhdr));
 }
 
 /* The response is complete: park or close the upstream connection and go
@@ -327,6 +349,8 @@ static void resp_done(struct gw_req *r)
             memcpy(tr, t.ptr, t.len);
             trn = t.len;
         }
+        if (r->rp->req.grpc && t.len) /* a gRPC status in the trailers, where it belongs */
+            grpc_status_of(r, gw_grpc_status_in_lines(t.ptr, t.len));
         gw_upconn_release(u, reuse, r->snap->cfg->upstreams[r->sr->upstream].idle_timeout_ms);
     }
     gw_try_finish(r);
@@ -554,8 +578,10 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
     pump_body_down(r, u, &pend);
 }
 
-/* gw_proxy_fail, the answer with <extra> fields (gw_local_simple's). */
-static void fail_with(struct gw_req *r, int status, const char *extra, size_t extra_len)
+/* gw_proxy_fail, the answer with <extra> fields, and for a gRPC client
+ * <code> and <msg> (gw_local_simple_grpc's). */
+static void fail_with(struct gw_req *r, int status, int code, const char *msg, const char *extra,
+                      size_t extra_len)
 {
     gw_proxy_detach(r);
     if (status >= 500)
@@ -580,7 +606,11 @@ static void fail_with(struct gw_req *r, int status, const char *extra, size_t ex
      * known for sure. */
     if (status < 500 || (!r->body_done && r->rp->req.expect_continue && !r->continued))
         r->keep = 0;
-    gw_local_simple(r, status, extra, extra_len);
+    if (code < 0 && r->retry_refused && status >= 500) {
+        code = GW_GRPC_RESOURCE_EXHAUSTED; /* the failure's retry was what a limit refused */
+        msg = "upstream failed, and the retry budget allows no retry now";
+    }
+    gw_local_simple_grpc(r, status, code, msg, extra, extra_len);
     if (!r->keep) {
         gw_req_done(r);
         return;
@@ -592,7 +622,7 @@ static void fail_with(struct gw_req *r, int status, const char *extra, size_t ex
  * else the client connection is closed (it cannot be told otherwise). */
 void gw_proxy_fail(struct gw_req *r, int status)
 {
-    fail_with(r, status, NULL, 0);
+    fail_with(r, status, -1, NULL, NULL, 0);
 }
 
 static void up_read_cb(struct gw_io *io, void *arg)
@@ -824,7 +854,7 @@ static void go_upstream(struct gw_req *r)
 static void wait_for_slot(struct gw_req *r)
 {
     if (gw_try_wait(r) < 0)
-        fail_busy(r);
+        fail_full(r);
 }
 
 /* The worker's wake event: slots freed while requests wait. Each pool's
@@ -864,7 +894,7 @@ void gw_proxy_sweep(struct gw_worker *w)
     for (struct gw_plim *l = w->plims; l; l = l->next) {
         struct gw_req *r;
         while ((r = gw_try_expired(l, now)))
-            fail_busy(r);
+            fail_full(r);
         if (l->queue && up_queue_len(l->queue) && gw_plim_any(l))
             wake = 1;
     }

@@ -38,6 +38,8 @@ static void count_status(struct gw_req *r, double ms)
         if (r->sr)
             gw_count(&r->sr->ctr[r->c->w->id].status[cls], 1);
     }
+    if (r->grpc_status) /* a gRPC request whose status is known: one compare for the others */
+        gw_count(&k->grpc[r->grpc_status - 1], 1);
     gw_count(&k->dur[gw_hist_bucket(secs)], 1);
     gw_count(&k->dur_sum_us, (uint64_t)(secs * 1e6));
     gw_count(&k->bytes_in, r->bytes_in);
@@ -91,6 +93,7 @@ void gw_req_account(struct gw_req *r)
 
     gw_log_access(r, ms);
     count_status(r, ms);
+    r->grpc_status = 0; /* an HTTP/1 connection's next request starts without */
 }
 
 void gw_req_account_tunnel(struct gw_req *r)

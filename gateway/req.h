@@ -80,6 +80,12 @@ struct gw_req {
     unsigned char next_retry, queued; /* the next try is an admitted retry; waiting for a slot */
     uint64_t queue_deadline;          /* set when it first queued: requeues keep it; 0: never */
     struct evbuffer *body;            /* request_buffering: the whole body, NULL: it streams */
+    unsigned char retry_refused;      /* the retry budget refused a retry (a gRPC client hears
+                                       * RESOURCE_EXHAUSTED rather than the failure's status) */
+    /* 1 + the grpc-status the client got, from us or in the upstream's
+     * response head or trailers (grpc.h); 0: none known, or not gRPC. The
+     * access log and /metrics read it; reset when the request is counted. */
+    unsigned char grpc_status;
     int status;
     uint64_t bytes_in, bytes_out;
     uint64_t head_out; /* of bytes_out, the response heads' (the access log's body bytes) */

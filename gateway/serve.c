@@ -57,6 +57,8 @@ void gw_req_start(struct gw_req *r)
     r->retried = 0;
     r->tries = 0;
     r->tried.n = 0;
+    r->retry_refused = 0;
+    r->grpc_status = 0;
     r->keep = rq->keep_alive;
     r->http10 = rq->version_minor == 0;
     r->is_head = rq->method_id == HTTP_HEAD;

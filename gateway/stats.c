@@ -5,6 +5,10 @@
 
 #include <string.h>
 
+#include "gateway/grpc.h"
+
+_Static_assert(ADM_GRPC_NCODES == GW_GRPC_NCODES, "gRPC's codes counted as many as known");
+
 static uint64_t ld(_Atomic uint64_t *c)
 {
     return atomic_load_explicit(c, memory_order_relaxed);
@@ -28,6 +32,8 @@ void gw_stats(void *arg, struct adm_gw_stats *st)
             st->requests_proto[n] += ld(&k->requests_proto[n]);
         for (int c = 0; c < 6; c++)
             st->status[c] += ld(&k->status[c]);
+        for (int c = 0; c < ADM_GRPC_NCODES; c++)
+            st->grpc[c] += ld(&k->grpc[c]);
         st->bytes_in += ld(&k->bytes_in);
         st->bytes_out += ld(&k->bytes_out);
         st->upstream_errors += ld(&k->upstream_errors);

@@ -274,6 +274,7 @@ enum gw_next gw_try_next(struct gw_req *r, struct gw_upconn *u, short what, int 
     s = gw_plim_retry(r->plim, pool, r->c->w->id, &pk, gw_try_reached(u), &counted);
     if (s == GW_PICK_REFUSED) {
         up_pool_count(pool, r->c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
+        r->retry_refused = 1;
         return GW_NEXT_GIVE_UP;
     }
     if (s == UP_NONE) {

@@ -596,6 +596,16 @@ static int parse_content_length(struct h1_slice v, uint64_t *out)
     return 0;
 }
 
+bool h1_content_type_is_grpc(const char *v, size_t n)
+{
+    static const char base[] = "application/grpc";
+    size_t bl = sizeof(base) - 1;
+
+    if (n < bl || !h1_ci_eq(v, bl, base))
+        return false;
+    return n == bl || v[bl] == '+' || v[bl] == ';';
+}
+
 /* Reads the Connection list <v> into req.connection and the flags. */
 static int scan_connection(struct h1_req_parser *p, struct h1_slice v, bool *close, bool *ka,
                            bool *upgrade)
@@ -629,6 +639,7 @@ struct head_facts {
     uint64_t cl;
     bool conn_close, conn_ka, conn_upgrade, has_upgrade;
     bool expect_continue, expect_bad;
+    bool grpc;
 };
 
 static int collect_facts(struct h1_req_parser *p, struct head_facts *f)
@@ -675,6 +686,8 @@ static int collect_facts(struct h1_req_parser *p, struct head_facts *f)
         } else if (h1_ci_eq(nm, nl, "upgrade")) {
             if (h->value.len > 0)
                 f->has_upgrade = true;
+        } else if (h1_ci_eq(nm, nl, "content-type")) {
+            f->grpc = h1_content_type_is_grpc(h->value.ptr, h->value.len);
         }
     }
     return 0;
@@ -758,6 +771,7 @@ static int end_head(struct h1_req_parser *p)
 
     if (collect_facts(p, &f) < 0)
         return -1;
+    r->grpc = f.grpc; /* before the checks: a refused gRPC request is answered as gRPC */
 
     /* 400s first: the message is malformed. */
     if (f.nhost > 1)

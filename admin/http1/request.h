@@ -189,6 +189,7 @@ struct h1_request {
     bool keep_alive;      /* the connection may carry another request */
     bool expect_continue; /* HTTP/1.1 Expect: 100-continue */
     bool upgrade;         /* HTTP/1.1, Connection: upgrade and an Upgrade field */
+    bool grpc;            /* a Content-Type of gRPC's (h1_content_type_is_grpc) */
 
     enum h1_body_kind body_kind;
     uint64_t content_length; /* H1_BODY_LENGTH only */
@@ -241,6 +242,13 @@ struct h1_req_parser {
 
 /* Fills <lim> with the defaults listed in struct h1_req_limits. */
 void h1_req_limits_default(struct h1_req_limits *lim);
+
+/* Whether the Content-Type value <v> (<n> bytes, OWS trimmed) names gRPC:
+ * "application/grpc" alone, or followed by '+' and a message encoding
+ * ("+proto") or ';' and parameters (gRPC's PROTOCOL-HTTP2), in any case
+ * as media types are compared (RFC 9110 8.3.1). grpc-web's
+ * "application/grpc-web" is not: it is answered as any other request. */
+bool h1_content_type_is_grpc(const char *v, size_t n);
 
 /*
  * Prepares <p> for the first request with limits <lim> (copied; NULL for the

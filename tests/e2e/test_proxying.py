@@ -744,10 +744,11 @@ class AccessLogTest(GatewayCase):
         self.assertEqual(len(ls), 3, ls)
         recs = [json.loads(l) for l in ls]
         # issue 13's fields: host, the target as received, upstream time, user
-        # agent, and the TLS ones (null on a plain listener)
-        fields = {"time", "client", "method", "host", "target", "path", "status", "bytes_in",
-                  "bytes_out", "duration_ms", "upstream_ms", "route", "upstream", "request_id",
-                  "user_agent", "tls_version", "sni"}
+        # agent, and the TLS ones (null on a plain listener); issue 25's
+        # grpc_status (null: no gRPC request here)
+        fields = {"time", "client", "method", "host", "target", "path", "status", "grpc_status",
+                  "bytes_in", "bytes_out", "duration_ms", "upstream_ms", "route", "upstream",
+                  "request_id", "user_agent", "tls_version", "sni"}
         for rec in recs:
             self.assertEqual(set(rec), fields, rec)
             self.assertEqual(rec["client"], "127.0.0.1:%d" % port)
@@ -759,6 +760,7 @@ class AccessLogTest(GatewayCase):
             self.assertEqual(rec["host"], "localhost")
             self.assertIsNone(rec["tls_version"])
             self.assertIsNone(rec["sni"])
+            self.assertIsNone(rec["grpc_status"])
             self.assertRegex(rec["request_id"], r"^\S+$")  # local answers too
         a, b, c = recs
         self.assertEqual((a["method"], a["path"], a["status"]), ("POST", "/api/x", 200))

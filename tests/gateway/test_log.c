@@ -36,13 +36,17 @@ static size_t plain_esc(char *out, size_t len, size_t cap, const char *s, size_t
 static size_t plain_json(char *out, size_t cap, const struct gw_log_rec *r)
 {
     struct tm tm;
-    char tbuf[32], up[32];
+    char tbuf[32], up[32], grpc[16];
     size_t n = 0;
 
     if (r->upstream_ms >= 0)
         snprintf(up, sizeof(up), "%.3f", r->upstream_ms);
     else
         snprintf(up, sizeof(up), "null");
+    if (r->grpc_status >= 0)
+        snprintf(grpc, sizeof(grpc), "%d", r->grpc_status);
+    else
+        snprintf(grpc, sizeof(grpc), "null");
     gmtime_r(&r->now.tv_sec, &tm);
     strftime(tbuf, sizeof(tbuf), "%Y-%m-%dT%H:%M:%S", &tm);
     n += (size_t)snprintf(out + n, cap - n,
@@ -57,10 +61,11 @@ static size_t plain_json(char *out, size_t cap, const struct gw_log_rec *r)
     n = plain_esc(out, n, cap, r->path ? r->path : "", r->path ? r->path_len : 0);
     n += (size_t)snprintf(
         out + n, cap - n,
-        "\",\"status\":%d,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%.3f,"
+        "\",\"status\":%d,\"grpc_status\":%s,\"bytes_in\":%llu,\"bytes_out\":%llu,\"duration_ms\":%"
+        ".3f,"
         "\"upstream_ms\":%s,\"route\":%s%s%s,\"upstream\":%s%s%s,\"request_id\":\"%.*s\","
         "\"user_agent\":%s",
-        r->status, (unsigned long long)r->bytes_in, (unsigned long long)r->bytes_out,
+        r->status, grpc, (unsigned long long)r->bytes_in, (unsigned long long)r->bytes_out,
         r->duration_ms, up, r->route ? "\"" : "", r->route ? r->route : "null",
         r->route ? "\"" : "", r->upstream ? "\"" : "", r->upstream ? r->upstream : "null",
         r->upstream ? "\"" : "", (int)r->reqid_len, r->reqid, r->ua ? "\"" : "null");
@@ -362,6 +367,7 @@ static void random_records(int combined)
         default:
             r.status = 0;
         }
+        r.grpc_status = rnd() % 3 ? -1 : (int)(rnd() % 17);
         r.bytes_in = rnd() % 2 ? rnd() >> (rnd() % 64) : 0;
         r.bytes_out = rnd() >> (1 + rnd() % 63); /* 0 .. 2^63 */
         if (rnd() % 100 == 0)

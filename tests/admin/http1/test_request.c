@@ -817,6 +817,47 @@ START_TEST(acc_expect_continue)
 }
 END_TEST
 
+/* gRPC's Content-Type (PROTOCOL-HTTP2): "application/grpc", alone or with
+ * "+encoding" or parameters, in any case; nothing else (grpc-web). */
+START_TEST(acc_grpc_content_type)
+{
+    static const struct {
+        const char *v;
+        bool grpc;
+    } cases[] = {
+        {"application/grpc", true},
+        {"application/grpc+proto", true},
+        {"application/grpc+json", true},
+        {"application/grpc;charset=utf-8", true},
+        {"Application/GRPC", true},
+        {"application/grpc-web", false},
+        {"application/grpc-web+proto", false},
+        {"application/grpcx", false},
+        {"application/grp", false},
+        {"application/json", false},
+        {"", false},
+    };
+    struct h1_req_parser p;
+    struct run r;
+    char raw[256];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int n = snprintf(raw, sizeof(raw),
+                         "POST /pkg.Svc/M HTTP/1.1\r\nHost: a\r\nContent-Type: %s\r\n"
+                         "Content-Length: 0\r\n\r\n",
+                         cases[i].v);
+        ck_assert_msg(h1_content_type_is_grpc(cases[i].v, strlen(cases[i].v)) == cases[i].grpc,
+                      "%s", cases[i].v);
+        accept_req(&p, raw, (size_t)n, &r);
+        ck_assert_msg(p.req.grpc == cases[i].grpc, "%s", cases[i].v);
+        h1_req_parser_free(&p);
+    }
+    accept_req(&p, RAW("POST /pkg.Svc/M HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n"), &r);
+    ck_assert(!p.req.grpc);
+    h1_req_parser_free(&p);
+}
+END_TEST
+
 START_TEST(acc_upgrade)
 {
     struct h1_req_parser p;
@@ -1901,6 +1942,7 @@ static Suite *request_suite(void)
     ADD(acc, acc_too_many_connection_tokens);
     ADD(acc, acc_expect_continue);
     ADD(acc, acc_upgrade);
+    ADD(acc, acc_grpc_content_type);
     ADD(acc, acc_content_length_body);
     ADD(acc, acc_content_length_zero);
     ADD(acc, acc_chunked_body);
