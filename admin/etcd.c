@@ -23,7 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/socket.h>
 
+#include <event2/dns.h>
 #include <event2/util.h>
 #include <jansson.h>
 #include <openssl/err.h>
@@ -57,7 +59,8 @@ struct adm_etcd {
     struct etcd_ep *eps;
     size_t neps, ep; /* the endpoint in use */
     SSL_CTX *ssl_ctx;
-    char *key64, *end64; /* the prefix's range, base64 */
+    struct evdns_base *dns; /* for endpoints named by host name; NULL: all are addresses */
+    char *key64, *end64;    /* the prefix's range, base64 */
     char *username, *password, *token;
     unsigned dial_ms, request_ms, idle_ms, backoff_min, backoff_max;
     struct adm_etcd_hooks h;
@@ -235,6 +238,7 @@ static struct etcd_http *request(struct adm_etcd *e, const char *path, const cha
     struct etcd_http_req r = {
         .base = e->base,
         .ssl_ctx = e->ssl_ctx,
+        .dns = e->dns,
         .ep = &e->eps[e->ep],
         .path = path,
         .body = body,
@@ -908,6 +912,45 @@ oom:
     return -1;
 }
 
+/* An endpoint named by a host name is looked up with evdns on the loop:
+ * getaddrinfo() would hold the admin thread (the API, every swap) for as
+ * long as a dead DNS server takes to time out, at every reconnect. The
+ * nameservers of /etc/resolv.conf and the names of /etc/hosts, as the
+ * system's resolver has them. */
+static int dns_new(struct adm_etcd *e, char *why, size_t cap)
+{
+    unsigned char a[16];
+    size_t i;
+
+    for (i = 0; i < e->neps; i++)
+        if (evutil_inet_pton(AF_INET, e->eps[i].host, a) != 1 &&
+            evutil_inet_pton(AF_INET6, e->eps[i].host, a) != 1)
+            break;
+    if (i == e->neps)
+        return 0; /* addresses only */
+    if (!(e->dns = evdns_base_new(e->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE))) {
+        snprintf(why, cap, "out of memory");
+        return -1;
+    }
+    /* a missing resolv.conf leaves evdns its default (127.0.0.1), as the
+     * system's resolver does */
+    evdns_base_resolv_conf_parse(e->dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
+    if (evdns_base_load_hosts(e->dns, NULL) < 0)
+        evdns_base_load_hosts(e->dns, "/dev/null"); /* localhost, at least */
+    return 0;
+}
+
+/* Every request is gone, its lookup cancelled with its bufferevent; evdns
+ * answers a cancelled lookup later, from the loop, through <dns>: the loop
+ * runs those answers first, then <dns> is freed, as adm_resolver_free()
+ * does. adm_etcd_free() is never called from inside the loop (etcd.h). */
+static void dns_free(struct event_base *base, struct evdns_base *dns)
+{
+    for (int i = 0; i < 10; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+    evdns_base_free(dns, 1);
+}
+
 struct adm_etcd *adm_etcd_new(struct event_base *base, const struct adm_etcd_opts *o,
                               const struct adm_etcd_hooks *h, char *why, size_t cap)
 {
@@ -930,6 +973,8 @@ struct adm_etcd *adm_etcd_new(struct event_base *base, const struct adm_etcd_opt
         goto fail;
     }
     e->st.endpoint = e->eps[0].url;
+    if (dns_new(e, why, cap) < 0)
+        goto fail;
     return e;
 fail:
     adm_etcd_free(e);
@@ -962,6 +1007,8 @@ void adm_etcd_free(struct adm_etcd *e)
     for (size_t i = 0; i < e->neps; i++)
         etcd_ep_clear(&e->eps[i]);
     free(e->eps);
+    if (e->dns)
+        dns_free(e->base, e->dns);
     SSL_CTX_free(e->ssl_ctx);
     free(e->key64);
     free(e->end64);

@@ -34,15 +34,17 @@
  * /v3/auth/authenticate gives a token sent as the Authorization header
  * (taken again when etcd says it is invalid or expired).
  *
+ * Host names of endpoints resolve with evdns on the loop (resolv.conf's
+ * servers, /etc/hosts), under the dial timeout: never a blocking lookup.
+ *
  * Nothing here logs: what happens reaches the caller through the hooks.
  * The hooks and the done callbacks run from the loop; they may call
  * adm_etcd_write(), adm_etcd_cancel() and adm_etcd_stats(), but never
- * adm_etcd_free() (free the client from another event).
+ * adm_etcd_free().
  *
  * Every request has a connection of its own ("Connection: close"), with
  * a dial timer and a request timer; an answer or a watch line is bounded
- * by ETCD_BODY_MAX (64 MiB, etcd_int.h). Host names in endpoints are
- * resolved with a blocking getaddrinfo() (use addresses or /etc/hosts).
+ * by ETCD_BODY_MAX (64 MiB, etcd_int.h).
  */
 #ifndef SY_ADMIN_ETCD_H
 #define SY_ADMIN_ETCD_H
@@ -108,7 +110,9 @@ struct adm_etcd *adm_etcd_new(struct event_base *base, const struct adm_etcd_opt
  * while etcd is unreachable. */
 void adm_etcd_start(struct adm_etcd *e);
 /* Stops everything, cancels every pending write (its done callback is not
- * called) and frees <e>. NULL is a no-op. */
+ * called) and frees <e>. NULL is a no-op. Called outside the loop (a
+ * stop): with an endpoint named by host name it runs the loop briefly, so
+ * that the lookups it cancels end before their evdns base goes. */
 void adm_etcd_free(struct adm_etcd *e);
 
 /* A write's condition. */

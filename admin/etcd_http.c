@@ -378,9 +378,9 @@ struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size
     if (write_request(h, r) < 0 || bufferevent_enable(h->bev, EV_READ | EV_WRITE) < 0)
         goto fail_oom;
     event_add(h->timer, &tv);
-    /* A host name is resolved by getaddrinfo() here (no evdns base): etcd
-     * endpoints are usually addresses, and names resolve from /etc/hosts. */
-    if (bufferevent_socket_connect_hostname(h->bev, NULL, AF_UNSPEC, r->ep->host,
+    /* A host name is resolved by evdns (r->dns) under the dial timeout; an
+     * address needs no lookup */
+    if (bufferevent_socket_connect_hostname(h->bev, r->dns, AF_UNSPEC, r->ep->host,
                                             (int)r->ep->port) < 0) {
         char msg[300];
         bev_error(h->bev, msg, sizeof(msg));

@@ -49,9 +49,14 @@ typedef void (*etcd_http_done)(void *arg, int status, const char *body, size_t l
  * stream (then done is not called: the caller knows why). */
 typedef int (*etcd_http_line)(void *arg, const char *line, size_t len);
 
+struct evdns_base;
+
 struct etcd_http_req {
     struct event_base *base;
     SSL_CTX *ssl_ctx; /* for a TLS endpoint */
+    /* resolves a host name without blocking the loop (NULL: the endpoints
+     * are addresses) */
+    struct evdns_base *dns;
     const struct etcd_ep *ep;
     const char *path;  /* "/v3/kv/range" */
     const char *body;  /* JSON */

@@ -543,6 +543,24 @@ class Failures(FleetCase):
         e.put(PREFIX + "routes/r", route("/r", "2\n"))
         self.wait_body([a2, fresh], "/r", "2\n")
 
+    def test_endpoints_by_name_one_unresolvable(self):
+        """Endpoints named by host name resolve on the loop (evdns, the hosts
+        file): one that does not resolve is skipped for the next, and the
+        admin API answers all the while."""
+        e = self.etcd()
+        e.put(PREFIX + "routes/r", route("/r", "named\n"))
+        named = e.endpoint.replace("127.0.0.1", "localhost")
+        a = self.node(["http://no-such-host.invalid:2379", named])
+        fleet(a)  # the admin API is up
+        deadline = time.monotonic() + TIMEOUT
+        while body_of(a, "/r") != "named\n" and time.monotonic() < deadline:
+            t = time.monotonic()
+            self.assertEqual(admin(a, "GET", "/healthz")[0], 200)
+            self.assertLess(time.monotonic() - t, 1.0)
+            time.sleep(0.05)
+        self.assertEqual(body_of(a, "/r"), "named\n")
+        self.assertIn("no-such-host.invalid", a.log())
+
     def test_cluster_loses_a_member(self):
         c = EtcdCluster(self.tmp, n=3, progress_ms=500)
         self.addCleanup(c.stop)
