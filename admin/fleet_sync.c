@@ -356,7 +356,7 @@ static void set_errors(struct adm_fleet_sync *fs, struct adm_errors *e)
  * last good config keeps serving. */
 static void try_apply(struct adm_fleet_sync *fs, int64_t rev)
 {
-    struct adm_errors cerrs, verrs, blamed;
+    struct adm_errors cerrs, verrs;
     char msg[512], line[1024];
     double t0 = adm_now_ms();
     json_t *doc;
@@ -364,7 +364,6 @@ static void try_apply(struct adm_fleet_sync *fs, int64_t rev)
 
     adm_errors_init(&cerrs);
     adm_errors_init(&verrs);
-    adm_errors_init(&blamed);
     fs->seen_rev = rev;
     if (rev > fs->etcd_rev)
         fs->etcd_rev = rev;
@@ -409,7 +408,6 @@ static void try_apply(struct adm_fleet_sync *fs, int64_t rev)
     }
     adm_errors_clear(&cerrs);
     adm_errors_clear(&verrs);
-    adm_errors_clear(&blamed);
     settle_writes(fs);
 }
 
