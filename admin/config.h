@@ -111,7 +111,16 @@ static inline int adm_statuses_has(const struct adm_statuses *s, unsigned code)
 }
 
 /* upstreams.NAME.health_check: active checks of every server. */
+/* upstreams.NAME.health_check.type */
+enum adm_hc_type {
+    ADM_HC_HTTP = 0, /* "http": a GET of path, its status in expect_status */
+    ADM_HC_GRPC,     /* "grpc": grpc.health.v1.Health/Check of service; SERVING passes
+                      * (needs the pool's protocol h2c or h2) */
+};
+
 struct adm_health_check {
+    enum adm_hc_type type;        /* "http" */
+    char *service;                /* "grpc": the service asked about; NULL: "" (the server) */
     char *path;                   /* the request target, "/" */
     char *host;                   /* the Host header; NULL: the server's address */
     unsigned interval_ms;         /* 5000 */
@@ -139,8 +148,16 @@ struct adm_server {
     unsigned weight;      /* 1..1000, default 1 */
 };
 
+/* upstreams.NAME.protocol: what the pool's servers speak. */
+enum adm_up_protocol {
+    ADM_UP_H1 = 0, /* "h1": HTTP/1.1, a request per connection at a time (the default) */
+    ADM_UP_H2C,    /* "h2c": HTTP/2 with prior knowledge, streams multiplexed */
+    ADM_UP_H2,     /* "h2": HTTP/2 over TLS chosen by ALPN (needs "tls") */
+};
+
 struct adm_upstream {
     char *name; /* [A-Za-z0-9_.-]+ */
+    enum adm_up_protocol protocol; /* "h1" */
     struct adm_server *servers;
     size_t nservers; /* >= 1 */
     enum adm_balance balance;
@@ -164,6 +181,10 @@ struct adm_upstream {
 
     unsigned retries;                    /* extra tries of a failed request (2) */
     struct adm_statuses retry_on_status; /* responses that are retried (none) */
+    /* gRPC calls whose answer is trailers-only with one of these grpc-status
+     * codes (bit = code, 1..16) are retried like retry_on_status
+     * (["unavailable"]) */
+    struct adm_statuses retry_on_grpc_status;
     unsigned retry_budget_percent;       /* of the requests in flight that may be retries (20) */
     int request_buffering;               /* read a body whole before the upstream request (0) */
     uint64_t max_buffered_body_bytes;    /* the largest body buffered so (8 MiB) */
