@@ -283,11 +283,13 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
 static int on_error(nghttp2_session *s, int code, const char *msg, size_t len, void *ud)
 {
     struct gw_hgrpc *g = ud;
+    const char *dot = memchr(msg, '.', len);
 
     (void)s;
     (void)code;
+    /* its first sentence: the rest guesses ("Perhaps, peer does not ...") */
     if (!g->h2err[0])
-        snprintf(g->h2err, sizeof(g->h2err), "%.*s", (int)len, msg);
+        snprintf(g->h2err, sizeof(g->h2err), "%.*s", (int)(dot ? (size_t)(dot - msg) : len), msg);
     return 0;
 }
 
