@@ -51,6 +51,7 @@ struct hdef {
     struct up_outlier_cfg ocfg;
     int panic;    /* every server down: the pool spreads over them all */
     SSL_CTX *tls; /* a reference, NULL: plain */
+    int h2;       /* the pool speaks HTTP/2 (h2c, h2): an "http" check is an HTTP/2 GET */
 };
 
 struct probe;
@@ -101,7 +102,8 @@ struct probe {
     LIST_ENTRY(probe) link; /* every probe, for the stop */
     struct hsrv *srv;       /* NULL: its server is gone, the answer is dropped */
     struct gw_io io;
-    struct gw_hgrpc *grpc; /* a gRPC check's call, NULL: an HTTP one */
+    struct gw_hgrpc *grpc; /* a gRPC check's call, or an HTTP/2 GET's; NULL: HTTP/1.1 */
+    int h2get;             /* <grpc> is an "http" check's GET over HTTP/2 */
     struct event *tmo;
     struct timespec t0;
 };
@@ -271,6 +273,7 @@ static int hpool_init(struct hpool *hp, const struct adm_snapshot *s, size_t i)
     if (!(hp->name = strdup(u->name)))
         return -1;
     hp->def.panic = u->panic;
+    hp->def.h2 = u->protocol != ADM_UP_H1;
     if (hc) {
         hp->def.check = 1;
         hp->def.interval_ms = hc->interval_ms;
@@ -529,8 +532,9 @@ static void probe_done(struct probe *pr, int status)
     if (v) {
         struct hpool *hp = v->hp;
         const char *why = pr->grpc ? gw_hgrpc_why(pr->grpc) : NULL;
-        int ok = pr->grpc ? status > 0 && !why
-                          : status > 0 && adm_statuses_has(&hp->def.expect, (unsigned)status);
+        int ok = pr->grpc && !pr->h2get
+                     ? status > 0 && !why
+                     : status > 0 && !why && adm_statuses_has(&hp->def.expect, (unsigned)status);
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         v->last_status = status;
@@ -669,6 +673,11 @@ static void probe_start(struct hsrv *v)
         if (!(pr->grpc = gw_hgrpc_new(&pr->io, hp->def.host ? hp->def.host : v->host,
                                       hp->def.service, hp->def.tls != NULL, hp->def.timeout_ms)))
             goto fail;
+    } else if (hp->def.h2) { /* the pool's servers speak HTTP/2 only */
+        if (!(pr->grpc = gw_hgrpc_new_get(&pr->io, hp->def.host ? hp->def.host : v->host,
+                                          hp->def.path, hp->def.tls != NULL)))
+            goto fail;
+        pr->h2get = 1;
     } else {
         evbuffer_add_printf(pr->io.out,
                             "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: switchyard-health-check\r\n"

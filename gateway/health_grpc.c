@@ -201,6 +201,7 @@ struct gw_hgrpc {
     int32_t stream;
     int verdict; /* -1: none yet */
     char *authority;
+    char *get;        /* an "http" check of an HTTP/2 pool: GET this path; NULL: the gRPC call */
     char timeout[24]; /* grpc-timeout: the server may stop when we do */
     unsigned char *req;
     size_t reqlen, reqoff;
@@ -269,7 +270,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
 
     (void)s;
     (void)flags;
-    if (id != g->stream)
+    if (id != g->stream || g->get) /* a GET's body is not read */
         return 0;
     if (len > sizeof(g->a.body) - g->a.len) {
         g->a.overflow = 1;
@@ -300,7 +301,12 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
     (void)s;
     if (id == g->stream && g->verdict < 0) {
         g->a.reset = code;
-        g->verdict = gw_hgrpc_verdict(&g->a, g->why, sizeof(g->why));
+        if (!g->get)
+            g->verdict = gw_hgrpc_verdict(&g->a, g->why, sizeof(g->why));
+        else if (g->a.http_status) /* its status is the caller's to judge */
+            g->verdict = 1;
+        else
+            fail(g, code ? "the stream was reset" : "no answer");
     }
     return 0;
 }
@@ -340,11 +346,31 @@ fail:
     return NULL;
 }
 
+struct gw_hgrpc *gw_hgrpc_new_get(struct gw_io *io, const char *authority, const char *target,
+                                  int tls)
+{
+    struct gw_hgrpc *g = calloc(1, sizeof(*g));
+
+    if (!g)
+        return NULL;
+    g->io = io;
+    g->tls = tls;
+    g->stream = -1;
+    g->verdict = -1;
+    g->a.grpc_status = -1;
+    if (!(g->authority = strdup(authority)) || !(g->get = strdup(target))) {
+        gw_hgrpc_free(g);
+        return NULL;
+    }
+    return g;
+}
+
 void gw_hgrpc_free(struct gw_hgrpc *g)
 {
     if (!g)
         return;
     nghttp2_session_del(g->s);
+    free(g->get);
     free(g->req);
     free(g->authority);
     free(g);
@@ -361,6 +387,13 @@ static int call(struct gw_hgrpc *g)
     nghttp2_session_callbacks *cbs;
     nghttp2_settings_entry iv[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
     nghttp2_data_provider prd = {.read_callback = req_read};
+    const nghttp2_nv get[] = {
+        NV(":method", "GET"),
+        NV(":scheme", g->tls ? "https" : "http"),
+        NV(":path", g->get ? g->get : "/"),
+        NV(":authority", g->authority),
+        NV("user-agent", "switchyard-health-check"),
+    };
     const nghttp2_nv nva[] = {
         NV(":method", "POST"),
         NV(":scheme", g->tls ? "https" : "http"),
@@ -385,7 +418,12 @@ static int call(struct gw_hgrpc *g)
         return -1;
     if (nghttp2_submit_settings(g->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
         return -1;
-    g->stream = nghttp2_submit_request(g->s, NULL, nva, sizeof(nva) / sizeof(nva[0]), &prd, NULL);
+    if (g->get)
+        g->stream =
+            nghttp2_submit_request(g->s, NULL, get, sizeof(get) / sizeof(get[0]), NULL, NULL);
+    else
+        g->stream =
+            nghttp2_submit_request(g->s, NULL, nva, sizeof(nva) / sizeof(nva[0]), &prd, NULL);
     return g->stream < 0 ? -1 : flush(g);
 }
 

@@ -85,6 +85,11 @@ struct gw_hgrpc;
  * of memory. Nothing is sent before gw_hgrpc_start(). */
 struct gw_hgrpc *gw_hgrpc_new(struct gw_io *io, const char *authority, const char *service, int tls,
                               unsigned timeout_ms);
+/* The same session for an "http" check of an HTTP/2 pool (h2c, h2): a
+ * GET of <target>, its answer's status judged by the caller (expect_status)
+ * once gw_hgrpc_read() says 1; a reset or a lost connection fails it. */
+struct gw_hgrpc *gw_hgrpc_new_get(struct gw_io *io, const char *authority, const char *target,
+                                  int tls);
 /* NULL is a no-op. */
 void gw_hgrpc_free(struct gw_hgrpc *g);
 
