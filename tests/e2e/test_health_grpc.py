@@ -167,6 +167,11 @@ class H2c(Base):
                        "health_check": check(service="no.Such")},
             "plain": {"protocol": "h2c", "servers": [{"address": cls.plain.addr}],
                       "health_check": check()},
+            # "http" checks of h2c pools: an HTTP/2 GET, as the pool speaks
+            "get": {"protocol": "h2c", "servers": [{"address": cls.s1.addr}],
+                    "health_check": check(type="http", path="/health")},
+            "get1": {"protocol": "h2c", "servers": [{"address": cls.plain.addr}],
+                     "health_check": check(type="http", path="/health")},
             "mute": {"protocol": "h2c", "servers": [{"address": mute}],
                      "health_check": check()},
         })
@@ -236,6 +241,16 @@ class H2c(Base):
         self.gw.wait_log(r"upstream mute server %s: failed 2 checks \(no answer\): down" %
                          re.escape(addr))
         self.assertEqual(health(self.gw, "mute")[0][addr]["last_check"]["status"], 0)
+
+    def test_http_check_of_an_h2c_pool_speaks_http2(self):
+        # a gRPC server answers any GET 200 (with a grpc-status of its own):
+        # over HTTP/1.1 it would answer nothing, and the server go down
+        wait_for(lambda: self.server(self.s1, "get")["last_check"]["status"] == 200,
+                 what="an HTTP/2 GET check answered")
+        self.assertTrue(self.server(self.s1, "get")["healthy"])
+        # the same check of an HTTP/1.1 server fails: it was HTTP/2
+        self.gw.wait_log(r"upstream get1 server %s: failed 2 checks" % re.escape(self.plain.addr))
+        self.assertFalse(health(self.gw, "get1")[0][self.plain.addr]["healthy"])
 
     def test_http1_server_fails(self):
         # an HTTP/1.1 server reads our preface as a bad request
