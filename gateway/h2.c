@@ -143,6 +143,16 @@ struct gw_h2_cache *h2_cache(struct gw_worker *w)
     return w->h2cache;
 }
 
+int gw_h2_mem(struct gw_worker *w, nghttp2_mem *mem)
+{
+    struct gw_h2_cache *k = h2_cache(w);
+
+    if (!k)
+        return -1;
+    *mem = (nghttp2_mem){k, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    return 0;
+}
+
 void gw_h2_cache_free(struct gw_worker *w)
 {
     struct gw_h2_cache *k = w->h2cache;

@@ -13,7 +13,15 @@
 #ifndef SY_GATEWAY_H2_H
 #define SY_GATEWAY_H2_H
 
+#include <nghttp2/nghttp2.h>
+
 struct gw_conn;
+struct gw_worker;
+
+/* nghttp2's allocator over <w>'s spare blocks (h2_int.h: gw_h2_cache), for
+ * another session of the worker's (an upstream's, h2up.c): 0, or -1 when
+ * out of memory. */
+int gw_h2_mem(struct gw_worker *w, nghttp2_mem *mem);
 
 /* What gw_h2_sniff() says. */
 enum gw_h2_sniff {

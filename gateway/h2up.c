@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "admin/http1/h2head.h"
+#include "gateway/h2.h"
 #include "gateway/io_tls.h"
 #include "gateway/upconn.h"
 
@@ -48,7 +49,8 @@ static void stream_free(struct gw_h2us *st)
     if (st->body)
         evbuffer_free(st->body);
     free(st->rtr);
-    free(st->f);
+    if (st->f != st->fin)
+        free(st->f);
     free(st);
 }
 
@@ -181,13 +183,22 @@ static int fields_add(struct gw_h2us *st, const uint8_t *name, size_t nlen, cons
 
     if (need > GW_UP_HEAD_MAX)
         return -1;
+    if (!st->f) {
+        st->f = st->fin;
+        st->fcap = sizeof(st->fin);
+    }
     if (need > st->fcap) {
-        size_t cap = st->fcap ? st->fcap * 2 : 1024;
+        size_t cap = st->fcap * 2;
         char *p;
         while (cap < need)
             cap *= 2;
-        if (!(p = realloc(st->f, cap)))
+        if (st->f == st->fin) {
+            if (!(p = malloc(cap)))
+                return -1;
+            memcpy(p, st->f, st->flen);
+        } else if (!(p = realloc(st->f, cap))) {
             return -1;
+        }
         st->f = p;
         st->fcap = cap;
     }
@@ -509,6 +520,7 @@ struct gw_h2up *gw_h2up_connect(struct gw_worker *w, const struct adm_snapshot *
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, GW_H2UP_WINDOW},
     };
     struct gw_h2up *h;
+    nghttp2_mem mem;
     const struct gw_io_ops *ops;
     void *xprt;
     const struct sockaddr *sa;
@@ -540,8 +552,8 @@ struct gw_h2up *gw_h2up_connect(struct gw_worker *w, const struct adm_snapshot *
         gw_io_close(&h->io);
         goto fail;
     }
-    if (!(h->kick = event_new(w->base, -1, 0, kick_cb, h)) ||
-        nghttp2_session_client_new2(&h->s, cbs, h, opt) != 0 ||
+    if (!(h->kick = event_new(w->base, -1, 0, kick_cb, h)) || gw_h2_mem(w, &mem) < 0 ||
+        nghttp2_session_client_new3(&h->s, cbs, h, opt, &mem) != 0 ||
         nghttp2_submit_settings(h->s, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0 ||
         nghttp2_session_set_local_window_size(h->s, NGHTTP2_FLAG_NONE, 0, GW_H2UP_CONN_WINDOW) !=
             0) {
@@ -739,11 +751,22 @@ void gw_h2up_prune(struct gw_worker *w)
     }
 }
 
-/* A stream's response timeout, or its grpc-timeout, passed at <now>. */
-static int stream_late(const struct gw_h2us *st, long long now)
+/* When <st>'s response timeout or its grpc-timeout is due, 0: never. */
+static long long stream_due(const struct gw_h2us *st)
 {
-    return st->r && !st->ended &&
-           ((st->until && now >= st->until) || (st->deadline && now >= st->deadline));
+    long long due = st->until;
+
+    if (st->deadline && (!due || st->deadline < due))
+        due = st->deadline;
+    return st->r && !st->ended ? due : 0;
+}
+
+void gw_h2us_due(struct gw_h2us *st)
+{
+    long long due = stream_due(st);
+
+    if (st->h && due && (!st->h->check_at || due < st->h->check_at))
+        st->h->check_at = due;
 }
 
 void gw_h2up_sweep(struct gw_worker *w)
@@ -757,16 +780,27 @@ void gw_h2up_sweep(struct gw_worker *w)
         next = LIST_NEXT(h, link);
         if (h->dead)
             continue;
+        if (h->check_at > now && !(h->connect_until && now >= h->connect_until))
+            continue; /* nothing due yet: its streams are not walked */
         enter(h);
         if (h->connect_until && now >= h->connect_until) {
             fail(h, GW_IO_TIMEOUT);
         } else {
+            /* a stream's timeouts move only later (activity), and a new
+             * stream lowers check_at (gw_h2us_due): the earliest due one
+             * found here is when to look again */
+            h->check_at = 0;
             TAILQ_FOREACH(st, &h->streams, link)
             {
+                long long due;
                 if (h->dead)
                     break;
-                if (stream_late(st, now))
+                if (!(due = stream_due(st)))
+                    continue;
+                if (now >= due)
                     gw_ph2_fail(st, GW_IO_TIMEOUT);
+                else if (!h->check_at || due < h->check_at)
+                    h->check_at = due;
             }
             if (!h->dead)
                 flush(h);

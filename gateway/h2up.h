@@ -56,6 +56,7 @@ struct gw_h2up {
     struct event *kick;      /* sends from the loop (gw_h2up_want_send) */
     long long connect_until; /* connecting: the connect timeout (gw_now_ms) */
     long long idle_until;    /* no stream: closed then (gw_now_ms), 0: busy */
+    long long check_at;      /* no stream's timeout is due before then (gw_now_ms) */
     unsigned idle_ms;        /* the pool's idle_timeout_ms (0: close when idle) */
 };
 
@@ -92,6 +93,7 @@ struct gw_h2us {
     size_t unconsumed;         /* DATA bytes passed on but not yet given back as window */
     long long until;           /* the response timeout (gw_now_ms) */
     long long deadline;        /* grpc-timeout's end (gw_now_ms), 0: none */
+    char fin[512];             /* <f> while the fields fit: most heads cost no malloc */
 };
 
 /* Options and callbacks, once per process, before the workers start. */
@@ -117,6 +119,9 @@ void gw_h2us_consume(struct gw_h2us *st, size_t n);
 /* Trailer fields for the end of the request body, as lines; then the
  * stream ends with them (after body_eof). */
 int gw_h2us_trailers(struct gw_h2us *st, const char *lines, size_t len);
+/* <st>'s response timeout or grpc-timeout was set: the sweep looks at it
+ * by then. */
+void gw_h2us_due(struct gw_h2us *st);
 /* Frames were queued on <h>: sent now inside its callbacks, else from the
  * loop. */
 void gw_h2up_want_send(struct gw_h2up *h);

@@ -99,7 +99,11 @@ static int te_trailers(const struct h1_request *rq)
 
 static nghttp2_nv nv_of(const char *name, size_t nlen, const char *value, size_t vlen)
 {
-    return (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE};
+    /* a request id is new each time: never in HPACK's table, where it
+     * would only push out the fields that do repeat */
+    uint8_t flags = nlen == 12 && !memcmp(name, "x-request-id", 12) ? NGHTTP2_NV_FLAG_NO_INDEX
+                                                                    : NGHTTP2_NV_FLAG_NONE;
+    return (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, nlen, vlen, flags};
 }
 
 /* The upstream head of <r> as HTTP/2 fields into <nv>: gw_forward_head's
@@ -265,6 +269,7 @@ int gw_proxy_h2_send(struct gw_req *r, size_t server, int fresh)
     st->until = now + r->sr->timeout_ms;
     if (r->rp->req.grpc && (gt = grpc_timeout_ms(&r->rp->req)))
         st->deadline = now + gt;
+    gw_h2us_due(st);
     if (r->body) { /* whole (request_buffering, or a retry's): shared, not copied */
         evbuffer_add_buffer_reference(st->body, r->body);
         st->body_eof = 1;
