@@ -35,6 +35,8 @@
 #include <arpa/inet.h>
 #include <unistd.h>
 
+#include "loadtest/upstream/bench_common.h"
+
 #define BU_IN_SIZE (16 * 1024)  /* request head + pipelined requests */
 #define BU_OUT_SIZE (64 * 1024) /* responses waiting for the socket */
 #define BU_MAX_EVENTS 256
@@ -43,12 +45,12 @@
 /* One client connection. <in> holds unparsed bytes, <out> unsent ones. */
 struct bu_conn {
     int fd;
-    unsigned events;   /* the epoll mask currently registered */
-    int closing;       /* close once <out> is flushed */
-    size_t in_len;     /* bytes in <in> */
-    size_t body_left;  /* request body bytes still to discard */
-    size_t out_off;    /* first unsent byte of <out> */
-    size_t out_len;    /* end of the bytes in <out> */
+    unsigned events;  /* the epoll mask currently registered */
+    int closing;      /* close once <out> is flushed */
+    size_t in_len;    /* bytes in <in> */
+    size_t body_left; /* request body bytes still to discard */
+    size_t out_off;   /* first unsent byte of <out> */
+    size_t out_len;   /* end of the bytes in <out> */
     struct bu_conn *prev, *next;
     char in[BU_IN_SIZE];
     char out[BU_OUT_SIZE];
@@ -413,55 +415,12 @@ static void bu_accept(struct bu_server *s)
     }
 }
 
-/* Parses "127.0.0.1:PORT" into <sin>. Returns 0, or -1 for anything else. */
-static int bu_parse_listen(const char *arg, struct sockaddr_in *sin)
-{
-    static const char prefix[] = "127.0.0.1:";
-    char *end;
-    long port;
-
-    if (strncmp(arg, prefix, sizeof(prefix) - 1) != 0)
-        return -1;
-    errno = 0;
-    port = strtol(arg + sizeof(prefix) - 1, &end, 10);
-    if (errno || *end || end == arg + sizeof(prefix) - 1 || port < 0 || port > 65535)
-        return -1;
-    memset(sin, 0, sizeof(*sin));
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons((unsigned short)port);
-    sin->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return 0;
-}
-
-/* Writes <port> to <path> through a temporary file and rename(), so that a
- * reader polling for the file never sees it half written. */
-static int bu_write_port_file(const char *path, unsigned port)
-{
-    char tmp[4096];
-    FILE *f;
-
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
-        return -1;
-    f = fopen(tmp, "w");
-    if (!f)
-        return -1;
-    fprintf(f, "%u\n", port);
-    if (fclose(f) != 0)
-        goto fail_unlink;
-    if (rename(tmp, path) < 0)
-        goto fail_unlink;
-    return 0;
-
-fail_unlink:
-    unlink(tmp);
-    return -1;
-}
-
 static int bu_listen(struct bu_server *s, const struct sockaddr_in *sin, const char *port_file)
 {
     struct sockaddr_in bound;
     socklen_t len = sizeof(bound);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    char line[32];
     int one = 1;
 
     s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -476,7 +435,8 @@ static int bu_listen(struct bu_server *s, const struct sockaddr_in *sin, const c
         goto fail_close;
     if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &ev) < 0)
         goto fail_close;
-    if (port_file && bu_write_port_file(port_file, ntohs(bound.sin_port)) < 0) {
+    snprintf(line, sizeof(line), "%u\n", (unsigned)ntohs(bound.sin_port));
+    if (port_file && bench_write_file(port_file, line) < 0) {
         fprintf(stderr, "bench_upstream: cannot write %s: %s\n", port_file, strerror(errno));
         goto fail_close_quiet;
     }
@@ -519,7 +479,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (!listen_arg || bu_parse_listen(listen_arg, &sin) < 0) {
+    if (!listen_arg || bench_parse_listen(listen_arg, &sin) < 0) {
         bu_usage();
         return 2;
     }
@@ -561,8 +521,7 @@ int main(int argc, char **argv)
             struct bu_conn *c = events[i].data.ptr;
             if (!c) {
                 bu_accept(&s);
-            } else if (events[i].events & (EPOLLERR | EPOLLHUP) &&
-                       !(events[i].events & EPOLLIN)) {
+            } else if (events[i].events & (EPOLLERR | EPOLLHUP) && !(events[i].events & EPOLLIN)) {
                 bu_conn_close(&s, c);
             } else if (events[i].events & EPOLLIN) {
                 bu_conn_on_readable(&s, c);
