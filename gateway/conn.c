@@ -498,7 +498,7 @@ void gw_conn_free(struct gw_conn *c)
     struct gw_worker *w = c->w;
     struct gw_listener *l = c->l;
 
-    assert(c->req.up == NULL);
+    assert(c->req.up == NULL && c->req.ups == NULL);
     if (c->proto)
         c->proto->release(c);
     gw_req_release(&c->req); /* before the io closes: a tunnel's line reads it */

@@ -305,7 +305,7 @@ static void conn_write_cb(struct gw_io *io, void *arg)
             gw_conn_free(c);
         return;
     }
-    if (c->req.up) { /* the response (or a tunnel) waits for this output to drain */
+    if (c->req.up || c->req.ups) { /* the response (or a tunnel) waits for this output to drain */
         gw_proxy_drained(&c->req);
         return;
     }

@@ -348,6 +348,7 @@ static int answer_retried(struct gw_h2us *st, struct h1_header *hv, size_t nh, i
     struct gw_req *r = st->r;
     const struct adm_upstream *def = &r->snap->cfg->upstreams[r->sr->upstream];
     struct gw_try_at at;
+    enum gw_next n;
     size_t server = 0;
     int code = -1;
 
@@ -359,8 +360,8 @@ static int answer_retried(struct gw_h2us *st, struct h1_header *hv, size_t nh, i
         at.grpc = code;
     else if (!adm_statuses_has(&def->retry_on_status, (unsigned)st->status))
         return 0;
-    return gw_proxy_next(r, gw_try_next_at(r, &at, 0, at.grpc >= 0 ? 0 : st->status, &server),
-                         server);
+    n = gw_try_next_at(r, &at, 0, at.grpc >= 0 ? 0 : st->status, &server);
+    return gw_proxy_next(r, n, server); /* <server> is set by then: two statements */
 }
 
 static int has_field(const struct h1_header *hv, size_t nh, const char *name)
@@ -480,6 +481,7 @@ void gw_ph2_fail(struct gw_h2us *st, short what)
 {
     struct gw_req *r = st->r;
     struct gw_try_at at;
+    enum gw_next n;
     size_t server = 0;
     long long now = gw_now_ms();
     int deadline = st->deadline && now >= st->deadline;
@@ -518,7 +520,8 @@ void gw_ph2_fail(struct gw_h2us *st, short what)
         up_count_failure(st->pool, r->c->w->id, st->server, kind);
         gw_health_outcome(r->c->w->id, r->snap, r->sr->upstream, st->server, 1);
     }
-    if (gw_proxy_next(r, gw_try_next_at(r, &at, what, 0, &server), server))
+    n = gw_try_next_at(r, &at, what, 0, &server);
+    if (gw_proxy_next(r, n, server)) /* <server> is set by then: two statements */
         return;
     if (what & GW_IO_TIMEOUT) {
         gw_up_log_at(GW_LOG_WARN, r, &at, "%s",

@@ -49,6 +49,7 @@ void gw_req_start(struct gw_req *r)
     r->snap = s = adm_swap_pin(&w->proc->swap, w->id);
     r->sr = NULL;
     r->up = NULL;
+    r->ups = NULL;
     r->body_done = rq->body_kind == H1_BODY_NONE;
     r->resp_started = 0;
     r->body_fed = 0;
@@ -93,7 +94,7 @@ void gw_req_start(struct gw_req *r)
 
 void gw_req_drained(struct gw_req *r)
 {
-    if (r->up)
+    if (r->up || r->ups)
         gw_proxy_drained(r);
 }
 
