@@ -36,6 +36,7 @@
 #include "gateway/limits.h"
 #include "gateway/local.h"
 #include "gateway/try.h"
+#include "gateway/h2up.h"
 #include "gateway/tunnel.h"
 #include "gateway/upconn.h"
 
@@ -150,6 +151,10 @@ void gw_proxy_body_up(struct gw_req *r)
         buffer_body(r);
         return;
     }
+    if (r->ups) {
+        gw_proxy_h2_body_up(r);
+        return;
+    }
     if (r->up && r->up->st == GW_UP_CONNECTING) {
         /* not read meanwhile: the client's read timeout (client_body_ms)
          * must not blame it for a slow connect */
@@ -237,13 +242,13 @@ static void grpc_status_of(struct gw_req *r, int code)
         r->grpc_status = (unsigned char)(code + 1);
 }
 
-/* Writes the response head to the client, dropping hop-by-hop fields (and
- * those the route's response_headers remove or set). */
-static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, int nobody,
-                            struct gw_obuf *pend)
+void gw_proxy_head(struct gw_req *r, const struct gw_resp_head *rh, struct gw_obuf *pend)
 {
     /* a final response gets the route's response_headers, an interim one not */
-    const struct adm_shdrs *rs = u->resp.status >= 200 ? r->sr->resph : NULL;
+    const struct adm_shdrs *rs = rh->status >= 200 ? r->sr->resph : NULL;
+    const struct h1_header *hdr = rh->hdr;
+    size_t nhdr = rh->nhdr;
+    int upgrade = rh->upgrade, nobody = rh->nobody, raw = rh->raw;
     struct gw_obuf ob, *o = pend ? pend : &ob;
     struct h1_slice conn_tok[32];
     size_t ntok = 0;
@@ -252,8 +257,8 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
     size_t before;
     unsigned flags = upgrade ? GW_HEAD_UPGRADE : 0;
 
-    for (size_t i = 0; i < u->resp.nhdr; i++) {
-        const struct h1_header *h = &u->resp.hdr[i];
+    for (size_t i = 0; i < nhdr; i++) {
+        const struct h1_header *h = &hdr[i];
         if (h1_name_is(&h->name, "connection")) {
             const char *s = h->value.ptr, *e = s + h->value.len;
             while (s < e && ntok < 32) {
@@ -275,18 +280,17 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
 
     /* the upstream's reason as it came, none when it sent none (NULL
      * would have the codec write the standard one: our own heads) */
-    r->codec->head_begin(r, o, u->resp.status,
-                         u->resp.status_text.ptr ? &u->resp.status_text : &none);
+    r->codec->head_begin(r, o, rh->status, rh->reason ? rh->reason : rh->reason_std ? NULL : &none);
     before = 0;
-    for (size_t i = 0; i < u->resp.nhdr; i++) {
-        const struct h1_header *h = &u->resp.hdr[i];
+    for (size_t i = 0; i < nhdr; i++) {
+        const struct h1_header *h = &hdr[i];
         const char *v = h->value.ptr ? h->value.ptr : "";
         size_t vl = h->value.len;
         if (h1_is_hop_field(&h->name) || gw_forward_named_in(&h->name, conn_tok, ntok))
             continue;
         if (rs && gw_hdrs_drops(rs, &h->name)) /* the route's response_headers */
             continue;
-        if ((!u->raw || !r->codec->http1) && h1_name_is(&h->name, "transfer-encoding"))
+        if ((!raw || !r->codec->http1) && h1_name_is(&h->name, "transfer-encoding"))
             continue;
         if (h1_name_is(&h->name, "x-request-id"))
             have_id = 1;
@@ -300,7 +304,7 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
         emit_resp_headers(r, rs, o);
     if (!have_id && r->reqid_len)
         put_field(r, o, "X-Request-Id", 12, r->reqid, r->reqid_len);
-    if (!have_date && u->resp.status >= 200) { /* RFC 9110 6.6.1: a forwarder adds it */
+    if (!have_date && rh->status >= 200) { /* RFC 9110 6.6.1: a forwarder adds it */
         const struct gw_worker *w = r->c->w;
         if (r->codec->field) /* "Date: " value CRLF */
             r->codec->field(r, o, "Date", 4, w->date + 6, w->date_len - 8);
@@ -309,14 +313,16 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
     }
     if (upgrade) {
         const struct h1_header *up = NULL;
-        for (size_t i = 0; i < u->resp.nhdr; i++)
-            if (h1_name_is(&u->resp.hdr[i].name, "upgrade"))
-                up = &u->resp.hdr[i];
+        for (size_t i = 0; i < nhdr; i++)
+            if (h1_name_is(&hdr[i].name, "upgrade"))
+                up = &hdr[i];
         gw_ob_lit(o, "Connection: upgrade\r\n");
         if (up)
             gw_ob_field(o, "Upgrade", 7, up->value.ptr, up->value.len);
     }
-    if (u->resp.status < 200 && !upgrade)
+    if (rh->extra_len)
+        gw_ob_add(o, rh->extra, rh->extra_len);
+    if (rh->status < 200 && !upgrade)
         flags |= GW_HEAD_INTERIM;
     else if (nobody)
         flags |= GW_HEAD_NOBODY;
@@ -326,9 +332,26 @@ static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, 
     r->bytes_out += o->total - before;
     r->head_out += o->total - before;
     r->resp_started = 1;
-    r->status = u->resp.status;
-    if (r->rp->req.grpc && u->resp.status >= 200) /* Trailers-Only: the status in the head */
-        grpc_status_of(r, gw_grpc_status_in(u->resp.hdr, u->resp.nhdr));
+    r->status = rh->status;
+    if (r->rp->req.grpc && rh->status >= 200) /* Trailers-Only: the status in the head */
+        grpc_status_of(r, gw_grpc_status_in(hdr, nhdr));
+}
+
+/* Writes <u>'s response head to the client (gw_proxy_head). */
+static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, int nobody,
+                            struct gw_obuf *pend)
+{
+    struct gw_resp_head rh = {
+        .status = u->resp.status,
+        .reason = u->resp.status_text.ptr ? &u->resp.status_text : NULL,
+        .hdr = u->resp.hdr,
+        .nhdr = u->resp.nhdr,
+        .raw = u->raw,
+        .upgrade = upgrade,
+        .nobody = nobody,
+    };
+
+    gw_proxy_head(r, &rh, pend);
 }
 
 /* The response is complete: park or close the upstream connection and go
@@ -432,10 +455,7 @@ static void pump_body_down(struct gw_req *r, struct gw_upconn *u, struct gw_obuf
 
 static void wait_for_slot(struct gw_req *r);
 
-/* Acts on the "next server" decision <n> (gw_try_next) for <r>; 1 when
- * the request went on (or waits, or was answered), 0 when the caller
- * answers as without retries. */
-static int next_try(struct gw_req *r, enum gw_next n, size_t server)
+int gw_proxy_next(struct gw_req *r, enum gw_next n, size_t server)
 {
     switch (n) {
     case GW_NEXT_GIVE_UP:
@@ -467,7 +487,7 @@ static int status_retry(struct gw_req *r, struct gw_upconn *u)
                                       (unsigned)u->resp.status))
         return 0; /* the common case, decided here */
     n = gw_try_next(r, u, 0, u->resp.status, &server);
-    return next_try(r, n, server);
+    return gw_proxy_next(r, n, server);
 }
 
 /* An interim response of <u> (1xx but 101): 100 is ours to send (we
@@ -493,6 +513,18 @@ static void pass_interim(struct gw_req *r, struct gw_upconn *u)
     u->raw = 1;
     write_resp_head(r, u, 0, 0, NULL); /* an interim head says nothing of the connection */
     r->resp_started = 0;
+}
+
+/* Whether the response head <rp> says its body is empty (Content-Length:
+ * 0). A gRPC answer so is Trailers-Only (its status in the head): over
+ * HTTP/2 it must end with its HEADERS, not an empty DATA frame after
+ * them, or a gRPC client reads no status (UNKNOWN). */
+static int empty_body(const struct h1_resp *rp)
+{
+    for (size_t i = 0; i < rp->nhdr; i++)
+        if (h1_name_is(&rp->hdr[i].name, "content-length"))
+            return rp->hdr[i].value.len == 1 && rp->hdr[i].value.ptr[0] == '0';
+    return 0;
 }
 
 /* Handles what the upstream sent; returns after the client may be gone. */
@@ -554,7 +586,8 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
             gw_count(&r->c->w->ctr.up[gw_hist_bucket(secs)], 1);
             gw_count(&r->c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
         }
-        if (r->is_head || u->resp.status == 204 || u->resp.status == 304) {
+        if (r->is_head || u->resp.status == 204 || u->resp.status == 304 ||
+            (r->rp->req.grpc && !r->codec->http1 && empty_body(&u->resp))) {
             write_resp_head(r, u, 0, 1, NULL);
             evbuffer_drain(in, hl);
             if (evbuffer_get_length(in))
@@ -623,6 +656,11 @@ static void fail_with(struct gw_req *r, int status, int code, const char *msg, c
 void gw_proxy_fail(struct gw_req *r, int status)
 {
     fail_with(r, status, -1, NULL, NULL, 0);
+}
+
+void gw_proxy_fail_grpc(struct gw_req *r, int status, int code, const char *msg)
+{
+    fail_with(r, status, code, msg, NULL, 0);
 }
 
 static void up_read_cb(struct gw_io *io, void *arg)
@@ -716,7 +754,7 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
     {
         size_t server = 0;
         enum gw_next n = gw_try_next(r, u, what, 0, &server);
-        if (next_try(r, n, server))
+        if (gw_proxy_next(r, n, server))
             return;
     }
     if (what & GW_IO_TIMEOUT) {
@@ -746,6 +784,38 @@ static void up_event_cb(struct gw_io *io, short what, void *arg)
     gw_proxy_fail(r, 502);
 }
 
+void gw_proxy_forward_of(struct gw_req *r, struct gw_forward *f, char subject[512], char sha256[65])
+{
+    const struct h1_request *rq = &r->rp->req;
+
+    f->rq = rq;
+    f->snap = r->snap;
+    f->sr = r->sr;
+    f->params = r->params;
+    f->nparams = r->nparams < r->params_cap ? r->nparams : r->params_cap;
+    f->peer = (const struct sockaddr *)&r->c->peer;
+    f->peer_ip = r->c->peer_ip;
+    f->client_ip = gw_client_ip_config(r) ? gw_client_ip_text(r, &f->client_ip_len) : NULL;
+    f->upstream_addr = r->upstream_addr;
+    f->client_id = gw_forward_client_id(rq, sizeof(r->reqid));
+    if (f->client_id) {
+        r->reqid_len = f->client_id->value.len;
+        memcpy(r->reqid, f->client_id->value.ptr, r->reqid_len);
+    } else if (!r->reqid_len) {
+        gw_req_make_reqid(r);
+    }
+    f->reqid = r->reqid;
+    f->reqid_len = r->reqid_len;
+    f->tls = gw_io_is_tls(&r->c->io);
+    f->buffered = r->body != NULL;
+    f->buffered_len = r->body ? evbuffer_get_length(r->body) : 0;
+    f->client_subject = f->client_sha256 = NULL;
+    if (gw_tls_client_cert(&r->c->io, subject, 512, sha256)) {
+        f->client_subject = subject;
+        f->client_sha256 = sha256;
+    }
+}
+
 /* Sends the request head (and a buffered body) to <server>, on one of the
  * worker's idle connections to it, or on a new one (always when <fresh>).
  * 0; -1 when no connection could be started. */
@@ -760,6 +830,8 @@ static int send_to(struct gw_req *r, size_t server, int fresh)
     struct gw_obuf ob;
     char subject[512], sha256[65];
 
+    if (cfg->upstreams[r->sr->upstream].protocol != ADM_UP_H1)
+        return gw_proxy_h2_send(r, server, fresh);
     gw_try_start(r, server);
     u = fresh ? NULL : gw_upconn_take(r->c->w, pool, server);
     if (!u) {
@@ -781,32 +853,7 @@ static int send_to(struct gw_req *r, size_t server, int fresh)
     r->upstream_addr = up_server_address(pool, server);
     clock_gettime(CLOCK_MONOTONIC, &r->t_up);
 
-    f.rq = rq;
-    f.snap = s;
-    f.sr = r->sr;
-    f.params = r->params;
-    f.nparams = r->nparams < r->params_cap ? r->nparams : r->params_cap;
-    f.peer = (const struct sockaddr *)&r->c->peer;
-    f.peer_ip = r->c->peer_ip;
-    f.client_ip = gw_client_ip_config(r) ? gw_client_ip_text(r, &f.client_ip_len) : NULL;
-    f.upstream_addr = r->upstream_addr;
-    f.client_id = gw_forward_client_id(rq, sizeof(r->reqid));
-    if (f.client_id) {
-        r->reqid_len = f.client_id->value.len;
-        memcpy(r->reqid, f.client_id->value.ptr, r->reqid_len);
-    } else if (!r->reqid_len) {
-        gw_req_make_reqid(r);
-    }
-    f.reqid = r->reqid;
-    f.reqid_len = r->reqid_len;
-    f.tls = gw_io_is_tls(&r->c->io);
-    f.buffered = r->body != NULL;
-    f.buffered_len = r->body ? evbuffer_get_length(r->body) : 0;
-    f.client_subject = f.client_sha256 = NULL;
-    if (gw_tls_client_cert(&r->c->io, subject, sizeof(subject), sha256)) {
-        f.client_subject = subject;
-        f.client_sha256 = sha256;
-    }
+    gw_proxy_forward_of(r, &f, subject, sha256);
     /* Sent at once only without a body (Content-Length: 0 is none): with
      * one, the head waits in the output until the body bytes already here
      * have passed the parser, so a request refused for its framing puts no
@@ -970,6 +1017,10 @@ void gw_proxy_drained(struct gw_req *r)
 {
     struct gw_upconn *u = r->up;
 
+    if (r->ups) {
+        gw_proxy_h2_drained(r);
+        return;
+    }
     if (r->codec->http1 && r->c->st == GW_CONN_TUNNEL) {
         gw_tunnel_drained(r);
         return;

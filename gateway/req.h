@@ -24,6 +24,7 @@
 struct gw_conn;
 struct gw_obuf;
 struct gw_upconn;
+struct gw_h2us;
 struct gw_plim;
 struct gw_log_later;
 struct adm_snapshot;
@@ -65,6 +66,14 @@ struct gw_req {
     struct rt_param *params;      /* the route's parameters */
     size_t params_cap, nparams;
     struct gw_upconn *up; /* the try's upstream connection */
+    struct gw_h2us *ups;  /* the try's HTTP/2 stream (an h2c or h2 pool), NULL: none */
+    /* An HTTP/2 pool's streamed body: its first GW_REPLAY_MAX bytes kept,
+     * so that a try the server never processed (REFUSED_STREAM, above a
+     * GOAWAY's last stream) or a retried gRPC status can be sent again,
+     * as Envoy keeps a request for its retries; replay_over: the body
+     * passed that, and no copy is kept. */
+    struct evbuffer *replay;
+    unsigned char replay_over;
     int body_done, resp_started, keep, is_head, http10, retried;
     int body_paused; /* reading its body stopped: the upstream's output is full, or connecting */
     int body_fed;    /* the streamed body began to go to an upstream: a retry cannot resend it */

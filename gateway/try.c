@@ -8,25 +8,59 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "gateway/h2up.h"
 #include "gateway/hashkey.h"
 
 /* One error-log line about <c>'s upstream request, in the one form every
  * upstream warning takes: "upstream POOL server ADDR route ID request
  * REQID: " and the reason (<fmt>). <u> NULL: no server picked yet ("-"). */
+static void up_vlog(int level, const struct gw_req *r, const up_pool *pool, size_t server,
+                    const char *fmt, va_list ap)
+{
+    char why[512];
+
+    if (!pool)
+        pool = r->snap->pools[r->sr->upstream];
+    vsnprintf(why, sizeof(why), fmt, ap);
+    gw_log(level, "upstream %s server %s route %s request %.*s: %s", up_pool_name(pool),
+           server != UP_NONE ? up_server_address(pool, server) : "-", r->sr->id, (int)r->reqid_len,
+           r->reqid, why);
+}
+
 void gw_up_log(int level, const struct gw_req *r, const struct gw_upconn *u, const char *fmt, ...)
 {
-    const up_pool *pool = u ? u->pool : r->snap->pools[r->sr->upstream];
-    char why[512];
     va_list ap;
 
     if (!gw_log_enabled(level))
         return;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    up_vlog(level, r, u ? u->pool : NULL, u ? u->server : UP_NONE, fmt, ap);
     va_end(ap);
-    gw_log(level, "upstream %s server %s route %s request %.*s: %s", up_pool_name(pool),
-           u ? up_server_address(pool, u->server) : "-", r->sr->id, (int)r->reqid_len, r->reqid,
-           why);
+}
+
+void gw_up_log_at(int level, const struct gw_req *r, const struct gw_try_at *at, const char *fmt,
+                  ...)
+{
+    va_list ap;
+
+    if (!gw_log_enabled(level))
+        return;
+    va_start(ap, fmt);
+    up_vlog(level, r, at->pool, at->server, fmt, ap);
+    va_end(ap);
+}
+
+void gw_try_at_of(const struct gw_upconn *u, struct gw_try_at *at)
+{
+    *at = (struct gw_try_at){
+        .pool = u->pool,
+        .server = u->server,
+        .connecting = u->st == GW_UP_CONNECTING,
+        .reached = (unsigned char)gw_try_reached(u),
+        .waiting = u->st == GW_UP_WAITING,
+        .got_bytes = (unsigned char)u->got_bytes,
+        .grpc = -1,
+    };
 }
 
 int gw_try_no_body(const struct h1_request *rq)
@@ -59,7 +93,7 @@ int gw_try_reached(const struct gw_upconn *u)
  * body was buffered, or none of it went to a server yet. */
 int gw_try_resendable(const struct gw_req *r)
 {
-    return r->body || gw_try_no_body(&r->rp->req) || !r->body_fed;
+    return r->body || gw_try_no_body(&r->rp->req) || !r->body_fed || (r->replay && !r->replay_over);
 }
 
 /* What a pick for <c>'s next try depends on: r->tried, its hash key, the
@@ -134,6 +168,11 @@ void gw_try_detach(struct gw_req *r)
     struct gw_upconn *u = r->up;
 
     try_end(r);
+    if (r->ups) {
+        struct gw_h2us *st = r->ups;
+        r->ups = NULL;
+        gw_h2us_detach(st);
+    }
     if (u) {
         r->up = NULL;
         u->r = NULL;
@@ -151,6 +190,11 @@ void gw_try_finish(struct gw_req *r)
         evbuffer_free(r->body);
         r->body = NULL;
     }
+    if (r->replay) {
+        evbuffer_free(r->replay);
+        r->replay = NULL;
+    }
+    r->replay_over = 0;
     if (!l)
         return;
     if (r->queued) {
@@ -221,17 +265,28 @@ static int status_may_retry(const struct gw_req *r, const struct adm_upstream *d
            r->body_done && gw_try_resendable(r) && gw_try_idempotent(&r->rp->req);
 }
 
+/* retry_on_grpc_status: a gRPC call answered trailers-only with a status
+ * the pool retries (UNAVAILABLE by default: the server says it did not
+ * act on the call), nothing of it sent to the client yet, and the call
+ * can be sent again whole. gRPC calls are all POSTs: the status, not the
+ * method, says that a second try is safe. */
+static int grpc_may_retry(const struct gw_req *r, const struct adm_upstream *def, int code)
+{
+    return r->plim && adm_statuses_has(&def->retry_on_grpc_status, (unsigned)code) &&
+           !r->bytes_out && r->body_done && gw_try_resendable(r);
+}
+
 /* A try that failed with <what> before any answer may go to another
  * server: no server answered it (a connect failure or timeout, or a reset
  * or close before any response byte), it can be sent again whole, and when
  * its head may have reached the server, it is idempotent. */
-static int failure_may_retry(const struct gw_req *r, const struct gw_upconn *u, short what)
+static int failure_may_retry(const struct gw_req *r, const struct gw_try_at *at, short what)
 {
     if (!gw_try_resendable(r))
         return 0;
-    if (u->st == GW_UP_CONNECTING) /* nothing reached a server */
+    if (at->connecting || at->unprocessed) /* nothing reached a server, or it says so */
         return (what & (GW_IO_EOF | GW_IO_ERR | GW_IO_TIMEOUT)) != 0;
-    return u->st == GW_UP_WAITING && !u->got_bytes && (what & (GW_IO_EOF | GW_IO_ERR)) &&
+    return at->waiting && !at->got_bytes && (what & (GW_IO_EOF | GW_IO_ERR)) &&
            gw_try_idempotent(&r->rp->req);
 }
 
@@ -251,6 +306,15 @@ int gw_try_same(struct gw_req *r, const struct gw_upconn *u, short what)
 enum gw_next gw_try_next(struct gw_req *r, struct gw_upconn *u, short what, int status,
                          size_t *server)
 {
+    struct gw_try_at at;
+
+    gw_try_at_of(u, &at);
+    return gw_try_next_at(r, &at, what, status, server);
+}
+
+enum gw_next gw_try_next_at(struct gw_req *r, const struct gw_try_at *at, short what, int status,
+                            size_t *server)
+{
     const struct adm_upstream *def = &r->snap->cfg->upstreams[r->sr->upstream];
     up_pool *pool = r->snap->pools[r->sr->upstream];
     struct up_pick pk;
@@ -260,18 +324,24 @@ enum gw_next gw_try_next(struct gw_req *r, struct gw_upconn *u, short what, int 
 
     if (r->tries >= def->retries)
         return GW_NEXT_GIVE_UP;
-    if (status ? !status_may_retry(r, def, status) : !failure_may_retry(r, u, what))
+    if (at->grpc >= 0 ? !grpc_may_retry(r, def, at->grpc)
+        : status      ? !status_may_retry(r, def, status)
+                      : !failure_may_retry(r, at, what))
         return GW_NEXT_GIVE_UP;
-    if (status)
+    if (at->grpc >= 0)
+        snprintf(why, sizeof(why), "answered grpc-status %d", at->grpc);
+    else if (status)
         snprintf(why, sizeof(why), "answered %d", status);
+    else if (at->unprocessed)
+        snprintf(why, sizeof(why), "refused the stream unprocessed");
     else
         snprintf(why, sizeof(why), "%s",
                  (what & GW_IO_TIMEOUT) ? "connect timed out"
                  : (what & GW_IO_EOF)   ? "closed before responding"
                                         : evutil_socket_error_to_string(EVUTIL_SOCKET_ERROR()));
-    up_tried_add(&r->tried, u->server);
+    up_tried_add(&r->tried, at->server);
     pick_of(r, &pk);
-    s = gw_plim_retry(r->plim, pool, r->c->w->id, &pk, gw_try_reached(u), &counted);
+    s = gw_plim_retry(r->plim, pool, r->c->w->id, &pk, at->reached, &counted);
     if (s == GW_PICK_REFUSED) {
         up_pool_count(pool, r->c->w->id, UP_PC_BUDGET_EXHAUSTED, 1);
         r->retry_refused = 1;
@@ -284,13 +354,13 @@ enum gw_next gw_try_next(struct gw_req *r, struct gw_upconn *u, short what, int 
          * failure: a lone server's pool retries by default and must
          * answer as it did; only a pool whose every server is down now
          * gets its 503 */
-        if (status || !up_pool_all_down(pool))
+        if (status || at->grpc >= 0 || !up_pool_all_down(pool))
             return GW_NEXT_GIVE_UP;
         gw_try_detach(r);
         return GW_NEXT_NONE_LEFT;
     }
     r->next_retry = (unsigned char)counted; /* 0: admitted as the first attempt it still is */
-    gw_up_log(GW_LOG_WARN, r, u, "%s; retrying on another server", why);
+    gw_up_log_at(GW_LOG_WARN, r, at, "%s; retrying on another server", why);
     up_pool_count(pool, r->c->w->id, UP_PC_RETRIES, 1);
     r->tries++;
     gw_try_detach(r);

@@ -56,6 +56,24 @@ struct gw_req *gw_try_dequeue(struct gw_plim *l);
  * (counted as a queue timeout); NULL: none. */
 struct gw_req *gw_try_expired(struct gw_plim *l, uint64_t now);
 
+/* Where a try stood when it failed, whatever its protocol: an HTTP/1
+ * connection (gw_try_at_of) or an HTTP/2 stream (proxy_h2.c). */
+struct gw_try_at {
+    const up_pool *pool;
+    size_t server;
+    unsigned char connecting;  /* its connection was not open yet */
+    unsigned char reached;     /* its TCP connect completed (gw_try_reached) */
+    unsigned char waiting;     /* the request went up; no response head yet */
+    unsigned char got_bytes;   /* some of a response came */
+    unsigned char unprocessed; /* HTTP/2: the server says it never processed it */
+    int grpc;                  /* a gRPC status to retry (retry_on_grpc_status), -1: none */
+};
+/* <u>'s try as a struct gw_try_at. */
+void gw_try_at_of(const struct gw_upconn *u, struct gw_try_at *at);
+/* gw_up_log for a try described by <at>. */
+void gw_up_log_at(int level, const struct gw_req *r, const struct gw_try_at *at, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
+
 /* What a request does after its try on a server failed. */
 enum gw_next {
     GW_NEXT_GIVE_UP,   /* no other try: answered as without retries */
@@ -79,5 +97,9 @@ int gw_try_same(struct gw_req *r, const struct gw_upconn *u, short what);
  * GW_NEXT_GIVE_UP. */
 enum gw_next gw_try_next(struct gw_req *r, struct gw_upconn *u, short what, int status,
                          size_t *server);
+/* gw_try_next for a try described by <at>; with at->grpc >= 0 (and <what>
+ * and <status> 0) the answer was that gRPC status, trailers-only. */
+enum gw_next gw_try_next_at(struct gw_req *r, const struct gw_try_at *at, short what, int status,
+                            size_t *server);
 
 #endif

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "gateway/conn.h"
+#include "gateway/h2up.h"
 #include "gateway/limits.h"
 
 /* The transport of a connection accepted on <l>: plain, or TLS from the
@@ -432,6 +433,7 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
     /* outside every request step: from now on only the current snapshot */
     adm_swap_ack(&w->proc->swap, w->id);
     gw_upconn_prune(w);
+    gw_h2up_prune(w);
 }
 
 static void sweep_cb(evutil_socket_t fd, short what, void *arg)
@@ -442,6 +444,7 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     gw_conn_sweep(w);
     gw_upconn_sweep(w);
+    gw_h2up_sweep(w);
     gw_proxy_sweep(w);
     if (w->accept_resume && gw_now_ms() >= w->accept_resume)
         w->accept_resume = 0;
@@ -465,6 +468,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
     (void)what;
     gw_date_update(w);
     gw_upconn_sweep_idle(w);
+    gw_h2up_sweep_idle(w);
 }
 
 void gw_worker_notify(void *proc, unsigned id)
@@ -479,6 +483,7 @@ static void *worker_main(void *arg)
     struct gw_worker *w = arg;
 
     event_base_dispatch(w->base);
+    gw_h2up_free_all(w);
     gw_upconn_free_all(w);
     gw_conn_free_all(w);
     if (w->log_len)
