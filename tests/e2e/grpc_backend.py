@@ -24,8 +24,8 @@ Methods (a request's "id" is its bytes as text, for the events):
 - Collect (client stream): b"COUNT SHA256HEX" of the messages received.
 - PingPong (bidi): each message back as it comes.
 - Meta (unary): initial metadata x-init*, trailing metadata x-trail*, each
-  the request's x-req* fields renamed (x-req-bin -> x-init-bin); the
-  response is JSON {key: hex of the value} of every x-req* field received.
+  the request's x-md* fields renamed (x-md-bin -> x-init-bin); the
+  response is JSON {key: hex of the value} of every x-md* field received.
 - Fail (unary): trailing metadata x-err-bin: ERR_BIN, then the status
   NOT_FOUND with FAIL_MESSAGE (non-ASCII and a '%': percent-encoded on the
   wire).
@@ -111,10 +111,10 @@ class Handlers:
 
     # metadata and statuses
     def meta(self, request, context):
-        got = [(k, v) for k, v in context.invocation_metadata() if k.startswith("x-req")]
+        got = [(k, v) for k, v in context.invocation_metadata() if k.startswith("x-md")]
         context.send_initial_metadata([("x-server", self.name)] +
-                                      [("x-init" + k[5:], v) for k, v in got])
-        context.set_trailing_metadata([("x-trail" + k[5:], v) for k, v in got])
+                                      [("x-init" + k[4:], v) for k, v in got])
+        context.set_trailing_metadata([("x-trail" + k[4:], v) for k, v in got])
         return json.dumps({k: (v if isinstance(v, bytes) else v.encode()).hex()
                            for k, v in got}).encode()
 

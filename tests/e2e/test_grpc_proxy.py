@@ -315,15 +315,15 @@ class GrpcProxy(GatewayCase):
 
     # metadata and statuses
     def test_metadata_and_trailing_metadata(self):
-        sent = [("x-req", "plain value"), ("x-req-bin", BIN), ("x-req-two-bin", b"\x80\x00")]
+        sent = [("x-md", "plain value"), ("x-md-bin", BIN), ("x-md-two-bin", b"\x80\x00")]
         for name, ch in self.channels():
             with self.subTest(transport=name):
                 resp, c = self.method(ch, "unary_unary", "/echo.Echo/Meta").with_call(
                     b"", metadata=sent, timeout=TIMEOUT)
                 # what the server received
                 self.assertEqual(json.loads(resp), {
-                    "x-req": b"plain value".hex(), "x-req-bin": BIN.hex(),
-                    "x-req-two-bin": "8000"})
+                    "x-md": b"plain value".hex(), "x-md-bin": BIN.hex(),
+                    "x-md-two-bin": "8000"})
                 # what came back, in the head and in the trailers
                 self.assertEqual(md(c.initial_metadata(), "x-init"), ["plain value"])
                 self.assertEqual(md(c.initial_metadata(), "x-init-bin"), [BIN])
@@ -433,7 +433,10 @@ class GrpcProxy(GatewayCase):
         # the next calls go to the server that is left
         call = self.method(ch, "unary_unary", "/kill.Echo/Echo")
         for i in range(4):
-            resp, c = call.with_call(b"after %d" % i, timeout=TIMEOUT)
+            try:
+                resp, c = call.with_call(b"after %d" % i, timeout=TIMEOUT)
+            except grpc.RpcError as e:
+                self.fail("call %d after %s was killed: %r%s" % (i, victim.name, e, self.sy_log()))
             self.assertEqual(resp, b"after %d" % i)
             self.assertEqual(md(c.initial_metadata(), "x-server"), [other.name])
 
@@ -460,7 +463,7 @@ class GrpcProxy(GatewayCase):
                                                                               timeout=TIMEOUT))
                 self.assertEqual(got, [stream_message(i, 300) for i in range(1000)])
                 resp, c = self.method(ch, "unary_unary", "/tls.Echo/Meta").with_call(
-                    b"", metadata=[("x-req-bin", BIN)], timeout=TIMEOUT)
+                    b"", metadata=[("x-md-bin", BIN)], timeout=TIMEOUT)
                 self.assertEqual(md(c.trailing_metadata(), "x-trail-bin"), [BIN])
                 with self.assertRaises(grpc.RpcError) as cm:
                     self.method(ch, "unary_unary", "/tls.Echo/Fail")(b"", timeout=TIMEOUT)
