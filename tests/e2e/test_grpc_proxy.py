@@ -14,15 +14,19 @@ transports where the transport matters:
   them, intact both ways; an upstream's NOT_FOUND with a non-ASCII message
   (percent-encoded on the wire) and its trailing metadata, intact;
 - a deadline against a slow handler: DEADLINE_EXCEEDED, and the handler
-  sees its call end (grpc-timeout caps the upstream's wait: a raw stream
-  with grpc-timeout and no deadline of its own gets status 4 too);
+  sees its call end; a raw stream with grpc-timeout and no deadline of its
+  own gets status 4 too, and so does one to a server that never answers
+  (only Switchyard's timer, capped by grpc-timeout, can end that one: the
+  server sees its stream reset);
 - a client's cancel mid-stream reaches the handler;
 - a server killed mid-stream: UNAVAILABLE, then calls go to the pool's
   other server;
 - 50 calls held open at once reach the server over fewer connections;
 - an h2 (TLS, ALPN) pool;
 - an HTTP/1.1 client to an h2c pool: with TE: trailers the chunked answer
-  ends with grpc-status trailers, without it with none.
+  ends with grpc-status trailers, without it with none (against an HTTP/2
+  server of the test's own that sends trailers whatever the TE: a gRPC
+  server refuses a request without "te: trailers").
 Switchyard's own gRPC errors (no route, a dead pool) are
 test_grpc_errors.py's.
 
@@ -37,7 +41,6 @@ import os
 import queue
 import socket
 import struct
-import threading
 import urllib.parse
 import uuid
 
@@ -50,7 +53,7 @@ import h2.exceptions
 from grpc_backend import ERR_BIN, FAIL_MESSAGE, MAX_MESSAGE, GrpcBackend, stream_message
 from h2client import RawConn, Target, data_frame
 from harness import TIMEOUT, Client, GatewayCase, free_port, gateway_config, main, wait_for
-from test_grpc_errors import cert_with_san
+from test_grpc_errors import Lasting, cert_with_san
 
 OPTS = [("grpc.enable_http_proxy", 0),
         # a failed call must fail: no transparent retry by the client
@@ -75,7 +78,7 @@ def md(metadata, key):
     return [v for k, v in metadata or () if k == key]
 
 
-class RawH2Server:
+class RawH2Server(Lasting):
     """An HTTP/2 server of the test's own (prior knowledge, python3-h2) for
     what a gRPC server never does. Silent (<answer> False), it reads
     requests and never answers them: only the gateway's timer can end a
@@ -88,24 +91,8 @@ class RawH2Server:
 
     def __init__(self, answer):
         self.answer = answer
-        self.lsock = socket.socket()
-        self.lsock.bind(("127.0.0.1", free_port()))
-        self.lsock.listen(8)
-        self.lsock.settimeout(0.2)
-        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
         self.requests, self.resets = [], []
-        self.stop = False
-        threading.Thread(target=self.run, daemon=True).start()
-
-    def run(self):
-        while not self.stop:
-            try:
-                s, _ = self.lsock.accept()
-            except socket.timeout:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=self.serve, args=(s,), daemon=True).start()
+        super().__init__()
 
     def serve(self, s):
         conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False,
@@ -148,10 +135,6 @@ class RawH2Server:
                                              ("x-server", "raw")])
             conn.send_data(ev.stream_id, body)
             conn.send_headers(ev.stream_id, [("grpc-status", "0")], end_stream=True)
-
-    def close(self):
-        self.stop = True
-        self.lsock.close()
 
 
 class GrpcProxy(GatewayCase):
@@ -309,7 +292,10 @@ class GrpcProxy(GatewayCase):
         for name, ch in self.channels():
             with self.subTest(transport=name):
                 req = os.urandom(4 << 20)
-                resp = self.method(ch, "unary_unary", "/echo.Echo/Echo")(req, timeout=TIMEOUT)
+                try:
+                    resp = self.method(ch, "unary_unary", "/echo.Echo/Echo")(req, timeout=TIMEOUT)
+                except grpc.RpcError as e:
+                    self.fail("%r%s" % (e, self.sy_log()))
                 self.assertEqual(len(resp), len(req))
                 self.assertTrue(resp == req, "4 MiB came back changed")
 
