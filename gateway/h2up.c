@@ -45,7 +45,8 @@ static void stream_free(struct gw_h2us *st)
         st->lent = 0;
         up_request_end(st->pool, st->wid, st->server);
     }
-    evbuffer_free(st->body);
+    if (st->body)
+        evbuffer_free(st->body);
     free(st->rtr);
     free(st->f);
     free(st);
@@ -613,7 +614,8 @@ struct gw_h2us *gw_h2us_open(struct gw_h2up *h, struct gw_req *r, const nghttp2_
     prd.read_callback = body_read;
     st->id = nghttp2_submit_request(h->s, NULL, nv, n, body ? &prd : NULL, st);
     if (st->id < 0) {
-        evbuffer_free(st->body);
+        if (st->body)
+            evbuffer_free(st->body);
         free(st);
         return NULL;
     }

@@ -1,7 +1,8 @@
 /*
  * health.c - the health thread (health.h says who owns what): its own
  * event_base running every pool's active checks (a plain or TLS HTTP/1.1
- * GET with Connection: close through the transport seam, io.h), the
+ * GET with Connection: close through the transport seam, io.h, or a gRPC
+ * health call over HTTP/2 on the same seam: health_grpc.h), the
  * owner of every pool's up_outlier object fed by the workers' rings, and
  * the one writer of the UP_H_CHECK and UP_H_EJECTED flags.
  *
@@ -34,6 +35,7 @@
 
 #include "admin/clock.h"
 #include "gateway/gateway.h"
+#include "gateway/health_grpc.h"
 #include "gateway/io.h"
 #include "gateway/io_tls.h"
 
@@ -41,6 +43,7 @@
 struct hdef {
     int check; /* health_check present */
     char *path, *host;
+    char *service; /* type "grpc": the service asked about ("": the server); NULL: "http" */
     unsigned interval_ms, timeout_ms, healthy, unhealthy;
     struct adm_statuses expect;
     int initially_unhealthy;
@@ -48,6 +51,7 @@ struct hdef {
     struct up_outlier_cfg ocfg;
     int panic;    /* every server down: the pool spreads over them all */
     SSL_CTX *tls; /* a reference, NULL: plain */
+    int h2;       /* the pool speaks HTTP/2 (h2c, h2): an "http" check is an HTTP/2 GET */
 };
 
 struct probe;
@@ -98,6 +102,8 @@ struct probe {
     LIST_ENTRY(probe) link; /* every probe, for the stop */
     struct hsrv *srv;       /* NULL: its server is gone, the answer is dropped */
     struct gw_io io;
+    struct gw_hgrpc *grpc; /* a gRPC check's call, or an HTTP/2 GET's; NULL: HTTP/1.1 */
+    int h2get;             /* <grpc> is an "http" check's GET over HTTP/2 */
     struct event *tmo;
     struct timespec t0;
 };
@@ -233,6 +239,7 @@ static void hpool_clear(struct hpool *hp)
     free(hp->name);
     free(hp->def.path);
     free(hp->def.host);
+    free(hp->def.service);
     SSL_CTX_free(hp->def.tls);
     forget_other(hp);
     up_pool_release(hp->pool);
@@ -266,6 +273,7 @@ static int hpool_init(struct hpool *hp, const struct adm_snapshot *s, size_t i)
     if (!(hp->name = strdup(u->name)))
         return -1;
     hp->def.panic = u->panic;
+    hp->def.h2 = u->protocol != ADM_UP_H1;
     if (hc) {
         hp->def.check = 1;
         hp->def.interval_ms = hc->interval_ms;
@@ -274,6 +282,8 @@ static int hpool_init(struct hpool *hp, const struct adm_snapshot *s, size_t i)
         hp->def.unhealthy = hc->unhealthy_threshold;
         hp->def.expect = hc->expect;
         if (!(hp->def.path = strdup(hc->path)) || (hc->host && !(hp->def.host = strdup(hc->host))))
+            return -1;
+        if (hc->type == ADM_HC_GRPC && !(hp->def.service = strdup(hc->service ? hc->service : "")))
             return -1;
         hp->def.initially_unhealthy = u->initially_unhealthy;
     }
@@ -506,12 +516,14 @@ static void probe_free(struct probe *pr)
     if (pr->srv)
         pr->srv->probe = NULL;
     gw_io_close(&pr->io);
+    gw_hgrpc_free(pr->grpc);
     if (pr->tmo)
         event_free(pr->tmo);
     free(pr);
 }
 
-/* The check of <pr> ended with <status> (0: no answer). */
+/* The check of <pr> ended with the HTTP <status> (0: no answer); a gRPC
+ * check's call has the verdict. */
 static void probe_done(struct probe *pr, int status)
 {
     struct hsrv *v = pr->srv;
@@ -519,7 +531,10 @@ static void probe_done(struct probe *pr, int status)
 
     if (v) {
         struct hpool *hp = v->hp;
-        int ok = status > 0 && adm_statuses_has(&hp->def.expect, (unsigned)status);
+        const char *why = pr->grpc ? gw_hgrpc_why(pr->grpc) : NULL;
+        int ok = pr->grpc && !pr->h2get
+                     ? status > 0 && !why
+                     : status > 0 && !why && adm_statuses_has(&hp->def.expect, (unsigned)status);
         struct timespec t;
         clock_gettime(CLOCK_MONOTONIC, &t);
         v->last_status = status;
@@ -539,7 +554,10 @@ static void probe_done(struct probe *pr, int status)
             v->passes = 0;
             if (++v->fails >= hp->def.unhealthy && !v->check_down) {
                 v->check_down = 1;
-                if (status)
+                if (why)
+                    gw_log(GW_LOG_WARN, "upstream %s server %s: failed %u checks (%s): down",
+                           hp->name, v->address, v->fails, why);
+                else if (status)
                     gw_log(GW_LOG_WARN, "upstream %s server %s: failed %u checks (status %d): down",
                            hp->name, v->address, v->fails, status);
                 else
@@ -575,7 +593,10 @@ static int status_of(struct evbuffer *in)
 
 static void probe_read(struct gw_io *io, void *arg)
 {
-    int st = status_of(io->in);
+    struct probe *pr = arg;
+    int st = !pr->grpc                     ? status_of(io->in)
+             : gw_hgrpc_read(pr->grpc) < 0 ? -1
+                                           : gw_hgrpc_http_status(pr->grpc);
 
     if (st >= 0) {
         pthread_mutex_lock(&H.mu);
@@ -592,9 +613,15 @@ static void probe_write(struct gw_io *io, void *arg)
 
 static void probe_event(struct gw_io *io, short what, void *arg)
 {
+    struct probe *pr = arg;
+
     if (what & GW_IO_CONNECTED) {
-        gw_io_read(io, 1);
-        return;
+        if (!pr->grpc) {
+            gw_io_read(io, 1);
+            return;
+        }
+        if (gw_hgrpc_start(pr->grpc) == 0)
+            return;
     }
     pthread_mutex_lock(&H.mu);
     probe_done(arg, 0);
@@ -642,10 +669,21 @@ static void probe_start(struct hsrv *v)
     if (gw_io_init(&pr->io, H.base, fd, 0, ops, xprt) < 0)
         goto fail;
     gw_io_setcb(&pr->io, probe_read, probe_write, probe_event, pr);
-    evbuffer_add_printf(pr->io.out,
-                        "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: switchyard-health-check\r\n"
-                        "Connection: close\r\n\r\n",
-                        hp->def.path, hp->def.host ? hp->def.host : v->host);
+    if (hp->def.service) {
+        if (!(pr->grpc = gw_hgrpc_new(&pr->io, hp->def.host ? hp->def.host : v->host,
+                                      hp->def.service, hp->def.tls != NULL, hp->def.timeout_ms)))
+            goto fail;
+    } else if (hp->def.h2) { /* the pool's servers speak HTTP/2 only */
+        if (!(pr->grpc = gw_hgrpc_new_get(&pr->io, hp->def.host ? hp->def.host : v->host,
+                                          hp->def.path, hp->def.tls != NULL)))
+            goto fail;
+        pr->h2get = 1;
+    } else {
+        evbuffer_add_printf(pr->io.out,
+                            "GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: switchyard-health-check\r\n"
+                            "Connection: close\r\n\r\n",
+                            hp->def.path, hp->def.host ? hp->def.host : v->host);
+    }
     if (gw_io_connect(&pr->io, (const struct sockaddr *)&v->ss, v->salen) < 0)
         goto fail;
     return;
