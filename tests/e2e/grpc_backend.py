@@ -35,6 +35,9 @@ Methods (a request's "id" is its bytes as text, for the events):
 - Hold (server stream): a message every 10 ms, up to 6,000, while the
   call is active; the event "hold ID started", and at the end "hold ID
   cancelled" or "hold ID ended"; "hold ID callback" when the call is over.
+- Flaky (unary): UNAVAILABLE, Trailers-Only, on a server started with
+  --unavailable (it did not act on the call: the event "flaky ID
+  refused"), else the request back ("flaky ID served").
 - Barrier (unary): request b"GROUP N": waits (up to 60 s) until N calls of
   GROUP are in at once, then answers JSON {"arrived", "ports"}: how many
   came, and the client ports (the gateway's connections) they came on.
@@ -77,8 +80,8 @@ class Events:
 
 
 class Handlers:
-    def __init__(self, name, events):
-        self.name, self.events = name, events
+    def __init__(self, name, events, unavailable=False):
+        self.name, self.events, self.unavailable = name, events, unavailable
         self.lock = threading.Condition()
         self.groups = {}  # barrier group -> [peer port of each call in]
 
@@ -117,6 +120,14 @@ class Handlers:
         context.set_trailing_metadata([("x-trail" + k[4:], v) for k, v in got])
         return json.dumps({k: (v if isinstance(v, bytes) else v.encode()).hex()
                            for k, v in got}).encode()
+
+    def flaky(self, request, context):
+        if self.unavailable:  # Trailers-Only: no metadata before the status
+            self.events("flaky", request.decode(), "refused")
+            context.abort(grpc.StatusCode.UNAVAILABLE, "not taking calls")
+        self.hello(context)
+        self.events("flaky", request.decode(), "served")
+        return request
 
     def fail(self, request, context):
         self.hello(context)
@@ -177,6 +188,7 @@ def generic_handler(service, h):
         "PingPong": bidi(h.ping_pong),
         "Meta": unary(h.meta),
         "Fail": unary(h.fail),
+        "Flaky": unary(h.flaky),
         "Slow": unary(h.slow),
         "Hold": sstream(h.hold),
         "Barrier": unary(h.barrier),
@@ -188,9 +200,11 @@ class GrpcBackend:
     (this file's own interpreter), in a process group of its own, killed
     with it by harness's atexit hook if a test leaves it behind."""
 
-    def __init__(self, tmp, name, services=("echo.Echo",), tls=None):
-        """<tls>: harness.self_signed()'s {"cert", "key"} to serve TLS."""
+    def __init__(self, tmp, name, services=("echo.Echo",), tls=None, unavailable=False):
+        """<tls>: harness.self_signed()'s {"cert", "key"} to serve TLS;
+        <unavailable>: Flaky answers UNAVAILABLE."""
         self.tmp, self.name, self.services, self.tls = tmp, name, services, tls
+        self.unavailable = unavailable
         self.port = free_port()
         self.events_path = tmp.file("grpc-%s.events" % name)
         self.proc = None
@@ -205,6 +219,8 @@ class GrpcBackend:
             args += ["--service", s]
         if self.tls:
             args += ["--tls", self.tls["cert"], self.tls["key"]]
+        if self.unavailable:
+            args.append("--unavailable")
         with open(self.tmp.file("grpc-%s.err" % self.name), "ab") as err:
             self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err,
                                          start_new_session=True)
@@ -260,9 +276,10 @@ def main():
     ap.add_argument("--name", required=True)
     ap.add_argument("--service", action="append")
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    ap.add_argument("--unavailable", action="store_true")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    h = Handlers(a.name, Events(a.events))
+    h = Handlers(a.name, Events(a.events), a.unavailable)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=128),
         handlers=[generic_handler(s, h) for s in (a.service or ["echo.Echo"])],

@@ -39,6 +39,7 @@ import hashlib
 import json
 import os
 import queue
+import re
 import socket
 import struct
 import urllib.parse
@@ -145,8 +146,8 @@ class GrpcProxy(GatewayCase):
         with open(cls.cert["cert"], "rb") as f:
             cls.ca = f.read()
 
-        def server(name, service, tls=None):
-            b = GrpcBackend(cls.tmp, name, services=(service,), tls=tls)
+        def server(name, service, tls=None, unavailable=False):
+            b = GrpcBackend(cls.tmp, name, services=(service,), tls=tls, unavailable=unavailable)
             cls._procs.append(b)  # stopped after the gateway
             return b.start()
 
@@ -154,6 +155,9 @@ class GrpcProxy(GatewayCase):
         cls.mux = server("mux", "mux.Echo")
         cls.k1, cls.k2 = server("k1", "kill.Echo"), server("k2", "kill.Echo")
         cls.t = server("t", "tls.Echo", tls=cls.cert)
+        # one server of the pool answers Flaky UNAVAILABLE
+        cls.u1 = server("u1", "retry.Echo", unavailable=True)
+        cls.u2 = server("u2", "retry.Echo")
         cls.silent, cls.raw = RawH2Server(answer=False), RawH2Server(answer=True)
         for r in (cls.silent, cls.raw):
             cls.addClassCleanup(r.close)
@@ -166,6 +170,11 @@ class GrpcProxy(GatewayCase):
                          "servers": [{"address": cls.k1.addr}, {"address": cls.k2.addr}]},
                 "silent": {"protocol": "h2c", "servers": [{"address": cls.silent.addr}]},
                 "raw": {"protocol": "h2c", "servers": [{"address": cls.raw.addr}]},
+                "retry": {"protocol": "h2c", "balance": "round_robin",
+                          "servers": [{"address": cls.u1.addr}, {"address": cls.u2.addr}]},
+                "noretry": {"protocol": "h2c", "balance": "round_robin",
+                            "retry_on_grpc_status": [],
+                            "servers": [{"address": cls.u1.addr}, {"address": cls.u2.addr}]},
                 "tls": {"protocol": "h2", "servers": [{"address": cls.t.addr}],
                         "tls": {"ca_file": cls.cert["cert"], "server_name": "localhost"}},
             },
@@ -179,6 +188,9 @@ class GrpcProxy(GatewayCase):
                 {"id": "raw", "path": "/raw.Echo/*{m}", "upstream": "raw"},
                 {"id": "kill", "path": "/kill.Echo/*{m}", "upstream": "kill"},
                 {"id": "tls", "path": "/tls.Echo/*{m}", "upstream": "tls"},
+                {"id": "retry", "path": "/retry.Echo/*{m}", "upstream": "retry"},
+                {"id": "noretry", "host": "noretry", "path": "/retry.Echo/*{m}",
+                 "upstream": "noretry"},
             ],
             workers=2)
         cls.h2c_port, cls.tls_port = free_port(), free_port()
@@ -429,6 +441,38 @@ class GrpcProxy(GatewayCase):
                 self.fail("call %d after %s was killed: %r%s" % (i, victim.name, e, self.sy_log()))
             self.assertEqual(resp, b"after %d" % i)
             self.assertEqual(md(c.initial_metadata(), "x-server"), [other.name])
+
+    def test_unavailable_is_retried_on_the_other_server(self):
+        # retry_on_grpc_status defaults to ["unavailable"]: a server that
+        # says it did not act on a call costs the client nothing
+        call = self.method(self.channel("h2c"), "unary_unary", "/retry.Echo/Flaky")
+        for i in range(8):
+            ident = "r-%s-%d" % (uuid.uuid4().hex[:6], i)
+            try:
+                resp, c = call.with_call(ident.encode(), timeout=TIMEOUT)
+            except grpc.RpcError as e:
+                self.fail("call %d: %r%s" % (i, e, self.sy_log()))
+            self.assertEqual(resp, ident.encode())
+            self.assertEqual(md(c.initial_metadata(), "x-server"), ["u2"])
+        self.assertTrue(self.u1.events("flaky", None, "refused"), "u1 was never tried")
+        self.gw.wait_log(r"upstream retry server %s route retry request \S+: answered "
+                         r"grpc-status 14; retrying on another server" % re.escape(self.u1.addr))
+
+    def test_unavailable_passes_when_not_retried(self):
+        # "retry_on_grpc_status": [] turns it off: the status reaches the client
+        ch = grpc.insecure_channel("127.0.0.1:%d" % self.h2c_port,
+                                   options=OPTS + [("grpc.default_authority", "noretry")])
+        self.addCleanup(ch.close)
+        call = self.method(ch, "unary_unary", "/retry.Echo/Flaky")
+        codes = []
+        for i in range(6):
+            try:
+                call(b"n-%d" % i, timeout=TIMEOUT)
+                codes.append("OK")
+            except grpc.RpcError as e:
+                codes.append(e.code().name)
+        self.assertIn("UNAVAILABLE", codes)
+        self.assertIn("OK", codes)
 
     def test_multiplexing_fewer_connections_than_calls(self):
         # 50 calls held open together by the server (a barrier) arrive over
