@@ -110,6 +110,11 @@ static inline int adm_statuses_has(const struct adm_statuses *s, unsigned code)
     return code < 640 && (s->bits[code / 64] >> (code % 64) & 1) != 0;
 }
 
+/* gRPC's name of status <code> as the config writes it, lower case with
+ * '_' ("unavailable" for 14, "ok" for 0); NULL above 16
+ * (config_upstream_h2.c). */
+const char *adm_grpc_code_name(unsigned code);
+
 /* upstreams.NAME.health_check: active checks of every server. */
 /* upstreams.NAME.health_check.type */
 enum adm_hc_type {
@@ -156,7 +161,7 @@ enum adm_up_protocol {
 };
 
 struct adm_upstream {
-    char *name; /* [A-Za-z0-9_.-]+ */
+    char *name;                    /* [A-Za-z0-9_.-]+ */
     enum adm_up_protocol protocol; /* "h1" */
     struct adm_server *servers;
     size_t nservers; /* >= 1 */
@@ -185,9 +190,9 @@ struct adm_upstream {
      * codes (bit = code, 1..16) are retried like retry_on_status
      * (["unavailable"]) */
     struct adm_statuses retry_on_grpc_status;
-    unsigned retry_budget_percent;       /* of the requests in flight that may be retries (20) */
-    int request_buffering;               /* read a body whole before the upstream request (0) */
-    uint64_t max_buffered_body_bytes;    /* the largest body buffered so (8 MiB) */
+    unsigned retry_budget_percent;    /* of the requests in flight that may be retries (20) */
+    int request_buffering;            /* read a body whole before the upstream request (0) */
+    uint64_t max_buffered_body_bytes; /* the largest body buffered so (8 MiB) */
 
     unsigned max_connections;     /* open at once to one server (0: no limit) */
     unsigned max_pending;         /* requests a worker queues at max_connections (1024) */

@@ -189,6 +189,20 @@ void adm_cf_header_fields(struct adm_cf *x, const json_t *v, adm_cf_name_rule ru
 /* Frees the <n> fields of <h> and the array. */
 void adm_cf_header_fields_free(struct adm_header *h, size_t n);
 
+/* config_upstream_h2.c: a pool's HTTP/2 and gRPC keys, functions of
+ * config_upstreams.c's rows: upstreams.NAME.protocol and
+ * retry_on_grpc_status (<target> the pool), health_check.type and
+ * .service (<target> the check). Then the rules across keys, once the
+ * object is read whole: a check's (adm_cf_check_rules, <hv> its document,
+ * at its path) and a pool's (adm_cf_up_check, <uv> its document, at its
+ * path): protocol against "tls", a gRPC check against protocol. */
+void adm_cf_up_protocol(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_up_retry_on_grpc(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_check_type(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_check_service(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_check_rules(struct adm_cf *x, const json_t *hv, const struct adm_health_check *h);
+void adm_cf_up_check(struct adm_cf *x, const json_t *uv, const struct adm_upstream *u);
+
 /* Each section frees what it parsed into <c> (half-built configs too). */
 void adm_cf_listeners_free(struct adm_config *c);
 void adm_cf_upstreams_free(struct adm_config *c);

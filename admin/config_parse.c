@@ -302,8 +302,9 @@ static void list_add(char *list, size_t cap, size_t n, const char *name)
 }
 
 /* A table of at most this many keys is named whole when an unknown key is
- * close to none of them: the reader sees every choice. */
-#define KEYS_LISTED 8
+ * close to none of them: the reader sees every choice (a health_check's
+ * nine among them). */
+#define KEYS_LISTED 10
 
 /* Reports the unknown key <key>: the nearest key of <f> as "did you mean"
  * (a real key winning a tie), or where it belongs when the nearest is a

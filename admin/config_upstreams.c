@@ -2,7 +2,8 @@
  * config_upstreams.c - the "upstreams" section: an object of named pools,
  * each with its servers (address, weight), balancer and idle-connection
  * keys. A pool key is a row in upstream_fields, a server key a row in
- * server_fields.
+ * server_fields; the HTTP/2 and gRPC keys' functions are
+ * config_upstream_h2.c's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -323,6 +324,8 @@ static const struct adm_cf_field check_fields[] = {
      .off = offsetof(struct adm_health_check, unhealthy_threshold),
      .min = 1,
      .max = 1000},
+    {.key = "type", .kind = FK_FN, .fn = adm_cf_check_type},
+    {.key = "service", .kind = FK_FN, .fn = adm_cf_check_service},
     /* a setting of the checks, so written here: "unknown key" would not say where it goes */
     {.key = "initially_unhealthy",
      .misplaced = "a key of the pool, not of its health_check: put it next to \"health_check\""},
@@ -342,6 +345,7 @@ static void upstream_health_check(struct adm_cf *x, const json_t *v, void *targe
     h->unhealthy_threshold = 3;
     statuses_range(&h->expect, 200, 399);
     uint32_t seen = adm_cf_fields(x, v, check_fields, NFIELDS(check_fields), h);
+    adm_cf_check_rules(x, v, h);
     if (!h->path && !(h->path = adm_cf_strdup(x, "/")))
         return;
     if (h->timeout_ms > h->interval_ms)
@@ -420,6 +424,7 @@ static void upstream_tls(struct adm_cf *x, const json_t *v, void *target)
 static const struct adm_cf_field upstream_fields[] = {
     {.key = "servers", .kind = FK_FN, .flags = F_REQUIRED, .fn = upstream_servers},
     {.key = "tls", .kind = FK_FN, .fn = upstream_tls},
+    {.key = "protocol", .kind = FK_FN, .fn = adm_cf_up_protocol},
     {.key = "balance", .kind = FK_FN, .fn = upstream_balance},
     {.key = "hash_key", .kind = FK_FN, .fn = upstream_hash_key},
     BOOL_KEY(fallback),
@@ -435,6 +440,7 @@ static const struct adm_cf_field upstream_fields[] = {
     UINT_KEY(slow_start_ms, 0, ADM_CF_MAX_MS),
     UINT_KEY(retries, 0, 10),
     {.key = "retry_on_status", .kind = FK_FN, .fn = upstream_retry_on},
+    {.key = "retry_on_grpc_status", .kind = FK_FN, .fn = adm_cf_up_retry_on_grpc},
     UINT_KEY(retry_budget_percent, 0, 100),
     BOOL_KEY(request_buffering),
     {.key = "max_buffered_body_bytes",
@@ -453,12 +459,12 @@ static const struct adm_cf_field upstream_fields[] = {
 };
 
 enum {
-    UF_BALANCE = 2,
-    UF_HASH_KEY = 3,
-    UF_FALLBACK = 4,
-    UF_TABLE_SIZE = 5,
-    UF_HEALTH_CHECK = 10,
-    UF_INITIALLY_UNHEALTHY = 11
+    UF_BALANCE = 3,
+    UF_HASH_KEY = 4,
+    UF_FALLBACK = 5,
+    UF_TABLE_SIZE = 6,
+    UF_HEALTH_CHECK = 11,
+    UF_INITIALLY_UNHEALTHY = 12
 };
 
 /* A pool's defaults, before its keys are read. */
@@ -476,6 +482,9 @@ static void upstream_defaults(struct adm_upstream *u)
     /* nginx's proxy_next_upstream error timeout: a request no server
      * answered goes to another one */
     u->retries = 2;
+    /* what gRPC's own retry policies are written with first: a server
+     * that could not take the call (a trailers-only UNAVAILABLE) */
+    u->retry_on_grpc_status.bits[0] = UINT64_C(1) << 14;
     u->retry_budget_percent = 20;
     u->max_buffered_body_bytes = 8u << 20;
     u->max_pending = 1024;
@@ -527,6 +536,7 @@ void adm_cf_upstreams(struct adm_cf *x, const json_t *v, void *target)
                 adm_cf_err_key(x, upstream_fields[UF_INITIALLY_UNHEALTHY].key,
                                "only allowed with \"health_check\" (a server held down is let up "
                                "by a passing check)");
+            adm_cf_up_check(x, uv, u); /* protocol, tls and a gRPC check */
         }
         adm_cf_pop(x, mark);
     }
@@ -544,6 +554,7 @@ static void upstream_free(struct adm_upstream *u)
     if (u->health_check) {
         free(u->health_check->path);
         free(u->health_check->host);
+        free(u->health_check->service);
         free(u->health_check);
     }
     adm_tls_upstream_free(u->tls);

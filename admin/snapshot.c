@@ -487,14 +487,16 @@ static struct adm_tls_ctx *tls_reusable(const struct adm_snapshot *prev, const u
     return other;
 }
 
-/* The client context of <prev>'s upstream <name> when its TLS identity is
- * <id>, or NULL. */
-static SSL_CTX *uptls_reusable(const struct adm_snapshot *prev, const char *name,
-                               const unsigned char *id)
+/* The client context of <prev>'s upstream of <nu>'s name when its TLS
+ * identity is <nu>'s and its ALPN offer too (protocol "h2" or not), or
+ * NULL. */
+static SSL_CTX *uptls_reusable(const struct adm_snapshot *prev, const struct adm_upstream *nu)
 {
     for (size_t i = 0; prev && i < prev->cfg->nupstreams; i++) {
         const struct adm_upstream *u = &prev->cfg->upstreams[i];
-        if (prev->uptls[i] && !strcmp(u->name, name) && !memcmp(u->tls->id, id, ADM_TLS_ID_LEN))
+        if (prev->uptls[i] && !strcmp(u->name, nu->name) &&
+            !memcmp(u->tls->id, nu->tls->id, ADM_TLS_ID_LEN) &&
+            (u->protocol == ADM_UP_H2) == (nu->protocol == ADM_UP_H2))
             return prev->uptls[i];
     }
     return NULL;
@@ -537,10 +539,11 @@ static int build_tls(struct adm_cfgref *b, const struct adm_snapshot *prev, stru
         SSL_CTX *old;
         if (!u->tls)
             continue;
-        if ((old = uptls_reusable(prev, u->name, u->tls->id)) && SSL_CTX_up_ref(old))
+        if ((old = uptls_reusable(prev, u)) && SSL_CTX_up_ref(old))
             b->uptls[i] = old;
         else
-            b->uptls[i] = adm_tls_client_ctx_new(u->tls, why, sizeof(why));
+            b->uptls[i] =
+                adm_tls_client_ctx_new(u->tls, u->protocol == ADM_UP_H2, why, sizeof(why));
         if (!b->uptls[i]) {
             snprintf(path, sizeof(path), "/upstreams/%s/tls", u->name);
             adm_errors_add(errs, path, "%s", why);
@@ -601,10 +604,13 @@ static up_pool *make_pool(const struct adm_upstream *u, const char *key, unsigne
     return p;
 }
 
-/* The connections of pools <a> and <b> are alike: the same transport (no
- * TLS in either, or the same TLS definition). */
+/* The connections of pools <a> and <b> are alike: the same protocol (an
+ * HTTP/1.1 connection is no HTTP/2 session) and the same transport (no TLS
+ * in either, or the same TLS definition). */
 static int same_transport(const struct adm_upstream *a, const struct adm_upstream *b)
 {
+    if (a->protocol != b->protocol)
+        return 0;
     if (!a->tls || !b->tls)
         return !a->tls && !b->tls;
     return !memcmp(a->tls->id, b->tls->id, ADM_TLS_ID_LEN);

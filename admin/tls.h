@@ -226,8 +226,9 @@ int adm_tls_alpn_is_h2(const SSL *ssl);
 int adm_tls_h2_refused_by_cipher(const SSL *ssl);
 
 /* A client context for a TLS upstream: verification against ca_file or the
- * system store, sessions kept by the caller for resumption. NULL with a
- * reason in <why>. Free with SSL_CTX_free(). */
-SSL_CTX *adm_tls_client_ctx_new(const struct adm_tls_upstream *t, char *why, size_t cap);
+ * system store, sessions kept by the caller for resumption, ALPN offering
+ * "h2" alone with <h2> (a pool of protocol "h2"), else "http/1.1". NULL
+ * with a reason in <why>. Free with SSL_CTX_free(). */
+SSL_CTX *adm_tls_client_ctx_new(const struct adm_tls_upstream *t, int h2, char *why, size_t cap);
 
 #endif

@@ -82,8 +82,12 @@ static const struct {
     {"http/1.0", 8, ADM_PROTO_H1},
 };
 
-/* What an upstream connection offers (wire format): it speaks HTTP/1.1. */
-static const unsigned char alpn_offer[] = "\x08http/1.1";
+/* What an upstream connection offers (wire format): HTTP/1.1, or h2 alone
+ * for a pool of protocol "h2", which has no HTTP/1.1 to fall back to (a
+ * server that selects nothing fails the connection, not the request's
+ * bytes). */
+static const unsigned char alpn_offer_h1[] = "\x08http/1.1";
+static const unsigned char alpn_offer_h2[] = "\x02h2";
 
 #define MAX_NAME 253
 
@@ -755,16 +759,18 @@ const struct adm_tls_ctx *adm_tls_ssl_ctx(const SSL *ssl)
 
 /* ---- upstreams ---- */
 
-SSL_CTX *adm_tls_client_ctx_new(const struct adm_tls_upstream *t, char *why, size_t cap)
+SSL_CTX *adm_tls_client_ctx_new(const struct adm_tls_upstream *t, int h2, char *why, size_t cap)
 {
     SSL_CTX *ssl = SSL_CTX_new(TLS_client_method());
+    const unsigned char *offer = h2 ? alpn_offer_h2 : alpn_offer_h1;
+    unsigned offer_len = h2 ? sizeof(alpn_offer_h2) - 1 : sizeof(alpn_offer_h1) - 1;
 
     if (!ssl) {
         fail_reason(why, cap, "cannot create an SSL_CTX");
         return NULL;
     }
     if (common_settings(ssl, TLS1_2_VERSION) < 0 ||
-        SSL_CTX_set_alpn_protos(ssl, alpn_offer, sizeof(alpn_offer) - 1) != 0)
+        SSL_CTX_set_alpn_protos(ssl, offer, offer_len) != 0)
         goto fail;
     SSL_CTX_clear_options(ssl, SSL_OP_CIPHER_SERVER_PREFERENCE);
     /* sessions are kept by the gateway, one per worker and server */

@@ -4,8 +4,10 @@
  * (balancers and hash keys, health_check, outlier, retries, buffering,
  * limits, per-pool timeouts falling back to "timeouts"), a route's buffering
  * keys falling back to its pool's, a config with every pool key
- * accepted (the gateway acts on each), and the mistakes a new operator
- * makes named with what to write instead.
+ * accepted (the gateway acts on each), the mistakes a new operator
+ * makes named with what to write instead, and the HTTP/2 and gRPC keys
+ * (admin/config_upstream_h2.c): protocol against tls, retry_on_grpc_status
+ * by code and name, and a gRPC health check.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -24,6 +26,18 @@ static const char *pool(const char *extra)
              "'upstreams': {'u': {'servers': [{'address': '127.0.0.1:9001'}]%s%s}}",
              *extra ? ", " : "", extra);
     return doc(buf);
+}
+
+/* The gRPC codes in <s>, bit c for code c; none outside 0..16 may be. */
+static unsigned grpc_set(const struct adm_statuses *s)
+{
+    unsigned m = 0;
+    for (unsigned c = 0; c < 640; c++)
+        if (adm_statuses_has(s, c)) {
+            ck_assert_uint_le(c, 16);
+            m |= 1u << c;
+        }
+    return m;
 }
 
 static int has_range(const struct adm_statuses *s, unsigned lo, unsigned hi)
@@ -63,6 +77,8 @@ START_TEST(defaults)
     ck_assert_uint_eq(u->slow_start_ms, 0);
     ck_assert_uint_eq(u->retries, 2);                /* nginx's proxy_next_upstream error timeout */
     ck_assert(has_range(&u->retry_on_status, 1, 0)); /* empty */
+    ck_assert_int_eq(u->protocol, ADM_UP_H1);
+    ck_assert_uint_eq(grpc_set(&u->retry_on_grpc_status), 1u << 14); /* ["unavailable"] */
     ck_assert_uint_eq(u->retry_budget_percent, 20);
     ck_assert_int_eq(u->request_buffering, 0);
     ck_assert_uint_eq(u->max_buffered_body_bytes, 8u << 20);
@@ -99,7 +115,9 @@ START_TEST(every_key)
         " 'v': {'servers': [{'address': '127.0.0.1:9002'}], 'balance': 'hash',"
         "   'hash_key': 'cookie:sid'},"
         " 'w': {'servers': [{'address': '127.0.0.1:9003'}], 'balance': 'hash', 'hash_key': 'path'},"
-        " 'x': {'servers': [{'address': '127.0.0.1:9004'}], 'balance': 'least_conn'},"
+        " 'x': {'servers': [{'address': '127.0.0.1:9004'}], 'balance': 'least_conn',"
+        "   'protocol': 'h2c', 'retry_on_grpc_status': ['unavailable', 'internal'],"
+        "   'health_check': {'type': 'grpc', 'service': 'pkg.Svc'}},"
         " 'y': {'servers': [{'address': '127.0.0.1:9005'}], 'balance': 'random_two'}},"
         "'routes': [{'id': 'a', 'path': '/a', 'upstream': 'u'},"
         "  {'id': 'b', 'path': '/b', 'upstream': 'u', 'request_buffering': false,"
@@ -146,6 +164,11 @@ START_TEST(every_key)
     ck_assert_int_eq(adm_config_upstream(c, "w")->hash_on, ADM_HASH_PATH);
     ck_assert_ptr_null(adm_config_upstream(c, "w")->hash_name);
     ck_assert_int_eq(adm_config_upstream(c, "x")->balance, ADM_BALANCE_LEAST_CONN);
+    ck_assert_int_eq(adm_config_upstream(c, "x")->protocol, ADM_UP_H2C);
+    ck_assert_uint_eq(grpc_set(&adm_config_upstream(c, "x")->retry_on_grpc_status),
+                      1u << 13 | 1u << 14);
+    ck_assert_int_eq(adm_config_upstream(c, "x")->health_check->type, ADM_HC_GRPC);
+    ck_assert_str_eq(adm_config_upstream(c, "x")->health_check->service, "pkg.Svc");
     ck_assert_int_eq(adm_config_upstream(c, "y")->balance, ADM_BALANCE_RANDOM_TWO);
     /* a route takes what it does not say from its pool */
     ck_assert_uint_eq(c->routes[0].timeout_ms, 50);
@@ -165,6 +188,8 @@ START_TEST(every_key)
     ck_assert(has_range(&h->expect, 200, 399));
     ck_assert_uint_eq(h->healthy_threshold, 2);
     ck_assert_uint_eq(h->unhealthy_threshold, 3);
+    ck_assert_int_eq(h->type, ADM_HC_HTTP);
+    ck_assert_ptr_null(h->service);
     adm_config_free(c);
     /* an empty list is the empty set; one code is a set of one */
     c = expect_ok(pool("'retry_on_status': [], 'outlier': {'statuses': []}"));
@@ -388,7 +413,8 @@ START_TEST(misplaced_keys_not_offered)
                 "health_check: put it next to \"health_check\")");
     expect_only(pool("'health_check': {'frobnicate': 1}"), "/upstreams/u/health_check/frobnicate",
                 "unknown key (one of \"path\", \"host\", \"interval_ms\", \"timeout_ms\", "
-                "\"expect_status\", \"healthy_threshold\", \"unhealthy_threshold\")");
+                "\"expect_status\", \"healthy_threshold\", \"unhealthy_threshold\", \"type\", "
+                "\"service\")");
     expect_only(pool("'timeout_m': 100"), "/upstreams/u/timeout_m",
                 "unknown key (\"timeout_ms\" is a route key; a pool has \"connect_timeout_ms\" "
                 "and \"response_timeout_ms\" (its routes' default timeout_ms))");
@@ -422,6 +448,176 @@ START_TEST(retry_on_interim)
 }
 END_TEST
 
+/* A pool "u" with TLS (the system's store: nothing to read) and the extra
+ * pool keys <extra>. */
+static const char *tls_pool(const char *extra)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf), "'tls': {}, %s", extra);
+    return pool(buf);
+}
+
+START_TEST(protocol)
+{
+    struct adm_config *c = expect_ok(pool("'protocol': 'h1'"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->protocol, ADM_UP_H1);
+    adm_config_free(c);
+    c = expect_ok(pool("'protocol': 'h2c'"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->protocol, ADM_UP_H2C);
+    adm_config_free(c);
+    c = expect_ok(tls_pool("'protocol': 'h2'"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->protocol, ADM_UP_H2);
+    adm_config_free(c);
+    c = expect_ok(tls_pool("'protocol': 'h1'"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->protocol, ADM_UP_H1);
+    adm_config_free(c);
+    /* which HTTP/2 goes with the pool's tls, whatever the keys' order */
+    expect_only(pool("'protocol': 'h2'"), "/upstreams/u/protocol",
+                "\"h2\" is HTTP/2 over TLS (chosen by ALPN): it needs \"tls\", or use \"h2c\" "
+                "for HTTP/2 without TLS");
+    expect_only(doc("'upstreams': {'u': {'protocol': 'h2c', 'tls': {},"
+                    " 'servers': [{'address': '127.0.0.1:9001'}]}}"),
+                "/upstreams/u/protocol",
+                "\"h2c\" is HTTP/2 without TLS: with \"tls\" write \"h2\" (HTTP/2 over TLS, "
+                "chosen by ALPN)");
+    /* another name for a protocol: ours, and for HTTP/2 the one the pool's
+     * tls calls for */
+    expect_only(pool("'protocol': 'http2'"), "/upstreams/u/protocol",
+                "invalid value \"http2\" (expected one of \"h1\", \"h2c\", \"h2\"): write "
+                "\"h2c\" (HTTP/2 without TLS; \"h2\" is over TLS and needs \"tls\")");
+    expect_only(tls_pool("'protocol': 'HTTP/2'"), "/upstreams/u/protocol",
+                "invalid value \"HTTP/2\" (expected one of \"h1\", \"h2c\", \"h2\"): write "
+                "\"h2\" (HTTP/2 over the pool's \"tls\", chosen by ALPN)");
+    expect_error(pool("'protocol': 'grpc'"), "/upstreams/u/protocol",
+                 "gRPC runs over HTTP/2: write \"h2c\"");
+    expect_error(tls_pool("'protocol': 'grpc'"), "/upstreams/u/protocol",
+                 "gRPC runs over HTTP/2: write \"h2\"");
+    expect_error(pool("'protocol': 'http/1.1'"), "/upstreams/u/protocol", "write \"h1\"");
+    expect_error(pool("'protocol': 'H2C'"), "/upstreams/u/protocol", "write \"h2c\" (lower case)");
+    expect_error(pool("'protocol': 'h3'"), "/upstreams/u/protocol", "HTTP/3");
+    expect_only(pool("'protocol': 'spdy'"), "/upstreams/u/protocol",
+                "invalid value \"spdy\" (expected one of \"h1\", \"h2c\", \"h2\")");
+    expect_error(pool("'protocol': 2"), "/upstreams/u/protocol", "expected a string");
+    expect_error(pool("'protocl': 'h2c'"), "/upstreams/u/protocl", "did you mean \"protocol\"");
+}
+END_TEST
+
+START_TEST(retry_on_grpc_status)
+{
+    struct adm_config *c = expect_ok(pool("'retry_on_grpc_status': []"));
+    ck_assert_uint_eq(grpc_set(&adm_config_upstream(c, "u")->retry_on_grpc_status), 0);
+    adm_config_free(c);
+    /* a code, or a name in any case with '-' or '_' */
+    c = expect_ok(pool("'retry_on_grpc_status': [14, 'deadline_exceeded', 'RESOURCE-EXHAUSTED',"
+                       " 'Cancelled', 16]"));
+    ck_assert_uint_eq(grpc_set(&adm_config_upstream(c, "u")->retry_on_grpc_status),
+                      1u << 1 | 1u << 4 | 1u << 8 | 1u << 14 | 1u << 16);
+    adm_config_free(c);
+    /* every name of 1..16, by the table GET-side code names them with */
+    char list[1024] = "'retry_on_grpc_status': [";
+    for (unsigned k = 1; k <= 16; k++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s'%s'", k > 1 ? ", " : "",
+                 adm_grpc_code_name(k));
+    strcat(list, "]");
+    c = expect_ok(pool(list));
+    ck_assert_uint_eq(grpc_set(&adm_config_upstream(c, "u")->retry_on_grpc_status), 0x1fffe);
+    adm_config_free(c);
+    ck_assert_str_eq(adm_grpc_code_name(0), "ok");
+    ck_assert_str_eq(adm_grpc_code_name(14), "unavailable");
+    ck_assert_str_eq(adm_grpc_code_name(16), "unauthenticated");
+    ck_assert_ptr_null(adm_grpc_code_name(17));
+
+    const char *at0 = "/upstreams/u/retry_on_grpc_status/0";
+    expect_only(pool("'retry_on_grpc_status': [0]"), at0,
+                "0 (ok) is a success, not a failure: only 1..16 can be retried");
+    expect_only(pool("'retry_on_grpc_status': ['OK']"), at0,
+                "0 (ok) is a success, not a failure: only 1..16 can be retried");
+    expect_error(pool("'retry_on_grpc_status': [17]"), at0, "between 1 and 16");
+    expect_error(pool("'retry_on_grpc_status': [-1]"), at0, "between 1 and 16");
+    expect_only(pool("'retry_on_grpc_status': [503]"), at0,
+                "503 is an HTTP status (retry_on_status takes those): a gRPC status is 1..16, "
+                "e.g. 14 (unavailable)");
+    expect_only(pool("'retry_on_grpc_status': ['14']"), at0,
+                "invalid gRPC status \"14\" (a code is a number: 14, without quotes, or its "
+                "name \"unavailable\")");
+    expect_only(pool("'retry_on_grpc_status': ['canceled']"), at0,
+                "invalid gRPC status \"canceled\" (did you mean \"cancelled\"?)");
+    expect_only(pool("'retry_on_grpc_status': ['StatusCode.UNAVAILABLE']"), at0,
+                "invalid gRPC status \"StatusCode.UNAVAILABLE\": write \"unavailable\"");
+    expect_error(pool("'retry_on_grpc_status': ['frobnicate']"), at0,
+                 "expected a code 1..16 or its name");
+    expect_error(pool("'retry_on_grpc_status': [true]"), at0,
+                 "expected a gRPC status code (1..16) or its name, got a boolean");
+    expect_error(pool("'retry_on_grpc_status': [14, 'nope']"),
+                 "/upstreams/u/retry_on_grpc_status/1", "invalid gRPC status \"nope\"");
+    /* one status alone: the list to write */
+    expect_only(pool("'retry_on_grpc_status': 'unavailable'"), "/upstreams/u/retry_on_grpc_status",
+                "expected a list: [\"unavailable\"]");
+    expect_only(pool("'retry_on_grpc_status': 14"), "/upstreams/u/retry_on_grpc_status",
+                "expected a list: [14]");
+    expect_error(pool("'retry_on_grpc_status': {}"), "/upstreams/u/retry_on_grpc_status",
+                 "expected an array");
+}
+END_TEST
+
+START_TEST(grpc_health_check)
+{
+    struct adm_config *c =
+        expect_ok(pool("'protocol': 'h2c', 'health_check': {'type': 'grpc', 'service': 'pkg.Users',"
+                       " 'host': 'users.internal', 'interval_ms': 1000, 'timeout_ms': 500}"));
+    const struct adm_health_check *h = adm_config_upstream(c, "u")->health_check;
+    ck_assert_int_eq(h->type, ADM_HC_GRPC);
+    ck_assert_str_eq(h->service, "pkg.Users");
+    ck_assert_str_eq(h->host, "users.internal");
+    ck_assert_uint_eq(h->interval_ms, 1000);
+    adm_config_free(c);
+    /* "" is the server as a whole, as no service */
+    c = expect_ok(tls_pool("'protocol': 'h2', 'health_check': {'type': 'grpc', 'service': ''}"));
+    h = adm_config_upstream(c, "u")->health_check;
+    ck_assert_int_eq(h->type, ADM_HC_GRPC);
+    ck_assert_ptr_null(h->service);
+    adm_config_free(c);
+    c = expect_ok(pool("'health_check': {'type': 'http', 'path': '/healthz'}"));
+    ck_assert_int_eq(adm_config_upstream(c, "u")->health_check->type, ADM_HC_HTTP);
+    adm_config_free(c);
+
+    expect_only(pool("'health_check': {'type': 'grpc'}"), "/upstreams/u/health_check/type",
+                "a gRPC check needs the pool's \"protocol\": \"h2c\" or \"h2\" (gRPC runs over "
+                "HTTP/2; the pool speaks \"h1\")");
+    expect_error(pool("'protocol': 'h1', 'health_check': {'type': 'grpc'}"),
+                 "/upstreams/u/health_check/type", "needs the pool's \"protocol\"");
+    expect_only(pool("'protocol': 'h2c', 'health_check': {'type': 'grpc', 'path': '/healthz'}"),
+                "/upstreams/u/health_check/path",
+                "not used by a gRPC check, which calls /grpc.health.v1.Health/Check: name what it "
+                "asks about in \"service\"");
+    expect_only(pool("'protocol': 'h2c', 'health_check': {'type': 'grpc', 'expect_status': 200}"),
+                "/upstreams/u/health_check/expect_status",
+                "not used by a gRPC check: SERVING passes, any other answer fails");
+    expect_only(pool("'health_check': {'service': 'pkg.Users'}"),
+                "/upstreams/u/health_check/service",
+                "only allowed with \"type\": \"grpc\" (an HTTP check asks for \"path\")");
+    expect_error(pool("'health_check': {'type': 'http', 'service': 'x'}"),
+                 "/upstreams/u/health_check/service", "only allowed with \"type\": \"grpc\"");
+    /* a key in error is its own error alone */
+    expect_only(pool("'health_check': {'type': 'tcp', 'service': 'x'}"),
+                "/upstreams/u/health_check/type",
+                "invalid value \"tcp\" (expected one of \"http\", \"grpc\")");
+    expect_only(pool("'protocol': 'grpc', 'health_check': {'type': 'grpc'}"),
+                "/upstreams/u/protocol",
+                "invalid value \"grpc\" (expected one of \"h1\", \"h2c\", \"h2\"): gRPC runs "
+                "over HTTP/2: write \"h2c\" (HTTP/2 without TLS; \"h2\" is over TLS and needs "
+                "\"tls\")");
+    expect_error(pool("'protocol': 'h2c', 'health_check': {'type': 'grpc', 'service': 5}"),
+                 "/upstreams/u/health_check/service", "expected a string");
+    expect_error(pool("'protocol': 'h2c', 'health_check': {'type': 'grpc', 'service': 'a\\nb'}"),
+                 "/upstreams/u/health_check/service", "invalid character at offset 1");
+    char big[600];
+    snprintf(big, sizeof(big),
+             "'protocol': 'h2c', 'health_check': {'type': 'grpc', 'service': '%0257d'}", 0);
+    expect_error(pool(big), "/upstreams/u/health_check/service", "at most 256 bytes");
+}
+END_TEST
+
 static Suite *config_upstreams_suite(void)
 {
     Suite *s = suite_create("admin_config_upstreams");
@@ -433,6 +629,9 @@ static Suite *config_upstreams_suite(void)
     tcase_add_test(tc, mistakes_named);
     tcase_add_test(tc, misplaced_keys_not_offered);
     tcase_add_test(tc, retry_on_interim);
+    tcase_add_test(tc, protocol);
+    tcase_add_test(tc, retry_on_grpc_status);
+    tcase_add_test(tc, grpc_health_check);
     suite_add_tcase(s, tc);
     return s;
 }

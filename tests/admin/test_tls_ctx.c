@@ -7,8 +7,8 @@
  * ticket for TLS 1.2 and 1.3 (and not across contexts, nor across a
  * client-auth boundary, nor with tickets off), tickets shared by contexts
  * with one ticket_secret, a listener without certificates refusing every
- * handshake, ticket-key rotation with its grace period, and client
- * certificates.
+ * handshake, ticket-key rotation with its grace period, client
+ * certificates, and a pool's client context offering ALPN by its protocol.
  * Certificates are made by the openssl CLI at test time (tls_certs.h).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -25,6 +25,7 @@
 #include "admin/config.h"
 #include "admin/snapshot.h"
 #include "admin/tls.h"
+#include "upstream/upstream.h"
 #include "tls_certs.h"
 
 /* A listener from the "tls" body <tls> (' for "), certificate names
@@ -95,6 +96,7 @@ struct hs {
     SSL_SESSION *resume;
     const char *client_cert; /* a name from tls_certs.h, NULL: none */
     const char *ciphers;     /* the client's TLS 1.2 cipher list, NULL: OpenSSL's default */
+    SSL_CTX *client;         /* the client's context as it is, NULL: a fresh one as above */
     /* out */
     int ok;
     int resumed;
@@ -116,16 +118,10 @@ static void alert_seen(const SSL *ssl, int where, int ret)
         h->alert = (unsigned char)(ret & 0xff);
 }
 
-/* One handshake of a fresh client against <c>, then a byte each way so that
- * TLS 1.3 tickets reach the client. Bounded in rounds. */
-static void handshake(struct adm_tls_ctx *c, struct hs *h)
+/* A fresh client context <cctx> as <h> asks: any version up to its
+ * max_version, its certificate and ciphers, no session cache. */
+static void client_settings(SSL_CTX *cctx, const struct hs *h)
 {
-    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
-    SSL *cl, *sv;
-    BIO *bc, *bs;
-    int cdone = 0, sdone = 0;
-
-    ck_assert_ptr_nonnull(cctx);
     SSL_CTX_set_min_proto_version(cctx, TLS1_VERSION);
     SSL_CTX_set_security_level(cctx, 0);
     SSL_CTX_set_max_proto_version(cctx, h->max_version ? h->max_version : TLS1_3_VERSION);
@@ -141,6 +137,22 @@ static void handshake(struct adm_tls_ctx *c, struct hs *h)
     }
     if (h->ciphers)
         ck_assert_int_eq(SSL_CTX_set_cipher_list(cctx, h->ciphers), 1);
+}
+
+/* One handshake of a fresh client against <c>, then a byte each way so that
+ * TLS 1.3 tickets reach the client. Bounded in rounds. */
+static void handshake(struct adm_tls_ctx *c, struct hs *h)
+{
+    SSL_CTX *cctx = h->client ? h->client : SSL_CTX_new(TLS_client_method());
+    SSL *cl, *sv;
+    BIO *bc, *bs;
+    int cdone = 0, sdone = 0;
+
+    ck_assert_ptr_nonnull(cctx);
+    if (h->client)
+        ck_assert_int_eq(SSL_CTX_up_ref(cctx), 1);
+    else
+        client_settings(cctx, h);
     cl = SSL_new(cctx);
     sv = SSL_new(adm_tls_ctx_ssl(c));
     SSL_set_app_data(cl, h);
@@ -617,13 +629,28 @@ START_TEST(ticket_rotation)
 }
 END_TEST
 
+/* The snapshot of config <doc> built after <prev> (NULL: the first), which
+ * must parse and build. */
+static struct adm_snapshot *snapshot_after(const char *doc, const struct adm_snapshot *prev)
+{
+    struct adm_errors e;
+    struct adm_snapshot *s;
+
+    adm_errors_init(&e);
+    struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
+    ck_assert_msg(c != NULL, "%s", adm_errors_format(&e));
+    s = adm_snapshot_build(c, prev, 2, &e);
+    ck_assert_ptr_nonnull(s);
+    adm_errors_clear(&e);
+    return s;
+}
+
 /* A snapshot built after another keeps the TLS contexts whose definition
  * did not change (admin/snapshot.c), compared by content: the same files
  * under other names are the same definition. */
 START_TEST(snapshots_reuse_contexts)
 {
     char doc[4096], cmd[1200];
-    struct adm_errors e;
     const char *d = tls_certs();
 
     snprintf(cmd, sizeof(cmd), "cp %s/ec.pem %s/ec2.pem && cp %s/ec.key %s/ec2.key", d, d, d, d);
@@ -645,14 +672,9 @@ START_TEST(snapshots_reuse_contexts)
                             ", \"ticket_secret\": \"fedcba9876543210fedcba9876543210\""};
     for (int i = 0; i < 6; i++) {
         snprintf(doc, sizeof(doc), FMT, d, names[i], d, names[i], d, d, extra[i], d);
-        adm_errors_init(&e);
-        struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
-        ck_assert_msg(c != NULL, "%s", adm_errors_format(&e));
-        s[i] = adm_snapshot_build(c, i ? s[i - 1] : NULL, 2, &e);
-        ck_assert_ptr_nonnull(s[i]);
+        s[i] = snapshot_after(doc, i ? s[i - 1] : NULL);
         ck_assert_ptr_nonnull(s[i]->tls[0]);
         ck_assert_ptr_nonnull(s[i]->uptls[0]);
-        adm_errors_clear(&e);
     }
     ck_assert_ptr_eq(s[0]->tls[0], s[1]->tls[0]); /* other path, same bytes */
     ck_assert_ptr_eq(s[0]->tls[1], s[1]->tls[1]);
@@ -680,7 +702,6 @@ END_TEST
 START_TEST(snapshots_follow_protocols)
 {
     char doc[4096];
-    struct adm_errors e;
     const char *d = tls_certs();
     struct adm_snapshot *s[3] = {0};
     const char *protocols[3] = {"", ", \"protocols\": [\"h1\"]", ", \"protocols\": [\"h1\"]"};
@@ -692,12 +713,7 @@ START_TEST(snapshots_follow_protocols)
                  "{\"address\": \"127.0.0.1:8444\", \"tls\": {\"certificates\": "
                  "[{\"cert\": \"%s/wild.pem\", \"key\": \"%s/wild.key\"}]}}]}",
                  d, d, protocols[i], d, d);
-        adm_errors_init(&e);
-        struct adm_config *c = adm_config_parse(doc, strlen(doc), &e);
-        ck_assert_msg(c != NULL, "%s", adm_errors_format(&e));
-        s[i] = adm_snapshot_build(c, i ? s[i - 1] : NULL, 2, &e);
-        ck_assert_ptr_nonnull(s[i]);
-        adm_errors_clear(&e);
+        s[i] = snapshot_after(doc, i ? s[i - 1] : NULL);
     }
     ck_assert_uint_eq(adm_tls_ctx_protocols(s[0]->tls[0]), ADM_PROTO_H1 | ADM_PROTO_H2);
     ck_assert_ptr_ne(s[0]->tls[0], s[1]->tls[0]);
@@ -714,6 +730,51 @@ START_TEST(snapshots_follow_protocols)
     for (int v = TLS1_2_VERSION; v <= TLS1_3_VERSION; v++)
         ck_assert_int_eq(resumes(s[0]->tls[0], s[1]->tls[0], NULL, NULL, v), 1);
     for (int i = 0; i < 3; i++)
+        adm_snapshot_free(s[i]);
+}
+END_TEST
+
+/* A pool's client context offers ALPN "h2" alone with protocol "h2", and
+ * "http/1.1" otherwise; a push that changes the protocol alone gives the
+ * pool a new context (connections opened after it offer the new one), one
+ * that leaves it keeps the context. Idle connections follow a changed pool
+ * only while its protocol stays (an HTTP/1.1 connection is no HTTP/2
+ * session): its servers' state is copied, not shared, across the change. */
+START_TEST(upstream_alpn_follows_protocol)
+{
+    char doc[4096];
+    const char *d = tls_certs();
+    struct adm_snapshot *s[5] = {0};
+    const char *protocol[5] = {"", ", \"protocol\": \"h2\"", ", \"protocol\": \"h2\"",
+                               ", \"protocol\": \"h1\"", ", \"protocol\": \"h1\", \"retries\": 1"};
+    const char *want[5] = {"http/1.1", "h2", "h2", "http/1.1", "http/1.1"};
+
+    for (int i = 0; i < 5; i++) {
+        snprintf(doc, sizeof(doc),
+                 "{\"listeners\": [{\"address\": \"127.0.0.1:8443\", \"tls\": {\"certificates\": "
+                 "[{\"cert\": \"%s/ec.pem\", \"key\": \"%s/ec.key\"}]}}], "
+                 "\"upstreams\": {\"u\": {\"servers\": [{\"address\": \"127.0.0.1:9\"}], "
+                 "\"tls\": {\"ca_file\": \"%s/ca.pem\"}%s}}}",
+                 d, d, d, protocol[i]);
+        s[i] = snapshot_after(doc, i ? s[i - 1] : NULL);
+        /* the server offers both: what it selects is what the pool offered */
+        struct hs h = {.client = s[i]->uptls[0]};
+        handshake(s[i]->tls[0], &h);
+        ck_assert(h.ok);
+        ck_assert_str_eq(h.alpn_got, want[i]);
+        SSL_SESSION_free(h.session);
+    }
+    ck_assert_ptr_ne(s[0]->uptls[0], s[1]->uptls[0]);
+    ck_assert_ptr_eq(s[1]->uptls[0], s[2]->uptls[0]);
+    ck_assert_ptr_ne(s[2]->uptls[0], s[3]->uptls[0]);
+    ck_assert_ptr_eq(s[3]->uptls[0], s[4]->uptls[0]);
+    ck_assert_ptr_eq(s[0]->tls[0], s[3]->tls[0]); /* the listener's, untouched */
+    ck_assert_uint_eq(up_pool_same_server(s[1]->pools[0], s[0]->pools[0], 0), UP_NONE);
+    ck_assert_ptr_eq(s[1]->pools[0], s[2]->pools[0]);
+    ck_assert_uint_eq(up_pool_same_server(s[3]->pools[0], s[2]->pools[0], 0), UP_NONE);
+    ck_assert_ptr_ne(s[3]->pools[0], s[4]->pools[0]);
+    ck_assert_uint_eq(up_pool_same_server(s[4]->pools[0], s[3]->pools[0], 0), 0); /* shared */
+    for (int i = 0; i < 5; i++)
         adm_snapshot_free(s[i]);
 }
 END_TEST
@@ -735,6 +796,7 @@ static Suite *tls_ctx_suite(void)
     tcase_add_test(tc, ticket_rotation);
     tcase_add_test(tc, snapshots_reuse_contexts);
     tcase_add_test(tc, snapshots_follow_protocols);
+    tcase_add_test(tc, upstream_alpn_follows_protocol);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -519,6 +519,31 @@ class UpstreamsTest(ApiCase):
         r = api.get("/upstreams/u")
         self.assertEqual((r.json["panic"], r.json["slow_start_ms"]), (True, 3000), r.json)
 
+    def test_h2_pool_keys(self):
+        # a pool of gRPC servers (issue 25) through the API: taken as
+        # written, and each mistake refused at its path, changing nothing
+        api = self.start()
+        g = {"servers": [{"address": "127.0.0.1:9"}], "protocol": "h2c",
+             "retry_on_grpc_status": ["unavailable", "Resource-Exhausted", 13],
+             "health_check": {"type": "grpc", "service": "pkg.Svc", "interval_ms": 60000,
+                              "timeout_ms": 1000}}
+        self.assertWrite(api.post("/upstreams", dict(g, name="g")), 201)
+        self.assertEqual(api.get("/upstreams/g").json, g)
+        before = self.snapshot()
+        for change, path, text in (
+                ({"protocol": "h2"}, "/upstreams/g/protocol", 'it needs "tls"'),
+                ({"protocol": "http2"}, "/upstreams/g/protocol", 'write "h2c"'),
+                ({"retry_on_grpc_status": [0]}, "/upstreams/g/retry_on_grpc_status/0",
+                 "a success, not a failure"),
+                ({"protocol": "h1"}, "/upstreams/g/health_check/type",
+                 'needs the pool\'s "protocol"')):
+            r = api.put("/upstreams/g", dict(g, **change))
+            self.assertStatus(r, 400)
+            self.assertTrue(any(e["path"] == path and text in e["message"]
+                                for e in r.json["errors"]), r.json)
+            self.assertUnchanged(before)
+        self.assertEqual(self.backend_of("/e/x"), "b1")
+
     def test_delete_upstream(self):
         api = self.start()
         self.assertWrite(api.post("/routes", {"id": "echo2", "path": "/e2/{x}", "upstream": "u"}),
