@@ -182,6 +182,7 @@ struct gw_worker {
     LIST_HEAD(gw_conn_list, gw_conn) conns;       /* every client connection */
     LIST_HEAD(gw_upconn_list, gw_upconn) upconns; /* every upstream connection */
     LIST_HEAD(gw_h2up_list, gw_h2up) h2ups;       /* every HTTP/2 upstream connection */
+    struct evbuffer *h2up_head; /* proxy_h2.c's scratch: an upstream head read back */
     /* Registered by worker.c: runs after a client connection accepted on
      * <l> was freed (conn.c counts it; admission is the worker's, and a
      * closed listener is freed with its last connection). */

@@ -808,4 +808,8 @@ void gw_h2up_free_all(struct gw_worker *w)
         h->dead = 1;
         h2up_free(h);
     }
+    if (w->h2up_head) {
+        evbuffer_free(w->h2up_head);
+        w->h2up_head = NULL;
+    }
 }

@@ -515,6 +515,18 @@ static void pass_interim(struct gw_req *r, struct gw_upconn *u)
     r->resp_started = 0;
 }
 
+/* Whether the response head <rp> says its body is empty (Content-Length:
+ * 0). A gRPC answer so is Trailers-Only (its status in the head): over
+ * HTTP/2 it must end with its HEADERS, not an empty DATA frame after
+ * them, or a gRPC client reads no status (UNKNOWN). */
+static int empty_body(const struct h1_resp *rp)
+{
+    for (size_t i = 0; i < rp->nhdr; i++)
+        if (h1_name_is(&rp->hdr[i].name, "content-length"))
+            return rp->hdr[i].value.len == 1 && rp->hdr[i].value.ptr[0] == '0';
+    return 0;
+}
+
 /* Handles what the upstream sent; returns after the client may be gone. */
 static void up_handle(struct gw_req *r, struct gw_upconn *u)
 {
@@ -574,7 +586,8 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
             gw_count(&r->c->w->ctr.up[gw_hist_bucket(secs)], 1);
             gw_count(&r->c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
         }
-        if (r->is_head || u->resp.status == 204 || u->resp.status == 304) {
+        if (r->is_head || u->resp.status == 204 || u->resp.status == 304 ||
+            (r->rp->req.grpc && !r->codec->http1 && empty_body(&u->resp))) {
             write_resp_head(r, u, 0, 1, NULL);
             evbuffer_drain(in, hl);
             if (evbuffer_get_length(in))

@@ -33,8 +33,6 @@
 /* The fields of a request head or a response head, at most. */
 #define GW_PH2_NV 256
 
-static _Thread_local struct evbuffer *scratch;
-
 /* ---- the request ---- */
 
 /* grpc-timeout (gRPC's PROTOCOL-HTTP2: 1*8DIGIT and a unit) in ms, rounded
@@ -121,8 +119,9 @@ static size_t request_nv(struct gw_req *r, int tls, nghttp2_nv *nv, struct h1_he
     char *p, *sp1, *sp2, *eol, *end;
     size_t n = 0, nf;
     int te = rq->grpc || te_trailers(rq);
+    struct evbuffer *scratch = r->c->w->h2up_head;
 
-    if (!scratch && !(scratch = evbuffer_new()))
+    if (!scratch && !(scratch = r->c->w->h2up_head = evbuffer_new()))
         return 0;
     evbuffer_drain(scratch, evbuffer_get_length(scratch));
     gw_proxy_forward_of(r, &f, subject, sha256);

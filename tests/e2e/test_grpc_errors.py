@@ -324,6 +324,12 @@ class GrpcErrors(GatewayCase):
         recs = self.log_lines("/head.Svc/", 1)
         self.assertEqual([(r["status"], r["grpc_status"]) for r in recs], [(200, 5)])
         wait_for(lambda: self.grpc_metric(5) >= before + 3, what="code 5 counted three times")
+        # a gRPC client reads that head's status, not UNKNOWN: the answer
+        # ends with its HEADERS, no empty DATA frame after them
+        for name, ch in self.channels():
+            e = self.call(ch, "/head.Svc/Call")
+            self.assertEqual(e.code(), grpc.StatusCode.NOT_FOUND, name)
+            self.assertEqual(e.details(), "not here", name)
 
 
 if __name__ == "__main__":
