@@ -143,6 +143,15 @@ struct gw_up_session {
     SSL_SESSION *s;
 };
 
+/* The stream limit a server's SETTINGS last said, for the next connection
+ * to it before its own SETTINGS come (h2up.c). */
+struct gw_h2up_seen {
+    const void *pool;
+    size_t server;
+    uint32_t max;
+};
+#define GW_H2UP_SEEN 16
+
 struct gw_worker {
     unsigned id;
     struct gw_process *proc;
@@ -183,6 +192,7 @@ struct gw_worker {
     LIST_HEAD(gw_upconn_list, gw_upconn) upconns; /* every upstream connection */
     LIST_HEAD(gw_h2up_list, gw_h2up) h2ups;       /* every HTTP/2 upstream connection */
     struct evbuffer *h2up_head; /* proxy_h2.c's scratch: an upstream head read back */
+    struct gw_h2up_seen h2up_seen[GW_H2UP_SEEN];
     /* Registered by worker.c: runs after a client connection accepted on
      * <l> was freed (conn.c counts it; admission is the worker's, and a
      * closed listener is freed with its last connection). */

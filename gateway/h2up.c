@@ -233,6 +233,33 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
     return 0;
 }
 
+static struct gw_h2up_seen *seen_slot(struct gw_worker *w, const up_pool *pool, size_t server)
+{
+    uintptr_t k = ((uintptr_t)pool >> 4) * 31 + server;
+    return &w->h2up_seen[k % GW_H2UP_SEEN];
+}
+
+/* Remembers the stream limit <h>'s server just said. */
+static void seen_put(struct gw_h2up *h)
+{
+    struct gw_h2up_seen *e = seen_slot(h->w, h->pool, h->server);
+
+    *e = (struct gw_h2up_seen){
+        h->pool, h->server,
+        nghttp2_session_get_remote_settings(h->s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)};
+}
+
+/* The stream limit to assume for a new connection to <server> of <pool>:
+ * what the server said last on this worker, else GW_H2UP_STREAMS. A
+ * burst to a server whose limit is low thus does not fill a new
+ * connection past it only to have the rest refused. */
+static uint32_t seen_get(struct gw_worker *w, const up_pool *pool, size_t server)
+{
+    const struct gw_h2up_seen *e = seen_slot(w, pool, server);
+
+    return e->pool == pool && e->server == server ? e->max : GW_H2UP_STREAMS;
+}
+
 static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
 {
     struct gw_h2up *h = ud;
@@ -243,6 +270,12 @@ static int on_frame_recv(nghttp2_session *s, const nghttp2_frame *f, void *ud)
     switch (f->hd.type) {
     case NGHTTP2_GOAWAY:
         h->goaway = 1; /* streams above its last id are closed REFUSED_STREAM by nghttp2 */
+        return 0;
+    case NGHTTP2_SETTINGS:
+        if (!(f->hd.flags & NGHTTP2_FLAG_ACK)) {
+            h->settings = 1;
+            seen_put(h);
+        }
         return 0;
     case NGHTTP2_HEADERS:
         if (!(st = stream_of(h, f->hd.stream_id)) || !st->r || st->bad)
@@ -537,6 +570,7 @@ struct gw_h2up *gw_h2up_connect(struct gw_worker *w, const struct adm_snapshot *
     h->pool = s->pools[up];
     h->server = server;
     h->idle_ms = def->keepalive ? def->idle_timeout_ms : 0;
+    h->assumed = seen_get(w, s->pools[up], server);
     TAILQ_INIT(&h->streams);
     up_pool_retain(h->pool);
     sa = up_server_sockaddr(h->pool, server, &salen);
@@ -589,7 +623,9 @@ fail:
 static int has_room(struct gw_h2up *h)
 {
     uint32_t max =
-        nghttp2_session_get_remote_settings(h->s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+        h->settings
+            ? nghttp2_session_get_remote_settings(h->s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+            : h->assumed;
 
     return !h->dead && !h->goaway && h->nst < max && nghttp2_session_check_request_allowed(h->s);
 }

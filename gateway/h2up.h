@@ -58,6 +58,8 @@ struct gw_h2up {
     long long idle_until;    /* no stream: closed then (gw_now_ms), 0: busy */
     long long check_at;      /* no stream's timeout is due before then (gw_now_ms) */
     unsigned idle_ms;        /* the pool's idle_timeout_ms (0: close when idle) */
+    uint32_t assumed;        /* streams it takes before the server's SETTINGS came */
+    unsigned char settings;  /* the server's SETTINGS came */
 };
 
 /* A request's stream on a session. */

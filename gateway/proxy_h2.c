@@ -30,6 +30,10 @@
 
 /* A streamed body's bytes kept for a second try (req.h: replay). */
 #define GW_REPLAY_MAX (64 * 1024)
+/* Tries of a request that servers refused unprocessed, at most: a
+ * server at its stream limit (a burst before its SETTINGS came) refuses
+ * what it cannot take, and a GOAWAY refuses what was in flight. */
+#define GW_REFUSED_MAX 4
 /* The fields of a request head or a response head, at most. */
 #define GW_PH2_NV 256
 
@@ -501,11 +505,12 @@ void gw_ph2_fail(struct gw_h2us *st, short what)
         gw_proxy_fail_grpc(r, 504, GW_GRPC_DEADLINE_EXCEEDED, "grpc-timeout passed upstream");
         return;
     }
-    if (at.unprocessed && gw_try_resendable(r) && !r->retried) {
+    if (at.unprocessed && gw_try_resendable(r) && r->refused < GW_REFUSED_MAX) {
         /* the server never processed it (REFUSED_STREAM, or above its
-         * GOAWAY's last stream): once more on a connection that takes it,
-         * whatever the method; the server did not fail */
-        r->retried = 1;
+         * GOAWAY's last stream): again on a connection that takes it,
+         * whatever the method; the server did not fail, and this costs
+         * none of the pool's retries */
+        r->refused++;
         gw_try_detach(r);
         if (gw_proxy_h2_send(r, at.server, 0) < 0)
             gw_proxy_fail(r, 502);

@@ -74,6 +74,7 @@ struct gw_req {
      * passed that, and no copy is kept. */
     struct evbuffer *replay;
     unsigned char replay_over;
+    unsigned char refused; /* tries an HTTP/2 server never processed (proxy_h2.c) */
     int body_done, resp_started, keep, is_head, http10, retried;
     int body_paused; /* reading its body stopped: the upstream's output is full, or connecting */
     int body_fed;    /* the streamed body began to go to an upstream: a retry cannot resend it */

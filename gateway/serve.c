@@ -50,6 +50,7 @@ void gw_req_start(struct gw_req *r)
     r->sr = NULL;
     r->up = NULL;
     r->ups = NULL;
+    r->refused = 0;
     r->body_done = rq->body_kind == H1_BODY_NONE;
     r->resp_started = 0;
     r->body_fed = 0;
