@@ -527,19 +527,11 @@ static void event_cb(struct gw_io *io, short what, void *arg)
 static int transport(struct gw_h2up *h, const struct adm_snapshot *s, size_t up, evutil_socket_t fd,
                      const struct gw_io_ops **ops, void **xprt)
 {
-    const struct adm_upstream *ud = &s->cfg->upstreams[up];
-    const struct adm_addr *a = &ud->servers[up_server_tag(h->pool, h->server)].addr;
-    const char *name = ud->tls ? ud->tls->server_name : NULL;
-
     *ops = &gw_io_plain;
     *xprt = NULL;
     if (!(h->tls = s->uptls[up]))
         return 0;
-    *xprt = gw_tls_client_new(h->tls, fd,
-                              name         ? name
-                              : a->numeric ? NULL
-                                           : a->host,
-                              name ? name : a->host, NULL);
+    *xprt = gw_up_tls_new(s, up, h->pool, h->server, fd, NULL);
     *ops = &gw_io_tls;
     return *xprt ? 0 : -1;
 }
@@ -751,22 +743,17 @@ int gw_h2us_trailers(struct gw_h2us *st, const char *lines, size_t len)
  * are done. */
 static int still_pooled(struct gw_h2up *h, const struct adm_snapshot *s)
 {
-    for (size_t i = 0; i < s->npools; i++) {
-        size_t server;
-        if (s->pools[i] == h->pool)
-            return 1;
-        if (strcmp(up_pool_name(s->pools[i]), up_pool_name(h->pool)) != 0)
-            continue;
-        if ((server = up_pool_same_server(s->pools[i], h->pool, h->server)) == UP_NONE ||
-            s->cfg->upstreams[i].protocol == ADM_UP_H1)
-            return 0;
-        up_pool_retain(s->pools[i]);
+    size_t up, server = gw_up_where(s, h->pool, h->server, &up);
+
+    if (server == UP_NONE || s->cfg->upstreams[up].protocol == ADM_UP_H1)
+        return 0;
+    if (s->pools[up] != h->pool) {
+        up_pool_retain(s->pools[up]);
         up_pool_release(h->pool);
-        h->pool = s->pools[i];
+        h->pool = s->pools[up];
         h->server = server;
-        return 1;
     }
-    return 0;
+    return 1;
 }
 
 void gw_h2up_prune(struct gw_worker *w)

@@ -323,8 +323,9 @@ static int flush(struct gw_hgrpc *g)
     return n < 0 ? -1 : 0;
 }
 
-struct gw_hgrpc *gw_hgrpc_new(struct gw_io *io, const char *authority, const char *service, int tls,
-                              unsigned timeout_ms)
+/* A check over <io> to <authority>, nothing sent yet; NULL when out of
+ * memory. */
+static struct gw_hgrpc *hgrpc_alloc(struct gw_io *io, const char *authority, int tls)
 {
     struct gw_hgrpc *g = calloc(1, sizeof(*g));
 
@@ -335,30 +336,36 @@ struct gw_hgrpc *gw_hgrpc_new(struct gw_io *io, const char *authority, const cha
     g->stream = -1;
     g->verdict = -1;
     g->a.grpc_status = -1;
+    if (!(g->authority = strdup(authority))) {
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+struct gw_hgrpc *gw_hgrpc_new(struct gw_io *io, const char *authority, const char *service, int tls,
+                              unsigned timeout_ms)
+{
+    struct gw_hgrpc *g = hgrpc_alloc(io, authority, tls);
+
+    if (!g)
+        return NULL;
     snprintf(g->timeout, sizeof(g->timeout), "%um", timeout_ms ? timeout_ms : 1);
     g->reqlen = gw_hgrpc_request(service, NULL, 0);
-    if (!g->reqlen || !(g->req = malloc(g->reqlen)) || !(g->authority = strdup(authority)))
-        goto fail;
+    if (!g->reqlen || !(g->req = malloc(g->reqlen))) {
+        gw_hgrpc_free(g);
+        return NULL;
+    }
     gw_hgrpc_request(service, g->req, g->reqlen);
     return g;
-fail:
-    gw_hgrpc_free(g);
-    return NULL;
 }
 
 struct gw_hgrpc *gw_hgrpc_new_get(struct gw_io *io, const char *authority, const char *target,
                                   int tls)
 {
-    struct gw_hgrpc *g = calloc(1, sizeof(*g));
+    struct gw_hgrpc *g = hgrpc_alloc(io, authority, tls);
 
-    if (!g)
-        return NULL;
-    g->io = io;
-    g->tls = tls;
-    g->stream = -1;
-    g->verdict = -1;
-    g->a.grpc_status = -1;
-    if (!(g->authority = strdup(authority)) || !(g->get = strdup(target))) {
+    if (g && !(g->get = strdup(target))) {
         gw_hgrpc_free(g);
         return NULL;
     }

@@ -141,22 +141,29 @@ void gw_upconn_session_forget(struct gw_upconn *u)
  * (server_name, else the server's host name; never an IP literal), the
  * certificate verified for server_name or the host, and the worker's last
  * session with that server. */
+void *gw_up_tls_new(const struct adm_snapshot *s, size_t up, const up_pool *pool, size_t server,
+                    evutil_socket_t fd, SSL_SESSION *resume)
+{
+    const struct adm_upstream *ud = &s->cfg->upstreams[up];
+    const struct adm_addr *a = &ud->servers[up_server_tag(pool, server)].addr;
+    const char *name = ud->tls ? ud->tls->server_name : NULL;
+
+    return gw_tls_client_new(s->uptls[up], fd,
+                             name         ? name
+                             : a->numeric ? NULL
+                                          : a->host,
+                             name ? name : a->host, resume);
+}
+
 static int up_transport(struct gw_upconn *u, const struct adm_snapshot *s, size_t up,
                         evutil_socket_t fd, const struct gw_io_ops **ops, void **xprt)
 {
-    const struct adm_upstream *ud = &s->cfg->upstreams[up];
-    const struct adm_addr *a = &ud->servers[up_server_tag(u->pool, u->server)].addr;
-    const char *name = ud->tls ? ud->tls->server_name : NULL;
-
     *ops = &gw_io_plain;
     *xprt = NULL;
     if (!(u->tls = s->uptls[up]))
         return 0;
-    *xprt = gw_tls_client_new(u->tls, fd,
-                              name         ? name
-                              : a->numeric ? NULL
-                                           : a->host,
-                              name ? name : a->host, session_get(u->w, u->tls, u->pool, u->server));
+    *xprt =
+        gw_up_tls_new(s, up, u->pool, u->server, fd, session_get(u->w, u->tls, u->pool, u->server));
     *ops = &gw_io_tls;
     return *xprt ? 0 : -1;
 }
@@ -213,20 +220,27 @@ fail:
 /* 1 when idle <u> still belongs to a pool of snapshot <s>: its own, or the
  * changed pool of the same name that took over its server's state (then
  * <u> moves to that pool now). */
-static int still_pooled(struct gw_upconn *u, const struct adm_snapshot *s)
+size_t gw_up_where(const struct adm_snapshot *s, const up_pool *pool, size_t server, size_t *up)
 {
     for (size_t i = 0; i < s->npools; i++) {
-        size_t server;
-        if (s->pools[i] == u->pool)
-            return 1;
-        if (strcmp(up_pool_name(s->pools[i]), up_pool_name(u->pool)) != 0)
-            continue;
-        if ((server = up_pool_same_server(s->pools[i], u->pool, u->server)) == UP_NONE)
-            return 0;
-        rehome(u, s->pools[i], server);
-        return 1;
+        *up = i;
+        if (s->pools[i] == pool)
+            return server;
+        if (strcmp(up_pool_name(s->pools[i]), up_pool_name(pool)) == 0)
+            return up_pool_same_server(s->pools[i], pool, server);
     }
-    return 0;
+    return UP_NONE;
+}
+
+static int still_pooled(struct gw_upconn *u, const struct adm_snapshot *s)
+{
+    size_t up, server = gw_up_where(s, u->pool, u->server, &up);
+
+    if (server == UP_NONE)
+        return 0;
+    if (s->pools[up] != u->pool)
+        rehome(u, s->pools[up], server);
+    return 1;
 }
 
 void gw_upconn_prune(struct gw_worker *w)

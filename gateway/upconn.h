@@ -42,6 +42,17 @@ struct gw_upconn {
 };
 
 void gw_upconn_set_state(struct gw_upconn *u, enum gw_upconn_state st);
+/* Where <server> of <pool> is in snapshot <s>: its index in s->pools[*up],
+ * which is <pool> itself or the changed pool of the same name that took
+ * over the server's state; UP_NONE when the server left the config. */
+size_t gw_up_where(const struct adm_snapshot *s, const up_pool *pool, size_t server, size_t *up);
+/* The TLS transport state of a new connection on <fd> to <server> of the
+ * snapshot's upstream <up> (its pool <pool>): the pool's client context,
+ * SNI its server_name, else the server's host name (never an IP literal),
+ * the certificate verified for server_name or the host, resuming <resume>
+ * (NULL: none). NULL when out of memory. */
+void *gw_up_tls_new(const struct adm_snapshot *s, size_t up, const up_pool *pool, size_t server,
+                    evutil_socket_t fd, SSL_SESSION *resume);
 /* A new connection to <server> of <pool> (retained), connecting; NULL on
  * failure with errno set. The caller sets its callbacks before returning
  * to the loop. */
