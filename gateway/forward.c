@@ -21,6 +21,8 @@
  * that way (a "Connection: content-length" must not change the framing). */
 int gw_forward_named_in(const struct h1_slice *n, const struct h1_slice *tok, size_t ntok)
 {
+    if (!ntok) /* the common case: no Connection tokens, nothing named */
+        return 0;
     if (h1_is_framing_field(n) || h1_name_is(n, "host"))
         return 0;
     for (size_t i = 0; i < ntok; i++)
