@@ -193,6 +193,7 @@ struct gw_worker {
     LIST_HEAD(gw_h2up_list, gw_h2up) h2ups;       /* every HTTP/2 upstream connection */
     struct evbuffer *h2up_head; /* proxy_h2.c's scratch: an upstream head read back */
     struct gw_h2up_seen h2up_seen[GW_H2UP_SEEN];
+    char h2up_timeout[16]; /* proxy_h2.c: the grpc-timeout a try sends up, while it is built */
     /* Registered by worker.c: runs after a client connection accepted on
      * <l> was freed (conn.c counts it; admission is the worker's, and a
      * closed listener is freed with its last connection). */

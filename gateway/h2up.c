@@ -28,8 +28,12 @@
  * hold beyond the client's own output (GW_HWM); DATA is given back as
  * window only once the client took it (gw_h2us_consume). */
 #define GW_H2UP_WINDOW (256 * 1024)
-/* The connection's window: enough for many streams at full speed. */
-#define GW_H2UP_CONN_WINDOW (16 * 1024 * 1024)
+/* Streams one connection takes at most, whatever the server allows. */
+#define GW_H2UP_MAX_STREAMS 128
+/* The connection's window: every stream's window at once, so that clients
+ * that do not read (each holding its stream's window) never starve the
+ * others on the connection. */
+#define GW_H2UP_CONN_WINDOW (GW_H2UP_MAX_STREAMS * GW_H2UP_WINDOW)
 
 static nghttp2_session_callbacks *cbs;
 static nghttp2_option *opt;
@@ -98,6 +102,11 @@ static void leave(struct gw_h2up *h)
  * whose bodies found room are read again. */
 static void flush(struct gw_h2up *h)
 {
+    /* nothing before the connection is open: a stream given up meanwhile
+     * (its timeout, its client gone) is then cancelled inside nghttp2 and
+     * never reaches the server, so its retry elsewhere cannot run twice */
+    if (!h->open)
+        return;
     for (int round = 0; round < 4 && !h->dead; round++) {
         int again = 0;
         struct gw_h2us *st;
@@ -619,6 +628,8 @@ static int has_room(struct gw_h2up *h)
             ? nghttp2_session_get_remote_settings(h->s, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
             : h->assumed;
 
+    if (max > GW_H2UP_MAX_STREAMS)
+        max = GW_H2UP_MAX_STREAMS;
     return !h->dead && !h->goaway && h->nst < max && nghttp2_session_check_request_allowed(h->s);
 }
 
@@ -681,10 +692,10 @@ void gw_h2us_detach(struct gw_h2us *st)
         stream_free(st);
         return;
     }
+    if (!h->dead && st->unconsumed) /* the connection's share, even once the stream closed */
+        nghttp2_session_consume(h->s, st->id, st->unconsumed);
+    st->unconsumed = 0;
     if (!st->closed && !h->dead) {
-        if (st->unconsumed)
-            nghttp2_session_consume(h->s, st->id, st->unconsumed);
-        st->unconsumed = 0;
         /* a response that ended while our body was still going: the rest
          * is not wanted (RFC 9113 8.1); else the request gave up */
         if (!st->ended || !st->out_done) {
@@ -716,8 +727,10 @@ void gw_h2us_consume(struct gw_h2us *st, size_t n)
 {
     struct gw_h2up *h = st->h;
 
-    if (!h || h->dead || st->closed || !n)
+    if (!h || h->dead || !n)
         return;
+    /* a closed stream's bytes still count against the connection's window:
+     * nghttp2 gives the connection its share back all the same */
     nghttp2_session_consume(h->s, st->id, n);
     gw_h2up_want_send(h);
 }
@@ -812,21 +825,37 @@ void gw_h2up_sweep(struct gw_worker *w)
             /* a stream's timeouts move only later (activity), and a new
              * stream lowers check_at (gw_h2us_due): the earliest due one
              * found here is when to look again */
+            int late = 0, held = 0;
             h->check_at = 0;
             TAILQ_FOREACH(st, &h->streams, link)
             {
                 long long due;
                 if (h->dead)
                     break;
-                if (!(due = stream_due(st)))
+                if (!(due = stream_due(st))) {
+                    held |= st->r != NULL;
                     continue;
-                if (now >= due)
+                }
+                if (now >= due) {
                     gw_ph2_fail(st, GW_IO_TIMEOUT);
-                else if (!h->check_at || due < h->check_at)
+                    late = 1;
+                } else if (!h->check_at || due < h->check_at) {
                     h->check_at = due;
+                }
+                held |= st->r != NULL;
             }
             if (!h->dead)
                 flush(h);
+            /* A server that stopped reading: its output never drains, so
+             * the resets of streams given up are never sent and they stay
+             * counted. It takes no new stream, and goes once no request
+             * is left on it. */
+            if (!h->dead && h->open && evbuffer_get_length(h->io.out)) {
+                if (late)
+                    h->goaway = 1;
+                if (h->goaway && !held)
+                    fail(h, GW_IO_TIMEOUT);
+            }
         }
         leave(h);
     }

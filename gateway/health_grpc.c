@@ -303,7 +303,7 @@ static int on_close(nghttp2_session *s, int32_t id, uint32_t code, void *ud)
         g->a.reset = code;
         if (!g->get)
             g->verdict = gw_hgrpc_verdict(&g->a, g->why, sizeof(g->why));
-        else if (g->a.http_status) /* its status is the caller's to judge */
+        else if (g->a.http_status && !code) /* its status is the caller's to judge */
             g->verdict = 1;
         else
             fail(g, code ? "the stream was reset" : "no answer");

@@ -117,8 +117,8 @@ static nghttp2_nv nv_of(const char *name, size_t nlen, const char *value, size_t
  * connection-specific fields go (RFC 9113 8.2.2), and TE goes up only as
  * "trailers" (gRPC needs it, 8.2.2 allows nothing else). Returns the count,
  * 0 when the head does not fit. The fields point into <*buf>. */
-static size_t request_nv(struct gw_req *r, int tls, nghttp2_nv *nv, struct h1_header *hv,
-                         char **buf)
+static size_t request_nv(struct gw_req *r, int tls, long long left, nghttp2_nv *nv,
+                         struct h1_header *hv, char **buf)
 {
     const struct h1_request *rq = &r->rp->req;
     struct gw_forward f;
@@ -147,17 +147,29 @@ static size_t request_nv(struct gw_req *r, int tls, nghttp2_nv *nv, struct h1_he
     nv[n++] = nv_of(":method", 7, p, (size_t)(sp1 - p));
     nv[n++] = nv_of(":scheme", 7, tls ? "https" : "http", tls ? 5 : 4);
     nv[n++] = nv_of(":path", 5, sp1 + 1, (size_t)(sp2 - sp1 - 1));
-    nf = h2h_fields(eol + 1, (size_t)(end - eol - 1), hv, GW_PH2_NV - 5);
-    if (nf > GW_PH2_NV - 5)
+    nf = h2h_fields(eol + 1, (size_t)(end - eol - 1), hv, GW_PH2_NV - 6);
+    if (nf > GW_PH2_NV - 6)
         return 0;
+    /* every pseudo-field before the others (RFC 9113 8.3): the Host line
+     * may come anywhere in the head (a client's order, a route's set) */
     for (size_t i = 0; i < nf; i++) {
         const struct h1_header *h = &hv[i];
         if (h->name.len == 4 && !memcmp(h->name.ptr, "host", 4)) {
             nv[n++] = nv_of(":authority", 10, h->value.ptr, h->value.len);
+            break;
+        }
+    }
+    for (size_t i = 0; i < nf; i++) {
+        const struct h1_header *h = &hv[i];
+        if ((h->name.len == 4 && !memcmp(h->name.ptr, "host", 4)) ||
+            (h->name.len == 2 && !memcmp(h->name.ptr, "te", 2)))
+            continue;
+        if (left && h->name.len == 12 && !memcmp(h->name.ptr, "grpc-timeout", 12)) {
+            int k = snprintf(r->c->w->h2up_timeout, sizeof(r->c->w->h2up_timeout), "%lldm",
+                             left > 99999999 ? 99999999 : left);
+            nv[n++] = nv_of(h->name.ptr, h->name.len, r->c->w->h2up_timeout, (size_t)k);
             continue;
         }
-        if (h->name.len == 2 && !memcmp(h->name.ptr, "te", 2))
-            continue;
         nv[n++] = nv_of(h->name.ptr, h->name.len, h->value.ptr, h->value.len);
     }
     if (te)
@@ -179,15 +191,31 @@ static int body_cb(void *ctx, const char *data, size_t len)
             evbuffer_free(r->replay);
             r->replay = NULL;
             r->replay_over = 1;
-        } else {
-            evbuffer_add(r->replay, data, len);
+        } else if (evbuffer_add(r->replay, data, len) < 0) { /* a replay cut short: none */
+            evbuffer_free(r->replay);
+            r->replay = NULL;
+            r->replay_over = 1;
         }
     }
     return 0;
 }
 
+/* A body of none (Content-Length: 0): read to its end, nothing kept. */
+static int no_body_cb(void *ctx, const char *data, size_t len)
+{
+    (void)ctx;
+    (void)data;
+    (void)len;
+    return 0;
+}
+
 void gw_proxy_h2_body_up(struct gw_req *r)
 {
+    if (r->ups && !r->ups->body) { /* its HEADERS ended the stream */
+        while (!r->body_done && r->codec->body_feed(r, no_body_cb, r) == GW_FEED_MORE)
+            ;
+        return;
+    }
     while (!r->body_done && r->ups) {
         struct gw_h2us *st = r->ups;
         int rc;
@@ -251,15 +279,22 @@ int gw_proxy_h2_send(struct gw_req *r, size_t server, int fresh)
     struct gw_h2us *st;
     char *buf;
     size_t n;
-    long long now = gw_now_ms(), gt;
+    long long now = gw_now_ms(), left = 0;
     int body = !gw_try_no_body(&r->rp->req);
 
+    if (r->rp->req.grpc && (left = grpc_timeout_ms(&r->rp->req))) {
+        /* the call's deadline runs from its start, through queues and
+         * earlier tries: what is left of it goes up */
+        left -= (long long)gw_elapsed_ms(&r->t0);
+        if (left < 1)
+            left = 1;
+    }
     gw_try_start(r, server);
     r->upstream_addr = up_server_address(pool, server);
     h = fresh ? NULL : gw_h2up_get(w, pool, server);
     if (!h && !(h = gw_h2up_connect(w, s, r->sr->upstream, server)))
         return -1;
-    if (!(n = request_nv(r, def->protocol == ADM_UP_H2, nv, hv, &buf))) {
+    if (!(n = request_nv(r, def->protocol == ADM_UP_H2, left, nv, hv, &buf))) {
         gw_up_log(GW_LOG_WARN, r, NULL, "the request head does not fit an HTTP/2 stream");
         return -1;
     }
@@ -271,10 +306,12 @@ int gw_proxy_h2_send(struct gw_req *r, size_t server, int fresh)
     /* timeout_ms from the request to the final head, then between reads;
      * a gRPC call's grpc-timeout caps the whole call */
     st->until = now + r->sr->timeout_ms;
-    if (r->rp->req.grpc && (gt = grpc_timeout_ms(&r->rp->req)))
-        st->deadline = now + gt;
+    if (left)
+        st->deadline = now + left;
     gw_h2us_due(st);
-    if (r->body) { /* whole (request_buffering, or a retry's): shared, not copied */
+    if (!st->body) {
+        /* no body: its HEADERS end the stream */
+    } else if (r->body) { /* whole (request_buffering, or a retry's): shared, not copied */
         evbuffer_add_buffer_reference(st->body, r->body);
         st->body_eof = 1;
         gw_h2us_resume(st);
@@ -300,7 +337,8 @@ static void at_of(const struct gw_h2us *st, struct gw_try_at *at)
         .reached = h ? h->io.established : 1,
         .waiting = !st->head,
         .got_bytes = st->got,
-        .unprocessed = !st->got && st->code == NGHTTP2_REFUSED_STREAM,
+        /* its HEADERS never left us, or the server says it did not act */
+        .unprocessed = !st->sent || (!st->got && st->code == NGHTTP2_REFUSED_STREAM),
         .grpc = -1,
     };
 }

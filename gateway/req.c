@@ -123,6 +123,10 @@ void gw_req_release(struct gw_req *r)
         evbuffer_free(r->body);
         r->body = NULL;
     }
+    if (r->replay) { /* the same for an HTTP/2 pool's replay copy */
+        evbuffer_free(r->replay);
+        r->replay = NULL;
+    }
     free(r->params);
     r->params = NULL;
     r->params_cap = 0;

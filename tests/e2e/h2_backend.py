@@ -159,8 +159,11 @@ class Conn:
         self.goaway_last = None
         self.closing = False
         self.done = False
+        # h2's own checks of what it receives stay on (pseudo-fields first,
+        # no connection-specific fields): a strict server, as nghttp2 and
+        # Go's are; normalizing is off so that the fields are seen as sent
         cfg = h2.config.H2Configuration(client_side=False, header_encoding=None,
-                                        validate_inbound_headers=False,
+                                        validate_inbound_headers=True,
                                         normalize_inbound_headers=False)
         self.h2 = h2.connection.H2Connection(cfg)
         self.h2.local_settings = h2.settings.Settings(client=False, initial_values={

@@ -182,6 +182,32 @@ class Basics(H2UpstreamCase):
         # one client connection, one worker: its streams share one session
         self.assertEqual(len({x["conn"] for x in reqs}), 1, reqs)
 
+    def test_empty_bodies_and_field_order(self):
+        # Content-Length: 0 is no body: its HEADERS end the stream
+        with Client(self.gw.port) as c:
+            for m in ("POST", "GET", "DELETE"):
+                r = c.request(m, "/empty-%s" % m, headers=[("Content-Length", "0")])
+                self.assertEqual(r.status, 200, r)
+        # the server checks that :authority comes with the other pseudo-
+        # fields, before every field (RFC 9113 8.3), wherever Host was sent
+        with Client(self.gw.port) as c:
+            c.send(b"GET /late-host HTTP/1.1\r\nUser-Agent: t\r\nAccept: */*\r\n"
+                   b"Host: late.example\r\n\r\n")
+            self.assertEqual(c.read_response().status, 200)
+        with Client(self.gw.port) as c:
+            c.send(b"GET /no-host HTTP/1.0\r\nUser-Agent: t\r\n\r\n")
+            self.assertEqual(c.read_response().status, 200)
+        with Client(self.gw.port) as c:
+            c.send(b"GET http://abs.example/abs HTTP/1.1\r\nUser-Agent: t\r\n"
+                   b"Host: abs.example\r\n\r\n")
+            self.assertEqual(c.read_response().status, 200)
+        reqs = {x["path"]: x for x in self.answered()}
+        self.assertEqual(reqs["/late-host"]["authority"], "late.example")
+        self.assertEqual(reqs["/abs"]["authority"], "abs.example")
+        self.assertIn("/no-host", reqs)
+        for m in ("POST", "GET", "DELETE"):
+            self.assertEqual(reqs["/empty-%s" % m]["body_bytes"], 0)
+
     def test_get_h2_client(self):
         st, h, b = self.curl(self.gw.port, "/get?size=70000")
         self.assertEqual(st, 200, h)
