@@ -600,6 +600,31 @@ class Failures(H2UpstreamCase):
         self.assertEqual(h.hexdigest(), pattern_sha256(BIG))
         self.assertBounded(grew, gw)
 
+    def test_clients_that_never_read_do_not_stall_the_others(self):
+        # 70 clients that read nothing each hold their stream's window of
+        # the one upstream connection; a connection's window covers all its
+        # streams' windows, so another client's answer still flows
+        gw = self.slow_client_gateway()
+        socks = []
+        try:
+            for i in range(70):
+                s = socket.socket()
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                s.settimeout(TIMEOUT)
+                s.connect(("127.0.0.1", gw.port))
+                s.sendall(build_request("GET", "/big?size=%d&i=%d" % (4 << 20, i)))
+                socks.append(s)
+            time.sleep(2)  # every window they take is taken by now
+            t0 = time.monotonic()
+            st, body, _ = fetch(gw.port, "GET", "/small?size=3")
+            took = time.monotonic() - t0
+        finally:
+            for s in socks:
+                s.close()
+        self.assertEqual((st, body), (200, pattern_bytes(3)))
+        self.assertLess(took, 5, "a 3-byte answer took %.1f s behind clients that do not read"
+                        % took)
+
     def test_slow_h2_client_of_50mb_bounded_rss(self):
         gw = self.slow_client_gateway()
         watch = RssWatch(gw.pid())
