@@ -37,6 +37,10 @@ import subprocess
 import threading
 import time
 
+import h2.config
+import h2.connection
+import h2.events
+
 from h2_backend import H2Backend
 from h2client import H2Client
 from harness import (TIMEOUT, Client, Closed, GatewayCase, RssWatch, asan_env, build_request,
@@ -510,6 +514,63 @@ class Unprocessed(H2UpstreamCase):
                          [("/r1", "refused"), ("/r1", "answered"), ("/r2", "refused"),
                           ("/r2", "answered")])
         self.assertEqual({x["body_bytes"] for x in log if x["outcome"] == "answered"}, {30000})
+
+
+    def test_post_given_up_while_connecting_never_reaches_that_server(self):
+        # A server whose accept queue is full: a connect to it stays in
+        # SYN_SENT. A POST's first try waits there past its timeout_ms and
+        # goes to the other server; when the connect completes later,
+        # nothing of that POST may reach the first server, or it would run
+        # twice. (Frames queued before the connection opened did.)
+        slow = socket.socket()
+        slow.bind(("127.0.0.1", 0))
+        slow.listen(0)
+        self.addCleanup(slow.close)
+        port = slow.getsockname()[1]
+        filler = socket.create_connection(("127.0.0.1", port))  # the queue's one place
+        self.addCleanup(filler.close)
+        fast = self.backend("fast")
+        gw = self.own_gateway(h2c_config(
+            {"two": {"protocol": "h2c", "balance": "round_robin", "connect_timeout_ms": 15000,
+                     "servers": [{"address": "127.0.0.1:%d" % port}, {"address": fast.addr}]}},
+            [{"id": "all", "path": "/*{rest}", "upstream": "two", "timeout_ms": 400}]))
+        retried = r"upstream two server 127\.0\.0\.1:%d .*retrying on another server" % port
+        for i in range(4):
+            since = gw.log_size()
+            st, _, r = fetch(gw.port, "POST", "/once-%d" % i, body=b"x" * 1000)
+            self.assertEqual(st, 200, r)
+            if re.search(retried, gw.log()[since:]):
+                break
+        else:
+            self.fail("no POST went to the server that does not accept\n" + gw.log()[-2000:])
+        # the queue frees: the pending connect completes (a SYN sent again)
+        held, _ = slow.accept()
+        self.addCleanup(held.close)
+        slow.settimeout(10)
+        conn, _ = slow.accept()
+        self.addCleanup(conn.close)
+        h2conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        h2conn.initiate_connection()
+        conn.sendall(h2conn.data_to_send())
+        conn.settimeout(0.2)
+        got, seen = [], b""
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            try:
+                d = conn.recv(65536)
+            except socket.timeout:
+                continue
+            if not d:
+                break
+            seen += d
+            for ev in h2conn.receive_data(d):
+                if isinstance(ev, h2.events.RequestReceived):
+                    got.append(dict(ev.headers).get(b":path"))
+        self.assertTrue(seen.startswith(b"PRI * HTTP/2.0"), "the connection never opened: %r"
+                        % seen[:40])
+        self.assertEqual(got, [], "a POST given up before its connection opened reached "
+                                  "the server")
+        self.assertIn("/once-%d" % i, [x["path"] for x in fast.requests("answered")])
 
 
 # ---------------------------------------------------------------------------
