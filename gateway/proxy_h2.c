@@ -116,9 +116,10 @@ static nghttp2_nv nv_of(const char *name, size_t nlen, const char *value, size_t
  * protocols. The request line gives :method and :path, Host :authority;
  * connection-specific fields go (RFC 9113 8.2.2), and TE goes up only as
  * "trailers" (gRPC needs it, 8.2.2 allows nothing else). Returns the count,
- * 0 when the head does not fit. The fields point into <*buf>. */
+ * 0 when the head does not fit. The fields point into the worker's
+ * scratch buffer (h2up_head) and <hv>, until the next request's head. */
 static size_t request_nv(struct gw_req *r, int tls, long long left, nghttp2_nv *nv,
-                         struct h1_header *hv, char **buf)
+                         struct h1_header *hv)
 {
     const struct h1_request *rq = &r->rp->req;
     struct gw_forward f;
@@ -139,7 +140,6 @@ static size_t request_nv(struct gw_req *r, int tls, long long left, nghttp2_nv *
     if (!(p = (char *)evbuffer_pullup(scratch, -1)))
         return 0;
     end = p + evbuffer_get_length(scratch);
-    *buf = p;
     /* "METHOD SP target SP HTTP/1.1 CRLF" */
     if (!(eol = memchr(p, '\n', (size_t)(end - p))) || !(sp1 = memchr(p, ' ', (size_t)(eol - p))) ||
         !(sp2 = memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1))))
@@ -277,7 +277,6 @@ int gw_proxy_h2_send(struct gw_req *r, size_t server, int fresh)
     struct h1_header hv[GW_PH2_NV];
     struct gw_h2up *h;
     struct gw_h2us *st;
-    char *buf;
     size_t n;
     long long now = gw_now_ms(), left = 0;
     int body = !gw_try_no_body(&r->rp->req);
@@ -294,7 +293,7 @@ int gw_proxy_h2_send(struct gw_req *r, size_t server, int fresh)
     h = fresh ? NULL : gw_h2up_get(w, pool, server);
     if (!h && !(h = gw_h2up_connect(w, s, r->sr->upstream, server)))
         return -1;
-    if (!(n = request_nv(r, def->protocol == ADM_UP_H2, left, nv, hv, &buf))) {
+    if (!(n = request_nv(r, def->protocol == ADM_UP_H2, left, nv, hv))) {
         gw_up_log(GW_LOG_WARN, r, NULL, "the request head does not fit an HTTP/2 stream");
         return -1;
     }
