@@ -125,6 +125,7 @@ static struct gw_h2s *stream_new(struct gw_h2 *h, int32_t id)
         h->side_size = size;
     }
     h2h_begin(&st->hb, &st->rp, h->side, size);
+    h2h_checked(&st->hb); /* nghttp2's HTTP messaging checks are on (h2.c) */
     st->h = h;
     st->id = id;
     gw_req_init(&st->req, c, &gw_h2_codec, st, &st->rp);

@@ -39,7 +39,7 @@ static int malformed(struct h2h *h, const char *reason)
 /* Puts the line of pieces <v>[0..<n>) into <p>'s head. */
 static int feedv(struct h2h *h, struct h1_req_parser *p, const struct h1_slice *v, size_t n)
 {
-    if (h1_req_put_line(p, v, n) == H1_REQ_ERROR)
+    if ((h->checked ? h1_req_put_checked_line(p, v, n) : h1_req_put_line(p, v, n)) == H1_REQ_ERROR)
         return fail(h, H2H_ERROR, p->status, p->reason);
     return H2H_OK;
 }
@@ -76,6 +76,11 @@ void h2h_begin(struct h2h *h, struct h1_req_parser *p, char *side, size_t cap)
     h->reason = "";
 }
 
+void h2h_checked(struct h2h *h)
+{
+    h->checked = true;
+}
+
 static int take_pseudo(struct h2h *h, const char *name, size_t nlen, const char *value, size_t vlen)
 {
     int ps;
@@ -92,7 +97,7 @@ static int take_pseudo(struct h2h *h, const char *name, size_t nlen, const char 
     h->seen |= 1u << ps;
     switch (ps) {
     case PS_METHOD:
-        if (!h1_is_token(value, vlen))
+        if (!h->checked && !h1_is_token(value, vlen))
             return malformed(h, "a :method that is not a token");
         if (vlen == 7 && memcmp(value, "CONNECT", 7) == 0)
             return malformed(h, "CONNECT");
@@ -176,13 +181,13 @@ int h2h_field(struct h2h *h, struct h1_req_parser *p, const char *name, size_t n
 
     if (h->rc)
         return h->rc;
-    if (bad_value(value, vlen))
+    if (!h->checked && bad_value(value, vlen))
         return malformed(h, "a field value with NUL, CR, LF or surrounding whitespace");
     if (nlen && name[0] == ':')
         return take_pseudo(h, name, nlen, value, vlen);
     if (!h->line && (rc = write_line(h, p)) != H2H_OK)
         return rc;
-    if (!good_name(name, nlen))
+    if (!h->checked && !good_name(name, nlen))
         return malformed(h, "a field name that is not a lower-case token");
     switch (h1_conn_field(&n)) {
     case H1_CF_CONNECTION:

@@ -23,7 +23,8 @@
  * is written, then the cookie crumbs.
  *
  * What HTTP/2 forbids is refused as malformed (RFC 9113 8.1.1: the stream
- * is reset with PROTOCOL_ERROR), even where nghttp2 checks it as well:
+ * is reset with PROTOCOL_ERROR), even where nghttp2 checks it as well
+ * (unless the caller says it did: h2h_checked()):
  * names with upper case or bytes outside tchar, values with NUL, CR or LF
  * or with leading or trailing SP/HTAB (8.2.1), connection-specific fields
  * (Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding, Upgrade)
@@ -65,12 +66,24 @@ struct h2h {
     bool cl;                /* a content-length field */
     size_t crumbs;          /* cookie crumbs in <side> (from 0 once <line>) */
     int rc;                 /* the sticky result */
+    bool checked;           /* h2h_checked(): the codec validated each field */
 };
 
 /* Starts the head of a new request in parser <p>, fresh (h1_req_reset()),
  * which is told the head is made (h1_req_made_head()), with
  * <side>[0..<cap>) aside (see above). */
 void h2h_begin(struct h2h *h, struct h1_req_parser *p, char *side, size_t cap);
+
+/* Tells <h> (after h2h_begin()) that the codec has validated every field
+ * it passes as RFC 9113 8.2.1 and 8.3.1 require: names lower-case tokens,
+ * values without NUL, CR, LF, other control bytes or surrounding SP/HTAB,
+ * :method a token. nghttp2 does so for
+ * a server session with its HTTP messaging on (the default): a field that
+ * fails is never passed on (the stream is reset, or a regular field
+ * ignored). Those checks are then skipped, here and in the parser; every
+ * other rule stays. The answers are the same for such fields
+ * (fuzz_h2head.c holds the two to each other). */
+void h2h_checked(struct h2h *h);
 
 /* The field <name>: <value> of the request's header list (as HPACK gave
  * it: names in lower case), into parser <p>. H2H_OK; H2H_MALFORMED or

@@ -892,7 +892,9 @@ static size_t first_bad(const struct h1_slice *v, size_t n, bool rl, bool *metho
  * h1_req_feed_head() takes them followed by CRLF (the same head, limits,
  * errors and reasons; test_request.c holds the two to each other): the
  * request line first, then field lines. */
-int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n)
+/* h1_req_put_line(); <checked>: a field line whose every byte is one it
+ * may hold (h1_req_put_checked_line()), so only its length is measured. */
+static int put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n, bool checked)
 {
     size_t total = 0, room, bad;
     bool rl = p->hs == HS_START, method = p->in_method;
@@ -924,7 +926,7 @@ int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n)
             return fail(p, 400, "obsolete line folding");
         /* the run of field bytes is measured whole, then its first bad byte */
         room = p->lim.max_header_bytes - p->hdr_bytes;
-        bad = first_bad(v, n, false, &method, total, &why);
+        bad = checked ? total : first_bad(v, n, false, &method, total, &why);
         if (bad > room)
             return fail(p, 431, "header section too large");
         if (why)
@@ -942,6 +944,16 @@ int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n)
     }
     p->hdr_bytes += total;
     return end_field_line(p) < 0 ? H1_REQ_ERROR : H1_REQ_AGAIN;
+}
+
+int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n)
+{
+    return put_line(p, v, n, false);
+}
+
+int h1_req_put_checked_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n)
+{
+    return put_line(p, v, n, true);
 }
 
 int h1_req_put_end(struct h1_req_parser *p)

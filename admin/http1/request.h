@@ -305,6 +305,13 @@ int h1_req_feed_head(struct h1_req_parser *p, const char *data, size_t len, size
  * empty line after the request line) or H1_REQ_ERROR.
  */
 int h1_req_put_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n);
+/* h1_req_put_line() of a line whose bytes are known to be ones a field
+ * line may hold when it is one ("name: value" with a token name and a value
+ * of VCHAR, obs-text, SP and HTAB: the fields of an HTTP/2 header list
+ * nghttp2 has validated): a field line's bytes are then only measured; the
+ * request line is checked as ever. For such lines it answers exactly as
+ * h1_req_put_line() (fuzz_h2head.c holds the two to each other). */
+int h1_req_put_checked_line(struct h1_req_parser *p, const struct h1_slice *v, size_t n);
 int h1_req_put_end(struct h1_req_parser *p);
 /* The llhttp cross-check of a body-less head (see above): 0, or H1_REQ_ERROR
  * with p->status 400. Runs once; 0 at once for a head checked already. */
