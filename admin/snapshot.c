@@ -770,6 +770,11 @@ struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct
             goto fail;
     if (build_tls(s->base, prev, errs) < 0)
         goto fail;
+    s->samples = adm_sample_set_for(prev ? prev->samples : NULL, nworkers, cfg->sampling);
+    if (cfg->sampling && !s->samples) {
+        adm_errors_add(errs, "", "out of memory for the sampling rings");
+        goto fail;
+    }
     s->tls = s->base->tls;
     s->uptls = s->base->uptls;
     if (cfg->table) { /* validated and bound already */
@@ -804,6 +809,7 @@ void adm_snapshot_free(struct adm_snapshot *s)
         up_pool_release(s->pools[i]);
     free(s->pools);
     free(s->pins);
+    adm_sample_set_release(s->samples);
     if (s->base && --s->base->refs == 0)
         cfgref_free(s->base);
     free(s);
@@ -823,6 +829,8 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
     s->uptls = cur->uptls;
     s->nworkers = cur->nworkers;
     s->rt = rt;
+    if ((s->samples = cur->samples))
+        s->samples->refs++;
     s->pins = aligned_alloc(64, sizeof(*s->pins) * s->nworkers);
     if (!s->pins)
         goto fail_s;

@@ -27,6 +27,7 @@
 #include "admin/config.h"
 #include "admin/http1/token.h"
 #include "admin/resolve.h"
+#include "admin/sample.h"
 #include "admin/tls.h"
 #include "router/router.h"
 #include "upstream/upstream.h"
@@ -144,6 +145,10 @@ struct adm_snapshot {
     SSL_CTX *const *uptls;          /* = base->uptls: index = cfg->upstreams index */
     unsigned nworkers;
     struct adm_pin *pins; /* one per worker */
+    /* the live sample's rings, one per worker (a reference; NULL: sampling
+     * is off): the same set as the previous snapshot's while "sampling"
+     * keeps its value, so a push keeps the samples */
+    struct adm_sample_set *samples;
     /* admin side */
     struct adm_snapshot *next_retired;
     uint64_t replaced_by; /* seq of the snapshot that replaced it */
