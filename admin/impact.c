@@ -8,7 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/impact.h"
-#include "router/diff.h"
+#include "router/diff_json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -249,17 +249,6 @@ static unsigned same_bits(void *arg, const char *id)
     return (unsigned)json_integer_value(json_object_get(arg, id));
 }
 
-static json_t *groups_json(const struct rt_diff_group *g, size_t n)
-{
-    json_t *a = json_array();
-
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(a,
-                              json_pack("{s:s,s:s,s:I,s:s}", "from", g[i].from, "to", g[i].to,
-                                        "count", (json_int_t)g[i].count, "example", g[i].example));
-    return a;
-}
-
 static json_t *same_json(const struct rt_diff_group *g, size_t n)
 {
     json_t *a = json_array();
@@ -299,7 +288,7 @@ static int replay_part(json_t *o, const struct adm_snapshot *live, const rt_tabl
     json_object_set_new(o, "sampled", json_integer((json_int_t)d.sampled));
     json_object_set_new(o, "unchanged", json_integer((json_int_t)d.unchanged));
     json_object_set_new(o, "truncated", json_integer((json_int_t)it.truncated));
-    json_object_set_new(o, "changed", groups_json(d.changed, d.nchanged));
+    json_object_set_new(o, "changed", rt_diff_groups_json(d.changed, d.nchanged));
     json_object_set_new(o, "same_route", same_json(d.same, d.nsame));
     rt_diff_clear(&d);
     json_object_set_new(o, "replay_ms", json_real((double)(long)((adm_now_ms() - t0) * 1e3) / 1e3));
