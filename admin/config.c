@@ -61,7 +61,7 @@ static const struct adm_cf_field root_fields[] = {
      .kind = FK_UINT,
      .off = offsetof(struct adm_config, sampling),
      .min = 0,
-     .max = ADM_SAMPLE_MAX},
+     .max = 1048576}, /* ADM_SAMPLE_MAX */
 };
 
 /* ---- checks across the sections ---- */
