@@ -70,12 +70,48 @@ void adm_sample_set_release(struct adm_sample_set *set);
 struct adm_sample_set *adm_sample_set_for(struct adm_sample_set *prev, unsigned nworkers,
                                           size_t size);
 
+/* The last <n> bytes (0 < n < 8) of the string <s> of <len> bytes as a
+ * word, its first byte lowest, as adm_sample_copy() unpacks it. */
+static inline uint64_t adm_sample_tail(const char *s, size_t len, size_t n)
+{
+    uint64_t v = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t a;
+    uint16_t b;
+    unsigned sh = 0;
+
+    if (len >= 8) { /* one load of the last 8 bytes, the tail shifted down */
+        memcpy(&v, s + len - 8, 8);
+        return v >> (8 * (8 - n));
+    }
+    s += len - n;
+    if (n & 4) {
+        memcpy(&a, s, 4);
+        v = a;
+        s += 4;
+        sh = 32;
+    }
+    if (n & 2) {
+        memcpy(&b, s, 2);
+        v |= (uint64_t)b << sh;
+        s += 2;
+        sh += 16;
+    }
+    if (n & 1)
+        v |= (uint64_t)(unsigned char)*s << sh;
+#else
+    s += len - n;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)(unsigned char)s[i] << (8 * i);
+#endif
+    return v;
+}
+
 /* Stores the <n> bytes of <s> from word <w> on; returns the words used. */
 static inline size_t adm_sample_words(_Atomic uint64_t *w, const char *s, size_t n)
 {
-    size_t k = 0;
-    uint64_t v = 0;
-    unsigned sh = 0;
+    size_t k = 0, len = n;
+    uint64_t v;
 
     for (; n >= 8; n -= 8, s += 8) {
         memcpy(&v, s, 8);
@@ -83,21 +119,7 @@ static inline size_t adm_sample_words(_Atomic uint64_t *w, const char *s, size_t
     }
     if (!n)
         return k;
-    v = 0; /* the tail, first byte lowest, whatever the byte order */
-    if (n & 4) {
-        v = (uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[1] << 8 |
-            (uint64_t)(unsigned char)s[2] << 16 | (uint64_t)(unsigned char)s[3] << 24;
-        s += 4;
-        sh = 32;
-    }
-    if (n & 2) {
-        v |= ((uint64_t)(unsigned char)s[0] | (uint64_t)(unsigned char)s[1] << 8) << sh;
-        s += 2;
-        sh += 16;
-    }
-    if (n & 1)
-        v |= (uint64_t)(unsigned char)s[0] << sh;
-    atomic_store_explicit(&w[k], v, memory_order_relaxed);
+    atomic_store_explicit(&w[k], adm_sample_tail(s + n - len, len, n), memory_order_relaxed);
     return k + 1;
 }
 

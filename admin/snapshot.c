@@ -179,6 +179,7 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
     r->nworkers = nworkers;
     if (!(r->id = dups(c->id)) || !(r->pattern = dups(c->pattern)))
         goto fail;
+    r->id_len = strlen(r->id);
     if (!(r->ctrs = rctrs_for(prev, nworkers)))
         goto fail;
     r->ctr = r->ctrs->w;

@@ -90,6 +90,7 @@ struct adm_rctrs {
  * it goes. */
 struct adm_sroute {
     char *id;
+    size_t id_len; /* for the live sample's writer, which must not strlen it */
     char *pattern;
     enum adm_action action;
     unsigned status; /* direct response or redirect status */

@@ -9,7 +9,6 @@
 #include "gateway/gateway.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include "gateway/conn.h"
 #include "gateway/forward.h"
@@ -38,17 +37,18 @@ static enum gw_verdict conn_verdict(struct gw_req *r)
     return GW_V_UPSTREAM;
 }
 
-/* Adds request <r>, which the router of <s> answered with <m>, to the
- * worker's ring of the live sample (admin/sample.h). */
+/* Adds request <r>, which the router of <s> answered with <m> (and the
+ * route r->sr on a hit), to the worker's ring of the live sample
+ * (admin/sample.h). */
 static void sample(const struct gw_req *r, const struct adm_snapshot *s, unsigned w,
                    const struct rt_match *m)
 {
     const struct h1_request *rq = &r->rp->req;
-    const char *id = m->status == RT_HIT ? rt_route_name(m->route) : NULL;
+    const struct adm_sroute *sr = m->status == RT_HIT ? r->sr : NULL;
 
     adm_sample_put(s->samples->rings[w], rq->method.ptr, rq->method.len, rq->host_name.ptr,
-                   rq->host_name.len, rq->path, rq->path_len, id, id ? strlen(id) : 0,
-                   (unsigned)m->status);
+                   rq->host_name.len, rq->path, rq->path_len, sr ? sr->id : NULL,
+                   sr ? sr->id_len : 0, (unsigned)m->status);
 }
 
 void gw_req_start(struct gw_req *r)
