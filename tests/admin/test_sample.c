@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +211,11 @@ START_TEST(writers_and_reader)
 
     for (int i = 0; i < 2; i++)
         ck_assert_int_eq(pthread_create(&t[i], NULL, write_loop, &w[i]), 0);
-    /* bounded in count and in time */
+    /* the writers under way (a loaded machine starts threads late), then
+     * the copies while they write; bounded in count and in time */
+    while ((atomic_load(&set->rings[0]->head) < 256 || atomic_load(&set->rings[1]->head) < 256) &&
+           time(NULL) - t0 < 10)
+        sched_yield();
     for (int round = 0; round < 400 && time(NULL) - t0 < 5; round++) {
         for (int k = 0; k < 2; k++) {
             size_t n = adm_sample_copy(set->rings[k], 0, 256, v);
