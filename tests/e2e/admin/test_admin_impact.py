@@ -7,6 +7,8 @@ route and upstream lists and same_route entries, and nothing is applied;
 "sampling": 0 samples nothing; an invalid config's dry run is still a 400
 with JSON paths."""
 import copy
+import threading
+import time
 
 from adminlib import AdminCase, data_get, gateway_config, local_route, main, upstream_cfg
 
@@ -127,6 +129,37 @@ class ImpactTest(ImpactCase):
         self.assertEqual(im["upstreams"]["removed"], ["other"])
         self.assertEqual(self.state(), before)  # nothing applied
         self.assertEqual(data_get(self.gw.port, "/users/9", method="POST").status, 405)
+
+    def test_dry_runs_while_traffic_flows(self):
+        """The workers write their rings while the admin thread copies them
+        (under TSan in CI): every answer whole, every sample one of ours."""
+        cfg = self.config(sampling=64)
+        api = self.start(cfg)
+        new = copy.deepcopy(self.cfg)
+        new["routes"] = new["routes"][:1]
+        stop = threading.Event()
+        sent = [0]
+
+        def traffic():
+            deadline = time.monotonic() + 20
+            while not stop.is_set() and sent[0] < 2000 and time.monotonic() < deadline:
+                data_get(self.gw.port, "/orders/%d" % (sent[0] % 1000))
+                sent[0] += 1
+
+        t = threading.Thread(target=traffic)
+        t.start()
+        try:
+            for _ in range(30):
+                im = self.impact(api.put("/config?dry_run=1", new))
+                self.assertLessEqual(im["sampled"], 2 * 64)
+                self.assertEqual(im["truncated"], 0)
+                for g in im["changed"]:  # start()'s sample and ours
+                    self.assertIn((g["from"], g["to"]), [("orders", "404"), ("old", "404")], im)
+                    self.assertRegex(g["example"], r"^GET /(orders/\d+|old)$")
+        finally:
+            stop.set()
+            t.join(30)
+        self.assertGreater(sent[0], 0)
 
     def test_sampling_off(self):
         api = self.start(self.config(sampling=0))
