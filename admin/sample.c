@@ -66,26 +66,6 @@ struct adm_sample_set *adm_sample_set_for(struct adm_sample_set *prev, unsigned 
     return adm_sample_set_new(nworkers, size);
 }
 
-/* The <n> bytes stored from word <w> on by adm_sample_words(), into <out>. */
-static size_t unpack(const uint64_t *w, size_t n, char *out)
-{
-    size_t k = 0;
-
-    for (; n >= 8; n -= 8, out += 8)
-        memcpy(out, &w[k++], 8);
-    if (n) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = (char)(w[k] >> (8 * i) & 0xff);
-        k++;
-    }
-    return k;
-}
-
-static size_t words_of(size_t n)
-{
-    return (n + 7) / 8;
-}
-
 /* Reads slot <sl> once: 1 with <e> filled when it held a whole entry that
  * did not change while read, 0 when it never held one, -1 when the writer
  * was in it. */
@@ -93,25 +73,25 @@ static int read_slot(const struct adm_sample_slot *sl, struct adm_sample *e)
 {
     uint64_t s1 = atomic_load_explicit(&sl->seq, memory_order_acquire), s2, meta;
     uint64_t w[ADM_SAMPLE_WORDS];
-    size_t lens[4], nw = 0, k = 0;
+    size_t lens[4], t = 0, nw;
 
     if (s1 == 0)
         return 0;
     if (s1 & 1)
         return -1;
     meta = atomic_load_explicit(&sl->meta, memory_order_relaxed);
-    for (int i = 0; i < 4; i++) {
-        lens[i] = meta >> (8 * i) & 0xff;
-        nw += words_of(lens[i]);
-    }
-    if (nw > ADM_SAMPLE_WORDS) /* torn: the seq check below refuses it */
-        nw = 0;
+    for (int i = 0; i < 4; i++)
+        t += lens[i] = meta >> (8 * i) & 0xff;
+    if (t > ADM_SAMPLE_TEXT) /* torn: the seq check below refuses it */
+        t = 0;
+    nw = (t + 7) / 8;
     for (size_t i = 0; i < nw; i++)
         w[i] = atomic_load_explicit(&sl->w[i], memory_order_relaxed);
     atomic_thread_fence(memory_order_acquire); /* the words before the second seq */
     s2 = atomic_load_explicit(&sl->seq, memory_order_relaxed);
-    if (s1 != s2 || (!nw && (lens[0] | lens[1] | lens[2] | lens[3])))
+    if (s1 != s2 || t != lens[0] + lens[1] + lens[2] + lens[3])
         return -1;
+    memcpy(e->text, w, 8 * nw); /* as the writer's memcpy laid them out */
     e->n = s1 / 2 - 1;
     e->status = (unsigned)(meta >> 32 & 0xffff);
     e->truncated = (meta & ADM_SAMPLE_TRUNCATED) != 0;
@@ -120,13 +100,9 @@ static int read_slot(const struct adm_sample_slot *sl, struct adm_sample *e)
     e->plen = lens[2];
     e->rlen = lens[3];
     e->method = e->text;
-    k = unpack(w, e->mlen, e->text);
-    e->host = e->text + 8 * k;
-    k += unpack(w + k, e->hlen, e->text + 8 * k);
-    e->path = e->text + 8 * k;
-    k += unpack(w + k, e->plen, e->text + 8 * k);
-    e->route = e->rlen ? e->text + 8 * k : NULL;
-    unpack(w + k, e->rlen, e->text + 8 * k);
+    e->host = e->method + e->mlen;
+    e->path = e->host + e->hlen;
+    e->route = e->rlen ? e->path + e->plen : NULL;
     return 1;
 }
 

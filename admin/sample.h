@@ -27,7 +27,7 @@
 
 #define ADM_SAMPLE_DEFAULT 4096u /* entries per worker */
 #define ADM_SAMPLE_MAX 1048576u  /* the largest "sampling" (config.c says it too) */
-#define ADM_SAMPLE_WORDS 30u     /* text words of a slot: 240 bytes */
+#define ADM_SAMPLE_WORDS 30u     /* text words of a slot: 240 bytes (an even number) */
 #define ADM_SAMPLE_TEXT (ADM_SAMPLE_WORDS * 8u)
 
 /* The meta word: the four lengths (method, host, path, route id; a byte
@@ -38,7 +38,7 @@
 struct adm_sample_slot {
     _Atomic uint64_t seq; /* 2n+1 while entry n is written, 2n+2 once whole; 0: never */
     _Atomic uint64_t meta;
-    _Atomic uint64_t w[ADM_SAMPLE_WORDS]; /* method, host, path, route: each from a word */
+    _Atomic uint64_t w[ADM_SAMPLE_WORDS]; /* method, host, path, route, one after another */
 };
 
 /* One worker's ring. The first cache line is the worker's (its position);
@@ -70,84 +70,78 @@ void adm_sample_set_release(struct adm_sample_set *set);
 struct adm_sample_set *adm_sample_set_for(struct adm_sample_set *prev, unsigned nworkers,
                                           size_t size);
 
-/* The last <n> bytes (0 < n < 8) of the string <s> of <len> bytes as a
- * word, its first byte lowest, as adm_sample_copy() unpacks it. */
-static inline uint64_t adm_sample_tail(const char *s, size_t len, size_t n)
+/* Copies <n> bytes of <s> to <d>: short strings (a method, a host, a
+ * route id, most paths) by two overlapping loads and stores, without the
+ * call and the size dispatch of memcpy. */
+static inline void adm_sample_cpy(char *d, const char *s, size_t n)
 {
-    uint64_t v = 0;
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint32_t a;
-    uint16_t b;
-    unsigned sh = 0;
+    uint64_t a, b, c, e;
+    uint32_t x, y;
 
-    if (len >= 8) { /* one load of the last 8 bytes, the tail shifted down */
-        memcpy(&v, s + len - 8, 8);
-        return v >> (8 * (8 - n));
+    if (n > 32) {
+        memcpy(d, s, n);
+    } else if (n > 16) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + 8, 8);
+        memcpy(&c, s + n - 16, 8);
+        memcpy(&e, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + 8, &b, 8);
+        memcpy(d + n - 16, &c, 8);
+        memcpy(d + n - 8, &e, 8);
+    } else if (n >= 8) {
+        memcpy(&a, s, 8);
+        memcpy(&b, s + n - 8, 8);
+        memcpy(d, &a, 8);
+        memcpy(d + n - 8, &b, 8);
+    } else if (n >= 4) {
+        memcpy(&x, s, 4);
+        memcpy(&y, s + n - 4, 4);
+        memcpy(d, &x, 4);
+        memcpy(d + n - 4, &y, 4);
+    } else if (n) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
     }
-    s += len - n;
-    if (n & 4) {
-        memcpy(&a, s, 4);
-        v = a;
-        s += 4;
-        sh = 32;
-    }
-    if (n & 2) {
-        memcpy(&b, s, 2);
-        v |= (uint64_t)b << sh;
-        s += 2;
-        sh += 16;
-    }
-    if (n & 1)
-        v |= (uint64_t)(unsigned char)*s << sh;
-#else
-    s += len - n;
-    for (size_t i = 0; i < n; i++)
-        v |= (uint64_t)(unsigned char)s[i] << (8 * i);
-#endif
-    return v;
-}
-
-/* Stores the <n> bytes of <s> from word <w> on; returns the words used. */
-static inline size_t adm_sample_words(_Atomic uint64_t *w, const char *s, size_t n)
-{
-    size_t k = 0, len = n;
-    uint64_t v;
-
-    for (; n >= 8; n -= 8, s += 8) {
-        memcpy(&v, s, 8);
-        atomic_store_explicit(&w[k++], v, memory_order_relaxed);
-    }
-    if (!n)
-        return k;
-    atomic_store_explicit(&w[k], adm_sample_tail(s + n - len, len, n), memory_order_relaxed);
-    return k + 1;
 }
 
 /* Records one request in worker's ring <r>: its method, host (len 0:
  * none), the normalized path the router was given, the route id it hit
  * (<route> NULL: none) and the router's <status>. An entry whose strings
- * do not fit a slot keeps only its status and the truncated flag. Worker
- * only; no lock, no allocation. */
+ * pass 240 bytes in all (or 255 bytes one) keeps only its status and the
+ * truncated flag. The strings are laid end to end in a buffer on the
+ * stack first, which then goes into the slot a word at a time: the slot's
+ * words must be atomic stores, and each string's own last word would cost
+ * more than the copy. Worker only; no lock, no
+ * allocation. */
 static inline void adm_sample_put(struct adm_sample_ring *r, const char *m, size_t ml,
                                   const char *h, size_t hl, const char *p, size_t pl,
                                   const char *route, size_t rl, unsigned status)
 {
-    uint64_t n = atomic_load_explicit(&r->head, memory_order_relaxed);
+    uint64_t n = atomic_load_explicit(&r->head, memory_order_relaxed), v, v2;
     struct adm_sample_slot *sl = &r->slots[r->pos];
     uint64_t meta = (uint64_t)status << 32;
-    size_t k = 0;
+    size_t t = ml + hl + pl + rl;
+    char buf[ADM_SAMPLE_TEXT + 16];
 
     atomic_store_explicit(&sl->seq, 2 * n + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release); /* the odd seq before any word */
-    if (((ml + 7) >> 3) + ((hl + 7) >> 3) + ((pl + 7) >> 3) + ((rl + 7) >> 3) > ADM_SAMPLE_WORDS ||
-        (ml | hl | pl | rl) > 255) {
+    if (t > ADM_SAMPLE_TEXT || (ml | hl | pl | rl) > 255) {
         meta |= ADM_SAMPLE_TRUNCATED;
     } else {
         meta |= ml | hl << 8 | pl << 16 | (uint64_t)rl << 24;
-        k = adm_sample_words(sl->w, m, ml);
-        k += adm_sample_words(sl->w + k, h, hl);
-        k += adm_sample_words(sl->w + k, p, pl);
-        adm_sample_words(sl->w + k, route, rl);
+        adm_sample_cpy(buf, m, ml);
+        adm_sample_cpy(buf + ml, h, hl);
+        adm_sample_cpy(buf + ml + hl, p, pl);
+        adm_sample_cpy(buf + ml + hl + pl, route, rl);
+        memset(buf + t, 0, 16); /* the bytes past the text that the last turn stores */
+        for (size_t k = 0; 8 * k < t; k += 2) { /* two words a turn (an even number of them) */
+            memcpy(&v, buf + 8 * k, 8);
+            memcpy(&v2, buf + 8 * k + 8, 8);
+            atomic_store_explicit(&sl->w[k], v, memory_order_relaxed);
+            atomic_store_explicit(&sl->w[k + 1], v2, memory_order_relaxed);
+        }
     }
     atomic_store_explicit(&sl->meta, meta, memory_order_relaxed);
     atomic_store_explicit(&sl->seq, 2 * n + 2, memory_order_release);
