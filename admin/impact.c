@@ -31,7 +31,7 @@ static int by_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Sorts the array of strings <a> in place; returns it. */
+/* The array of strings <a> (taken) sorted, as a new array; <a> itself on out of memory. */
 static json_t *sorted(json_t *a)
 {
     size_t n = json_array_size(a), i;
@@ -40,7 +40,10 @@ static json_t *sorted(json_t *a)
 
     if (!v)
         return a;
-    json_array_foreach(a, i, s) v[i] = json_string_value(s);
+    json_array_foreach(a, i, s)
+    {
+        v[i] = json_string_value(s);
+    }
     qsort(v, n, sizeof(*v), by_str);
     out = json_array();
     for (i = 0; i < n; i++)
@@ -71,8 +74,11 @@ static void only_in(const json_t *a, const json_t *b, json_t *out)
     const char *k;
     json_t *v;
 
-    json_object_foreach((json_t *)a, k, v) if (!json_object_get(b, k))
-        json_array_append_new(out, json_string(k));
+    json_object_foreach((json_t *)a, k, v)
+    {
+        if (!json_object_get(b, k))
+            json_array_append_new(out, json_string(k));
+    }
 }
 
 /* The keys whose values differ between the objects <a> and <b> (a key of
@@ -82,8 +88,11 @@ static json_t *keys_changed(const json_t *a, const json_t *b)
     json_t *out = json_array(), *v;
     const char *k;
 
-    json_object_foreach((json_t *)a, k, v) if (!json_equal(v, json_object_get(b, k)))
-        json_array_append_new(out, json_string(k));
+    json_object_foreach((json_t *)a, k, v)
+    {
+        if (!json_equal(v, json_object_get(b, k)))
+            json_array_append_new(out, json_string(k));
+    }
     only_in(b, a, out);
     return sorted(out);
 }

@@ -113,8 +113,7 @@ static inline void adm_sample_cpy(char *d, const char *s, size_t n)
  * truncated flag. The strings are laid end to end in a buffer on the
  * stack first, which then goes into the slot a word at a time: the slot's
  * words must be atomic stores, and each string's own last word would cost
- * more than the copy. Worker only; no lock, no
- * allocation. */
+ * more than the copy. Worker only; no lock, no allocation. */
 static inline void adm_sample_put(struct adm_sample_ring *r, const char *m, size_t ml,
                                   const char *h, size_t hl, const char *p, size_t pl,
                                   const char *route, size_t rl, unsigned status)
