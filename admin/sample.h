@@ -109,9 +109,8 @@ static inline void adm_sample_cpy(char *d, const char *s, size_t n)
 /* Records one request in worker's ring <r>: its method, host (len 0:
  * none), the normalized path the router was given, the route id it hit
  * (<route> NULL: none) and the router's <status>. An entry whose strings
- * pass 240 bytes in all (or 255 bytes one) keeps only its status and the
- * truncated flag. The strings are laid end to end in a buffer on the
- * stack first, which then goes into the slot a word at a time: the slot's
+ * pass 240 bytes in all keeps only its status and the truncated flag. The strings are laid end to
+ * end in a buffer on the stack first, which then goes into the slot a word at a time: the slot's
  * words must be atomic stores, and each string's own last word would cost
  * more than the copy. Worker only; no lock, no allocation. */
 static inline void adm_sample_put(struct adm_sample_ring *r, const char *m, size_t ml,
@@ -126,7 +125,7 @@ static inline void adm_sample_put(struct adm_sample_ring *r, const char *m, size
 
     atomic_store_explicit(&sl->seq, 2 * n + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release); /* the odd seq before any word */
-    if (t > ADM_SAMPLE_TEXT || (ml | hl | pl | rl) > 255) {
+    if (t > ADM_SAMPLE_TEXT) {                 /* then each one fits its byte of meta too */
         meta |= ADM_SAMPLE_TRUNCATED;
     } else {
         meta |= ml | hl << 8 | pl << 16 | (uint64_t)rl << 24;
@@ -155,7 +154,7 @@ struct adm_sample {
     int truncated;                            /* strings did not fit: only the status is kept */
     const char *method, *host, *path, *route; /* into text; route NULL: none */
     size_t mlen, hlen, plen, rlen;
-    char text[ADM_SAMPLE_TEXT + 4];
+    char text[ADM_SAMPLE_TEXT];
 };
 
 /* Copies the whole entries of slots [<from>, <from> + <n>) of ring <r>

@@ -126,7 +126,7 @@ START_TEST(truncated)
     memset(path, 'x', sizeof(path) - 1);
     path[0] = '/';
     path[sizeof(path) - 1] = '\0';
-    put(set->rings[0], "GET", "example.com", path, "r", 200); /* over 255 */
+    put(set->rings[0], "GET", "example.com", path, "r", 200); /* 299 bytes of path */
     path[230] = '\0';
     put(set->rings[0], "GET", "example.com", path, "r", 200); /* 231 + host > 240 */
     path[200] = '\0';
