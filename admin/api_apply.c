@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/api_int.h"
 #include "admin/fleet_sync.h"
+#include "admin/impact.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -113,12 +114,13 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
     json_t *node = NULL;
     int rc, dropped = 0;
 
-    if (api->pipe->fleet && strcmp(what, "upstream") == 0) {
+    if (api->pipe->fleet && strcmp(what, "upstream") == 0 && !dry) {
         fleet_upstream(api, req, doc, name, code);
         return;
     }
     adm_errors_init(&errs);
-    if (api->pipe->fleet) { /* PUT /config: the node's keys, the fleet's objects as they are */
+    if (api->pipe->fleet && strcmp(what, "config") == 0) {
+        /* PUT /config: the node's keys, the fleet's objects as they are */
         node = doc;
         if (!(doc = adm_fleet_sync_compose_node(api->pipe->fleet, node, &dropped, &errs))) {
             adm_api_reply_errs(api, req, 400, "invalid config", &errs);
@@ -129,7 +131,9 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
     }
     adm_api_changes_of(api, doc, &ch); /* against the live config, before it is replaced */
     if (dry) {
-        struct adm_config *cfg = adm_config_from_json(doc, &errs);
+        /* the validator's table, kept: the replay's proposed router */
+        struct adm_route_binder bind = adm_impact_binder();
+        struct adm_config *cfg = adm_config_from_json_bound(doc, &bind, &errs);
         if (cfg && (rc = adm_pipeline_check(api->pipe, cfg, &errs)) < 0) {
             adm_config_free(cfg);
             cfg = NULL;
@@ -142,6 +146,8 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
             /* what the push would change, in the write answer's terms */
             json_t *o = json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes);
             adm_api_written_changes(o, &ch);
+            json_object_set_new(o, "impact",
+                                adm_impact_json(current(api), api->st->doc, cfg->table, doc));
             adm_api_reply(api, req, 200, o);
             adm_config_free(cfg);
         }

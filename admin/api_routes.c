@@ -8,6 +8,7 @@
 #include "admin/api_int.h"
 #include "admin/fleet_sync.h"
 #include "admin/http1/path.h"
+#include "admin/impact.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +148,40 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     adm_api_reply_written(api, req, code, 1, "route", id, &ch);
 }
 
+/* The answer of a route write's dry run: what it would change, and its
+ * impact on the live sample against <rt>, the table it would make (freed
+ * here). <newr> replaces <old> (NULL: added); <newr> NULL deletes <old>. */
+static void dry_route(struct adm_api *api, struct adm_req *req, rt_table *rt, json_t *old,
+                      json_t *newr)
+{
+    json_t *doc = json_copy(api->st->doc), *live = json_object_get(api->st->doc, "routes");
+    json_t *routes = live ? json_copy(live) : json_array(), *o;
+    struct adm_changes ch;
+
+    if (!doc || !routes) {
+        json_decref(doc);
+        json_decref(routes);
+        rt_table_free(rt);
+        adm_api_send_oom(req);
+        return;
+    }
+    if (newr && old)
+        json_array_set(routes, doc_index(live, old), newr);
+    else if (newr)
+        json_array_append(routes, newr);
+    else
+        json_array_remove(routes, doc_index(live, old));
+    json_object_set_new(doc, "routes", routes);
+    memset(&ch, 0, sizeof(ch));
+    ch.routes[!newr ? ADM_REMOVED : old ? ADM_REPLACED : ADM_ADDED] = 1;
+    o = json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)json_array_size(routes));
+    adm_api_written_changes(o, &ch);
+    json_object_set_new(o, "impact", adm_impact_json(current(api), api->st->doc, rt, doc));
+    rt_table_free(rt);
+    json_decref(doc);
+    adm_api_reply(api, req, 200, o);
+}
+
 /* POST /routes (path_id NULL) and PUT /routes/{id}. */
 void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *path_id)
 {
@@ -162,7 +197,12 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
     const char *id, *ms[64];
     char pat[8192];
     size_t nm, nroutes;
+    int dry = adm_api_query_flag(adm_req_query(req), "dry_run");
 
+    if (dry < 0) {
+        adm_api_send_oom(req); /* never a dry run applied for want of memory */
+        return;
+    }
     if (!adm_api_if_match_ok(api, req) || !(body = adm_api_read_body(api, req)))
         return;
     if (!json_is_object(body)) {
@@ -233,6 +273,10 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
     }
     rt = rt_txn_commit(tx);
     tx = NULL;
+    if (rt && dry) {
+        dry_route(api, req, rt, old, body);
+        goto out;
+    }
     if (!rt || !(s = adm_snapshot_derive(cur, rt)))
         goto oom;
     commit_route(api, req, s, old, body, id, path_id ? 200 : 201);
@@ -254,7 +298,12 @@ void adm_api_route_delete(struct adm_api *api, struct adm_req *req, const char *
     struct rt_error err;
     rt_txn *tx;
     rt_table *rt;
+    int dry = adm_api_query_flag(adm_req_query(req), "dry_run");
 
+    if (dry < 0) {
+        adm_api_send_oom(req);
+        return;
+    }
     if (!old) {
         adm_api_reply_error(api, req, 404, "no such route", NULL);
         return;
@@ -269,7 +318,11 @@ void adm_api_route_delete(struct adm_api *api, struct adm_req *req, const char *
         adm_api_reply_error(api, req, 500, err.msg, NULL);
         return;
     }
-    if (!(rt = rt_txn_commit(tx)) || !(s = adm_snapshot_derive(cur, rt)))
+    if ((rt = rt_txn_commit(tx)) && dry) {
+        dry_route(api, req, rt, old, NULL);
+        return;
+    }
+    if (!rt || !(s = adm_snapshot_derive(cur, rt)))
         goto oom;
     commit_route(api, req, s, old, NULL, id, 200);
     return;

@@ -32,8 +32,12 @@ void adm_api_upstream_get(struct adm_api *api, struct adm_req *req, const char *
 void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *name)
 {
     json_t *body, *doc, *ups, *n;
-    int create = !name;
+    int create = !name, dry = adm_api_query_flag(adm_req_query(req), "dry_run");
 
+    if (dry < 0) {
+        adm_api_send_oom(req); /* never a dry run applied for want of memory */
+        return;
+    }
     if (!adm_api_if_match_ok(api, req) || !(body = adm_api_read_body(api, req)))
         return;
     if (!json_is_object(body)) {
@@ -91,7 +95,7 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
         json_object_set_new(ups, name, def);
     }
     json_object_set_new(doc, "upstreams", ups);
-    adm_api_apply_full(api, req, doc, 0, "upstream", name, create ? 201 : 200, NULL, 0);
+    adm_api_apply_full(api, req, doc, dry, "upstream", name, create ? 201 : 200, NULL, 0);
     json_decref(doc);
     json_decref(body);
 }
@@ -101,7 +105,12 @@ void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const cha
     json_t *doc, *ups, *users, *r;
     struct adm_errors errs;
     size_t i;
+    int dry = adm_api_query_flag(adm_req_query(req), "dry_run");
 
+    if (dry < 0) {
+        adm_api_send_oom(req);
+        return;
+    }
     if (!json_object_get(json_object_get(api->st->doc, "upstreams"), name)) {
         adm_api_reply_error(api, req, 404, "no such upstream", NULL);
         return;
@@ -133,7 +142,7 @@ void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const cha
     ups = json_deep_copy(json_object_get(doc, "upstreams"));
     json_object_del(ups, name);
     json_object_set_new(doc, "upstreams", ups);
-    adm_api_apply_full(api, req, doc, 0, "upstream", name, 200, NULL, 0);
+    adm_api_apply_full(api, req, doc, dry, "upstream", name, 200, NULL, 0);
     json_decref(doc);
 }
 

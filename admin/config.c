@@ -22,6 +22,7 @@
 
 #include "admin/config_int.h"
 #include "admin/fleet.h"
+#include "admin/sample.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -56,6 +57,11 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "user", .kind = FK_FN, .fn = adm_cf_user},
     {.key = "group", .kind = FK_FN, .fn = adm_cf_group},
     {.key = "fleet", .kind = FK_FN, .fn = adm_cf_fleet},
+    {.key = "sampling",
+     .kind = FK_UINT,
+     .off = offsetof(struct adm_config, sampling),
+     .min = 0,
+     .max = 1048576}, /* ADM_SAMPLE_MAX */
 };
 
 /* ---- checks across the sections ---- */
@@ -195,6 +201,7 @@ static void config_defaults(struct adm_config *c)
     c->resolver.timeout_ms = 5000;
     c->resolver.attempts = 2;
     c->admin.heap_reserve_mb = 48;
+    c->sampling = ADM_SAMPLE_DEFAULT;
 }
 
 /* Validates <root>, whose reference it takes over. */

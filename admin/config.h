@@ -413,6 +413,9 @@ struct adm_config {
      * ticket secret from etcd (admin/fleet.h); NULL: a standalone node.
      * Restart-only. */
     struct adm_fleet_cfg *fleet;
+    /* "sampling": requests each worker keeps in its ring of the live
+     * sample (admin/sample.h), 0..1048576, 4096; 0: none. Live. */
+    unsigned sampling;
     json_t *json; /* the document as given (one owned reference); do not modify */
     /* From adm_config_from_json_bound(): the routes' table with the binder's
      * udata. A user takes it by setting this to NULL; otherwise it is freed

@@ -179,6 +179,7 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
     r->nworkers = nworkers;
     if (!(r->id = dups(c->id)) || !(r->pattern = dups(c->pattern)))
         goto fail;
+    r->id_len = strlen(r->id);
     if (!(r->ctrs = rctrs_for(prev, nworkers)))
         goto fail;
     r->ctr = r->ctrs->w;
@@ -770,6 +771,11 @@ struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct
             goto fail;
     if (build_tls(s->base, prev, errs) < 0)
         goto fail;
+    s->samples = adm_sample_set_for(prev ? prev->samples : NULL, nworkers, cfg->sampling);
+    if (cfg->sampling && !s->samples) {
+        adm_errors_add(errs, "", "out of memory for the sampling rings");
+        goto fail;
+    }
     s->tls = s->base->tls;
     s->uptls = s->base->uptls;
     if (cfg->table) { /* validated and bound already */
@@ -804,6 +810,7 @@ void adm_snapshot_free(struct adm_snapshot *s)
         up_pool_release(s->pools[i]);
     free(s->pools);
     free(s->pins);
+    adm_sample_set_release(s->samples);
     if (s->base && --s->base->refs == 0)
         cfgref_free(s->base);
     free(s);
@@ -823,6 +830,8 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
     s->uptls = cur->uptls;
     s->nworkers = cur->nworkers;
     s->rt = rt;
+    if ((s->samples = cur->samples))
+        s->samples->refs++;
     s->pins = aligned_alloc(64, sizeof(*s->pins) * s->nworkers);
     if (!s->pins)
         goto fail_s;

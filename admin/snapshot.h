@@ -27,6 +27,7 @@
 #include "admin/config.h"
 #include "admin/http1/token.h"
 #include "admin/resolve.h"
+#include "admin/sample.h"
 #include "admin/tls.h"
 #include "router/router.h"
 #include "upstream/upstream.h"
@@ -89,6 +90,7 @@ struct adm_rctrs {
  * it goes. */
 struct adm_sroute {
     char *id;
+    size_t id_len; /* for the live sample's writer, which must not strlen it */
     char *pattern;
     enum adm_action action;
     unsigned status; /* direct response or redirect status */
@@ -144,6 +146,10 @@ struct adm_snapshot {
     SSL_CTX *const *uptls;          /* = base->uptls: index = cfg->upstreams index */
     unsigned nworkers;
     struct adm_pin *pins; /* one per worker */
+    /* the live sample's rings, one per worker (a reference; NULL: sampling
+     * is off): the same set as the previous snapshot's while "sampling"
+     * keeps its value, so a push keeps the samples */
+    struct adm_sample_set *samples;
     /* admin side */
     struct adm_snapshot *next_retired;
     uint64_t replaced_by; /* seq of the snapshot that replaced it */

@@ -4,6 +4,7 @@
  *   switchyard-route [--trailing-slash strict|redirect|relaxed] [--auto-options]
  *                    [--summary] ROUTES_FILE
  *   switchyard-route [--summary] --config FILE.json
+ *   switchyard-route --diff OLD.json NEW.json
  *
  * ROUTES_FILE holds "METHOD PATTERN" lines ('#' starts a comment); with
  * --config the routes (hosts, methods) and router options come from a
@@ -15,6 +16,10 @@
  * against a new route file before it is pushed. Paths are matched as given: feed
  * them normalized, as the gateway would route them; "OPTIONS - *" asks for
  * every method (with --auto-options).
+ *
+ * --diff replays the requests against the routes of two configs and
+ * prints where they go elsewhere, grouped by from and to (route_diff.c);
+ * it reads Switchyard's JSON access-log lines as well as request lines.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "router/route_config.h"
@@ -56,6 +61,7 @@ static void usage_to(FILE *f)
     fprintf(f, "usage: switchyard-route [--trailing-slash strict|redirect|relaxed] "
                "[--auto-options] [--summary] ROUTES_FILE < requests\n"
                "       switchyard-route [--summary] --config FILE.json < requests\n"
+               "       switchyard-route --diff OLD.json NEW.json < requests-or-access-log\n"
                "requests: one \"METHOD HOST PATH\" a line (HOST - for none); answers: one JSON\n"
                "line each, {\"error\": ...} for a bad one (exit status 1 at the end)\n");
 }
@@ -224,6 +230,8 @@ int main(int argc, char **argv)
                 opts.trailing_slash = RT_TS_RELAXED;
             else
                 usage_error("--trailing-slash takes strict, redirect or relaxed, not", v);
+        } else if (strcmp(argv[i], "--diff") == 0 && i + 2 < argc && argc == 4) {
+            return route_diff_main(argv[i + 1], argv[i + 2], stdin, entry_make, entry_free);
         } else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
             config = argv[++i];
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -234,7 +242,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--summary") == 0) {
             summary = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            usage_error(strcmp(argv[i], "--trailing-slash") && strcmp(argv[i], "--config")
+            usage_error(strcmp(argv[i], "--diff") == 0 ? "takes OLD.json NEW.json and nothing else:"
+                        : strcmp(argv[i], "--trailing-slash") && strcmp(argv[i], "--config")
                             ? "unknown option"
                             : "a value must follow",
                         argv[i]);

@@ -3,13 +3,15 @@
 output line per request line, a bad one answered by an error line of its
 own and the exit status 1 at the end; --help on stdout with exit 0; an
 unknown option named, with the usage, exit 2; --config FILE.json routes as
-the running gateway does with that same file (its /routes/match answers)."""
+the running gateway does with that same file (its /routes/match answers);
+--diff OLD.json NEW.json groups request lines and JSON access-log lines as
+the admin API's dry run groups the live sample."""
 import json
 import os
 import subprocess
 import http.client
 
-from harness import TIMEOUT, GatewayCase, gateway_config, main, wait_for
+from harness import TIMEOUT, GatewayCase, gateway_config, get, main, wait_for
 
 SY_ROUTE = os.environ.get("SY_ROUTE")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,6 +88,76 @@ class RouteToolTest(GatewayCase):
             self.assertEqual(g["status"], want["status"], what)
             self.assertEqual(g.get("route"), (want.get("route") or {}).get("id"), what)
             self.assertEqual(g.get("allow"), want.get("allow"), what)
+
+    # --diff: two configs, and where requests go from one to the other
+    OLD_ROUTES = [{"id": "users", "path": "/users/{id}", "methods": ["GET"], "upstream": "u"},
+                  {"id": "old", "path": "/old", "response": {"status": 200}},
+                  {"id": "ping", "path": "/ping", "response": {"status": 200}}]
+    NEW_ROUTES = [{"id": "users", "path": "/users/{id}", "methods": ["GET", "POST"],
+                   "upstream": "u"},
+                  {"id": "new", "path": "/nothing", "response": {"status": 200}},
+                  {"id": "ping", "path": "/ping", "response": {"status": 200}}]
+    REQUESTS = [("GET", "/users/1"), ("GET", "/users/2?q=1"), ("POST", "/users/3"),
+                ("GET", "/old"), ("GET", "/old?x=y"), ("GET", "/old"), ("GET", "/nothing"),
+                ("GET", "/ping"), ("GET", "/ping")]
+    WANT = {"sampled": 9, "unchanged": 4, "skipped": 0, "changed": [
+        {"from": "old", "to": "404", "count": 3, "example": "GET /old"},
+        {"from": "404", "to": "new", "count": 1, "example": "GET /nothing"},
+        {"from": "405", "to": "users", "count": 1, "example": "POST /users/3"}]}
+
+    def configs(self, **sections):
+        ups = {"u": {"servers": [{"address": "127.0.0.1:9"}]}}
+        old = gateway_config(upstreams=ups, routes=self.OLD_ROUTES, **sections)
+        new = dict(old, routes=self.NEW_ROUTES)
+        paths = []
+        for name, c in (("old.json", old), ("new.json", new)):
+            paths.append(self.tmp.file(name))
+            with open(paths[-1], "w") as f:
+                json.dump(c, f)
+        return old, new, paths
+
+    def test_diff_request_lines(self):
+        old, new, (po, pn) = self.configs()
+        lines = "".join("%s - %s\n" % r for r in self.REQUESTS)
+        p = route(["--diff", po, pn], "# a comment\n" + lines)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), self.WANT)
+        p = route(["--diff", po, pn], lines + "bad line\n")
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(json.loads(p.stdout)["skipped"], 1)
+        p = route(["--diff", po], "")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--diff", p.stderr)
+
+    def test_diff_access_log(self):
+        log = self.tmp.file("access.log")
+        old, new, (po, pn) = self.configs(access_log=log)
+        gw = self.own_gateway(old)
+        for m, path in self.REQUESTS:
+            get(gw.port, path, method=m, host="localhost")
+        def lines():
+            if not os.path.exists(log):
+                return 0
+            with open(log) as f:
+                return len(f.read().splitlines())
+
+        wait_for(lambda: lines() >= len(self.REQUESTS), what="the access log lines")
+        with open(log) as f:
+            text = f.read()
+        p = route(["--diff", po, pn], text)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout), self.WANT)
+        # the admin API's dry run groups the gateway's own sample alike
+        admin = int(old["admin"]["address"].rsplit(":", 1)[1])
+        c = http.client.HTTPConnection("127.0.0.1", admin, timeout=TIMEOUT)
+        try:
+            c.request("PUT", "/config?dry_run=1", body=json.dumps(new),
+                      headers={"Content-Type": "application/json"})
+            im = json.loads(c.getresponse().read())["impact"]
+        finally:
+            c.close()
+        self.assertEqual((im["sampled"], im["unchanged"], im["changed"]),
+                         (self.WANT["sampled"], self.WANT["unchanged"], self.WANT["changed"]))
 
 
 if __name__ == "__main__":

@@ -72,15 +72,22 @@ class StrictTest(AdminCase):
             for q, name in (("x=1", "x"), ("dry_run=1", "dry_run"), ("bare", "bare")):
                 r = self.api.request(method, path + "?" + q)
                 self.assertRefused(r, name, (method, path, q))
+        # the route and upstream writes take dry_run (their impact), and
+        # misspell it at their peril: a 400 naming it, nothing applied
         gen = self.api.generation()
-        for method, path, body in (("POST", "/routes", local_route("a", "/a")),
-                                   ("PUT", "/routes/ping", local_route("ping", "/p")),
-                                   ("DELETE", "/routes/ping", None),
-                                   ("POST", "/upstreams", {"name": "v", "servers": []}),
-                                   ("PUT", "/upstreams/u", {"servers": []}),
-                                   ("DELETE", "/upstreams/u", None)):
+        for method, path, body, status in (
+                ("POST", "/routes", local_route("a", "/a"), 200),
+                ("PUT", "/routes/ping", local_route("ping", "/p"), 200),
+                ("DELETE", "/routes/ping", None, 200),
+                ("POST", "/upstreams", {"name": "v", "servers": []}, 400),
+                ("PUT", "/upstreams/u", {"servers": []}, 400),
+                ("DELETE", "/upstreams/u", None, 200)):
             r = self.api.request(method, path + "?dry_run=1", body)
-            self.assertRefused(r, "dry_run", (method, path))
+            self.assertEqual(r.status, status, (method, path, r))
+            self.assertEqual(r.json.get("valid") is True, status == 200, r)
+            self.assertEqual("impact" in r.json, status == 200, r)
+            r = self.api.request(method, path + "?dryrun=1", body)
+            self.assertRefused(r, "dryrun", (method, path))
         self.assertEqual(self.api.generation(), gen)
         # /routes/match takes method, host and path, and only those
         r = self.api.get("/routes/match?method=GET&host=&path=/ping")
