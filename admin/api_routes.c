@@ -147,6 +147,32 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     adm_api_reply_written(api, req, code, 1, "route", id, &ch);
 }
 
+/* A route write under ?canary=P: the whole config it makes, rolled out
+ * (api_rollout.c) rather than swapped in. <newr> NULL deletes <old>. */
+static void canary_route(struct adm_api *api, struct adm_req *req, json_t *old, json_t *newr,
+                         const char *id, int code)
+{
+    json_t *live = json_object_get(api->st->doc, "routes");
+    json_t *doc = json_copy(api->st->doc), *routes = live ? json_copy(live) : json_array();
+    size_t at = old ? doc_index(live, old) : (size_t)-1;
+
+    if (!doc || !routes) {
+        json_decref(doc);
+        json_decref(routes);
+        adm_api_reply_error(api, req, 500, "out of memory", NULL);
+        return;
+    }
+    if (!newr)
+        json_array_remove(routes, at);
+    else if (old)
+        json_array_set(routes, at, newr);
+    else
+        json_array_append(routes, newr);
+    json_object_set_new(doc, "routes", routes);
+    adm_api_apply_full(api, req, doc, 0, "route", id, code, NULL, 0);
+    json_decref(doc);
+}
+
 /* POST /routes (path_id NULL) and PUT /routes/{id}. */
 void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *path_id)
 {
@@ -208,6 +234,10 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
                             json_pack("[{s:s,s:s}]", "path", "/routes", "message", m));
         goto out;
     }
+    if (api->canary.pct) {
+        canary_route(api, req, old, body, id, path_id ? 200 : 201);
+        goto out;
+    }
     if (!(tx = rt_txn_begin(cur->rt)))
         goto oom;
     if (old) {
@@ -261,6 +291,10 @@ void adm_api_route_delete(struct adm_api *api, struct adm_req *req, const char *
     }
     if (!adm_api_if_match_ok(api, req))
         return;
+    if (api->canary.pct) {
+        canary_route(api, req, old, NULL, id, 200);
+        return;
+    }
     if (!(tx = rt_txn_begin(cur->rt)))
         goto oom;
     if (rt_txn_delete(tx, ms, route_methods(old, ms, 64), route_pattern(old, pat, sizeof(pat)),

@@ -56,6 +56,7 @@ static const struct adm_cf_field root_fields[] = {
     {.key = "user", .kind = FK_FN, .fn = adm_cf_user},
     {.key = "group", .kind = FK_FN, .fn = adm_cf_group},
     {.key = "fleet", .kind = FK_FN, .fn = adm_cf_fleet},
+    {.key = "rollout", .kind = FK_FN, .fn = adm_cf_rollout},
 };
 
 /* ---- checks across the sections ---- */
@@ -194,6 +195,8 @@ static void config_defaults(struct adm_config *c)
     c->log_level = ADM_LEVEL_WARN;
     c->resolver.timeout_ms = 5000;
     c->resolver.attempts = 2;
+    c->rollout = (struct adm_rollout_cfg){
+        .canary_s = 60, .threshold_pct = 1, .min_requests = 20, .latency_pct = 25};
     c->admin.heap_reserve_mb = 48;
 }
 

@@ -912,9 +912,17 @@ int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *a
     sw->notify = notify;
     sw->notify_arg = arg;
     atomic_init(&sw->current, NULL);
+    atomic_init(&sw->canary, NULL);
+    atomic_init(&sw->epoch, 0);
+    atomic_init(&sw->rollout, 0);
     sw->acks = aligned_alloc(64, sizeof(*sw->acks) * (nworkers ? nworkers : 1));
-    if (!sw->acks)
+    sw->roctr = aligned_alloc(64, sizeof(*sw->roctr) * (nworkers ? nworkers : 1));
+    if (!sw->acks || !sw->roctr) {
+        free(sw->acks);
+        free(sw->roctr);
         return -1;
+    }
+    memset(sw->roctr, 0, sizeof(*sw->roctr) * (nworkers ? nworkers : 1));
     for (unsigned w = 0; w < nworkers; w++)
         atomic_init(&sw->acks[w].seq, 0);
     return 0;
@@ -929,8 +937,26 @@ void adm_swap_destroy(struct adm_swap *sw)
         adm_snapshot_free(s);
     }
     adm_snapshot_free(atomic_load(&sw->current));
+    adm_snapshot_free(atomic_load(&sw->canary));
     free(sw->acks);
+    free(sw->roctr);
     memset(sw, 0, sizeof(*sw));
+}
+
+/* <s> goes to the retired list, freed once every worker acknowledged
+ * publication <by> and nothing pins it. */
+static void retire(struct adm_swap *sw, struct adm_snapshot *s, uint64_t by)
+{
+    s->replaced_by = by;
+    s->next_retired = sw->retired;
+    sw->retired = s;
+    sw->nretired++;
+}
+
+static void notify_all(struct adm_swap *sw)
+{
+    for (unsigned w = 0; sw->notify && w < sw->nworkers; w++)
+        sw->notify(sw->notify_arg, w);
 }
 
 static void publish(struct adm_swap *sw, struct adm_snapshot *s, uint64_t gen)
@@ -940,15 +966,53 @@ static void publish(struct adm_swap *sw, struct adm_snapshot *s, uint64_t gen)
     s->gen = gen;
     s->seq = ++sw->seq;
     atomic_store_explicit(&sw->current, s, memory_order_seq_cst);
+    /* after the store: a worker that acknowledges this number loads <s> */
+    atomic_store_explicit(&sw->epoch, s->seq, memory_order_release);
     if (old) {
-        old->replaced_by = s->seq;
-        old->next_retired = sw->retired;
-        sw->retired = old;
-        sw->nretired++;
+        retire(sw, old, s->seq);
         sw->swaps++;
     }
-    for (unsigned w = 0; sw->notify && w < sw->nworkers; w++)
-        sw->notify(sw->notify_arg, w);
+    notify_all(sw);
+}
+
+void adm_swap_canary_start(struct adm_swap *sw, struct adm_snapshot *c, unsigned pct,
+                           int by_request, uint64_t salt, uint64_t rollout)
+{
+    c->canary_pct = pct;
+    c->canary_by_request = by_request != 0;
+    c->canary_salt = salt;
+    c->rollout = rollout;
+    atomic_store_explicit(&sw->rollout, rollout, memory_order_relaxed);
+    /* release: a worker that loads <c> sees the fields above */
+    atomic_store_explicit(&sw->canary, c, memory_order_seq_cst);
+}
+
+void adm_swap_canary_drop(struct adm_swap *sw)
+{
+    struct adm_snapshot *c = atomic_load_explicit(&sw->canary, memory_order_relaxed);
+
+    if (!c)
+        return;
+    atomic_store_explicit(&sw->canary, NULL, memory_order_seq_cst);
+    atomic_store_explicit(&sw->rollout, 0, memory_order_relaxed);
+    /* a publication of its own: a worker that acknowledges it can no
+     * longer load the canary, which is then freed once unpinned */
+    atomic_store_explicit(&sw->epoch, ++sw->seq, memory_order_release);
+    retire(sw, c, sw->seq);
+    notify_all(sw);
+}
+
+void adm_swap_canary_promote(struct adm_swap *sw)
+{
+    struct adm_snapshot *c = atomic_load_explicit(&sw->canary, memory_order_relaxed);
+
+    if (!c)
+        return;
+    /* current first: a request that still loads the canary pins the
+     * snapshot that is current now, which is as good */
+    adm_swap_publish(sw, c);
+    atomic_store_explicit(&sw->canary, NULL, memory_order_seq_cst);
+    atomic_store_explicit(&sw->rollout, 0, memory_order_relaxed);
 }
 
 void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
