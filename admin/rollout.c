@@ -106,7 +106,7 @@ enum adm_ro_verdict adm_ro_decide(const struct adm_ro_params *p, const struct ad
     if (lower > p->threshold_pct) {
         snprintf(why, cap,
                  "canary failed %llu of %llu requests (%.2f%%), baseline %llu of %llu (%.2f%%): "
-                 "the failure rate is at least %.2f points higher (Agresti-Caffo, z %.3g), over "
+                 "the failure rate is at least %.2f points higher (Agresti-Caffo, z %.4g), over "
                  "the threshold of %.2f",
                  (unsigned long long)canary->failed, (unsigned long long)canary->requests,
                  rate_pct(canary), (unsigned long long)base->failed,
