@@ -103,6 +103,8 @@ static json_t *arm_json(const struct adm_ro_arm *a)
                      "p99_ms", adm_api_ms(adm_ro_quantile_ms(a, 0.99)));
 }
 
+static void look(struct adm_rollout *ro);
+
 json_t *adm_api_rollout_json(struct adm_api *api)
 {
     static const char *const states[] = {"none", "running", "promoted", "rolled_back"};
@@ -113,6 +115,8 @@ json_t *adm_api_rollout_json(struct adm_api *api)
 
     if (!ro || ro->state == RO_NONE)
         return json_null();
+    if (ro->state == RO_RUNNING) /* the counts now, not at the last look */
+        look(ro);
     gmtime_r(&ro->started, &tm);
     strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", &tm);
     o = json_pack("{s:s,s:s,s:i,s:s,s:i,s:s,s:f,s:i,s:o,s:o}", "state", states[ro->state], "what",
