@@ -959,12 +959,12 @@ static void notify_all(struct adm_swap *sw)
         sw->notify(sw->notify_arg, w);
 }
 
-static void publish(struct adm_swap *sw, struct adm_snapshot *s, uint64_t gen)
+/* <s>, its generation set, becomes current. */
+static void publish(struct adm_swap *sw, struct adm_snapshot *s)
 {
     struct adm_snapshot *old = atomic_load_explicit(&sw->current, memory_order_relaxed);
 
-    s->gen = gen;
-    s->seq = ++sw->seq;
+    s->seq = ++sw->seq; /* the admin's own: workers acknowledge the epoch */
     atomic_store_explicit(&sw->current, s, memory_order_seq_cst);
     /* after the store: a worker that acknowledges this number loads <s> */
     atomic_store_explicit(&sw->epoch, s->seq, memory_order_release);
@@ -982,6 +982,11 @@ void adm_swap_canary_start(struct adm_swap *sw, struct adm_snapshot *c, unsigned
     c->canary_by_request = by_request != 0;
     c->canary_salt = salt;
     c->rollout = rollout;
+    /* its generation now, never written again while workers read it: the
+     * one it keeps when promoted, and a number no other config gets even
+     * when it is dropped (a connection caches its listener's definition
+     * by generation: gw_conn_listener) */
+    c->gen = ++sw->gen;
     atomic_store_explicit(&sw->rollout, rollout, memory_order_relaxed);
     /* release: a worker that loads <c> sees the fields above */
     atomic_store_explicit(&sw->canary, c, memory_order_seq_cst);
@@ -1010,19 +1015,24 @@ void adm_swap_canary_promote(struct adm_swap *sw)
         return;
     /* current first: a request that still loads the canary pins the
      * snapshot that is current now, which is as good */
-    adm_swap_publish(sw, c);
+    publish(sw, c);
     atomic_store_explicit(&sw->canary, NULL, memory_order_seq_cst);
     atomic_store_explicit(&sw->rollout, 0, memory_order_relaxed);
 }
 
 void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
 {
-    publish(sw, s, ++sw->gen);
+    s->gen = ++sw->gen;
+    publish(sw, s);
 }
 
 void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s)
 {
-    publish(sw, s, sw->gen);
+    struct adm_snapshot *cur = atomic_load_explicit(&sw->current, memory_order_relaxed);
+
+    /* the live one's: during a rollout sw->gen is the canary's */
+    s->gen = cur ? cur->gen : sw->gen;
+    publish(sw, s);
 }
 
 static int can_free(const struct adm_swap *sw, const struct adm_snapshot *s)

@@ -256,7 +256,8 @@ void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s);
  * same config (adm_snapshot_reresolve). */
 void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s);
 /* Shows <c> (built like any snapshot, never published; taken) to the
- * workers as the canary of rollout <rollout> (nonzero): from now on
+ * workers as the canary of rollout <rollout> (nonzero), with the next
+ * generation (kept when it is promoted, never reused): from now on
  * <pct> % of new requests pin it, each request drawing when <by_request>,
  * else by its client address hashed with <salt>. None may be running. */
 void adm_swap_canary_start(struct adm_swap *sw, struct adm_snapshot *c, unsigned pct,
@@ -265,8 +266,9 @@ void adm_swap_canary_start(struct adm_swap *sw, struct adm_snapshot *c, unsigned
  * snapshot, freed once every worker acknowledged its going and no request
  * pins it. No-op when none runs. */
 void adm_swap_canary_drop(struct adm_swap *sw);
-/* The canary becomes the current snapshot (adm_swap_publish: the baseline
- * is retired) and the rollout ends. */
+/* The canary becomes the current snapshot under the generation it got at
+ * its start (published as adm_swap_publish does: the baseline is retired)
+ * and the rollout ends. */
 void adm_swap_canary_promote(struct adm_swap *sw);
 /* Frees retired snapshots past their grace period with no pins left.
  * Returns how many remain retired. Admin thread. */
