@@ -284,7 +284,9 @@ class CanaryCase(AdminCase):
             self.assertEqual(len(seen), 1, (ip, seen))
             arms[ip] = seen.pop()
         self.assertEqual(set(arms.values()), {"b1", "b2"}, arms)
-        self.assertStatus(a.post("/rollout/abort"), 200)
+        # stopped with the rollout running: the canary is freed with the swap
+        # (the sanitizer builds check it at the cleanup)
+        self.assertEqual(self.status(a)["state"], "running")
 
     def test_whole_swap_keys_are_refused(self):
         gw = self.own_gateway(self.make_config())
