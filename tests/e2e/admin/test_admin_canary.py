@@ -124,13 +124,13 @@ class CanaryCase(AdminCase):
         before = a.get("/config").body
         load = Load(gw.port).start()
         time.sleep(1)  # steady load first
+        t_start = time.monotonic()  # a request sent from here on may take the canary
         r = a.put("/routes/api?canary=10&canary_key=request&canary_s=10", self.route("dead"))
         self.assertStatus(r, 202)
         ro = r.json["rollout"]
         self.assertEqual((ro["state"], ro["percent"], ro["key"], ro["window_s"]),
                          ("running", 10, "request", 10), r)
         self.assertEqual(ro["what"], "PUT /routes/api")
-        t_start = time.monotonic()
         st = self.wait_state(a, "rolled_back", timeout=30)
         t_back = time.monotonic()
         self.assertIn("Agresti-Caffo", st["reason"])
