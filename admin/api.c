@@ -10,6 +10,8 @@
  *   GET  /upstreams, POST /upstreams, GET|PUT|DELETE /upstreams/{name}
  *   GET  /upstreams/{name}/health
  *   GET  /status, /healthz, /metrics
+ *   POST /rollout/promote, /rollout/abort   a staged rollout (?canary=P on
+ *                                a write: api_rollout.c), by hand
  *
  * Every request's head is checked before its body is read (Host, Origin,
  * the bearer token, Content-Type: api_guard.c). The handlers of
@@ -436,22 +438,24 @@ static void handle_status(struct adm_api *api, struct adm_req *req, const char *
     struct adm_fleet_sync *fs = api->pipe->fleet;
     struct adm_gw_stats gs;
     char etag[64];
+    json_t *o;
 
     (void)unused;
     memset(&gs, 0, sizeof(gs));
     if (api->hooks.stats)
         api->hooks.stats(api->hooks.arg, &gs);
     etag_of(api, etag, sizeof(etag));
-    adm_api_reply(api, req, 200,
-                  json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o*}", "generation",
-                            (json_int_t)s->gen, "etag", etag, "uptime_s",
-                            (json_int_t)(time(NULL) - api->started), "workers",
-                            (int)api->sw->nworkers, "connections_open", (json_int_t)gs.conns_open,
-                            "requests", (json_int_t)gs.requests, "swaps",
-                            (json_int_t)api->sw->swaps, "routes", (json_int_t)rt_table_count(s->rt),
-                            "last_build_ms", adm_api_ms(s->build_ms), "retired_snapshots",
-                            (json_int_t)api->sw->nretired, "upstreams", (json_int_t)s->npools,
-                            "fleet", fs ? adm_fleet_sync_status(fs) : NULL));
+    o = json_pack("{s:I,s:s,s:I,s:i,s:I,s:I,s:I,s:I,s:o,s:I,s:I,s:o*}", "generation",
+                  (json_int_t)s->gen, "etag", etag, "uptime_s",
+                  (json_int_t)(time(NULL) - api->started), "workers", (int)api->sw->nworkers,
+                  "connections_open", (json_int_t)gs.conns_open, "requests",
+                  (json_int_t)gs.requests, "swaps", (json_int_t)api->sw->swaps, "routes",
+                  (json_int_t)rt_table_count(s->rt), "last_build_ms", adm_api_ms(s->build_ms),
+                  "retired_snapshots", (json_int_t)api->sw->nretired, "upstreams",
+                  (json_int_t)s->npools, "fleet", fs ? adm_fleet_sync_status(fs) : NULL);
+    if (o)
+        json_object_set_new(o, "rollout", adm_api_rollout_json(api));
+    adm_api_reply(api, req, 200, o);
 }
 
 /* ---- health and certificates ---- */
@@ -476,7 +480,12 @@ static void healthz(struct adm_api *api, struct adm_req *req, const char *unused
 
 /* The query parameters of each endpoint, ended by a NULL name. */
 static const struct qparam q_none[] = {{NULL, QP_TEXT}};
-static const struct qparam q_dry_run[] = {{"dry_run", QP_FLAG}, {NULL, QP_TEXT}};
+/* a write: ?dry_run=1 answers its impact only; ?canary=P and its options
+ * start a staged rollout (api_rollout.c) */
+static const struct qparam q_write[] = {
+    {"dry_run", QP_FLAG},    {"canary", QP_TEXT},           {"canary_s", QP_TEXT},
+    {"canary_key", QP_TEXT}, {"canary_threshold", QP_TEXT}, {"canary_min_requests", QP_TEXT},
+    {NULL, QP_TEXT}};
 static const struct qparam q_match[] = {
     {"method", QP_TEXT}, {"host", QP_TEXT}, {"path", QP_TEXT}, {NULL, QP_TEXT}};
 
@@ -500,15 +509,15 @@ static const struct endpoint endpoints[] = {
      config_put,
      0,
      NULL,
-     q_dry_run,
-     "replace the config (If-Match; ?dry_run=1 validates only)"},
+     q_write,
+     "replace the config (If-Match; ?dry_run=1 validates only; ?canary=P rolls it out)"},
     {{"GET"}, "/routes", adm_api_routes_list, 0, NULL, q_none, "every route"},
     {{"POST"},
      "/routes",
      adm_api_route_put,
      0,
      NULL,
-     q_dry_run,
+     q_write,
      "add a route (409 when its id exists; ?dry_run=1 answers its impact only)"},
     {{"GET"},
      "/routes/match",
@@ -523,14 +532,14 @@ static const struct endpoint endpoints[] = {
      adm_api_route_put,
      0,
      "no such route",
-     q_dry_run,
+     q_write,
      "replace a route (404 when there is none; ?dry_run=1)"},
     {{"DELETE"},
      "/routes/{id}",
      adm_api_route_delete,
      0,
      "no such route",
-     q_dry_run,
+     q_write,
      "delete a route (?dry_run=1)"},
     {{"GET"}, "/upstreams", adm_api_upstreams_list, 0, NULL, q_none, "every upstream pool"},
     {{"POST"},
@@ -538,7 +547,7 @@ static const struct endpoint endpoints[] = {
      adm_api_upstream_put,
      0,
      NULL,
-     q_dry_run,
+     q_write,
      "add a pool, {\"name\": ..., \"servers\": ...} (409 when the name exists; ?dry_run=1)"},
     {{"GET"}, "/upstreams/{name}", adm_api_upstream_get, 0, "no such upstream", q_none, "one pool"},
     {{"PUT"},
@@ -546,14 +555,14 @@ static const struct endpoint endpoints[] = {
      adm_api_upstream_put,
      0,
      "no such upstream",
-     q_dry_run,
+     q_write,
      "replace a pool (404 when there is none; ?dry_run=1)"},
     {{"DELETE"},
      "/upstreams/{name}",
      adm_api_upstream_delete,
      0,
      "no such upstream",
-     q_dry_run,
+     q_write,
      "delete a pool no route uses (?dry_run=1)"},
     {{"GET"},
      "/upstreams/{name}/health",
@@ -571,6 +580,20 @@ static const struct endpoint endpoints[] = {
      "generation, uptime, connections, requests, swaps"},
     {{"GET"}, "/metrics", adm_api_metrics, 0, NULL, q_none, "Prometheus metrics"},
     {{"GET"}, "/certificates", certificates, 0, NULL, q_none, "every listener certificate"},
+    {{"POST"},
+     "/rollout/promote",
+     adm_api_rollout_promote,
+     0,
+     NULL,
+     q_none,
+     "promote the running rollout's canary now (409 when none runs)"},
+    {{"POST"},
+     "/rollout/abort",
+     adm_api_rollout_abort,
+     0,
+     NULL,
+     q_none,
+     "roll the running rollout back now (409 when none runs)"},
 };
 
 /* GET /: the endpoints, from the table that dispatches them, so that the
@@ -700,7 +723,7 @@ static void handle(struct adm_req *req, void *arg)
         adm_api_reply_error(api, req, 404, "no such endpoint", NULL);
         return;
     }
-    if (adm_api_query_check(api, req, e) < 0)
+    if (adm_api_query_check(api, req, e) < 0 || adm_api_rollout_gate(api, req, e) < 0)
         return;
     if (!m.nparams) {
         e->fn(api, req, NULL);
@@ -742,6 +765,8 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
     api->started = time(NULL);
     if (token && !(api->token = strdup(token)))
         goto oom;
+    if (adm_api_rollout_init(api) < 0)
+        goto oom;
     if (!(api->endpoints = endpoints_table(msg, cap))) {
         adm_api_free(api);
         return NULL;
@@ -763,6 +788,7 @@ void adm_api_free(struct adm_api *api)
     if (!api)
         return;
     adm_http_free(api->http);
+    adm_api_rollout_free(api);
     rt_table_free(api->endpoints);
     free(api->token);
     free(api);

@@ -114,6 +114,10 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
     json_t *node = NULL;
     int rc, dropped = 0;
 
+    if (api->canary.pct && !dry) { /* a staged rollout: api_rollout.c */
+        adm_api_canary_start(api, req, doc, what, name);
+        return;
+    }
     if (api->pipe->fleet && strcmp(what, "upstream") == 0 && !dry) {
         fleet_upstream(api, req, doc, name, code);
         return;

@@ -17,6 +17,18 @@
 #include <stdatomic.h>
 #include <time.h>
 
+/* A write's ?canary=P and its options (api_rollout.c), read before its
+ * handler runs; pct 0: no canary. */
+struct adm_canary_opts {
+    unsigned pct;      /* 1..99 */
+    unsigned window_s; /* canary_s */
+    int by_request;    /* canary_key: 0 client_ip, 1 request */
+    double threshold;  /* canary_threshold, percentage points */
+    unsigned min_requests;
+};
+
+struct adm_rollout; /* api_rollout.c */
+
 struct adm_api {
     struct event_base *base;
     struct adm_http *http;
@@ -34,7 +46,9 @@ struct adm_api {
     /* the revision the request being handled named in If-Match on a fleet
      * node (0: none), set by adm_api_if_match_ok() */
     int64_t if_rev;
-    int fleet_dropped; /* the PUT /config being answered had routes or upstreams */
+    int fleet_dropped;             /* the PUT /config being answered had routes or upstreams */
+    struct adm_canary_opts canary; /* the write being handled: its ?canary */
+    struct adm_rollout *ro;        /* the staged rollout, running or the last one */
 };
 
 /* A handler gets the pattern's one parameter ({id}, {name}) as a checked
@@ -131,6 +145,27 @@ int adm_api_query_flag(const char *query, const char *name);
 /* Checks the query of <req> against what <e> takes: every parameter known,
  * none twice, flags 1, true, 0 or false. 0 ok; -1 with the answer sent. */
 int adm_api_query_check(struct adm_api *api, struct adm_req *req, const struct endpoint *e);
+/* Staged rollouts (api_rollout.c). The rollout state of <api>, and the
+ * timer of its looks: 0, or -1 out of memory. */
+int adm_api_rollout_init(struct adm_api *api);
+void adm_api_rollout_free(struct adm_api *api);
+/* Before the handler of endpoint <e>: when it is a write (it takes
+ * ?canary), reads its canary options into api->canary, and refuses it
+ * (409) while a rollout runs unless it is a dry run. 0 go on; -1 with the
+ * answer sent. */
+int adm_api_rollout_gate(struct adm_api *api, struct adm_req *req, const struct endpoint *e);
+/* Starts a rollout of <doc> (borrowed: the whole config the write makes)
+ * under api->canary: validated and built like a push, shown to the workers
+ * beside the live snapshot, neither persisted nor published. Answers the
+ * request: 202 with the rollout, or why not. <what>, <name>: as
+ * adm_api_apply_full's. */
+void adm_api_canary_start(struct adm_api *api, struct adm_req *req, json_t *doc, const char *what,
+                          const char *name);
+/* The rollout object of GET /status: null before any. */
+json_t *adm_api_rollout_json(struct adm_api *api);
+/* POST /rollout/promote and POST /rollout/abort. */
+void adm_api_rollout_promote(struct adm_api *api, struct adm_req *req, const char *unused);
+void adm_api_rollout_abort(struct adm_api *api, struct adm_req *req, const char *unused);
 /* The checker's view of server <server> of <pool> (UP_NONE: the pool's). */
 void adm_api_srv_health(const struct adm_api *api, const up_pool *pool, size_t server,
                         struct adm_srv_health *h);

@@ -148,22 +148,17 @@ static void commit_route(struct adm_api *api, struct adm_req *req, struct adm_sn
     adm_api_reply_written(api, req, code, 1, "route", id, &ch);
 }
 
-/* The answer of a route write's dry run: what it would change, and its
- * impact on the live sample against <rt>, the table it would make (freed
- * here). <newr> replaces <old> (NULL: added); <newr> NULL deletes <old>. */
-static void dry_route(struct adm_api *api, struct adm_req *req, rt_table *rt, json_t *old,
-                      json_t *newr)
+/* The whole config that replacing <old> with <newr> makes (<old> NULL:
+ * added; <newr> NULL: <old> deleted); NULL on out of memory. */
+static json_t *doc_with_route(struct adm_api *api, json_t *old, json_t *newr)
 {
-    json_t *doc = json_copy(api->st->doc), *live = json_object_get(api->st->doc, "routes");
-    json_t *routes = live ? json_copy(live) : json_array(), *o;
-    struct adm_changes ch;
+    json_t *live = json_object_get(api->st->doc, "routes");
+    json_t *doc = json_copy(api->st->doc), *routes = live ? json_copy(live) : json_array();
 
     if (!doc || !routes) {
         json_decref(doc);
         json_decref(routes);
-        rt_table_free(rt);
-        adm_api_send_oom(req);
-        return;
+        return NULL;
     }
     if (newr && old)
         json_array_set(routes, doc_index(live, old), newr);
@@ -172,14 +167,47 @@ static void dry_route(struct adm_api *api, struct adm_req *req, rt_table *rt, js
     else
         json_array_remove(routes, doc_index(live, old));
     json_object_set_new(doc, "routes", routes);
+    return doc;
+}
+
+/* The answer of a route write's dry run: what it would change, and its
+ * impact on the live sample against <rt>, the table it would make (freed
+ * here). <newr> replaces <old> (NULL: added); <newr> NULL deletes <old>. */
+static void dry_route(struct adm_api *api, struct adm_req *req, rt_table *rt, json_t *old,
+                      json_t *newr)
+{
+    json_t *doc = doc_with_route(api, old, newr), *o;
+    struct adm_changes ch;
+
+    if (!doc) {
+        rt_table_free(rt);
+        adm_api_send_oom(req);
+        return;
+    }
     memset(&ch, 0, sizeof(ch));
     ch.routes[!newr ? ADM_REMOVED : old ? ADM_REPLACED : ADM_ADDED] = 1;
-    o = json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)json_array_size(routes));
+    o = json_pack("{s:b,s:I}", "valid", 1, "routes",
+                  (json_int_t)json_array_size(json_object_get(doc, "routes")));
     adm_api_written_changes(o, &ch);
     json_object_set_new(o, "impact", adm_impact_json(current(api), api->st->doc, rt, doc));
     rt_table_free(rt);
     json_decref(doc);
     adm_api_reply(api, req, 200, o);
+}
+
+/* A route write under ?canary=P: the whole config it makes, rolled out
+ * (api_rollout.c) rather than swapped in. <newr> NULL deletes <old>. */
+static void canary_route(struct adm_api *api, struct adm_req *req, json_t *old, json_t *newr,
+                         const char *id, int code)
+{
+    json_t *doc = doc_with_route(api, old, newr);
+
+    if (!doc) {
+        adm_api_reply_error(api, req, 500, "out of memory", NULL);
+        return;
+    }
+    adm_api_apply_full(api, req, doc, 0, "route", id, code, NULL, 0);
+    json_decref(doc);
 }
 
 /* POST /routes (path_id NULL) and PUT /routes/{id}. */
@@ -248,6 +276,10 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
                             json_pack("[{s:s,s:s}]", "path", "/routes", "message", m));
         goto out;
     }
+    if (api->canary.pct && !dry) { /* a dry run with ?canary is a dry run */
+        canary_route(api, req, old, body, id, path_id ? 200 : 201);
+        goto out;
+    }
     if (!(tx = rt_txn_begin(cur->rt)))
         goto oom;
     if (old) {
@@ -310,6 +342,10 @@ void adm_api_route_delete(struct adm_api *api, struct adm_req *req, const char *
     }
     if (!adm_api_if_match_ok(api, req))
         return;
+    if (api->canary.pct && !dry) { /* a dry run with ?canary is a dry run */
+        canary_route(api, req, old, NULL, id, 200);
+        return;
+    }
     if (!(tx = rt_txn_begin(cur->rt)))
         goto oom;
     if (rt_txn_delete(tx, ms, route_methods(old, ms, 64), route_pattern(old, pat, sizeof(pat)),

@@ -62,6 +62,7 @@ static const struct adm_cf_field root_fields[] = {
      .off = offsetof(struct adm_config, sampling),
      .min = 0,
      .max = 1048576}, /* ADM_SAMPLE_MAX */
+    {.key = "rollout", .kind = FK_FN, .fn = adm_cf_rollout},
 };
 
 /* ---- checks across the sections ---- */
@@ -200,6 +201,8 @@ static void config_defaults(struct adm_config *c)
     c->log_level = ADM_LEVEL_WARN;
     c->resolver.timeout_ms = 5000;
     c->resolver.attempts = 2;
+    c->rollout = (struct adm_rollout_cfg){
+        .canary_s = 60, .threshold_pct = 1, .min_requests = 20, .latency_pct = 25};
     c->admin.heap_reserve_mb = 48;
     c->sampling = ADM_SAMPLE_DEFAULT;
 }

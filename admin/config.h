@@ -364,6 +364,17 @@ struct adm_resolver_cfg {
     unsigned attempts;   /* tries of a query before it fails (2) */
 };
 
+/* "rollout": the defaults of a staged rollout (?canary=P on a write: the
+ * admin API's api_rollout.c); a write's query overrides each. Live. */
+enum adm_canary_key { ADM_CANARY_CLIENT_IP = 0, ADM_CANARY_REQUEST };
+struct adm_rollout_cfg {
+    unsigned canary_s;       /* the observation window (60) */
+    enum adm_canary_key key; /* how requests are split (client_ip) */
+    unsigned threshold_pct;  /* allowed increase of the failure rate, points (1) */
+    unsigned min_requests;   /* canary requests needed to promote (20) */
+    unsigned latency_pct;    /* allowed increase of the median latency, % (25) */
+};
+
 /* One admin.origins entry, or an Origin field's value: [scheme://]host[:port]. */
 struct adm_origin {
     char scheme[8]; /* "http" or "https"; "" when not given (an entry: either) */
@@ -407,6 +418,7 @@ struct adm_config {
     enum adm_log_format access_log_format;
     enum adm_log_level log_level;
     struct adm_resolver_cfg resolver;
+    struct adm_rollout_cfg rollout;
     struct adm_admin admin;
     char *user, *group; /* drop to them after binding (NULL: stay as started) */
     /* "fleet": this node takes its routes, upstreams, certificates and

@@ -147,6 +147,7 @@ void adm_cf_admin(struct adm_cf *x, const json_t *v, void *target);     /* confi
 void adm_cf_user(struct adm_cf *x, const json_t *v, void *target);      /* config_admin.c */
 void adm_cf_group(struct adm_cf *x, const json_t *v, void *target);     /* config_admin.c */
 void adm_cf_fleet(struct adm_cf *x, const json_t *v, void *target);     /* config_fleet.c */
+void adm_cf_rollout(struct adm_cf *x, const json_t *v, void *target);   /* config_rollout.c */
 /* config_settings.c */
 void adm_cf_router(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_trusted_proxies(struct adm_cf *x, const json_t *v, void *target);

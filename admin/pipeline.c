@@ -30,6 +30,8 @@ void adm_pipeline_init(struct adm_pipeline *p, struct adm_swap *sw, struct adm_s
     p->hooks = *hooks;
     p->resolver = resolver;
     p->fleet = NULL;
+    p->rollout_abort = NULL;
+    p->rollout_arg = NULL;
 }
 
 int adm_pipeline_publish_first(struct adm_pipeline *p, struct adm_config *cfg,
@@ -85,6 +87,62 @@ int adm_pipeline_check(struct adm_pipeline *p, const struct adm_config *cfg,
     return rc;
 }
 
+/* The hashes of <doc> the state keeps: of everything but the routes
+ * (<hb>), and of the routes each (<hr>, XORed: their order does not
+ * matter). */
+static void doc_hashes(json_t *doc, uint64_t *hb, uint64_t *hr)
+{
+    json_t *routes = json_object_get(doc, "routes"), *r, *tmp;
+    size_t i;
+
+    *hr = 0;
+    json_array_foreach(routes, i, r) *hr ^= adm_json_hash(r);
+    tmp = json_copy(doc);
+    json_object_del(tmp, "routes");
+    *hb = adm_json_hash(tmp);
+    json_decref(tmp);
+}
+
+/* <doc> (a reference taken on success: callers hand over a fresh one)
+ * becomes the state's document, saved (<raw>, <rawlen>: its text as it
+ * came, NULL to encode it). -1 with <msg> and the state as it was. */
+static int persist(struct adm_state *st, json_t *doc, const char *raw, size_t rawlen, uint64_t hb,
+                   uint64_t hr, char *msg, size_t cap)
+{
+    json_t *old = st->doc;
+
+    json_incref(doc);
+    json_incref(old);
+    if (adm_state_set_doc_hashed(st, doc, 1, hb, hr) < 0 ||
+        (raw ? adm_state_save_bytes(st, raw, rawlen, msg, cap) : adm_state_save(st, msg, cap)) <
+            0) {
+        adm_state_set_doc(st, old);
+        json_decref(doc);
+        json_decref(old);
+        return -1;
+    }
+    json_decref(doc);
+    json_decref(old);
+    return 0;
+}
+
+int adm_pipeline_apply_built(struct adm_pipeline *p, json_t *doc, struct adm_snapshot *s, char *msg,
+                             size_t cap)
+{
+    uint64_t hb, hr;
+
+    doc_hashes(doc, &hb, &hr);
+    if (persist(p->st, doc, NULL, 0, hb, hr, msg, cap) < 0)
+        return -2;
+    if (atomic_load_explicit(&p->sw->canary, memory_order_relaxed) == s)
+        adm_swap_canary_promote(p->sw);
+    else
+        adm_swap_publish(p->sw, s);
+    if (p->resolver) /* the build looked up every name the config uses */
+        adm_resolver_sweep(p->resolver);
+    return 0;
+}
+
 int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, size_t rawlen,
                        struct adm_errors *errs, char *msg, size_t cap)
 {
@@ -94,20 +152,15 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
     struct adm_snapshot *s;
     const struct adm_config *live;
     struct adm_state *st = p->st;
-    json_t *copy, *old, *routes, *r, *tmp;
-    uint64_t hb, hr = 0;
+    uint64_t hb, hr;
     double t0;
-    size_t i;
     int rc;
     int same;
 
+    if (p->rollout_abort) /* the baseline is about to change under it */
+        p->rollout_abort(p->rollout_arg, "a whole config replaces the baseline");
     /* an identical document keeps its generation (the live one is valid) */
-    routes = json_object_get(doc, "routes");
-    json_array_foreach(routes, i, r) hr ^= adm_json_hash(r);
-    tmp = json_copy(doc);
-    json_object_del(tmp, "routes");
-    hb = adm_json_hash(tmp);
-    json_decref(tmp);
+    doc_hashes(doc, &hb, &hr);
     same = live_snap(p) && (hb ^ hr) == adm_state_hash(st);
     if (same && !adm_tls_doc_reads_files(doc))
         return 1;
@@ -138,23 +191,11 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
         return -1;
     }
     s->build_ms = adm_now_ms() - t0; /* validation built the router table */
-    /* the document is ours from now on: callers hand over a fresh one */
-    copy = doc;
-    json_incref(copy);
-    old = st->doc;
-    json_incref(old);
-    if (adm_state_set_doc_hashed(st, copy, 1, hb, hr) < 0 ||
-        (raw ? adm_state_save_bytes(st, raw, rawlen, msg, cap) : adm_state_save(st, msg, cap)) <
-            0) {
-        adm_state_set_doc(st, old);
-        json_decref(copy);
-        json_decref(old);
+    if (persist(st, doc, raw, rawlen, hb, hr, msg, cap) < 0) {
         listeners_done(p, s->cfg, 0);
         adm_snapshot_free(s);
         return -2;
     }
-    json_decref(copy);
-    json_decref(old);
     live = live_snap(p)->cfg;
     adm_swap_publish(p->sw, s);
     if (p->resolver) /* the build looked up every name the config uses */

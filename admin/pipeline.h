@@ -43,6 +43,12 @@ struct adm_pipeline {
      * applied with the fleet's objects (admin/fleet_sync.h); set by the
      * sync itself. NULL: not a fleet node. */
     struct adm_fleet_sync *fleet;
+    /* a staged rollout's owner (the admin API: api_rollout.c), which
+     * adm_pipeline_apply() asks to end one that runs before a whole config
+     * from elsewhere (SIGHUP, an etcd revision) replaces the baseline under
+     * it; NULL: none */
+    void (*rollout_abort)(void *arg, const char *why);
+    void *rollout_arg;
 };
 
 /* Fills <p> for the swap <sw> and the state <st> (both borrowed), with
@@ -66,6 +72,15 @@ int adm_pipeline_publish_first(struct adm_pipeline *p, struct adm_config *cfg,
  * only a restart applies (each named in <errs>; nothing changed). */
 int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, size_t rawlen,
                        struct adm_errors *errs, char *msg, size_t cap);
+
+/* Makes <doc> (a reference taken on success) the live config with <s>, the
+ * snapshot already built from it against the live one (a rollout's
+ * canary, shown to the workers beside it): persisted, then published
+ * through adm_swap_canary_promote() when <s> is the swap's canary, else
+ * adm_swap_publish(). 0, or -2 not persisted (<msg>; nothing changed, <s>
+ * still the caller's). The listeners must be the live ones. */
+int adm_pipeline_apply_built(struct adm_pipeline *p, json_t *doc, struct adm_snapshot *s, char *msg,
+                             size_t cap);
 
 /* adm_pipeline_apply() of a node's own document (a file's: SIGHUP): on a
  * fleet node it is composed with the fleet's last good objects first, and

@@ -921,9 +921,17 @@ int adm_swap_init(struct adm_swap *sw, unsigned nworkers, void (*notify)(void *a
     sw->notify = notify;
     sw->notify_arg = arg;
     atomic_init(&sw->current, NULL);
+    atomic_init(&sw->canary, NULL);
+    atomic_init(&sw->epoch, 0);
+    atomic_init(&sw->rollout, 0);
     sw->acks = aligned_alloc(64, sizeof(*sw->acks) * (nworkers ? nworkers : 1));
-    if (!sw->acks)
+    sw->roctr = aligned_alloc(64, sizeof(*sw->roctr) * (nworkers ? nworkers : 1));
+    if (!sw->acks || !sw->roctr) {
+        free(sw->acks);
+        free(sw->roctr);
         return -1;
+    }
+    memset(sw->roctr, 0, sizeof(*sw->roctr) * (nworkers ? nworkers : 1));
     for (unsigned w = 0; w < nworkers; w++)
         atomic_init(&sw->acks[w].seq, 0);
     return 0;
@@ -938,36 +946,102 @@ void adm_swap_destroy(struct adm_swap *sw)
         adm_snapshot_free(s);
     }
     adm_snapshot_free(atomic_load(&sw->current));
+    adm_snapshot_free(atomic_load(&sw->canary));
     free(sw->acks);
+    free(sw->roctr);
     memset(sw, 0, sizeof(*sw));
 }
 
-static void publish(struct adm_swap *sw, struct adm_snapshot *s, uint64_t gen)
+/* <s> goes to the retired list, freed once every worker acknowledged
+ * publication <by> and nothing pins it. */
+static void retire(struct adm_swap *sw, struct adm_snapshot *s, uint64_t by)
 {
-    struct adm_snapshot *old = atomic_load_explicit(&sw->current, memory_order_relaxed);
+    s->replaced_by = by;
+    s->next_retired = sw->retired;
+    sw->retired = s;
+    sw->nretired++;
+}
 
-    s->gen = gen;
-    s->seq = ++sw->seq;
-    atomic_store_explicit(&sw->current, s, memory_order_seq_cst);
-    if (old) {
-        old->replaced_by = s->seq;
-        old->next_retired = sw->retired;
-        sw->retired = old;
-        sw->nretired++;
-        sw->swaps++;
-    }
+static void notify_all(struct adm_swap *sw)
+{
     for (unsigned w = 0; sw->notify && w < sw->nworkers; w++)
         sw->notify(sw->notify_arg, w);
 }
 
+/* <s>, its generation set, becomes current. */
+static void publish(struct adm_swap *sw, struct adm_snapshot *s)
+{
+    struct adm_snapshot *old = atomic_load_explicit(&sw->current, memory_order_relaxed);
+
+    s->seq = ++sw->seq; /* the admin's own: workers acknowledge the epoch */
+    atomic_store_explicit(&sw->current, s, memory_order_seq_cst);
+    /* after the store: a worker that acknowledges this number loads <s> */
+    atomic_store_explicit(&sw->epoch, s->seq, memory_order_release);
+    if (old) {
+        retire(sw, old, s->seq);
+        sw->swaps++;
+    }
+    notify_all(sw);
+}
+
+void adm_swap_canary_start(struct adm_swap *sw, struct adm_snapshot *c, unsigned pct,
+                           int by_request, uint64_t salt, uint64_t rollout)
+{
+    c->canary_pct = pct;
+    c->canary_by_request = by_request != 0;
+    c->canary_salt = salt;
+    c->rollout = rollout;
+    /* its generation now, never written again while workers read it: the
+     * one it keeps when promoted, and a number no other config gets even
+     * when it is dropped (a connection caches its listener's definition
+     * by generation: gw_conn_listener) */
+    c->gen = ++sw->gen;
+    atomic_store_explicit(&sw->rollout, rollout, memory_order_relaxed);
+    /* release: a worker that loads <c> sees the fields above */
+    atomic_store_explicit(&sw->canary, c, memory_order_seq_cst);
+}
+
+void adm_swap_canary_drop(struct adm_swap *sw)
+{
+    struct adm_snapshot *c = atomic_load_explicit(&sw->canary, memory_order_relaxed);
+
+    if (!c)
+        return;
+    atomic_store_explicit(&sw->canary, NULL, memory_order_seq_cst);
+    atomic_store_explicit(&sw->rollout, 0, memory_order_relaxed);
+    /* a publication of its own: a worker that acknowledges it can no
+     * longer load the canary, which is then freed once unpinned */
+    atomic_store_explicit(&sw->epoch, ++sw->seq, memory_order_release);
+    retire(sw, c, sw->seq);
+    notify_all(sw);
+}
+
+void adm_swap_canary_promote(struct adm_swap *sw)
+{
+    struct adm_snapshot *c = atomic_load_explicit(&sw->canary, memory_order_relaxed);
+
+    if (!c)
+        return;
+    /* current first: a request that still loads the canary pins the
+     * snapshot that is current now, which is as good */
+    publish(sw, c);
+    atomic_store_explicit(&sw->canary, NULL, memory_order_seq_cst);
+    atomic_store_explicit(&sw->rollout, 0, memory_order_relaxed);
+}
+
 void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s)
 {
-    publish(sw, s, ++sw->gen);
+    s->gen = ++sw->gen;
+    publish(sw, s);
 }
 
 void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s)
 {
-    publish(sw, s, sw->gen);
+    struct adm_snapshot *cur = atomic_load_explicit(&sw->current, memory_order_relaxed);
+
+    /* the live one's: during a rollout sw->gen is the canary's */
+    s->gen = cur ? cur->gen : sw->gen;
+    publish(sw, s);
 }
 
 static int can_free(const struct adm_swap *sw, const struct adm_snapshot *s)

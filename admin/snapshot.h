@@ -28,6 +28,7 @@
 #include "admin/http1/token.h"
 #include "admin/resolve.h"
 #include "admin/sample.h"
+#include "admin/rollout.h"
 #include "admin/tls.h"
 #include "router/router.h"
 #include "upstream/upstream.h"
@@ -150,6 +151,13 @@ struct adm_snapshot {
      * is off): the same set as the previous snapshot's while "sampling"
      * keeps its value, so a push keeps the samples */
     struct adm_sample_set *samples;
+    /* a canary (adm_swap_canary_start), set before it is shown to the
+     * workers: the share of new requests it takes, how they are split, and
+     * the rollout it belongs to (what its requests are counted under) */
+    unsigned canary_pct;        /* 1..99 */
+    unsigned canary_by_request; /* 1: each request draws; 0: the client address decides */
+    uint64_t canary_salt;       /* mixed into the client address's hash */
+    uint64_t rollout;           /* the rollout's number, never 0 */
     /* admin side */
     struct adm_snapshot *next_retired;
     uint64_t replaced_by; /* seq of the snapshot that replaced it */
@@ -223,8 +231,16 @@ struct adm_ack {
 
 struct adm_swap {
     _Atomic(struct adm_snapshot *) current;
+    /* a rollout's second arm, NULL when none runs: the normal path costs one
+     * load and a branch */
+    _Atomic(struct adm_snapshot *) canary;
+    /* the last publication's number (a snapshot's, or a canary's going):
+     * what a worker's acknowledgement says it has seen */
+    _Atomic uint64_t epoch;
+    _Atomic uint64_t rollout; /* the running rollout's number, 0: none */
     unsigned nworkers;
-    struct adm_ack *acks; /* per worker: the last publication it acknowledged */
+    struct adm_ack *acks;      /* per worker: the last publication it acknowledged */
+    struct adm_ro_wctr *roctr; /* per worker: the arms' counts (admin/rollout.h) */
     /* admin side only */
     uint64_t gen, seq;
     struct adm_snapshot *retired;
@@ -245,6 +261,21 @@ void adm_swap_publish(struct adm_swap *sw, struct adm_snapshot *s);
 /* adm_swap_publish() keeping the current generation: for a snapshot of the
  * same config (adm_snapshot_reresolve). */
 void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s);
+/* Shows <c> (built like any snapshot, never published; taken) to the
+ * workers as the canary of rollout <rollout> (nonzero), with the next
+ * generation (kept when it is promoted, never reused): from now on
+ * <pct> % of new requests pin it, each request drawing when <by_request>,
+ * else by its client address hashed with <salt>. None may be running. */
+void adm_swap_canary_start(struct adm_swap *sw, struct adm_snapshot *c, unsigned pct,
+                           int by_request, uint64_t salt, uint64_t rollout);
+/* Takes the canary away (rollback, abort): it is retired like a replaced
+ * snapshot, freed once every worker acknowledged its going and no request
+ * pins it. No-op when none runs. */
+void adm_swap_canary_drop(struct adm_swap *sw);
+/* The canary becomes the current snapshot under the generation it got at
+ * its start (published as adm_swap_publish does: the baseline is retired)
+ * and the rollout ends. */
+void adm_swap_canary_promote(struct adm_swap *sw);
 /* Frees retired snapshots past their grace period with no pins left.
  * Returns how many remain retired. Admin thread. */
 size_t adm_swap_reclaim(struct adm_swap *sw);
@@ -259,6 +290,15 @@ static inline struct adm_snapshot *adm_swap_pin(struct adm_swap *sw, unsigned w)
     return s;
 }
 
+/* Pins <s>, which worker <w> loaded from the swap (the canary) during this
+ * request step. */
+static inline void adm_swap_pin_snap(struct adm_snapshot *s, unsigned w)
+{
+    atomic_store_explicit(&s->pins[w].n,
+                          atomic_load_explicit(&s->pins[w].n, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
 static inline void adm_swap_unpin(struct adm_snapshot *s, unsigned w)
 {
     atomic_store_explicit(&s->pins[w].n,
@@ -270,8 +310,8 @@ static inline void adm_swap_unpin(struct adm_snapshot *s, unsigned w)
  * from now on it can only load the current snapshot or a newer one. */
 static inline void adm_swap_ack(struct adm_swap *sw, unsigned w)
 {
-    struct adm_snapshot *s = atomic_load_explicit(&sw->current, memory_order_acquire);
-    atomic_store_explicit(&sw->acks[w].seq, s->seq, memory_order_release);
+    atomic_store_explicit(&sw->acks[w].seq, atomic_load_explicit(&sw->epoch, memory_order_acquire),
+                          memory_order_release);
 }
 
 #endif

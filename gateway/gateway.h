@@ -219,6 +219,7 @@ struct gw_worker {
     struct event *plim_ev; /* a slot freed while requests wait (proxy.c dispatches) */
     struct gw_counters ctr __attribute__((aligned(64)));
     struct gw_tls_counters tls_ctr;
+    uint64_t ro_rand; /* a rollout's canary_key "request": this worker's generator (serve.c) */
 };
 
 /* <w>'s share of <max>, a limit for all workers together: max / workers,

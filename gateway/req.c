@@ -44,6 +44,12 @@ static void count_status(struct gw_req *r, double ms)
     gw_count(&k->dur_sum_us, (uint64_t)(secs * 1e6));
     gw_count(&k->bytes_in, r->bytes_in);
     gw_count(&k->bytes_out, r->bytes_out);
+    if (r->arm) { /* pinned during a rollout: counted if it still runs */
+        struct adm_swap *sw = &r->c->w->proc->swap;
+        if (r->ro == atomic_load_explicit(&sw->rollout, memory_order_relaxed))
+            adm_ro_count(&sw->roctr[r->c->w->id], r->arm - 1u, r->status, ms);
+        r->arm = 0;
+    }
 }
 
 void gw_req_unpin(struct gw_req *r)

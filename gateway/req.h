@@ -110,6 +110,10 @@ struct gw_req {
     struct timespec t_up;           /* when the request went upstream */
     double up_ms;                   /* upstream time to the response head; -1: none */
     struct gw_log_later *log_later; /* a tunnel's access-log line, kept for its close (log.c) */
+    /* a rollout's arm it pinned (serve.c): 0 none ran, 1 the baseline, 2
+     * the canary; and that rollout's number, counted under it only */
+    unsigned char arm;
+    uint64_t ro;
 };
 
 /* How a request's answer is written and its body read: one per protocol

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 
+#include "gateway/clientip.h"
 #include "gateway/conn.h"
 #include "gateway/forward.h"
 #include "gateway/local.h"
@@ -51,6 +52,49 @@ static void sample(const struct gw_req *r, const struct adm_snapshot *s, unsigne
                    sr ? sr->id_len : 0, (unsigned)m->status);
 }
 
+/* A rollout runs: the request takes the canary's arm or the current one's
+ * (r->arm 2 or 1). By the client address hashed with the rollout's salt,
+ * so that a client (and a keep-alive connection) stays on one arm, or by
+ * the worker's own generator for each request. On the canary, the client
+ * address is derived again under its config. */
+static void pick_arm(struct gw_req *r)
+{
+    struct gw_worker *w = r->c->w;
+    struct adm_snapshot *c = atomic_load_explicit(&w->proc->swap.canary, memory_order_acquire);
+    uint64_t h;
+
+    if (!c)
+        return;
+    if (c->canary_by_request) {
+        /* xorshift64*: the worker's own state, no shared line */
+        uint64_t x = w->ro_rand ? w->ro_rand : 0x9e3779b97f4a7c15ull ^ (w->id + 1);
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        w->ro_rand = x;
+        h = x * 0x2545f4914f6cdd1dull;
+    } else {
+        size_t len;
+        const unsigned char *ip = gw_client_ip(r, &len);
+        h = 1469598103934665603ull ^ c->canary_salt;
+        for (size_t i = 0; i < len; i++)
+            h = (h ^ ip[i]) * 1099511628211ull;
+        h ^= h >> 33; /* FNV's low bits are weak: mix them (murmur3's finalizer) */
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    r->ro = c->rollout;
+    if ((h >> 11) % 100 >= c->canary_pct) {
+        r->arm = 1;
+        return;
+    }
+    adm_swap_pin_snap(c, w->id);
+    adm_swap_unpin(r->snap, w->id);
+    r->snap = c;
+    r->cip_state = GW_CIP_UNKNOWN;
+    r->arm = 2;
+}
+
 void gw_req_start(struct gw_req *r)
 {
     struct gw_worker *w = r->c->w;
@@ -60,7 +104,11 @@ void gw_req_start(struct gw_req *r)
     struct adm_snapshot *s;
     size_t need;
 
-    r->snap = s = adm_swap_pin(&w->proc->swap, w->id);
+    r->snap = adm_swap_pin(&w->proc->swap, w->id);
+    r->arm = 0;
+    if (atomic_load_explicit(&w->proc->swap.canary, memory_order_relaxed))
+        pick_arm(r);
+    s = r->snap;
     r->sr = NULL;
     r->up = NULL;
     r->ups = NULL;

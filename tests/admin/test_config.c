@@ -362,6 +362,35 @@ START_TEST(resolver_section)
 }
 END_TEST
 
+/* "rollout": a staged rollout's defaults (config_rollout.c), strict like the rest. */
+START_TEST(rollout_section)
+{
+    struct adm_config *c = expect_ok(doc(NULL));
+    ck_assert_uint_eq(c->rollout.canary_s, 60);
+    ck_assert_int_eq(c->rollout.key, ADM_CANARY_CLIENT_IP);
+    ck_assert_uint_eq(c->rollout.threshold_pct, 1);
+    ck_assert_uint_eq(c->rollout.min_requests, 20);
+    ck_assert_uint_eq(c->rollout.latency_pct, 25);
+    adm_config_free(c);
+
+    c = expect_ok(doc("'rollout': {'canary_s': 10, 'canary_key': 'request', 'threshold_pct': 0,"
+                      " 'min_requests': 100, 'latency_pct': 50}"));
+    ck_assert_uint_eq(c->rollout.canary_s, 10);
+    ck_assert_int_eq(c->rollout.key, ADM_CANARY_REQUEST);
+    ck_assert_uint_eq(c->rollout.threshold_pct, 0);
+    ck_assert_uint_eq(c->rollout.min_requests, 100);
+    ck_assert_uint_eq(c->rollout.latency_pct, 50);
+    adm_config_free(c);
+
+    expect_error(doc("'rollout': {'canary_s': 0}"), "/rollout/canary_s", "");
+    expect_error(doc("'rollout': {'canary_key': 'ip'}"), "/rollout/canary_key", "client_ip");
+    expect_error(doc("'rollout': {'threshold_pct': 101}"), "/rollout/threshold_pct", "");
+    expect_error(doc("'rollout': {'min_requests': 0}"), "/rollout/min_requests", "");
+    expect_error(doc("'rollout': {'canary': 10}"), "/rollout/canary", "");
+    expect_error(doc("'rollout': 60"), "/rollout", "object");
+}
+END_TEST
+
 START_TEST(admin_origins)
 {
     struct adm_config *c =
@@ -1024,6 +1053,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, minimal_config_defaults);
     tcase_add_test(tc, pending_connections_budget);
     tcase_add_test(tc, resolver_section);
+    tcase_add_test(tc, rollout_section);
     tcase_add_test(tc, admin_origins);
     tcase_add_test(tc, unknown_keys);
     tcase_add_test(tc, unknown_key_tie_goes_to_a_real_key);

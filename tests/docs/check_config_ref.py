@@ -61,6 +61,7 @@ TABLES = {
     "config_fleet.c:fleet_fields": ["fleet"],
     "config_fleet.c:etcd_fields": ["fleet.etcd"],
     "config_fleet.c:tls_fields": ["fleet.etcd.tls"],
+    "config_rollout.c:rollout_fields": ["rollout"],
 }
 
 PROPS = ["type", "default", "values", "applies"]

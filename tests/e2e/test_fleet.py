@@ -8,7 +8,8 @@ GET /status) until it is fixed or deleted; etcd killed and restarted; a
 node stopped while changes and a compaction happen, then restarted; a node
 frozen (SIGSTOP) across a compaction; a node started while etcd is down,
 with and without a persisted fleet; a three-member cluster that loses a
-member; PUT /config on a fleet node changes node-local keys only. The TLS
+member; PUT /config on a fleet node changes node-local keys only; a write
+with ?canary (a staged rollout) is refused on a fleet node. The TLS
 cases (a certificate rotated by one put under HTTPS traffic, a session
 ticket resumed on another node) are in test_fleet_tls.py. Every wait is
 bounded (harness.wait_for)."""
@@ -222,6 +223,22 @@ class Convergence(FleetCase):
 
 
 class Writes(FleetCase):
+    def test_no_canary_on_a_fleet_node(self):
+        # etcd revisions apply whole: a staged rollout is refused, nothing is written
+        e = self.etcd()
+        a = self.node(e)
+        wait_for(lambda: fleet(a)["connected"], what="connected")
+        for method, path, body in (("POST", "/routes?canary=10",
+                                    {"id": "c", "path": "/c", "response": {"body": "c\n"}}),
+                                   ("POST", "/upstreams?canary=10",
+                                    {"name": "c", "servers": [{"address": "127.0.0.1:9"}]})):
+            st, r, _ = admin(a, method, path, body)
+            self.assertEqual(st, 409, r)
+            self.assertEqual(r["error"], "no canary on a fleet node", r)
+        self.assertIsNone(e.get(PREFIX + "routes/c"))
+        self.assertIsNone(e.get(PREFIX + "upstreams/c"))
+        self.assertIsNone(admin(a, "GET", "/status")[1]["rollout"])
+
     def test_write_through_one_node_seen_by_others(self):
         e = self.etcd()
         a, b = self.node(e), self.node(e)

@@ -987,7 +987,8 @@ class NewcomerTest(ApiCase):
         for e in rows:
             self.assertTrue(e["does"], e)
         put = [e for e in rows if (e["method"], e["path"]) == ("PUT", "/config")][0]
-        self.assertEqual(put["query"], ["dry_run"])
+        self.assertEqual(put["query"], ["dry_run", "canary", "canary_s", "canary_key",
+                                        "canary_threshold", "canary_min_requests"])
         # every GET it lists that needs no parameter answers
         for e in rows:
             if e["method"] == "GET" and "{" not in e["path"] and "query" not in e:
