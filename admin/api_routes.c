@@ -276,10 +276,6 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
                             json_pack("[{s:s,s:s}]", "path", "/routes", "message", m));
         goto out;
     }
-    if (api->canary.pct && !dry) { /* a dry run with ?canary is a dry run */
-        canary_route(api, req, old, body, id, path_id ? 200 : 201);
-        goto out;
-    }
     if (!(tx = rt_txn_begin(cur->rt)))
         goto oom;
     if (old) {
@@ -305,6 +301,12 @@ void adm_api_route_put(struct adm_api *api, struct adm_req *req, const char *pat
     }
     rt = rt_txn_commit(tx);
     tx = NULL;
+    if (rt && api->canary.pct &&
+        !dry) { /* found no conflict; a dry run with ?canary is a dry run */
+        rt_table_free(rt);
+        canary_route(api, req, old, body, id, path_id ? 200 : 201);
+        goto out;
+    }
     if (rt && dry) {
         dry_route(api, req, rt, old, body);
         goto out;

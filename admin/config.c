@@ -61,7 +61,7 @@ static const struct adm_cf_field root_fields[] = {
      .kind = FK_UINT,
      .off = offsetof(struct adm_config, sampling),
      .min = 0,
-     .max = 1048576}, /* ADM_SAMPLE_MAX */
+     .max = 65536}, /* ADM_SAMPLE_MAX */
     {.key = "rollout", .kind = FK_FN, .fn = adm_cf_rollout},
 };
 

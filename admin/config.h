@@ -426,7 +426,7 @@ struct adm_config {
      * Restart-only. */
     struct adm_fleet_cfg *fleet;
     /* "sampling": requests each worker keeps in its ring of the live
-     * sample (admin/sample.h), 0..1048576, 4096; 0: none. Live. */
+     * sample (admin/sample.h), 0..65536, 4096; 0: none. Live. */
     unsigned sampling;
     json_t *json; /* the document as given (one owned reference); do not modify */
     /* From adm_config_from_json_bound(): the routes' table with the binder's

@@ -15,6 +15,7 @@
 #include "admin/tls.h"
 
 #include <stdatomic.h>
+#include <assert.h>
 #include <stdio.h>
 
 static struct adm_snapshot *live_snap(const struct adm_pipeline *p)
@@ -134,10 +135,10 @@ int adm_pipeline_apply_built(struct adm_pipeline *p, json_t *doc, struct adm_sna
     doc_hashes(doc, &hb, &hr);
     if (persist(p->st, doc, NULL, 0, hb, hr, msg, cap) < 0)
         return -2;
-    if (atomic_load_explicit(&p->sw->canary, memory_order_relaxed) == s)
-        adm_swap_canary_promote(p->sw);
-    else
-        adm_swap_publish(p->sw, s);
+    /* <s> is the running canary: anything else would have been retired */
+    assert(atomic_load_explicit(&p->sw->canary, memory_order_relaxed) == s);
+    (void)s;
+    adm_swap_canary_promote(p->sw);
     if (p->resolver) /* the build looked up every name the config uses */
         adm_resolver_sweep(p->resolver);
     return 0;
@@ -157,8 +158,6 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
     int rc;
     int same;
 
-    if (p->rollout_abort) /* the baseline is about to change under it */
-        p->rollout_abort(p->rollout_arg, "a whole config replaces the baseline");
     /* an identical document keeps its generation (the live one is valid) */
     doc_hashes(doc, &hb, &hr);
     same = live_snap(p) && (hb ^ hr) == adm_state_hash(st);
@@ -191,6 +190,11 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
         return -1;
     }
     s->build_ms = adm_now_ms() - t0; /* validation built the router table */
+    /* only now, valid, built and not the live one: the baseline is about to
+     * change under a running rollout (a refused or unchanged reload leaves
+     * it running) */
+    if (p->rollout_abort)
+        p->rollout_abort(p->rollout_arg, "a whole config replaces the baseline");
     if (persist(st, doc, raw, rawlen, hb, hr, msg, cap) < 0) {
         listeners_done(p, s->cfg, 0);
         adm_snapshot_free(s);

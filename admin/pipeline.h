@@ -76,8 +76,7 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
 /* Makes <doc> (a reference taken on success) the live config with <s>, the
  * snapshot already built from it against the live one (a rollout's
  * canary, shown to the workers beside it): persisted, then published
- * through adm_swap_canary_promote() when <s> is the swap's canary, else
- * adm_swap_publish(). 0, or -2 not persisted (<msg>; nothing changed, <s>
+ * through adm_swap_canary_promote() (<s> must be the swap's canary). 0, or -2 not persisted (<msg>; nothing changed, <s>
  * still the caller's). The listeners must be the live ones. */
 int adm_pipeline_apply_built(struct adm_pipeline *p, json_t *doc, struct adm_snapshot *s, char *msg,
                              size_t cap);

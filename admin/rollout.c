@@ -89,6 +89,13 @@ double adm_ro_quantile_ms(const struct adm_ro_arm *a, double q)
     return adm_ro_bucket_low(ADM_RO_BUCKETS);
 }
 
+double adm_ro_ac_lower_abs(uint64_t fc, uint64_t nc, double z)
+{
+    double pc = ((double)fc + 1) / ((double)nc + 2);
+
+    return 100 * (pc - z * sqrt(pc * (1 - pc) / ((double)nc + 2)));
+}
+
 /* A failure rate in percent, 0 for no requests. */
 static double rate_pct(const struct adm_ro_arm *a)
 {
@@ -99,9 +106,14 @@ enum adm_ro_verdict adm_ro_decide(const struct adm_ro_params *p, const struct ad
                                   const struct adm_ro_arm *canary, int final, char *why, size_t cap)
 {
     double z = final ? ADM_RO_Z_FINAL : ADM_RO_Z_LOOK;
-    double lower =
-        adm_ro_ac_lower(canary->failed, canary->requests, base->failed, base->requests, z);
-    double mz, mc, mb;
+    /* a baseline with too few requests of its own (all clients behind one
+     * address on the canary, or canary=99 at low traffic) is no yardstick:
+     * the canary is then held to a baseline that never fails */
+    int no_base = base->requests < p->min_requests;
+    double lower = no_base ? adm_ro_ac_lower_abs(canary->failed, canary->requests, z)
+                           : adm_ro_ac_lower(canary->failed, canary->requests, base->failed,
+                                             base->requests, z);
+    double mz, mc, mb, seen = rate_pct(canary) - (no_base ? 0 : rate_pct(base));
 
     if (lower > p->threshold_pct) {
         snprintf(why, cap,
@@ -125,6 +137,17 @@ enum adm_ro_verdict adm_ro_decide(const struct adm_ro_params *p, const struct ad
                  "not enough evidence: the canary served %llu requests in the window, fewer than "
                  "the %llu needed",
                  (unsigned long long)canary->requests, (unsigned long long)p->min_requests);
+        return ADM_RO_ROLLBACK;
+    }
+    if (seen > p->threshold_pct) { /* not shown worse, but seen worse: the safe side */
+        snprintf(why, cap,
+                 "canary failed %llu of %llu requests (%.2f%%), baseline %llu of %llu (%.2f%%)%s: "
+                 "%.2f points more, over the threshold of %.2f",
+                 (unsigned long long)canary->failed, (unsigned long long)canary->requests,
+                 rate_pct(canary), (unsigned long long)base->failed,
+                 (unsigned long long)base->requests, rate_pct(base),
+                 no_base ? " (too few to compare with: held to no failures)" : "", seen,
+                 p->threshold_pct);
         return ADM_RO_ROLLBACK;
     }
     mz = adm_ro_mw_z(base, canary);

@@ -106,6 +106,9 @@ enum adm_ro_verdict { ADM_RO_WAIT, ADM_RO_PROMOTE, ADM_RO_ROLLBACK };
  * the difference of failure rates canary - baseline at <z>: <fc> failed of
  * <nc> canary requests, <fb> of <nb> baseline ones. */
 double adm_ro_ac_lower(uint64_t fc, uint64_t nc, uint64_t fb, uint64_t nb, double z);
+/* The same bound against a baseline that never fails (no variance): for a
+ * baseline arm with fewer than min_requests requests. */
+double adm_ro_ac_lower_abs(uint64_t fc, uint64_t nc, double z);
 /* The Mann-Whitney z of "the canary is slower" from the two histograms
  * (normal approximation with the tie correction; buckets are ties); 0 when
  * either arm is empty or every value ties. */

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #define ADM_SAMPLE_DEFAULT 4096u /* entries per worker */
-#define ADM_SAMPLE_MAX 1048576u  /* the largest "sampling" (config.c says it too) */
+#define ADM_SAMPLE_MAX 65536u    /* the largest "sampling" (config.c says it too) */
 #define ADM_SAMPLE_WORDS 30u     /* text words of a slot: 240 bytes (an even number) */
 #define ADM_SAMPLE_TEXT (ADM_SAMPLE_WORDS * 8u)
 

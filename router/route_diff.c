@@ -25,6 +25,19 @@ struct line_iter {
     size_t skipped; /* lines that are neither form */
 };
 
+/* The length of host <h> without its port, as the gateway routes it: the
+ * access log's host is the Host field as sent ("example.com:8080",
+ * "[::1]:8443"); the router is given the name alone (brackets kept). */
+static size_t host_name_len(const char *h, size_t n)
+{
+    const char *end = h[0] == '[' ? memchr(h, ']', n) : NULL;
+
+    if (end)
+        return (size_t)(end - h) + 1;
+    end = h[0] == '[' ? NULL : memchr(h, ':', n);
+    return end ? (size_t)(end - h) : n;
+}
+
 /* A JSON access-log line <s> into <q> (pointing into it->rec). */
 static int from_log(struct line_iter *it, const char *s, struct rt_diff_req *q)
 {
@@ -40,7 +53,7 @@ static int from_log(struct line_iter *it, const char *s, struct rt_diff_req *q)
     q->method = json_string_value(m);
     q->mlen = json_string_length(m);
     q->host = json_is_string(h) ? json_string_value(h) : "";
-    q->hlen = json_is_string(h) ? json_string_length(h) : 0;
+    q->hlen = json_is_string(h) ? host_name_len(q->host, json_string_length(h)) : 0;
     q->path = json_string_value(p);
     q->plen = strcspn(q->path, "?"); /* a path is never given a query; to be sure */
     return 0;
@@ -56,7 +69,7 @@ static int from_words(char *s, struct rt_diff_req *q)
         return -1;
     if (strcmp(h, "-") == 0)
         h = "";
-    *q = (struct rt_diff_req){m, h, p, strlen(m), strlen(h), strcspn(p, "?")};
+    *q = (struct rt_diff_req){m, h, p, strlen(m), host_name_len(h, strlen(h)), strcspn(p, "?")};
     return 0;
 }
 

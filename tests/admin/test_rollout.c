@@ -154,6 +154,32 @@ START_TEST(worse_canary_rolled_back_at_the_end)
 }
 END_TEST
 
+START_TEST(empty_baseline_is_no_excuse)
+{
+    char why[600];
+
+    /* every request on the canary (one client address): its own failures decide */
+    expect(0, 0, 1, 1000, 1000, 1, ADM_RO_ROLLBACK, ADM_RO_ROLLBACK, why);
+    expect(5, 0, 1, 1000, 1000, 1, ADM_RO_ROLLBACK, ADM_RO_ROLLBACK, why);
+    expect(0, 0, 1, 1000, 0, 1, ADM_RO_WAIT, ADM_RO_PROMOTE, why);
+    /* 1 failure in 20 with nothing to compare: seen 5 points worse */
+    expect(0, 0, 1, 20, 1, 1, ADM_RO_WAIT, ADM_RO_ROLLBACK, why);
+    ck_assert_ptr_nonnull(strstr(why, "held to no failures"));
+}
+END_TEST
+
+START_TEST(seen_worse_is_rolled_back_at_the_end)
+{
+    char why[600];
+
+    /* 1 of 20 against 0 of 180: not shown worse (the bound is below the
+     * threshold), but seen 5 points worse: rolled back */
+    ck_assert(adm_ro_ac_lower(1, 20, 0, 180, ADM_RO_Z_FINAL) < 1);
+    expect(180, 0, 1, 20, 1, 1, ADM_RO_WAIT, ADM_RO_ROLLBACK, why);
+    ck_assert_ptr_nonnull(strstr(why, "points more"));
+}
+END_TEST
+
 START_TEST(too_few_requests_rolled_back)
 {
     char why[600];
@@ -218,6 +244,8 @@ static Suite *rollout_suite(void)
     tcase_add_test(tc, dead_canary_rolled_back_at_a_look);
     tcase_add_test(tc, good_canary_promoted);
     tcase_add_test(tc, worse_canary_rolled_back_at_the_end);
+    tcase_add_test(tc, empty_baseline_is_no_excuse);
+    tcase_add_test(tc, seen_worse_is_rolled_back_at_the_end);
     tcase_add_test(tc, too_few_requests_rolled_back);
     tcase_add_test(tc, slower_canary);
     tcase_add_test(tc, counters);

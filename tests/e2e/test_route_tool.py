@@ -125,6 +125,19 @@ class RouteToolTest(GatewayCase):
         p = route(["--diff", po, pn], lines + "bad line\n")
         self.assertEqual(p.returncode, 1)
         self.assertEqual(json.loads(p.stdout)["skipped"], 1)
+        # a host with its port (as an access log has it) routes by its name
+        hosted = [("GET", "a.example:8080", "/h"), ("GET", "[::1]:8443", "/h"),
+                  ("GET", "a.example", "/h")]
+        po2, pn2 = self.tmp.file("h-old.json"), self.tmp.file("h-new.json")
+        for path, rs in ((po2, [{"id": "h", "host": "a.example", "path": "/h",
+                                 "response": {"status": 200}}]), (pn2, [])):
+            with open(path, "w") as f:
+                json.dump(dict(old, routes=rs), f)
+        p = route(["--diff", po2, pn2], "".join("%s %s %s\n" % r for r in hosted))
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        self.assertEqual(got["changed"], [{"from": "h", "to": "404", "count": 2,
+                                           "example": "GET /h"}], got)
         p = route(["--diff", po], "")
         self.assertEqual(p.returncode, 2)
         self.assertIn("--diff", p.stderr)

@@ -11,8 +11,9 @@ none after it, and GET /config never changed; a good push is promoted with
 no failed request and GET /config then shows it. A restart during a rollout
 comes back on the baseline (nothing was persisted). A write during a rollout
 is a 409 naming it, a dry run is not; POST /rollout/abort and
-/rollout/promote act by hand (409 when none runs); SIGHUP aborts a rollout
-first; /status's rollout object in each state. canary_key=client_ip keeps a
+/rollout/promote act by hand (409 when none runs); a SIGHUP that replaces the
+baseline aborts a rollout first (one that changes nothing or is refused does
+not); /status's rollout object in each state. canary_key=client_ip keeps a
 client (its X-Forwarded-For address from a trusted proxy, by the listener's
 client_ip) on one arm, and each arm's upstream gets its X-Real-IP. A
 canary that changes the listeners or log_level is refused. Every wait is
@@ -249,10 +250,21 @@ class CanaryCase(AdminCase):
                                 upstream_cfg(self.b1)), 202)
         self.assertStatus(a.post("/rollout/promote"), 200)
         self.assertEqual(a.get("/upstreams/good2").json["servers"][0]["address"], self.b1.addr)
-        # a whole config from SIGHUP aborts a running rollout first
+        # a SIGHUP that changes nothing (the file as it was) or is refused
+        # leaves a rollout running; one that replaces the baseline aborts it
         self.assertStatus(a.put("/routes/api?canary=20&canary_s=60", self.route("good")), 202)
         since = gw.log_size()
         gw.signal(signal.SIGHUP)
+        gw.wait_log(r"config reloaded: .* is unchanged since", since)
+        self.assertEqual(self.status(a)["state"], "running")
+        since = gw.log_size()
+        gw.reload(text="{not json")
+        gw.wait_log(r"reload refused", since)
+        self.assertEqual(self.status(a)["state"], "running")
+        since = gw.log_size()
+        cfg = dict(gw.cfg, routes=gw.cfg["routes"] + [
+            {"id": "extra", "path": "/extra", "response": {"status": 200}}])
+        gw.reload(cfg)
         st = self.wait_state(a, "rolled_back")
         self.assertIn("aborted: a whole config replaces the baseline", st["reason"])
         gw.wait_log(r"audit: rollout of PUT /routes/api rolled back: aborted", since)
@@ -291,6 +303,12 @@ class CanaryCase(AdminCase):
     def test_whole_swap_keys_are_refused(self):
         gw = self.own_gateway(self.make_config())
         a = self.admin_for(gw)
+        # a route that conflicts is the same 409 with ?canary as without
+        dup = {"id": "dup", "path": "/api/{rest}", "upstream": "good"}
+        for q in ("", "?canary=10"):
+            r = a.request("POST", "/routes" + q, dup)
+            self.assertStatus(r, 409, q)
+            self.assertIn("conflicts", r.json["error"], q)
         more = dict(gw.cfg, listeners=gw.cfg["listeners"] +
                     [{"address": "127.0.0.1:%d" % free_port()}])
         r = a.put("/config?canary=10", more)
