@@ -110,6 +110,12 @@ struct gw_req {
     struct timespec t_up;           /* when the request went upstream */
     double up_ms;                   /* upstream time to the response head; -1: none */
     struct gw_log_later *log_later; /* a tunnel's access-log line, kept for its close (log.c) */
+    /* route policies (policy.h): how many let it through (0: none ran,
+     * the only field read when the route has none), the word each left,
+     * and a query parameter kept from the upstream and the access log */
+    unsigned char pol_n;
+    uint64_t pol_val[8];
+    struct h1_slice pol_strip;
 };
 
 /* How a request's answer is written and its body read: one per protocol
