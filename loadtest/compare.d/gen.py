@@ -33,6 +33,15 @@ ACCESS_LOG = os.environ.get("ACCESS_LOG") == "1"
 # (once a second, off the workers); HEALTH=2 adds outlier detection, which
 # the workers feed on every response: the cost of both on a proxied hit.
 HEALTH = os.environ.get("HEALTH", "0")
+# POLICY=rate_limit or cors (loadtest/compare): every Switchyard route gets
+# that policy (a rate limit per client address that never refuses; CORS for
+# one origin, which the requests do not send), to measure its cost per
+# request. Empty: no policies.
+POLICY = os.environ.get("POLICY", "")
+POLICIES = {
+    "rate_limit": {"type": "rate_limit", "rate": 1000000000, "burst": 1000000000},
+    "cors": {"type": "cors", "origins": ["https://app.example"]},
+}
 
 
 def read_table(path):
@@ -231,6 +240,10 @@ def switchyard_json(routes, listen_port, upstream_port, admin_port, log_dir):
         "access_log": f"{log_dir}/switchyard-access.log" if ACCESS_LOG else "off",
         "admin": {"address": f"127.0.0.1:{admin_port}"},
     }
+    if POLICY:
+        doc["policies"] = {"p": POLICIES[POLICY]}
+        for r in doc["routes"]:
+            r["policies"] = ["p"]
     return json.dumps(doc, indent=1) + "\n"
 
 
