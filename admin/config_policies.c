@@ -29,6 +29,12 @@ const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES] = {
                          .auth = 1,
                          .configure = adm_ak_configure,
                          .free = adm_ak_conf_free},
+    [ADM_POL_BASIC] = {.name = "basic",
+                       .auth = 1,
+                       .configure = adm_basic_configure,
+                       .free = adm_basic_conf_free,
+                       .state_new = adm_basic_cache_new,
+                       .state_free = adm_basic_cache_free},
 };
 
 void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n)
@@ -53,8 +59,9 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     struct adm_cf_qbuf q;
 
     if (!t) {
-        adm_cf_err_key(x, "type",
-                       "missing (required): one of \"rate_limit\", \"cors\", \"api_key\"");
+        adm_cf_err_key(
+            x, "type",
+            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\"");
         return -1;
     }
     size_t mark = adm_cf_push_key(x, "type");
@@ -73,8 +80,9 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     if (s && near)
         adm_cf_err(x, "unknown policy type %s (did you mean \"%s\"?)", adm_cf_quote(&q, s), near);
     else if (s)
-        adm_cf_err(x, "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\")",
-                   adm_cf_quote(&q, s));
+        adm_cf_err(
+            x, "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\", \"basic\")",
+            adm_cf_quote(&q, s));
     adm_cf_pop(x, mark);
     return -1;
 }

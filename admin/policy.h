@@ -10,7 +10,7 @@
  * snapshot takes over while the policy's definition stays the same. The
  * worker side of each type (what it does to a request and its answer) is
  * gateway/policy.h. Each type's definition is its own file:
- * policy_rate_limit.c, policy_cors.c, policy_api_key.c.
+ * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c.
  *
  * Nothing here does I/O but reading the files a policy names at parse
  * time (as every config key that names a file does).
@@ -31,6 +31,7 @@ enum adm_pol_type {
     ADM_POL_RATE_LIMIT = 0, /* "rate_limit": policy_rate_limit.c */
     ADM_POL_CORS,           /* "cors": policy_cors.c */
     ADM_POL_API_KEY,        /* "api_key": policy_api_key.c */
+    ADM_POL_BASIC,          /* "basic": policy_basic.c */
     ADM_POL_NTYPES,
 };
 

@@ -140,4 +140,48 @@ int adm_ak_find(const struct adm_ak_conf *c, const char *key, size_t n);
  * blank lines skipped) into <c>; 0, or -1 with the line number in <why>. */
 int adm_ak_parse_file(struct adm_ak_conf *c, const char *text, size_t len, char *why, size_t cap);
 
+/* ---- basic ---- */
+
+struct adm_basic_user {
+    char *name;
+    char *hash; /* "$2y$..." / "$2b$..." (bcrypt) or "$y$..." (yescrypt) */
+};
+
+#define ADM_BASIC_CACHE 64 /* verified credentials a worker remembers */
+
+struct adm_basic_conf {
+    struct adm_basic_user *users;
+    size_t nusers;
+    const char *dummy;    /* a user's hash: what an unknown user is checked against */
+    unsigned cache_ttl_s; /* how long a verified Authorization value is trusted (0: never) */
+    char *challenge;      /* "WWW-Authenticate: Basic realm=\"...\", charset=\"UTF-8\"\r\n" */
+    size_t challenge_len;
+};
+
+/* One worker's remembered credentials: SHA-256 of the Authorization
+ * value, the user, until when (ns, CLOCK_MONOTONIC). */
+struct adm_basic_entry {
+    unsigned char sha256[32];
+    size_t user;
+    uint64_t until;
+};
+
+/* A policy's caches, one per worker (each touched by its worker only),
+ * and each worker's crypt_r scratch (struct crypt_data, 32 KiB). */
+struct adm_basic_cache {
+    unsigned nworkers;
+    struct adm_basic_entry *e; /* nworkers * ADM_BASIC_CACHE */
+    void **scratch;            /* nworkers, allocated by their worker when first needed */
+};
+
+void *adm_basic_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_basic_conf_free(void *conf);
+void *adm_basic_cache_new(const void *conf, unsigned nworkers);
+void adm_basic_cache_free(void *state);
+/* Parses an htpasswd text ("user:hash" lines, '#' comments) into <c>;
+ * 0, or -1 with the line and why in <why>. Only bcrypt and yescrypt
+ * hashes are taken. */
+int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len, char *why,
+                         size_t cap);
+
 #endif

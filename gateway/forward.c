@@ -202,6 +202,14 @@ static void add_raw_target(const struct h1_request *rq, struct gw_obuf *o)
     gw_ob_add(o, t, n);
 }
 
+/* Whether the client's field <n> stays here: the route's request_headers
+ * <rh> remove or set it, or one of the request's policies keeps it. */
+static int dropped(const struct gw_forward *f, const struct adm_shdrs *rh, const struct h1_slice *n)
+{
+    return (rh && gw_hdrs_drops(rh, n)) ||
+           (f->pol_n && gw_policy_drops(f->snap, f->sr, f->pol_n, n));
+}
+
 void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
 {
     const struct h1_request *rq = f->rq;
@@ -211,6 +219,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
                   adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies, f->peer);
     int have_xff = 0, have_proto = 0, have_xfh = 0, query = 0;
     int64_t mf = h1_max_forwards(rq);
+    int drops = rh || f->pol_n; /* one test a field when neither drops any */
 
     gw_ob_add(o, rq->method.ptr, rq->method.len);
     gw_ob_add(o, " ", 1);
@@ -238,9 +247,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         const struct h1_slice *n = &h->name;
         if (h1_is_hop_field(n) || gw_forward_named_in(n, rq->connection, rq->nconnection))
             continue;
-        if (rh && gw_hdrs_drops(rh, n)) /* the route removes or sets it */
-            continue;
-        if (f->pol_n && gw_policy_drops(f->snap, f->sr, f->pol_n, n)) /* a policy's own */
+        if (drops && dropped(f, rh, n)) /* the route's or a policy's */
             continue;
         switch (n->len) {
         case 4:

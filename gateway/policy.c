@@ -14,6 +14,7 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_RATE_LIMIT] = &gw_policy_rate_limit,
     [ADM_POL_CORS] = &gw_policy_cors,
     [ADM_POL_API_KEY] = &gw_policy_api_key,
+    [ADM_POL_BASIC] = &gw_policy_basic,
 };
 
 int gw_policy_request(struct gw_req *r)

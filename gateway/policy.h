@@ -48,7 +48,8 @@ struct gw_policy_ops {
 };
 
 /* Indexed by enum adm_pol_type. */
-extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key;
+extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key,
+    gw_policy_basic;
 
 /* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
  * (it is finished then), 0 to go on. */

@@ -235,6 +235,29 @@ START_TEST(api_keys)
 }
 END_TEST
 
+START_TEST(htpasswd_lines)
+{
+    struct adm_basic_conf c = {0};
+    char why[200];
+    const char *ok =
+        "# staff\r\n\nalice:$2y$05$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n"
+        "bob:$y$j9T$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0";
+
+    ck_assert_int_eq(adm_basic_parse_file(&c, ok, strlen(ok), why, sizeof(why)), 0);
+    ck_assert_uint_eq(c.nusers, 2);
+    ck_assert_str_eq(c.users[1].name, "bob");
+    ck_assert_int_eq(adm_basic_parse_file(&c, "carol:$apr1$x$y\n", 16, why, sizeof(why)), -1);
+    ck_assert_ptr_nonnull(strstr(why, "line 1: only bcrypt"));
+    ck_assert_int_eq(adm_basic_parse_file(&c, "nocolon\n", 8, why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "line 1: expected user:hash");
+    for (size_t i = 0; i < c.nusers; i++) {
+        free(c.users[i].name);
+        free(c.users[i].hash);
+    }
+    free(c.users);
+}
+END_TEST
+
 START_TEST(refusals_at_paths)
 {
     char b[256];
@@ -287,6 +310,7 @@ int main(void)
     tcase_add_test(tc, threads_one_key_exact);
     tcase_add_test(tc, cors_origins);
     tcase_add_test(tc, api_keys);
+    tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, refusals_at_paths);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);

@@ -6,10 +6,14 @@ answered here and never upstream, allowed and disallowed origins), api_key
 (header and query keys, the query key stripped upstream and from the
 access log, the consumer header, a client's forged copy dropped, 401),
 and bad pushes refused at their JSON paths while the live config serves."""
+import base64
+import ctypes
 import hashlib
 import json
 import os
+import statistics
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
@@ -209,6 +213,84 @@ class PoliciesTest(GatewayCase):
                 if hint:
                     self.assertIn(hint, json.dumps(errs))
         self.assertEqual(self.get("/open").status, 200)
+
+
+def crypt_hash(password, prefix, cost):
+    """A hash of <password> by libcrypt itself: bcrypt ("$2b$") or yescrypt ("$y$")."""
+    lib = ctypes.CDLL("libcrypt.so.1")
+    lib.crypt_gensalt.restype = ctypes.c_char_p
+    lib.crypt_gensalt.argtypes = [ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p, ctypes.c_int]
+    lib.crypt.restype = ctypes.c_char_p
+    lib.crypt.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    salt = lib.crypt_gensalt(prefix.encode(), cost, None, 0)
+    return lib.crypt(password.encode(), salt).decode()
+
+
+def basic(user, password):
+    return ("Authorization", "Basic " + base64.b64encode(
+        ("%s:%s" % (user, password)).encode()).decode())
+
+
+class BasicTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        cls.log = cls.tmp.file("access.log")
+        ht = cls.tmp.file("staff.htpasswd")
+        with open(ht, "w") as f:
+            f.write("# staff\nalice:%s\nbob:%s\n" % (crypt_hash("alice-pw", "$2b$", 10),
+                                                       crypt_hash("bob-pw", "$y$", 0)))
+        cfg = gateway_config(
+            upstreams={"b": upstream_cfg(cls.b)},
+            routes=[{"id": "staff", "path": "/staff/*{rest}", "upstream": "b",
+                     "policies": ["staff"]},
+                    {"id": "nocache", "path": "/nocache", "upstream": "b",
+                     "policies": ["strict"]}],
+            policies={"staff": {"type": "basic", "htpasswd": ht, "realm": "Staff only"},
+                      "strict": {"type": "basic", "htpasswd": ht, "cache_ttl_s": 0}},
+            access_log=cls.log)
+        cls.gw = cls.shared_gateway(cfg)
+
+    def get(self, target, headers=None):
+        with Client(self.gw.port) as c:
+            return c.request("GET", target, headers=headers or [])
+
+    def test_users_of_both_kinds(self):
+        for user, pw in (("alice", "alice-pw"), ("bob", "bob-pw")):
+            r = self.get("/staff/x", [basic(user, pw)])
+            self.assertEqual(r.status, 200, (user, r))
+            r = self.get("/staff/x", [basic(user, pw)])  # remembered now
+            self.assertEqual(r.status, 200, (user, r))
+        with open(self.log) as f:
+            text = f.read()
+        self.assertNotIn("alice-pw", text)
+        self.assertNotIn(base64.b64encode(b"alice:alice-pw").decode(), text)
+
+    def test_refused(self):
+        bad = [[], [basic("alice", "wrong")], [basic("mallory", "alice-pw")],
+               [("Authorization", "Basic !!!!")], [("Authorization", "Bearer x")],
+               [("Authorization", "Basic " + base64.b64encode(b"alice:alice-pw\0x").decode())],
+               [("Authorization", "Basic " + "QUFB" * 5000)], [basic("alice", "")]]
+        for hs in bad:
+            r = self.get("/staff/x", hs)
+            self.assertEqual(r.status, 401, hs)
+            self.assertEqual(r.header("WWW-Authenticate"),
+                             'Basic realm="Staff only", charset="UTF-8"')
+
+    def test_unknown_user_costs_a_check(self):
+        """An unknown user is checked against a real hash: it takes about
+        what a wrong password takes (bcrypt cost 10: tens of ms), never the
+        microseconds of a lookup that failed."""
+        def median(user):
+            ts = []
+            for _ in range(5):
+                t0 = time.monotonic()
+                self.assertEqual(self.get("/nocache", [basic(user, "nope")]).status, 401)
+                ts.append(time.monotonic() - t0)
+            return statistics.median(ts)
+        wrong, unknown = median("alice"), median("nobody-at-all")
+        self.assertGreater(unknown, wrong / 3, (wrong, unknown))
 
 
 if __name__ == "__main__":
