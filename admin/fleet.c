@@ -783,28 +783,25 @@ static int node_has(const json_t *node, const char *key)
            !(json_is_object(v) && json_object_size(v) == 0);
 }
 
-/* The node file's "routes" or "upstreams", refused: on a fleet node they
- * come from etcd. */
+/* The node file's "routes", "upstreams" or "policies", refused: on a
+ * fleet node they come from etcd. */
 static void node_owned(const struct adm_fleet *f, const json_t *node, struct adm_errors *errs)
 {
-    if (node_has(node, "routes"))
-        adm_errors_add(errs, "/routes",
-                       "on a fleet node the routes live in etcd, one key each: %sroutes/ID "
-                       "(etcdctl put %sroutes/ID '{\"path\": ...}'); remove \"routes\" from "
-                       "the node's file",
-                       f->prefix, f->prefix);
-    if (node_has(node, "upstreams"))
-        adm_errors_add(errs, "/upstreams",
-                       "on a fleet node the upstreams live in etcd, one key each: "
-                       "%supstreams/NAME (etcdctl put %supstreams/NAME '{\"servers\": ...}'); "
-                       "remove \"upstreams\" from the node's file",
-                       f->prefix, f->prefix);
-    if (node_has(node, "policies"))
-        adm_errors_add(errs, "/policies",
-                       "on a fleet node the policies live in etcd, one key each: "
-                       "%spolicies/NAME (etcdctl put %spolicies/NAME '{\"type\": ...}'); "
-                       "remove \"policies\" from the node's file",
-                       f->prefix, f->prefix);
+    static const struct {
+        const char *key, *path, *name, *value;
+    } owned[] = {
+        {"routes", "/routes", "ID", "{\"path\": ...}"},
+        {"upstreams", "/upstreams", "NAME", "{\"servers\": ...}"},
+        {"policies", "/policies", "NAME", "{\"type\": ...}"},
+    };
+
+    for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
+        if (node_has(node, owned[i].key))
+            adm_errors_add(errs, owned[i].path,
+                           "on a fleet node the %s live in etcd, one key each: %s%s/%s "
+                           "(etcdctl put %s%s/%s '%s'); remove \"%s\" from the node's file",
+                           owned[i].key, f->prefix, owned[i].key, owned[i].name, f->prefix,
+                           owned[i].key, owned[i].name, owned[i].value, owned[i].key);
 }
 
 /* Whether listener <l> of the node document serves the fleet's
