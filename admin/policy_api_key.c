@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #define MAX_KEYS 100000
@@ -277,6 +278,59 @@ fail:
     return NULL;
 }
 
+void *adm_ak_state_new(const void *conf, unsigned nworkers)
+{
+    (void)conf;
+    return adm_sha_new(nworkers);
+}
+
+void adm_ak_state_free(void *state)
+{
+    adm_sha_free(state);
+}
+
+struct adm_sha *adm_sha_new(unsigned nworkers)
+{
+    struct adm_sha *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return NULL;
+    s->n = nworkers ? nworkers : 1;
+    if (!(s->md = EVP_MD_fetch(NULL, "SHA256", NULL)) || !(s->ctx = calloc(s->n, sizeof(*s->ctx))))
+        goto fail;
+    for (unsigned w = 0; w < s->n; w++)
+        if (!(s->ctx[w] = EVP_MD_CTX_new()) || !EVP_DigestInit_ex2(s->ctx[w], s->md, NULL))
+            goto fail;
+    return s;
+fail:
+    adm_sha_free(s);
+    return NULL;
+}
+
+void adm_sha_free(struct adm_sha *s)
+{
+    if (!s)
+        return;
+    for (unsigned w = 0; s->ctx && w < s->n; w++)
+        EVP_MD_CTX_free(s->ctx[w]);
+    free(s->ctx);
+    EVP_MD_free(s->md);
+    free(s);
+}
+
+int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, unsigned char out[32])
+{
+    EVP_MD_CTX *c;
+
+    if (!s)
+        return SHA256(p, n, out) ? 0 : -1;
+    c = s->ctx[w < s->n ? w : 0];
+    return EVP_DigestInit_ex2(c, NULL, NULL) && EVP_DigestUpdate(c, p, n) &&
+                   EVP_DigestFinal_ex(c, out, NULL)
+               ? 0
+               : -1;
+}
+
 void adm_ak_conf_free(void *conf)
 {
     struct adm_ak_conf *c = conf;
@@ -293,12 +347,14 @@ void adm_ak_conf_free(void *conf)
     free(c);
 }
 
-int adm_ak_find(const struct adm_ak_conf *c, const char *key, size_t n)
+int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *s, unsigned w, const char *key,
+                size_t n)
 {
     unsigned char sha[32];
     int found = -1;
 
-    SHA256((const unsigned char *)key, n, sha);
+    if (adm_sha256(s, w, key, n, sha) < 0)
+        return -1;
     for (size_t i = 0; i < c->nkeys; i++) {
         int eq = CRYPTO_memcmp(sha, c->keys[i].sha256, 32) == 0;
         found = eq && found < 0 ? (int)i : found;

@@ -203,7 +203,8 @@ void *adm_basic_cache_new(const void *conf, unsigned nworkers)
     k->nworkers = n;
     k->e = calloc((size_t)n * ADM_BASIC_CACHE, sizeof(*k->e));
     k->scratch = calloc(n, sizeof(*k->scratch));
-    if (!k->e || !k->scratch) {
+    k->sha = adm_sha_new(n);
+    if (!k->e || !k->scratch || !k->sha) {
         adm_basic_cache_free(k);
         return NULL;
     }
@@ -220,5 +221,6 @@ void adm_basic_cache_free(void *state)
         free(k->scratch[w]);
     free(k->scratch);
     free(k->e);
+    adm_sha_free(k->sha);
     free(k);
 }

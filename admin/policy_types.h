@@ -13,8 +13,26 @@
 #include <stdint.h>
 
 #include <jansson.h>
+#include <openssl/types.h>
 
 #include "admin/policy.h"
+
+/* ---- SHA-256 on a worker ---- */
+
+/* One digest context per worker, made on the admin thread with the
+ * algorithm fetched once: a digest on a worker neither fetches nor
+ * allocates (OpenSSL's one-shot SHA256() does both). */
+struct adm_sha {
+    unsigned n;
+    EVP_MD *md;
+    EVP_MD_CTX **ctx; /* n, each used by its worker only */
+};
+
+struct adm_sha *adm_sha_new(unsigned nworkers);
+void adm_sha_free(struct adm_sha *s);
+/* SHA-256 of <n> bytes at <p> into <out> with worker <w>'s context (<s>
+ * NULL: the one-shot function, for tests). 0, or -1. */
+int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, unsigned char out[32]);
 
 /* ---- rate_limit ---- */
 
@@ -133,9 +151,14 @@ struct adm_ak_conf {
 
 void *adm_ak_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
 void adm_ak_conf_free(void *conf);
-/* The key whose SHA-256 is that of <key> (<n> bytes): its index, or -1.
- * Every key is compared, each in constant time. */
-int adm_ak_find(const struct adm_ak_conf *c, const char *key, size_t n);
+/* Its state: an adm_sha. */
+void *adm_ak_state_new(const void *conf, unsigned nworkers);
+void adm_ak_state_free(void *state);
+/* The key whose SHA-256 is that of <key> (<n> bytes), hashed with worker
+ * <w>'s context of <sha> (may be NULL): its index, or -1. Every key is
+ * compared, each in constant time. */
+int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *sha, unsigned w, const char *key,
+                size_t n);
 /* Parses a keys_file's text (lines "name:sha256hex", '#' comments and
  * blank lines skipped) into <c>; 0, or -1 with the line number in <why>. */
 int adm_ak_parse_file(struct adm_ak_conf *c, const char *text, size_t len, char *why, size_t cap);
@@ -170,6 +193,7 @@ struct adm_basic_entry {
  * and each worker's crypt_r scratch (struct crypt_data, 32 KiB). */
 struct adm_basic_cache {
     unsigned nworkers;
+    struct adm_sha *sha;
     struct adm_basic_entry *e; /* nworkers * ADM_BASIC_CACHE */
     void **scratch;            /* nworkers, allocated by their worker when first needed */
 };

@@ -65,7 +65,7 @@ static int ak_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
             key = qv;
     }
     if (key.ptr && key.len && key.len <= 4096)
-        found = adm_ak_find(c, key.ptr, key.len);
+        found = adm_ak_find(c, p->state, r->c->w->id, key.ptr, key.len);
     if (found < 0) {
         gw_local_simple(r, 401, c->challenge, c->challenge_len);
         gw_local_finish(r);

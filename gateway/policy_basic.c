@@ -26,7 +26,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/sha.h>
 
 #define MAX_B64 1368 /* 1 KiB of user:password */
 
@@ -86,7 +85,8 @@ static int check(const struct adm_basic_conf *c, struct adm_basic_cache *k, unsi
 
     if (!(b64 = basic_token(v, &n)))
         return -1;
-    SHA256((const unsigned char *)v->ptr, v->len, sha);
+    if (adm_sha256(k->sha, w, v->ptr, v->len, sha) < 0)
+        return -1;
     for (size_t i = 0; i < ADM_BASIC_CACHE; i++)
         if (e[i].until > now && CRYPTO_memcmp(e[i].sha256, sha, 32) == 0)
             return (int)e[i].user;

@@ -219,15 +219,20 @@ START_TEST(api_keys)
         "# comment\n\nbob:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\r\n";
 
     ck_assert_ptr_nonnull(c);
-    ck_assert_int_eq(adm_ak_find(c->policies[0].conf, "k1", 2), 0);
-    ck_assert_int_eq(adm_ak_find(c->policies[0].conf, "k2", 2), -1);
+    ck_assert_int_eq(adm_ak_find(c->policies[0].conf, NULL, 0, "k1", 2), 0);
+    ck_assert_int_eq(adm_ak_find(c->policies[0].conf, NULL, 0, "k2", 2), -1);
+    struct adm_sha *sha = adm_sha_new(2); /* the workers' contexts: the same digest */
+
+    ck_assert_ptr_nonnull(sha);
     ck_assert_int_eq(adm_ak_parse_file(&f, text, strlen(text), why, sizeof(why)), 0);
     ck_assert_uint_eq(f.nkeys, 1);
     ck_assert_str_eq(f.keys[0].name, "bob");
-    ck_assert_int_eq(adm_ak_find(&f, "world", 5), -1);
-    ck_assert_int_eq(adm_ak_find(&f, "hello", 5), 0); /* sha256("hello") */
+    ck_assert_int_eq(adm_ak_find(&f, NULL, 0, "world", 5), -1);
+    ck_assert_int_eq(adm_ak_find(&f, sha, 1, "hello", 5), 0); /* sha256("hello") */
     ck_assert_int_eq(adm_ak_parse_file(&f, "x:abc\n", 6, why, sizeof(why)), -1);
     ck_assert_str_eq(why, "line 1: expected name:sha256hex (64 hex digits)");
+    ck_assert_int_eq(adm_ak_find(&f, sha, 1, "hello", 5), 0); /* reused */
+    adm_sha_free(sha);
     for (size_t i = 0; i < f.nkeys; i++)
         free(f.keys[i].name);
     free(f.keys);
