@@ -150,7 +150,12 @@ void *adm_rl_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
     c->t_ns = (uint64_t)c->per_ms * 1000000u / c->rate;
     if (!c->t_ns)
         c->t_ns = 1;
-    c->limit_ns = ((uint64_t)c->burst + 1) * c->t_ns;
+    /* a day's interval times a billion of burst would not fit: such a
+     * limit is a quarter of uint64's range, centuries either way */
+    if ((uint64_t)c->burst + 1 > (UINT64_MAX / 4) / c->t_ns)
+        c->limit_ns = UINT64_MAX / 4;
+    else
+        c->limit_ns = ((uint64_t)c->burst + 1) * c->t_ns;
     if (!(c->name = strdup(p->name)) || encode_policy(c) < 0) {
         x->nomem = 1;
         goto fail;

@@ -108,6 +108,22 @@ START_TEST(policy_field_scaled)
 }
 END_TEST
 
+START_TEST(huge_burst_saturates)
+{
+    struct adm_config *c = parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 1, \"per_ms\": "
+                                 "86400000, \"burst\": 1000000000}}");
+    const struct adm_rl_conf *rl = c->policies[0].conf;
+    struct adm_rl_verdict v;
+    _Atomic uint64_t tat = 0;
+
+    ck_assert_uint_eq(rl->limit_ns, UINT64_MAX / 4);
+    adm_rl_gcra(&tat, rl, 1000 * MS, &v);
+    ck_assert_int_eq(v.allowed, 1);
+    ck_assert_uint_gt(v.remaining, 1000);
+    adm_config_free(c);
+}
+END_TEST
+
 START_TEST(table_flood_bounded)
 {
     struct adm_config *c = parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 1, \"per_ms\": "
@@ -311,6 +327,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, gcra_arithmetic);
     tcase_add_test(tc, policy_field_scaled);
+    tcase_add_test(tc, huge_burst_saturates);
     tcase_add_test(tc, table_flood_bounded);
     tcase_add_test(tc, threads_one_key_exact);
     tcase_add_test(tc, cors_origins);

@@ -18,7 +18,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
-from adminlib import Admin, admin_port, metric, parse_prometheus  # noqa: E402
+from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
 from harness import (Client, GatewayCase, gateway_config, main, metrics_text,  # noqa: E402
                      upstream_cfg, wait_for)
 
@@ -65,6 +65,7 @@ class PoliciesTest(GatewayCase):
         cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
                                  policies=cls.policies, access_log=cls.log)
         cls.gw = cls.shared_gateway(cls.cfg)
+        wait_ready(cls.gw)
         cls.api = Admin(admin_port(cls.cfg))
 
     def get(self, target, headers=None, method="GET"):
@@ -213,6 +214,18 @@ class PoliciesTest(GatewayCase):
                 if hint:
                     self.assertIn(hint, json.dumps(errs))
         self.assertEqual(self.get("/open").status, 200)
+        # the route endpoints check names against the live policies
+        r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b",
+                                          "policies": ["slo"]})
+        self.assertEqual(r.status, 400, r)
+        self.assertIn("did you mean", json.dumps(r.json["errors"]))
+        r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b",
+                                          "policies": ["keys", "web"]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.get("/open").status, 401)
+        self.assertEqual(self.get("/open", [("X-API-Key", KEY)]).status, 200)
+        r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b"})
+        self.assertEqual(r.status, 200, r)
 
 
 def crypt_hash(password, prefix, cost):
