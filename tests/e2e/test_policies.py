@@ -19,8 +19,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
 from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
-from harness import (Client, GatewayCase, gateway_config, main, metrics_text,  # noqa: E402
-                     upstream_cfg, wait_for)
+from harness import (Client, GatewayCase, gateway_config, h1_only,  # noqa: E402
+                     main, metrics_text, upstream_cfg, wait_for)
 
 KEY = "s3cret-key-alice"
 
@@ -145,6 +145,21 @@ class PoliciesTest(GatewayCase):
         r = self.get("/hello", [("Origin", "https://app.example")])  # a direct response too
         self.assertEqual((r.status, r.header("Access-Control-Allow-Origin")),
                          (200, "https://app.example"))
+
+    @h1_only("a bad head on a kept-alive connection")
+    def test_bad_head_after_a_policy_request(self):
+        """A connection's next answer given before its request starts (a bad
+        head) carries no field of the policies the one before had."""
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/cors/a", headers=[("Origin", "https://app.example")])
+            self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://app.example")
+            c.send(b"GET /cors/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                   b"Content-Length: 2\r\n\r\n")
+            r = c.read_response("GET")
+            self.assertEqual(r.status, 400)
+            self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+            self.assertIsNone(r.header("Vary"))
+        self.assertEqual(self.get("/open").status, 200)
 
     # ---- api_key ----
 
