@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* admin/clock.h, through api_int.h */
 #include "admin/api_int.h"
 #include "admin/fleet_sync.h"
+#include "admin/policy_types.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +90,39 @@ static void limits_metrics(struct evbuffer *b, const struct adm_snapshot *s)
             evbuffer_add_printf(b, "switchyard_upstream_%s{upstream=\"%s\"} %llu\n", m[i].name,
                                 up_pool_name(s->pools[j]),
                                 (unsigned long long)up_pool_counted(s->pools[j], m[i].k));
+    }
+}
+
+/* Per rate_limit policy: requests allowed and limited, the keys its
+ * table remembers now (at most its max_keys), and live keys evicted to
+ * make room. */
+static void policy_metrics(struct evbuffer *b, const struct adm_snapshot *s)
+{
+    static const char *const m[][3] = {
+        {"allowed_total", "counter", "Requests a rate_limit policy let through."},
+        {"limited_total", "counter", "Requests a rate_limit policy answered 429."},
+        {"keys", "gauge", "Keys a rate_limit policy's table remembers (at most max_keys)."},
+        {"evictions_total", "counter", "Live keys evicted to make room for new ones."},
+    };
+    struct timespec ts;
+    uint64_t now;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        evbuffer_add_printf(
+            b, "# HELP switchyard_rate_limit_%s %s\n# TYPE switchyard_rate_limit_%s %s\n", m[i][0],
+            m[i][2], m[i][0], m[i][1]);
+        for (size_t j = 0; j < s->npolicies; j++) {
+            const struct adm_spolicy *p = s->policies[j];
+            uint64_t v[4];
+            if (p->type != ADM_POL_RATE_LIMIT)
+                continue;
+            adm_rl_counts(p->state, &v[0], &v[1], &v[3]);
+            v[2] = i == 2 ? adm_rl_keys(p->state, now) : 0;
+            evbuffer_add_printf(b, "switchyard_rate_limit_%s{policy=\"%s\"} %llu\n", m[i][0],
+                                p->name, (unsigned long long)v[i]);
+        }
     }
 }
 
@@ -302,6 +336,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
         (unsigned long long)api->st->persist_failures, api->st->persist_failing);
     server_metrics(b, s);
     limits_metrics(b, s);
+    policy_metrics(b, s);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);
     if (api->pipe->fleet)

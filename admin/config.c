@@ -63,6 +63,7 @@ static const struct adm_cf_field root_fields[] = {
      .min = 0,
      .max = 65536}, /* ADM_SAMPLE_MAX */
     {.key = "rollout", .kind = FK_FN, .fn = adm_cf_rollout},
+    {.key = "policies", .kind = FK_FN, .fn = adm_cf_policies},
 };
 
 /* ---- checks across the sections ---- */
@@ -162,6 +163,7 @@ static void check_cross(struct adm_cf *x)
         }
     }
 
+    adm_cf_policies_check(x);
     if (c->nroutes && !x->nomem) {
         const struct adm_route_binder *b = x->bind;
         rt_table *t = adm_cf_build_routes(c, x->route_ok, b ? b->make : NULL, b ? b->free : NULL,
@@ -567,6 +569,7 @@ void adm_config_free(struct adm_config *c)
     adm_cf_listeners_free(c);
     adm_cf_upstreams_free(c);
     adm_cf_routes_free(c);
+    adm_cf_policies_free(c);
     adm_cf_settings_free(c);
     adm_cf_admin_free(c);
     adm_fleet_cfg_free(c->fleet);

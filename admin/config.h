@@ -50,6 +50,7 @@
 struct adm_tls_listener; /* admin/tls.h */
 struct adm_fleet_cfg;    /* admin/fleet.h */
 struct adm_tls_upstream;
+struct adm_policy; /* admin/policy.h */
 
 /* Where a request's client address comes from (client_ip.source). */
 enum adm_cip_source {
@@ -276,6 +277,13 @@ struct adm_route {
         unsigned status; /* 301, 302, 303, 307 or 308, default 302 */
         char *location;
     } redirect;
+
+    /* "policies": names of top-level policies (admin/policy.h), applied in
+     * this order to whatever the route does; policy_idx: their indexes
+     * into adm_config.policies (resolved with the references) */
+    char **policies;
+    size_t npolicies; /* at most ADM_POL_MAX */
+    unsigned char policy_idx[8];
 };
 
 /* What request target goes upstream for a route that does not rewrite it. */
@@ -407,6 +415,8 @@ struct adm_config {
     size_t nupstreams;
     struct adm_route *routes;
     size_t nroutes;
+    struct adm_policy *policies; /* "policies" (admin/policy.h), in document order */
+    size_t npolicies;
     struct adm_router router;
     struct adm_cidr *trusted_proxies;
     size_t ntrusted_proxies;

@@ -148,6 +148,13 @@ void adm_cf_user(struct adm_cf *x, const json_t *v, void *target);      /* confi
 void adm_cf_group(struct adm_cf *x, const json_t *v, void *target);     /* config_admin.c */
 void adm_cf_fleet(struct adm_cf *x, const json_t *v, void *target);     /* config_fleet.c */
 void adm_cf_rollout(struct adm_cf *x, const json_t *v, void *target);   /* config_rollout.c */
+/* config_policies.c: the top-level "policies", a route's "policies"
+ * (<target> the route), the routes' references resolved (check_cross),
+ * and freeing */
+void adm_cf_policies(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_route_policies(struct adm_cf *x, const json_t *v, void *target);
+void adm_cf_policies_check(struct adm_cf *x);
+void adm_cf_policies_free(struct adm_config *c);
 /* config_settings.c */
 void adm_cf_router(struct adm_cf *x, const json_t *v, void *target);
 void adm_cf_trusted_proxies(struct adm_cf *x, const json_t *v, void *target);

@@ -356,6 +356,7 @@ static const struct adm_cf_field route_fields[] = {
     {.key = "upgrades", .kind = FK_FN, .fn = route_upgrades},
     {.key = "request_headers", .kind = FK_FN, .fn = route_request_headers},
     {.key = "response_headers", .kind = FK_FN, .fn = route_response_headers},
+    {.key = "policies", .kind = FK_FN, .fn = adm_cf_route_policies},
 };
 
 enum {
@@ -601,6 +602,9 @@ static void route_free(struct adm_route *r)
     adm_cf_header_fields_free(r->response.headers, r->response.nheaders);
     free(r->response.body);
     free(r->redirect.location);
+    for (size_t i = 0; i < r->npolicies; i++)
+        free(r->policies[i]);
+    free(r->policies);
 }
 
 void adm_cf_routes_free(struct adm_config *c)

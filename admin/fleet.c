@@ -31,7 +31,7 @@
 
 #define TICKET_MIN 32 /* bytes of a ticket secret, at least */
 
-enum kind { K_BAD = 0, K_UPSTREAM, K_ROUTE, K_CERT, K_TICKET };
+enum kind { K_BAD = 0, K_UPSTREAM, K_ROUTE, K_CERT, K_TICKET, K_POLICY };
 
 /* One key. <key> and <val> live in the same allocation, each followed by
  * a NUL (a value may hold NULs of its own: <vallen> counts). */
@@ -55,7 +55,7 @@ struct adm_fleet {
 /* ---- placing one object ---- */
 
 static const char not_fleet[] = "not a fleet object: expected upstreams/NAME, routes/ID, "
-                                "certificates/NAME or tls/ticket_secret";
+                                "policies/NAME, certificates/NAME or tls/ticket_secret";
 
 /* Sets <e>'s reason. -1 out of memory. */
 ADM_PRINTF(2, 3) static int set_err(struct ent *e, const char *fmt, ...)
@@ -195,6 +195,15 @@ static int fix_cert(struct ent *e, json_t *v, const char *name)
     return rc;
 }
 
+/* policies/<name>: a policy as "policies" takes it (its type and keys
+ * are checked with the whole document). */
+static int fix_policy(struct ent *e, json_t *v, const char *name)
+{
+    (void)name;
+    e->obj = v;
+    return 0;
+}
+
 /* The keys that hold a JSON object, by their folder under the prefix. */
 static const struct {
     const char *dir;
@@ -207,6 +216,7 @@ static const struct {
     {"upstreams/", K_UPSTREAM, "upstream name", "_.-", "'_', '.', '-'", fix_upstream},
     {"routes/", K_ROUTE, "route id", "_.:-", "'_', '.', ':', '-'", fix_route},
     {"certificates/", K_CERT, "certificate name", "_.-", "'_', '.', '-'", fix_cert},
+    {"policies/", K_POLICY, "policy name", "_.-", "'_', '.', '-'", fix_policy},
 };
 
 /* tls/ticket_secret: the raw secret, a JSON string in every TLS listener
@@ -773,22 +783,25 @@ static int node_has(const json_t *node, const char *key)
            !(json_is_object(v) && json_object_size(v) == 0);
 }
 
-/* The node file's "routes" or "upstreams", refused: on a fleet node they
- * come from etcd. */
+/* The node file's "routes", "upstreams" or "policies", refused: on a
+ * fleet node they come from etcd. */
 static void node_owned(const struct adm_fleet *f, const json_t *node, struct adm_errors *errs)
 {
-    if (node_has(node, "routes"))
-        adm_errors_add(errs, "/routes",
-                       "on a fleet node the routes live in etcd, one key each: %sroutes/ID "
-                       "(etcdctl put %sroutes/ID '{\"path\": ...}'); remove \"routes\" from "
-                       "the node's file",
-                       f->prefix, f->prefix);
-    if (node_has(node, "upstreams"))
-        adm_errors_add(errs, "/upstreams",
-                       "on a fleet node the upstreams live in etcd, one key each: "
-                       "%supstreams/NAME (etcdctl put %supstreams/NAME '{\"servers\": ...}'); "
-                       "remove \"upstreams\" from the node's file",
-                       f->prefix, f->prefix);
+    static const struct {
+        const char *key, *path, *name, *value;
+    } owned[] = {
+        {"routes", "/routes", "ID", "{\"path\": ...}"},
+        {"upstreams", "/upstreams", "NAME", "{\"servers\": ...}"},
+        {"policies", "/policies", "NAME", "{\"type\": ...}"},
+    };
+
+    for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
+        if (node_has(node, owned[i].key))
+            adm_errors_add(errs, owned[i].path,
+                           "on a fleet node the %s live in etcd, one key each: %s%s/%s "
+                           "(etcdctl put %s%s/%s '%s'); remove \"%s\" from the node's file",
+                           owned[i].key, f->prefix, owned[i].key, owned[i].name, f->prefix,
+                           owned[i].key, owned[i].name, owned[i].value, owned[i].key);
 }
 
 /* Whether listener <l> of the node document serves the fleet's
@@ -827,7 +840,7 @@ static int fill_listeners(json_t *doc, json_t *certs, json_t *ticket)
 json_t *adm_fleet_compose(const struct adm_fleet *f, const json_t *node, struct adm_errors *errs)
 {
     size_t n0 = errs->n, dropped0 = errs->dropped;
-    json_t *doc = NULL, *ups, *routes, *certs, *ticket = NULL;
+    json_t *doc = NULL, *ups, *routes, *certs, *pols, *ticket = NULL;
 
     if (!json_is_object(node)) {
         adm_errors_add(errs, "", "the node's config must be a JSON object, got %s",
@@ -844,7 +857,8 @@ json_t *adm_fleet_compose(const struct adm_fleet *f, const json_t *node, struct 
     ups = json_object();
     routes = json_array();
     certs = json_array();
-    if (!ups || !routes || !certs)
+    pols = json_object();
+    if (!ups || !routes || !certs || !pols)
         goto fail;
     for (size_t i = 0; i < f->n; i++) {
         const struct ent *e = f->v[i];
@@ -857,15 +871,19 @@ json_t *adm_fleet_compose(const struct adm_fleet *f, const json_t *node, struct 
             rc = json_array_append(certs, e->obj);
         else if (e->kind == K_TICKET)
             ticket = e->obj;
+        else if (e->kind == K_POLICY)
+            rc = json_object_set(pols, e->key + f->plen + 9, e->obj);
         if (rc < 0)
             goto fail;
     }
     if (!(doc = json_deep_copy(node)) || fill_listeners(doc, certs, ticket) < 0 ||
-        json_object_set(doc, "upstreams", ups) < 0 || json_object_set(doc, "routes", routes) < 0)
+        json_object_set(doc, "upstreams", ups) < 0 || json_object_set(doc, "routes", routes) < 0 ||
+        (json_object_size(pols) && json_object_set(doc, "policies", pols) < 0))
         goto fail;
     json_decref(ups);
     json_decref(routes);
     json_decref(certs);
+    json_decref(pols);
     return doc;
 
 fail:
@@ -873,6 +891,7 @@ fail:
     json_decref(ups);
     json_decref(routes);
     json_decref(certs);
+    json_decref(pols);
     errs->nomem = 1;
     adm_errors_add(errs, "", "out of memory while composing the fleet's config");
     return NULL;
@@ -904,12 +923,14 @@ static const struct ent *nth(const struct ent *const *of, size_t nof, size_t n)
     return n < nof ? of[n] : NULL;
 }
 
-/* The upstream entry that the pointer segment at <p> (up to '/') names,
- * unescaped (~1 '/', ~0 '~'), or NULL; *<rest> the remainder. */
-static const struct ent *upstream_at(const struct adm_fleet *f, const char *p, const char **rest)
+/* The entry of kind <kind> in folder <dir> that the pointer segment at
+ * <p> (up to '/') names, unescaped (~1 '/', ~0 '~'), or NULL; *<rest> the
+ * remainder. */
+static const struct ent *named_at(const struct adm_fleet *f, const char *dir, enum kind kind,
+                                  const char *p, const char **rest)
 {
-    size_t seg = strcspn(p, "/"), n = 0;
-    char *name = malloc(f->plen + 10 + seg + 1);
+    size_t seg = strcspn(p, "/"), n = 0, dl = strlen(dir);
+    char *name = malloc(f->plen + dl + seg + 1);
     const struct ent *e = NULL;
     int found;
     size_t i;
@@ -917,8 +938,8 @@ static const struct ent *upstream_at(const struct adm_fleet *f, const char *p, c
     if (!name)
         return NULL;
     memcpy(name, f->prefix, f->plen);
-    memcpy(name + f->plen, "upstreams/", 10);
-    n = f->plen + 10;
+    memcpy(name + f->plen, dir, dl);
+    n = f->plen + dl;
     for (i = 0; i < seg; i++) {
         if (p[i] == '~' && i + 1 < seg && (p[i + 1] == '0' || p[i + 1] == '1'))
             name[n++] = p[++i] == '0' ? '~' : '/';
@@ -926,7 +947,7 @@ static const struct ent *upstream_at(const struct adm_fleet *f, const char *p, c
             name[n++] = p[i];
     }
     i = find(f->v, f->n, name, n, &found);
-    if (found && f->v[i]->kind == K_UPSTREAM)
+    if (found && f->v[i]->kind == kind)
         e = f->v[i];
     free(name);
     *rest = p + seg;
@@ -984,7 +1005,9 @@ void adm_fleet_blame(const struct adm_fleet *f, const json_t *node, const struct
         if (!strncmp(e->path, "/routes/", 8) && (rest = index_at(e->path + 8, &k)))
             from = nth(routes, nroutes, k);
         else if (!strncmp(e->path, "/upstreams/", 11))
-            from = upstream_at(f, e->path + 11, &rest);
+            from = named_at(f, "upstreams/", K_UPSTREAM, e->path + 11, &rest);
+        else if (!strncmp(e->path, "/policies/", 10))
+            from = named_at(f, "policies/", K_POLICY, e->path + 10, &rest);
         else if (!strncmp(e->path, "/listeners/", 11))
             from = listener_blame(f, node, e->path + 11, certs, ncerts, &rest);
         if (!from)

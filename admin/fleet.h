@@ -99,7 +99,9 @@ int adm_fleet_load(struct adm_fleet *f, const json_t *saved, struct adm_errors *
  * the array of certificates/NAME in key order (maybe empty; a "cert" or
  * "key" file member is an error: a fleet's certificates are inline), and
  * "ticket_secret" in every listener "tls" that has none when
- * tls/ticket_secret exists (at least 32 bytes of UTF-8 without NUL).
+ * tls/ticket_secret exists (at least 32 bytes of UTF-8 without NUL), and
+ * "policies" an object of each policies/NAME (the node's file must not
+ * have "policies" either).
  * Values are parsed when stored, not here; the routes, upstreams and
  * certificates of the composed document are shared with <f>: never change
  * them in place. Returns a new reference,
@@ -112,7 +114,8 @@ json_t *adm_fleet_compose(const struct adm_fleet *f, const json_t *node, struct 
  * key of the object it is about, the rest of the pointer starting the
  * message: "/routes/3/upstream: unknown upstream \"x\"" becomes, at the key
  * of the fourth route in key order, "/upstream: unknown upstream \"x\"".
- * So do /upstreams/NAME/... (NAME unescaped per RFC 6901), a listener's
+ * So do /upstreams/NAME/... and /policies/NAME/... (NAME unescaped per
+ * RFC 6901), a listener's
  * /tls/certificates/K/... when the node's file says "fleet" there (the
  * Kth certificate in key order) and its /tls/ticket_secret when the
  * fleet's secret was put there. An error about the node's own keys keeps

@@ -177,6 +177,8 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
         return NULL;
     r->action = c->action;
     r->nworkers = nworkers;
+    r->npol = (unsigned char)c->npolicies;
+    memcpy(r->pol, c->policy_idx, sizeof(r->pol));
     if (!(r->id = dups(c->id)) || !(r->pattern = dups(c->pattern)))
         goto fail;
     r->id_len = strlen(r->id);
@@ -295,7 +297,18 @@ struct adm_sroute *adm_sroute_new(const struct adm_route *r, const struct adm_sn
         if (up == s->npools)
             return NULL;
     }
-    return sroute_make(r, s->nworkers, up, prev);
+    /* its policies by name: the route was validated against a copy of the
+     * live document, whose policies may be in another order */
+    struct adm_route rr = *r;
+    for (size_t k = 0; k < r->npolicies; k++) {
+        size_t i = 0;
+        while (i < s->npolicies && strcmp(s->policies[i]->name, r->policies[k]))
+            i++;
+        if (i == s->npolicies)
+            return NULL;
+        rr.policy_idx[k] = (unsigned char)i;
+    }
+    return sroute_make(&rr, s->nworkers, up, prev);
 }
 
 /* The servers of an upstream as its pool gets them: one per numeric
@@ -738,6 +751,32 @@ static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct ad
     return p;
 }
 
+/* The policies of s->cfg: those of <prev> whose name and definition stay
+ * carried over, state and all (a push resets no rate limit); the others
+ * new, taking their compiled definitions from the config. */
+static int build_policies(struct adm_snapshot *s, const struct adm_snapshot *prev,
+                          struct adm_errors *errs)
+{
+    struct adm_config *cfg = s->cfg;
+
+    if (!cfg->npolicies)
+        return 0;
+    if (!(s->policies = calloc(cfg->npolicies, sizeof(*s->policies))))
+        goto nomem;
+    for (; s->npolicies < cfg->npolicies; s->npolicies++) {
+        struct adm_spolicy *sp =
+            adm_spolicy_for(&cfg->policies[s->npolicies], prev ? prev->policies : NULL,
+                            prev ? prev->npolicies : 0, s->nworkers);
+        if (!sp)
+            goto nomem;
+        s->policies[s->npolicies] = sp;
+    }
+    return 0;
+nomem:
+    adm_errors_add(errs, "", "out of memory building the policies");
+    return -1;
+}
+
 struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct adm_snapshot *prev,
                                             unsigned nworkers, struct adm_resolver *res,
                                             struct adm_errors *errs)
@@ -769,6 +808,8 @@ struct adm_snapshot *adm_snapshot_build_res(struct adm_config *cfg, const struct
     for (size_t i = 0; i < cfg->nupstreams; i++)
         if (!(s->pools[i] = pool_for(cfg, i, prev, nworkers, res, errs)))
             goto fail;
+    if (build_policies(s, prev, errs) < 0)
+        goto fail;
     if (build_tls(s->base, prev, errs) < 0)
         goto fail;
     s->samples = adm_sample_set_for(prev ? prev->samples : NULL, nworkers, cfg->sampling);
@@ -809,6 +850,9 @@ void adm_snapshot_free(struct adm_snapshot *s)
     for (size_t i = 0; i < s->npools; i++)
         up_pool_release(s->pools[i]);
     free(s->pools);
+    for (size_t i = 0; i < s->npolicies; i++)
+        adm_spolicy_release(s->policies[i]);
+    free(s->policies);
     free(s->pins);
     adm_sample_set_release(s->samples);
     if (s->base && --s->base->refs == 0)
@@ -844,6 +888,14 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
         for (size_t i = 0; i < s->npools; i++) {
             s->pools[i] = cur->pools[i];
             up_pool_retain(s->pools[i]);
+        }
+    }
+    if (cur->npolicies) {
+        if (!(s->policies = calloc(cur->npolicies, sizeof(*s->policies))))
+            goto fail_s;
+        for (; s->npolicies < cur->npolicies; s->npolicies++) {
+            s->policies[s->npolicies] = cur->policies[s->npolicies];
+            s->policies[s->npolicies]->refs++;
         }
     }
     s->build_ms = adm_now_ms() - t0;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "admin/config.h"
+#include "admin/policy.h"
 #include "admin/http1/token.h"
 #include "admin/resolve.h"
 #include "admin/sample.h"
@@ -113,6 +114,10 @@ struct adm_sroute {
      * the worker, then tail (Content-Length and the blank line), then body */
     char *head, *tail, *body;
     size_t head_len, tail_len, body_len;
+    /* the route's policies, in order: indexes into the snapshot's
+     * policies (gateway/policy.h runs them); npol 0: none */
+    unsigned char npol;
+    unsigned char pol[ADM_POL_MAX];
     unsigned nworkers;
     struct adm_rctr *ctr;   /* one per worker: ctrs->w */
     struct adm_rctrs *ctrs; /* a reference */
@@ -143,6 +148,10 @@ struct adm_snapshot {
     rt_table *rt;    /* owned; udata are struct adm_sroute */
     up_pool **pools; /* one reference each, index = cfg->upstreams index */
     size_t npools;
+    /* one reference each, index = cfg->policies index; a policy whose
+     * name and definition stay is the same object (its state kept) */
+    struct adm_spolicy **policies;
+    size_t npolicies;
     struct adm_tls_ctx *const *tls; /* = base->tls: index = cfg->listeners index */
     SSL_CTX *const *uptls;          /* = base->uptls: index = cfg->upstreams index */
     unsigned nworkers;

@@ -8,6 +8,9 @@
  *   h2.c h2_stream.c  the HTTP/2 codec (nghttp2): a connection's streams,
  *               each a request handed on the same way (h2.h)
  *   serve.c     the one request entry (gw_req_start): decide, then proxy or answer
+ *   policy.c    the route's policies (policy_<type>.c): their request phase, run by
+ *               serve.c, may answer through local.c; proxy.c, local.c and forward.c
+ *               reach only the head phases (fields added or dropped), which are pure
  *   proxy.c     streams a request upstream and its response back
  *   local.c     answers a request here (grpc.c: a gRPC call's status, pure)
  *   tunnel.c    bytes both ways after a 101

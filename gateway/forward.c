@@ -13,6 +13,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/forward.h"
+#include "gateway/policy.h"
 
 #include <string.h>
 #include <strings.h>
@@ -201,6 +202,14 @@ static void add_raw_target(const struct h1_request *rq, struct gw_obuf *o)
     gw_ob_add(o, t, n);
 }
 
+/* Whether the client's field <n> stays here: the route's request_headers
+ * <rh> remove or set it, or one of the request's policies keeps it. */
+static int dropped(const struct gw_forward *f, const struct adm_shdrs *rh, const struct h1_slice *n)
+{
+    return (rh && gw_hdrs_drops(rh, n)) ||
+           (f->pol_n && gw_policy_drops(f->snap, f->sr, f->pol_n, n));
+}
+
 void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
 {
     const struct h1_request *rq = f->rq;
@@ -210,6 +219,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
                   adm_cidr_match(cfg->trusted_proxies, cfg->ntrusted_proxies, f->peer);
     int have_xff = 0, have_proto = 0, have_xfh = 0, query = 0;
     int64_t mf = h1_max_forwards(rq);
+    int drops = rh || f->pol_n; /* one test a field when neither drops any */
 
     gw_ob_add(o, rq->method.ptr, rq->method.len);
     gw_ob_add(o, " ", 1);
@@ -217,13 +227,17 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         gw_ob_add(o, "*", 1);
     } else if (add_rewritten_path(f, o)) {
         query = 1;
-    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED && !path_decoded(rq, cfg)) {
+    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED && !path_decoded(rq, cfg) &&
+               !(f->pol_n && f->pol_strip.len)) {
         add_raw_target(rq, o); /* RFC 9110 7.7: the query with it */
     } else {
         gw_ob_add(o, rq->path, rq->path_len);
         query = 1;
     }
-    if (query && rq->query.ptr) {
+    if (query && rq->query.ptr && f->pol_n && f->pol_strip.len) {
+        /* a policy keeps a parameter (with its '&', or the '?') */
+        gw_policy_add_stripped(o, rq->query.ptr - 1, rq->query.len + 1, &f->pol_strip);
+    } else if (query && rq->query.ptr) {
         gw_ob_add(o, "?", 1);
         gw_ob_add(o, rq->query.ptr, rq->query.len);
     }
@@ -233,7 +247,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         const struct h1_slice *n = &h->name;
         if (h1_is_hop_field(n) || gw_forward_named_in(n, rq->connection, rq->nconnection))
             continue;
-        if (rh && gw_hdrs_drops(rh, n)) /* the route removes or sets it */
+        if (drops && dropped(f, rh, n)) /* the route's or a policy's */
             continue;
         switch (n->len) {
         case 4:
@@ -317,6 +331,8 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         };
         gw_hdrs_emit(o, rh, &v);
     }
+    if (f->pol_n)
+        gw_policy_upstream(f->snap, f->sr, f->pol_val, f->pol_n, o);
     if (rh && rh->sets_host) {
         /* the route's Host went up with its fields */
     } else if (rq->form == H1_TARGET_ABSOLUTE && rq->host.ptr)

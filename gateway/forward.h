@@ -88,6 +88,11 @@ struct gw_forward {
     const char *client_sha256;  /* its SHA-256 in hex */
     int buffered;               /* the body was read whole (request_buffering): */
     uint64_t buffered_len;      /* it goes with this Content-Length, never chunked */
+    /* the route's policies that let the request through (policy.h): how
+     * many, their words, and a query parameter none of them sends up */
+    unsigned pol_n;
+    const uint64_t *pol_val;
+    struct h1_slice pol_strip;
 };
 
 /* Appends the upstream request head of <f> to <o>, up to its blank line,

@@ -11,6 +11,7 @@
 #include "gateway/local.h"
 #include "admin/http1/status.h"
 #include "gateway/grpc.h"
+#include "gateway/policy.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -190,6 +191,8 @@ static void simple_tail_body(struct gw_obuf *o, struct gw_req *r, int status, in
 {
     const struct simple_enc *e = simple_enc(status);
 
+    if (r->pol_n) /* the fields of the route's policies that let it through */
+        gw_policy_response(r, o);
     if (r->reqid_len)
         gw_ob_field(o, "X-Request-Id", 12, r->reqid, r->reqid_len);
     if (body)
@@ -287,6 +290,8 @@ static void send_encoded(struct gw_req *r, const struct adm_sroute *sr)
         gw_ob_add(o, sr->head + skip, sr->head_len - skip);
     }
     gw_ob_add(o, r->c->w->date, r->c->w->date_len);
+    if (r->pol_n)
+        gw_policy_response(r, o);
     if (r->reqid_len)
         gw_ob_field(o, "X-Request-Id", 12, r->reqid, r->reqid_len);
     if (r->codec->http1) {

@@ -662,6 +662,27 @@ struct gw_log_later {
     char text[]; /* the route's id and the server's address, NUL-terminated */
 };
 
+/* The target of <rec> without the part <s> (a query parameter a policy
+ * kept from the upstream), copied to <buf>; cut where <s> starts when it
+ * does not fit. */
+static void strip_target(struct gw_log_rec *rec, const struct h1_slice *s, char *buf, size_t cap)
+{
+    const char *t = rec->target;
+    size_t n = rec->target_len, head;
+
+    if (!t || s->ptr < t || s->ptr + s->len > t + n)
+        return;
+    head = (size_t)(s->ptr - t);
+    if (n - s->len > cap) {
+        rec->target_len = head;
+        return;
+    }
+    memcpy(buf, t, head);
+    memcpy(buf + head, s->ptr + s->len, n - head - s->len);
+    rec->target = buf;
+    rec->target_len = n - s->len;
+}
+
 /* <c>'s line, in the format <src> names, into the worker's buffer. */
 static void log_line(struct gw_req *r, double duration_ms, const struct log_src *src)
 {
@@ -716,7 +737,10 @@ static void log_line(struct gw_req *r, double duration_ms, const struct log_src 
         .sni_len = sni_len,
     };
     size_t need;
+    char tgt[4096];
 
+    if (r->pol_n && r->pol_strip.len) /* a policy's credential stays out of the log */
+        strip_target(&rec, &r->pol_strip, tgt, sizeof(tgt));
     need = gw_log_json_max(&rec);
     if (w->log_cap - w->log_len < need)
         gw_access_flush(w);

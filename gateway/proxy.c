@@ -35,6 +35,7 @@
 #include "gateway/health.h"
 #include "gateway/limits.h"
 #include "gateway/local.h"
+#include "gateway/policy.h"
 #include "gateway/try.h"
 #include "gateway/h2up.h"
 #include "gateway/tunnel.h"
@@ -302,6 +303,8 @@ void gw_proxy_head(struct gw_req *r, const struct gw_resp_head *rh, struct gw_ob
     }
     if (rs)
         emit_resp_headers(r, rs, o);
+    if (r->pol_n && rh->status >= 200) /* the route's policies' fields */
+        gw_policy_response(r, o);
     if (!have_id && r->reqid_len)
         put_field(r, o, "X-Request-Id", 12, r->reqid, r->reqid_len);
     if (!have_date && rh->status >= 200) { /* RFC 9110 6.6.1: a forwarder adds it */
@@ -808,6 +811,9 @@ void gw_proxy_forward_of(struct gw_req *r, struct gw_forward *f, char subject[51
     f->reqid_len = r->reqid_len;
     f->tls = gw_io_is_tls(&r->c->io);
     f->buffered = r->body != NULL;
+    f->pol_n = r->pol_n;
+    f->pol_val = r->pol_val;
+    f->pol_strip = r->pol_strip;
     f->buffered_len = r->body ? evbuffer_get_length(r->body) : 0;
     f->client_subject = f->client_sha256 = NULL;
     if (gw_tls_client_cert(&r->c->io, subject, 512, sha256)) {

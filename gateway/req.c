@@ -58,6 +58,8 @@ void gw_req_unpin(struct gw_req *r)
         adm_swap_unpin(r->snap, r->c->w->id);
         r->snap = NULL;
     }
+    r->pol_n = 0; /* its policies were the snapshot's: an answer given before the
+                   * next request starts (a bad head) has none */
 }
 
 void gw_req_make_reqid(struct gw_req *r)

@@ -114,6 +114,12 @@ struct gw_req {
      * the canary; and that rollout's number, counted under it only */
     unsigned char arm;
     uint64_t ro;
+    /* route policies (policy.h): how many let it through (0: none ran,
+     * the only field read when the route has none), the word each left,
+     * and a query parameter kept from the upstream and the access log */
+    unsigned char pol_n;
+    uint64_t pol_val[8];
+    struct h1_slice pol_strip;
 };
 
 /* How a request's answer is written and its body read: one per protocol

@@ -14,6 +14,7 @@
 #include "gateway/conn.h"
 #include "gateway/forward.h"
 #include "gateway/local.h"
+#include "gateway/policy.h"
 #include "gateway/proxy.h"
 
 /* What the connection decides before the route does: a redirect_https
@@ -129,6 +130,7 @@ void gw_req_start(struct gw_req *r)
     r->status = 0;
     r->reqid_len = 0;
     r->up_ms = -1;
+    r->pol_n = 0;
     gw_req_phase(r, GW_REQ_HEAD);
 
     need = rt_table_max_params(s->rt);
@@ -152,6 +154,9 @@ void gw_req_start(struct gw_req *r)
     if (v != GW_V_UPSTREAM && rq->expect_continue && !r->body_done)
         r->keep = 0; /* no 100 Continue from us: the body may come or not, so the
                       * answer says the connection closes (RFC 9110 10.1.1) */
+    /* the route's policies, whatever it does (one branch without any) */
+    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL) && gw_policy_request(r))
+        return;
     if (v == GW_V_UPSTREAM)
         gw_proxy_start(r);
     else

@@ -19,6 +19,8 @@ import socket
 import sys
 import time
 
+from gen import POLICY_HEADER  # the credentials POLICY=api_key or basic needs
+
 BODY_METHODS = {"POST", "PUT", "PATCH"}
 
 
@@ -33,6 +35,8 @@ def load(path, port):
             head = f"{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
             if method in BODY_METHODS:
                 head += "Content-Length: 0\r\n"
+            if POLICY_HEADER:
+                head += POLICY_HEADER + "\r\n"
             out.append((head + "\r\n").encode("ascii"))
     if not out:
         sys.exit(f"client.py: no requests in {path}")

@@ -33,6 +33,27 @@ ACCESS_LOG = os.environ.get("ACCESS_LOG") == "1"
 # (once a second, off the workers); HEALTH=2 adds outlier detection, which
 # the workers feed on every response: the cost of both on a proxied hit.
 HEALTH = os.environ.get("HEALTH", "0")
+# POLICY=rate_limit, cors, api_key or basic (loadtest/compare): every
+# Switchyard route gets that policy (a rate limit per client address that
+# never refuses; CORS for one origin, which the requests do not send; an API
+# key or Basic credentials that client.py and the curl check send, for the
+# callgrind runs only: BENCH=0), to measure its cost per request. Empty:
+# no policies.
+POLICY = os.environ.get("POLICY", "")
+POLICIES = {
+    "rate_limit": {"type": "rate_limit", "rate": 1000000000, "burst": 1000000000},
+    "cors": {"type": "cors", "origins": ["https://app.example"]},
+    # sha256("bench-key")
+    "api_key": {"type": "api_key", "keys": [{"name": "bench", "sha256":
+                "b0962662e937d44c699c8305d90cbf190b3150c59b13863d1380b5cc3c711bb7"}]},
+    # bench:bench-pw, bcrypt at cost 10 (a checked password stays in each
+    # worker's cache: this measures the cached path)
+    "basic": {"type": "basic", "htpasswd": "bench.htpasswd"},
+}
+POLICY_HEADERS = {"api_key": "X-API-Key: bench-key",
+                  "basic": "Authorization: Basic YmVuY2g6YmVuY2gtcHc="}
+POLICY_HEADER = POLICY_HEADERS.get(POLICY)
+BENCH_HTPASSWD = "bench:$2b$10$L8Ye855YqzRzFV3wq/fu5eTfzAUYnVI.CvhORTnU1jW88pNO8n9Dm\n"
 
 
 def read_table(path):
@@ -231,6 +252,14 @@ def switchyard_json(routes, listen_port, upstream_port, admin_port, log_dir):
         "access_log": f"{log_dir}/switchyard-access.log" if ACCESS_LOG else "off",
         "admin": {"address": f"127.0.0.1:{admin_port}"},
     }
+    if POLICY:
+        doc["policies"] = {"p": json.loads(json.dumps(POLICIES[POLICY]))}
+        if POLICY == "basic":
+            ht = os.path.join(log_dir, "bench.htpasswd")
+            write(ht, BENCH_HTPASSWD)
+            doc["policies"]["p"]["htpasswd"] = ht
+        for r in doc["routes"]:
+            r["policies"] = ["p"]
     return json.dumps(doc, indent=1) + "\n"
 
 
@@ -261,6 +290,8 @@ def curl_config(requests, port):
         ]
         if method in BODY_METHODS:
             block.append('header = "Content-Length: 0"')
+        if POLICY_HEADER:
+            block.append(f'header = "{POLICY_HEADER}"')
         parts.append("\n".join(block))
     return "\nnext\n".join(parts) + "\n"
 

@@ -216,6 +216,55 @@ START_TEST(compose_output)
 }
 END_TEST
 
+/* policies/NAME: the composed "policies", validated with the routes that
+ * name them; a bad one blamed on its key; a node file's own refused. */
+START_TEST(compose_policies)
+{
+    struct adm_fleet *f = adm_fleet_new(P);
+    struct adm_etcd_kv kvs[] = {
+        kv(P "routes/r", "{\"path\": \"/r\", \"upstream\": \"a\", \"policies\": [\"lim\"]}", 1),
+        kv(P "upstreams/a", up_a, 1),
+        kv(P "policies/lim", "{\"type\": \"rate_limit\", \"rate\": 5}", 1),
+    };
+    struct adm_errors e, out;
+    struct adm_config *cfg;
+    json_t *doc, *n;
+
+    adm_fleet_reset(f, 2, kvs, 3);
+    doc = compose_ok(f, node_plain);
+    ck_assert_ptr_nonnull(json_object_get(json_object_get(doc, "policies"), "lim"));
+    adm_errors_init(&e);
+    cfg = adm_config_from_json(doc, &e);
+    if (!cfg)
+        ck_abort_msg("%s", adm_errors_format(&e));
+    ck_assert_uint_eq(cfg->npolicies, 1);
+    ck_assert_uint_eq(cfg->routes[0].npolicies, 1);
+    adm_config_free(cfg);
+    json_decref(doc);
+
+    /* a bad policy: the validator's path becomes the key */
+    kvs[2] = kv(P "policies/lim", "{\"type\": \"rate_limit\", \"rate\": 0}", 3);
+    adm_fleet_reset(f, 3, kvs, 3);
+    doc = compose_ok(f, node_plain);
+    adm_errors_init(&e);
+    adm_errors_init(&out);
+    ck_assert_ptr_null(adm_config_from_json(doc, &e));
+    n = node_doc(node_plain);
+    adm_fleet_blame(f, n, &e, &out);
+    has_error(&out, P "policies/lim", "/rate: ");
+    adm_errors_clear(&e);
+    adm_errors_clear(&out);
+    json_decref(n);
+    json_decref(doc);
+
+    compose_fails(f,
+                  "{\"listeners\": [{\"address\": \"127.0.0.1:8080\"}], \"policies\": "
+                  "{\"x\": {\"type\": \"cors\", \"origins\": [\"*\"]}}}",
+                  "/policies", "the policies live in etcd");
+    adm_fleet_free(f);
+}
+END_TEST
+
 static const char secret[] = "0123456789abcdef0123456789abcdef-x";
 
 START_TEST(compose_certificates_and_ticket)
@@ -272,7 +321,7 @@ static void key_fails(const char *k, const char *v, size_t vlen, const char *nee
 START_TEST(key_errors)
 {
     static const char layout[] = "not a fleet object: expected upstreams/NAME, routes/ID, "
-                                 "certificates/NAME or tls/ticket_secret";
+                                 "policies/NAME, certificates/NAME or tls/ticket_secret";
 
     KEY_FAILS(P "other/x", "{}", layout);
     KEY_FAILS(P "routes", "{}", layout);
@@ -554,6 +603,7 @@ int main(void)
     tcase_add_test(tc, reset_apply_counts);
     tcase_add_test(tc, dup_is_independent);
     tcase_add_test(tc, compose_output);
+    tcase_add_test(tc, compose_policies);
     tcase_add_test(tc, compose_certificates_and_ticket);
     tcase_add_test(tc, key_errors);
     tcase_add_test(tc, errors_of_every_key_and_the_node);

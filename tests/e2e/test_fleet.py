@@ -221,6 +221,26 @@ class Convergence(FleetCase):
             st, u, _ = admin(n, "GET", "/upstreams/app")
             self.assertEqual(st, 200, u)
 
+    def test_policy_key_applies_to_its_routes(self):
+        """policies/NAME is a fleet object: a route naming it is limited on
+        every node (each node counting its own), and a bad policy is
+        reported at its key and not applied."""
+        e = self.etcd()
+        nodes = [self.node(e) for _ in range(2)]
+        e.txn_put({PREFIX + "policies/two": json.dumps(
+            {"type": "rate_limit", "rate": 1, "per_ms": 60000, "burst": 1}),
+            PREFIX + "routes/lim": json.dumps({"path": "/lim", "response": {"body": "ok\n"},
+                                               "policies": ["two"]})})
+        self.wait_body(nodes, "/lim", "ok\n")
+        for n in nodes:
+            wait_for(lambda: body_of(n, "/lim") == 429, what="429 from %s" % n.name)
+        e.put(PREFIX + "policies/two", json.dumps({"type": "rate_limit", "rate": 0}))
+        for n in nodes:
+            wait_for(lambda: any(x["key"] == PREFIX + "policies/two"
+                                 for x in fleet(n)["errors"]),
+                     what="the bad policy reported by %s" % n.name)
+            self.assertEqual(body_of(n, "/lim"), 429)  # the last good config serves on
+
 
 class Writes(FleetCase):
     def test_no_canary_on_a_fleet_node(self):

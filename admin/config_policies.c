@@ -1,0 +1,273 @@
+/*
+ * config_policies.c - the "policies" section: named policies, each read by
+ * its type's configure op (the kinds table below), a route's "policies"
+ * list, and the references from routes checked once everything is read
+ * (an unknown name at /routes/N/policies/K with the nearest real one, at
+ * most one authentication policy a route). Also the snapshot's shared
+ * policy objects (struct adm_spolicy), which keep their state across
+ * pushes while their definition stays the same.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "admin/config_int.h"
+#include "admin/policy.h"
+#include "admin/policy_types.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(ADM_POL_MAX == sizeof(((struct adm_route *)0)->policy_idx), "policy_idx");
+
+const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES] = {
+    [ADM_POL_RATE_LIMIT] = {.name = "rate_limit",
+                            .configure = adm_rl_configure,
+                            .free = adm_rl_conf_free,
+                            .state_new = adm_rl_table_new,
+                            .state_free = adm_rl_table_free},
+    [ADM_POL_CORS] = {.name = "cors", .configure = adm_cors_configure, .free = adm_cors_conf_free},
+    [ADM_POL_API_KEY] = {.name = "api_key",
+                         .auth = 1,
+                         .configure = adm_ak_configure,
+                         .free = adm_ak_conf_free,
+                         .state_new = adm_ak_state_new,
+                         .state_free = adm_ak_state_free},
+    [ADM_POL_BASIC] = {.name = "basic",
+                       .auth = 1,
+                       .configure = adm_basic_configure,
+                       .free = adm_basic_conf_free,
+                       .state_new = adm_basic_cache_new,
+                       .state_free = adm_basic_cache_free},
+};
+
+void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n)
+{
+    const unsigned char *b = s;
+    uint64_t h = p->hash;
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ULL;
+    }
+    p->hash = h;
+}
+
+/* The type of policy object <v>: its "type" member, reported at its path
+ * when missing or unknown (with the nearest type's name). */
+static int policy_type(struct adm_cf *x, const json_t *v)
+{
+    const json_t *t = json_object_get(v, "type");
+    const char *s, *near = NULL;
+    size_t best = 3;
+    struct adm_cf_qbuf q;
+
+    if (!t) {
+        adm_cf_err_key(
+            x, "type",
+            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\"");
+        return -1;
+    }
+    size_t mark = adm_cf_push_key(x, "type");
+    s = adm_cf_str(x, t, 1);
+    for (int i = 0; s && i < ADM_POL_NTYPES; i++) {
+        size_t d;
+        if (!strcmp(s, adm_pol_kinds[i].name)) {
+            adm_cf_pop(x, mark);
+            return i;
+        }
+        if ((d = adm_cf_edit_distance(s, adm_pol_kinds[i].name)) < best) {
+            best = d;
+            near = adm_pol_kinds[i].name;
+        }
+    }
+    if (s && near)
+        adm_cf_err(x, "unknown policy type %s (did you mean \"%s\"?)", adm_cf_quote(&q, s), near);
+    else if (s)
+        adm_cf_err(
+            x, "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\", \"basic\")",
+            adm_cf_quote(&q, s));
+    adm_cf_pop(x, mark);
+    return -1;
+}
+
+void adm_cf_policies(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_config *c = target;
+    const char *name;
+    size_t nlen;
+    json_t *pv;
+    struct adm_cf_qbuf q;
+
+    if (!adm_cf_want_object(x, v))
+        return;
+    c->policies = adm_cf_calloc(x, json_object_size(v), sizeof(*c->policies));
+    if (!c->policies)
+        return;
+    json_object_keylen_foreach((json_t *)v, name, nlen, pv)
+    {
+        size_t mark = adm_cf_push_key(x, name);
+        struct adm_policy *p = &c->policies[c->npolicies++];
+        char *text;
+
+        p->type = -1;
+        p->hash = 14695981039346656037ULL;
+        if (strlen(name) != nlen || !adm_cf_is_name(name, "_.-", ADM_POL_MAX_NAME))
+            adm_cf_err(x, "invalid policy name %s (use 1..%d letters, digits, '_', '.', '-')",
+                       adm_cf_quote(&q, name), ADM_POL_MAX_NAME);
+        else
+            p->name = adm_cf_strdup(x, name);
+        if (adm_cf_want_object(x, pv) && (p->type = policy_type(x, pv)) >= 0) {
+            p->conf = adm_pol_kinds[p->type].configure(x, pv, p);
+            /* the identity: the type and the definition as written */
+            if ((text = json_dumps(pv, JSON_SORT_KEYS | JSON_COMPACT))) {
+                adm_pol_hash_add(p, text, strlen(text));
+                free(text);
+            } else {
+                x->nomem = 1;
+            }
+        }
+        adm_cf_pop(x, mark);
+    }
+}
+
+/* A route's "policies": names, checked against the section later
+ * (adm_cf_policies_check), since it may come after the routes. */
+void adm_cf_route_policies(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct adm_route *r = target;
+    size_t n;
+    struct adm_cf_qbuf q;
+
+    if (!adm_cf_want_array(x, v))
+        return;
+    if ((n = json_array_size(v)) > ADM_POL_MAX) {
+        adm_cf_err(x, "at most %d policies a route (this one has %zu)", ADM_POL_MAX, n);
+        return;
+    }
+    if (!(r->policies = adm_cf_calloc(x, n ? n : 1, sizeof(*r->policies))))
+        return;
+    for (size_t i = 0; i < n; i++) {
+        size_t mark = adm_cf_push_index(x, i);
+        const char *s = adm_cf_str(x, json_array_get(v, i), 1);
+        for (size_t k = 0; s && k < r->npolicies; k++)
+            if (!strcmp(r->policies[k], s)) {
+                adm_cf_err(x, "policy %s named twice (also at %zu)", adm_cf_quote(&q, s), k);
+                s = NULL;
+            }
+        if (s && (r->policies[r->npolicies] = adm_cf_strdup(x, s)))
+            r->npolicies++;
+        adm_cf_pop(x, mark);
+    }
+}
+
+static int policy_index(const struct adm_config *c, const char *name, const char **near)
+{
+    size_t best = 3;
+
+    *near = NULL;
+    for (size_t k = 0; k < c->npolicies; k++) {
+        size_t d;
+        if (!c->policies[k].name)
+            continue;
+        if (!strcmp(c->policies[k].name, name))
+            return (int)k;
+        if ((d = adm_cf_edit_distance(name, c->policies[k].name)) < best) {
+            best = d;
+            *near = c->policies[k].name;
+        }
+    }
+    return -1;
+}
+
+void adm_cf_policies_check(struct adm_cf *x)
+{
+    const struct adm_config *c = x->c;
+    char path[96];
+    struct adm_cf_qbuf q, qn;
+
+    for (size_t i = 0; i < c->nroutes; i++) {
+        struct adm_route *r = &c->routes[i];
+        const char *auth = NULL;
+        for (size_t k = 0; k < r->npolicies; k++) {
+            const char *near;
+            int idx = policy_index(c, r->policies[k], &near);
+            snprintf(path, sizeof(path), "/routes/%zu/policies/%zu", i, k);
+            if (idx < 0 && near) {
+                adm_cf_err_at(x, path, "unknown policy %s (did you mean %s?)",
+                              adm_cf_quote(&q, r->policies[k]), adm_cf_quote(&qn, near));
+                continue;
+            }
+            if (idx < 0) {
+                adm_cf_err_at(x, path, "unknown policy %s", adm_cf_quote(&q, r->policies[k]));
+                continue;
+            }
+            r->policy_idx[k] = (unsigned char)idx;
+            if (c->policies[idx].type < 0 || !adm_pol_kinds[c->policies[idx].type].auth)
+                continue;
+            if (auth)
+                adm_cf_err_at(x, path,
+                              "a route takes at most one authentication policy (it has %s "
+                              "already)",
+                              adm_cf_quote(&q, auth));
+            else
+                auth = r->policies[k];
+        }
+    }
+}
+
+static void policy_free(struct adm_policy *p)
+{
+    free(p->name);
+    if (p->conf && p->type >= 0)
+        adm_pol_kinds[p->type].free(p->conf);
+}
+
+void adm_cf_policies_free(struct adm_config *c)
+{
+    for (size_t i = 0; i < c->npolicies; i++)
+        policy_free(&c->policies[i]);
+    free(c->policies);
+}
+
+/* ---- the snapshot's policies ---- */
+
+struct adm_spolicy *adm_spolicy_for(struct adm_policy *p, struct adm_spolicy *const *prev,
+                                    size_t nprev, unsigned nworkers)
+{
+    const struct adm_pol_kind *k = &adm_pol_kinds[p->type];
+    struct adm_spolicy *sp;
+
+    for (size_t i = 0; i < nprev; i++)
+        if (prev[i]->type == p->type && prev[i]->hash == p->hash &&
+            !strcmp(prev[i]->name, p->name)) {
+            prev[i]->refs++;
+            return prev[i];
+        }
+    if (!(sp = calloc(1, sizeof(*sp))))
+        return NULL;
+    sp->refs = 1;
+    sp->type = p->type;
+    sp->hash = p->hash;
+    if (!(sp->name = strdup(p->name)))
+        goto fail;
+    if (k->state_new && !(sp->state = k->state_new(p->conf, nworkers)))
+        goto fail;
+    sp->conf = p->conf;
+    p->conf = NULL;
+    return sp;
+fail:
+    free(sp->name);
+    free(sp);
+    return NULL;
+}
+
+void adm_spolicy_release(struct adm_spolicy *sp)
+{
+    if (!sp || --sp->refs)
+        return;
+    if (sp->state)
+        adm_pol_kinds[sp->type].state_free(sp->state);
+    if (sp->conf)
+        adm_pol_kinds[sp->type].free(sp->conf);
+    free(sp->name);
+    free(sp);
+}

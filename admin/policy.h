@@ -1,0 +1,91 @@
+/*
+ * policy.h - route policies, the config side: named policies at the top
+ * level ("policies": {"NAME": {"type": ..., ...}}), referenced in order
+ * from routes ("policies": ["NAME", ...]).
+ *
+ * A policy type is a row of the kinds table (config_policies.c) with its
+ * ops: configure (admin thread: the JSON object into the type's compiled
+ * definition, errors at their JSON paths), free, and optionally a runtime
+ * state shared by every worker (a rate limit's table) that a later
+ * snapshot takes over while the policy's definition stays the same. The
+ * worker side of each type (what it does to a request and its answer) is
+ * gateway/policy.h. Each type's definition is its own file:
+ * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c.
+ *
+ * Nothing here does I/O but reading the files a policy names at parse
+ * time (as every config key that names a file does).
+ */
+#ifndef SY_ADMIN_POLICY_H
+#define SY_ADMIN_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#define ADM_POL_MAX 8       /* policies one route names */
+#define ADM_POL_MAX_NAME 64 /* a policy's name: [A-Za-z0-9_.-]+ */
+
+/* The types, in the order of the kinds table. */
+enum adm_pol_type {
+    ADM_POL_RATE_LIMIT = 0, /* "rate_limit": policy_rate_limit.c */
+    ADM_POL_CORS,           /* "cors": policy_cors.c */
+    ADM_POL_API_KEY,        /* "api_key": policy_api_key.c */
+    ADM_POL_BASIC,          /* "basic": policy_basic.c */
+    ADM_POL_NTYPES,
+};
+
+/* One entry of the top-level "policies" object, as parsed. */
+struct adm_policy {
+    char *name;
+    int type;      /* enum adm_pol_type; -1 when its type was refused */
+    void *conf;    /* the type's compiled definition (NULL after an error); a
+                    * snapshot takes it over (adm_spolicy) */
+    uint64_t hash; /* its definition's identity: the JSON and any file it read */
+};
+
+struct adm_cf;
+
+/* A policy type's config ops. */
+struct adm_pol_kind {
+    const char *name; /* the "type" value */
+    int auth;         /* an authentication kind: at most one on a route */
+    /* Reads the policy object <v> (at x->path; its "type" is already read)
+     * of policy <p> into a new definition; NULL after reporting every
+     * problem at its path. May add the bytes of a file it read to
+     * p->hash (adm_pol_hash_add) so that a changed file is a changed
+     * policy. */
+    void *(*configure)(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+    void (*free)(void *conf);
+    /* The state its workers share, made when a snapshot first holds the
+     * policy (NULL: out of memory); NULL op: none. <nworkers> counters. */
+    void *(*state_new)(const void *conf, unsigned nworkers);
+    void (*state_free)(void *state);
+};
+
+/* The kinds table, indexed by enum adm_pol_type. */
+extern const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES];
+
+/* Mixes <n> bytes at <s> into the identity of <p>. */
+void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n);
+
+/* A policy as a snapshot holds it: shared by the snapshots whose policy
+ * of that name has the same identity, so that its state (a rate limit's
+ * table, its counters) survives a push (refs: admin thread only). */
+struct adm_spolicy {
+    unsigned refs;
+    int type;
+    char *name;
+    uint64_t hash;
+    void *conf;  /* owned: adm_pol_kinds[type].free */
+    void *state; /* owned: adm_pol_kinds[type].state_free; NULL: none */
+};
+
+/* A snapshot's policy for <p>: <prev>'s (retained) when it has the same
+ * name and identity, else a new one that takes p->conf over (p->conf is
+ * NULL after). NULL on out of memory. */
+struct adm_spolicy *adm_spolicy_for(struct adm_policy *p, struct adm_spolicy *const *prev,
+                                    size_t nprev, unsigned nworkers);
+void adm_spolicy_release(struct adm_spolicy *sp);
+
+#endif

@@ -1,0 +1,211 @@
+/*
+ * policy_types.h - each policy type's compiled definition and pure logic,
+ * one file each: policy_rate_limit.c (GCRA and its shared table),
+ * policy_cors.c (origins, pre-encoded fields), policy_api_key.c (hashed
+ * keys). The kinds table (config_policies.c) holds their configure and
+ * free; the worker side is gateway/policy_<type>.c.
+ */
+#ifndef SY_ADMIN_POLICY_TYPES_H
+#define SY_ADMIN_POLICY_TYPES_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <openssl/types.h>
+
+#include "admin/policy.h"
+
+/* ---- SHA-256 on a worker ---- */
+
+/* One digest context per worker, made on the admin thread with the
+ * algorithm fetched once: a digest on a worker neither fetches nor
+ * allocates (OpenSSL's one-shot SHA256() does both). */
+struct adm_sha {
+    unsigned n;
+    EVP_MD *md;
+    EVP_MD_CTX **ctx; /* n, each used by its worker only */
+};
+
+struct adm_sha *adm_sha_new(unsigned nworkers);
+void adm_sha_free(struct adm_sha *s);
+/* SHA-256 of <n> bytes at <p> into <out> with worker <w>'s context (<s>
+ * NULL: the one-shot function, for tests). 0, or -1. */
+int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, unsigned char out[32]);
+
+/* ---- rate_limit ---- */
+
+/* What a part of the key is made of ("key"). */
+enum adm_rl_part_kind {
+    ADM_RLK_CLIENT_IP, /* "client_ip": the derived client address */
+    ADM_RLK_HEADER,    /* "header:NAME": the first such field's value ("" without one) */
+    ADM_RLK_PARAM,     /* "param:NAME": the route's parameter ("" without one) */
+    ADM_RLK_ROUTE,     /* "route": the route's id */
+};
+
+struct adm_rl_part {
+    enum adm_rl_part_kind kind;
+    char *name; /* HEADER: lower case; PARAM: as the pattern writes it; else NULL */
+    size_t len;
+};
+
+#define ADM_RL_MAX_PARTS 4
+
+struct adm_rl_conf {
+    unsigned rate, per_ms, burst, max_keys;
+    uint64_t t_ns;     /* the emission interval: per_ms / rate */
+    uint64_t limit_ns; /* (burst + 1) * t_ns: how far past now the TAT may run */
+    struct adm_rl_part key[ADM_RL_MAX_PARTS];
+    size_t nkey;
+    char *name;   /* the policy's, quoted in the fields */
+    char *policy; /* "RateLimit-Policy: \"NAME\";q=Q;w=W\r\n" */
+    size_t policy_len;
+};
+
+/* One key's theoretical arrival time (GCRA), 0: free. <key> is the key's
+ * 64-bit hash (never 0). */
+struct adm_rl_slot {
+    _Atomic uint64_t key;
+    _Atomic uint64_t tat; /* ns on CLOCK_MONOTONIC */
+};
+
+/* Counters of one worker (a single writer each). */
+struct adm_rl_wctr {
+    _Atomic uint64_t allowed, limited, evictions;
+    char pad[64 - 3 * sizeof(uint64_t)];
+};
+
+/* A policy's table, shared by every worker: max_keys slots, no lock. */
+struct adm_rl_table {
+    size_t cap; /* = max_keys */
+    unsigned nworkers;
+    struct adm_rl_wctr *ctr; /* nworkers */
+    struct adm_rl_slot *slots;
+};
+
+/* What one request got. */
+struct adm_rl_verdict {
+    int allowed;
+    uint64_t remaining; /* requests that would pass now after this one */
+    uint64_t reset_s;   /* seconds until the key is back to its full burst */
+    uint64_t retry_s;   /* refused: seconds until one would pass (at least 1) */
+};
+
+void *adm_rl_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_rl_conf_free(void *conf);
+void *adm_rl_table_new(const void *conf, unsigned nworkers);
+void adm_rl_table_free(void *state);
+/* GCRA on one TAT at time <now> (ns): one compare-and-swap loop. */
+void adm_rl_gcra(_Atomic uint64_t *tat, const struct adm_rl_conf *c, uint64_t now,
+                 struct adm_rl_verdict *v);
+/* One request of key hash <key> (0 is taken as 1) at <now> by worker <w>:
+ * the key's slot found or claimed within a bounded probe (an empty or
+ * expired slot, else the one whose TAT is oldest, evicting it), then
+ * adm_rl_gcra. Never allocates. */
+void adm_rl_take(struct adm_rl_table *t, const struct adm_rl_conf *c, uint64_t key, uint64_t now,
+                 unsigned w, struct adm_rl_verdict *v);
+/* Keys whose TAT is still ahead of <now>: the ones the table remembers. */
+size_t adm_rl_keys(const struct adm_rl_table *t, uint64_t now);
+/* Sums of the workers' counters. */
+void adm_rl_counts(const struct adm_rl_table *t, uint64_t *allowed, uint64_t *limited,
+                   uint64_t *evictions);
+
+/* ---- cors ---- */
+
+struct adm_cors_conf {
+    char **origins; /* exact, or with one leading wildcard label */
+    size_t norigins;
+    int any;         /* "*" among them: every origin */
+    int credentials; /* Access-Control-Allow-Credentials: true */
+    char *pre;       /* a preflight's fields after Access-Control-Allow-Origin */
+    size_t pre_len;
+    char *act; /* an answer's fields after Access-Control-Allow-Origin */
+    size_t act_len;
+};
+
+void *adm_cors_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_cors_conf_free(void *conf);
+/* Whether Origin value <o> (<n> bytes) is allowed. */
+int adm_cors_origin_ok(const struct adm_cors_conf *c, const char *o, size_t n);
+
+/* ---- api_key ---- */
+
+struct adm_ak_key {
+    char *name;
+    unsigned char sha256[32];
+};
+
+struct adm_ak_conf {
+    struct adm_ak_key *keys;
+    size_t nkeys;
+    char *header; /* lower case; NULL: none */
+    size_t header_len;
+    char *query; /* the query parameter's name; NULL: none */
+    size_t query_len;
+    char *consumer; /* consumer_header; NULL: none */
+    size_t consumer_len;
+    char *challenge; /* "WWW-Authenticate: ApiKey realm=\"NAME\"\r\n" */
+    size_t challenge_len;
+};
+
+void *adm_ak_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_ak_conf_free(void *conf);
+/* Its state: an adm_sha. */
+void *adm_ak_state_new(const void *conf, unsigned nworkers);
+void adm_ak_state_free(void *state);
+/* The key whose SHA-256 is that of <key> (<n> bytes), hashed with worker
+ * <w>'s context of <sha> (may be NULL): its index, or -1. Every key is
+ * compared, each in constant time. */
+int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *sha, unsigned w, const char *key,
+                size_t n);
+/* Parses a keys_file's text (lines "name:sha256hex", '#' comments and
+ * blank lines skipped) into <c>; 0, or -1 with the line number in <why>. */
+int adm_ak_parse_file(struct adm_ak_conf *c, const char *text, size_t len, char *why, size_t cap);
+
+/* ---- basic ---- */
+
+struct adm_basic_user {
+    char *name;
+    char *hash; /* "$2y$..." / "$2b$..." (bcrypt) or "$y$..." (yescrypt) */
+};
+
+#define ADM_BASIC_CACHE 64 /* verified credentials a worker remembers */
+
+struct adm_basic_conf {
+    struct adm_basic_user *users;
+    size_t nusers;
+    const char *dummy;    /* a user's hash: what an unknown user is checked against */
+    unsigned cache_ttl_s; /* how long a verified Authorization value is trusted (0: never) */
+    char *challenge;      /* "WWW-Authenticate: Basic realm=\"...\", charset=\"UTF-8\"\r\n" */
+    size_t challenge_len;
+};
+
+/* One worker's remembered credentials: SHA-256 of the Authorization
+ * value, the user, until when (ns, CLOCK_MONOTONIC). */
+struct adm_basic_entry {
+    unsigned char sha256[32];
+    size_t user;
+    uint64_t until;
+};
+
+/* A policy's caches, one per worker (each touched by its worker only),
+ * and each worker's crypt_r scratch (struct crypt_data, 32 KiB). */
+struct adm_basic_cache {
+    unsigned nworkers;
+    struct adm_sha *sha;
+    struct adm_basic_entry *e; /* nworkers * ADM_BASIC_CACHE */
+    void **scratch;            /* nworkers, allocated by their worker when first needed */
+};
+
+void *adm_basic_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_basic_conf_free(void *conf);
+void *adm_basic_cache_new(const void *conf, unsigned nworkers);
+void adm_basic_cache_free(void *state);
+/* Parses an htpasswd text ("user:hash" lines, '#' comments) into <c>;
+ * 0, or -1 with the line and why in <why>. Only bcrypt and yescrypt
+ * hashes are taken. */
+int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len, char *why,
+                         size_t cap);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * policy.h - route policies, the worker side: the chain a route's policies
+ * run in (policy.c) and each type's ops (gateway/policy_<type>.c), the
+ * config side being admin/policy.h.
+ *
+ * The phases (Envoy's HTTP filters, nginx's phases, kept small):
+ * - request: once the route is decided (an upstream, a direct response
+ *   or a redirect alike; both HTTP/1.1 and HTTP/2 clients), each policy in
+ *   the route's order either lets the request go on, leaving a word in
+ *   *<val> for its later phases (and maybe r->pol_strip, a query
+ *   parameter kept from the upstream), or answers it here (through
+ *   gateway/local.h) and stops the chain;
+ * - upstream: the fields it adds to the upstream request head, and the
+ *   client fields it keeps from going up (drops);
+ * - response: the fields it adds to the client's answer head, proxied or
+ *   local, for every policy that let the request through;
+ * - body: a response body filter (for a compressing type); none of the
+ *   types here has one yet, and nothing calls it.
+ * A route without policies costs one branch at the request, and one at
+ * each head.
+ */
+#ifndef SY_GATEWAY_POLICY_H
+#define SY_GATEWAY_POLICY_H
+
+#include <stdint.h>
+
+#include "admin/policy.h"
+#include "gateway/conn.h"
+
+enum { GW_POL_NEXT = 0, GW_POL_ANSWERED = 1 };
+
+struct gw_policy_ops {
+    /* The request head of <r> (its route, parameters and client address
+     * known): GW_POL_NEXT, or GW_POL_ANSWERED once <r> is answered and
+     * finished (gw_local_finish). */
+    int (*request)(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val);
+    /* "Name: value\r\n" lines for the upstream head; NULL: none. */
+    void (*upstream)(const struct adm_spolicy *p, uint64_t val, struct gw_obuf *o);
+    /* Whether the client's field <name> stays here; NULL: none does. */
+    int (*drops)(const struct adm_spolicy *p, const struct h1_slice *name);
+    /* Lines for the client's answer head; NULL: none. */
+    void (*response)(const struct adm_spolicy *p, struct gw_req *r, uint64_t val,
+                     struct gw_obuf *o);
+    /* The response body slot: <n> bytes at <in> (<last>: the end) into
+     * <out>; 0, or -1 to abort the answer. NULL: the body passes as it is. */
+    int (*body)(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val, const char *in,
+                size_t n, int last, struct evbuffer *out);
+};
+
+/* Indexed by enum adm_pol_type. */
+extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key,
+    gw_policy_basic;
+
+/* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
+ * (it is finished then), 0 to go on. */
+int gw_policy_request(struct gw_req *r);
+/* The upstream fields of the <n> policies that let the request through,
+ * their words <val>, of route <sr> in <snap>. */
+void gw_policy_upstream(const struct adm_snapshot *snap, const struct adm_sroute *sr,
+                        const uint64_t *val, unsigned n, struct gw_obuf *o);
+int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr, unsigned n,
+                    const struct h1_slice *name);
+/* The answer head's fields of the policies that let <r> through
+ * (r->pol_n > 0). */
+void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
+/* Appends <n> bytes at <p> but the part in r->pol_strip (a stripped query
+ * parameter), when it lies within them. */
+void gw_policy_add_stripped(struct gw_obuf *o, const char *p, size_t n, const struct h1_slice *s);
+
+#endif

@@ -1,0 +1,343 @@
+/*
+ * test_policy.c - the policy types' pure logic (admin/policy_*.c) through
+ * the config parser: GCRA's arithmetic (a burst, then one per interval,
+ * the remaining count and the reset), the shared table (a key flood stays
+ * within max_keys, with evictions counted; threads hammering one key get
+ * exactly burst + 1 through: run under TSan with the "concurrency"
+ * label), CORS origins and patterns, API keys and their file format.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "admin/config.h"
+#include "admin/policy_types.h"
+
+#define MS 1000000ull /* ns */
+
+static struct adm_config *parse(const char *policies)
+{
+    char doc[4096];
+    struct adm_errors e;
+    struct adm_config *c;
+
+    snprintf(doc, sizeof(doc),
+             "{\"listeners\": [{\"address\": \"127.0.0.1:8080\"}], \"policies\": %s}", policies);
+    adm_errors_init(&e);
+    c = adm_config_parse(doc, strlen(doc), &e);
+    if (!c && e.n)
+        fprintf(stderr, "%s: %s\n", e.v[0].path, e.v[0].msg);
+    adm_errors_clear(&e);
+    return c;
+}
+
+/* The first error's path for <policies>, or "" when it parses. */
+static const char *error_path(const char *policies, const char *routes, char *buf, size_t cap)
+{
+    char doc[4096];
+    struct adm_errors e;
+    struct adm_config *c;
+
+    snprintf(doc, sizeof(doc),
+             "{\"listeners\": [{\"address\": \"127.0.0.1:8080\"}], \"upstreams\": {\"b\": "
+             "{\"servers\": [{\"address\": \"127.0.0.1:9\"}]}}, \"policies\": %s, \"routes\": %s}",
+             policies, routes);
+    adm_errors_init(&e);
+    c = adm_config_parse(doc, strlen(doc), &e);
+    snprintf(buf, cap, "%s", c || !e.n ? "" : e.v[0].path);
+    adm_config_free(c);
+    adm_errors_clear(&e);
+    return buf;
+}
+
+START_TEST(gcra_arithmetic)
+{
+    struct adm_config *c =
+        parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 10, \"per_ms\": 1000, \"burst\": 4}}");
+    const struct adm_rl_conf *rl;
+    struct adm_rl_verdict v;
+    _Atomic uint64_t tat = 0;
+    uint64_t now = 1000 * MS;
+
+    ck_assert_ptr_nonnull(c);
+    rl = c->policies[0].conf;
+    ck_assert_uint_eq(rl->t_ns, 100 * MS);
+    ck_assert_str_eq(rl->policy, "RateLimit-Policy: \"p\";q=10;w=1\r\n");
+    for (int i = 0; i < 5; i++) { /* burst + 1 at once */
+        adm_rl_gcra(&tat, rl, now, &v);
+        ck_assert_int_eq(v.allowed, 1);
+        ck_assert_uint_eq(v.remaining, (uint64_t)(4 - i));
+    }
+    adm_rl_gcra(&tat, rl, now, &v);
+    ck_assert_int_eq(v.allowed, 0);
+    ck_assert_uint_eq(v.retry_s, 1); /* 100 ms, rounded up */
+    /* one interval later, exactly one more */
+    adm_rl_gcra(&tat, rl, now + 100 * MS, &v);
+    ck_assert_int_eq(v.allowed, 1);
+    ck_assert_uint_eq(v.remaining, 0);
+    adm_rl_gcra(&tat, rl, now + 100 * MS, &v);
+    ck_assert_int_eq(v.allowed, 0);
+    /* long idle: the whole burst again, nothing saved beyond it */
+    now += 3600 * 1000 * MS;
+    for (int i = 0; i < 5; i++) {
+        adm_rl_gcra(&tat, rl, now, &v);
+        ck_assert_int_eq(v.allowed, 1);
+    }
+    adm_rl_gcra(&tat, rl, now, &v);
+    ck_assert_int_eq(v.allowed, 0);
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(policy_field_scaled)
+{
+    struct adm_config *c =
+        parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 5, \"per_ms\": 500}, \"q\": "
+              "{\"type\": \"rate_limit\", \"rate\": 100, \"per_ms\": 60000}}");
+
+    ck_assert_ptr_nonnull(c);
+    ck_assert_str_eq(((struct adm_rl_conf *)c->policies[0].conf)->policy,
+                     "RateLimit-Policy: \"p\";q=10;w=1\r\n");
+    ck_assert_str_eq(((struct adm_rl_conf *)c->policies[1].conf)->policy,
+                     "RateLimit-Policy: \"q\";q=100;w=60\r\n");
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(huge_burst_saturates)
+{
+    struct adm_config *c = parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 1, \"per_ms\": "
+                                 "86400000, \"burst\": 1000000000}}");
+    const struct adm_rl_conf *rl = c->policies[0].conf;
+    struct adm_rl_verdict v;
+    _Atomic uint64_t tat = 0;
+
+    ck_assert_uint_eq(rl->limit_ns, UINT64_MAX / 4);
+    adm_rl_gcra(&tat, rl, 1000 * MS, &v);
+    ck_assert_int_eq(v.allowed, 1);
+    ck_assert_uint_gt(v.remaining, 1000);
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(table_flood_bounded)
+{
+    struct adm_config *c = parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 1, \"per_ms\": "
+                                 "60000, \"max_keys\": 100}}");
+    const struct adm_rl_conf *rl = c->policies[0].conf;
+    struct adm_rl_table *t = adm_rl_table_new(rl, 1);
+    struct adm_rl_verdict v;
+    uint64_t allowed, limited, evictions, now = 5 * MS;
+
+    for (uint64_t k = 1; k <= 100000; k++) {
+        adm_rl_take(t, rl, k * 0x9e3779b97f4a7c15ULL, now, 0, &v);
+        ck_assert_int_eq(v.allowed, 1); /* every key is new */
+    }
+    ck_assert_uint_le(adm_rl_keys(t, now), 100);
+    adm_rl_counts(t, &allowed, &limited, &evictions);
+    ck_assert_uint_eq(allowed, 100000);
+    ck_assert_uint_eq(limited, 0);
+    ck_assert_uint_ge(evictions, 100000 - 100);
+    /* a key remembered is still limited; expired keys free their slots */
+    adm_rl_take(t, rl, 100000 * 0x9e3779b97f4a7c15ULL, now, 0, &v);
+    ck_assert_int_eq(v.allowed, 0);
+    ck_assert_uint_eq(adm_rl_keys(t, now + 61000 * MS), 0);
+    adm_rl_table_free(t);
+    adm_config_free(c);
+}
+END_TEST
+
+struct hammer {
+    struct adm_rl_table *t;
+    const struct adm_rl_conf *rl;
+    unsigned w;
+    unsigned allowed;
+};
+
+static void *hammer_run(void *arg)
+{
+    struct hammer *h = arg;
+    struct adm_rl_verdict v;
+
+    for (int i = 0; i < 20000; i++) {
+        adm_rl_take(h->t, h->rl, 42, 7 * MS, h->w, &v);
+        h->allowed += (unsigned)v.allowed;
+    }
+    return NULL;
+}
+
+START_TEST(threads_one_key_exact)
+{
+    struct adm_config *c = parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 1, \"per_ms\": "
+                                 "60000, \"burst\": 999}}");
+    const struct adm_rl_conf *rl = c->policies[0].conf;
+    struct adm_rl_table *t = adm_rl_table_new(rl, 4);
+    struct hammer h[4];
+    pthread_t th[4];
+    unsigned sum = 0;
+    uint64_t allowed, limited, evictions;
+
+    for (unsigned i = 0; i < 4; i++) {
+        h[i] = (struct hammer){t, rl, i, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, hammer_run, &h[i]), 0);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        sum += h[i].allowed;
+    }
+    ck_assert_uint_eq(sum, 1000); /* burst + 1, not one more */
+    adm_rl_counts(t, &allowed, &limited, &evictions);
+    ck_assert_uint_eq(allowed, 1000);
+    ck_assert_uint_eq(limited, 4 * 20000 - 1000);
+    adm_rl_table_free(t);
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(cors_origins)
+{
+    struct adm_config *c = parse("{\"w\": {\"type\": \"cors\", \"origins\": "
+                                 "[\"https://app.example\", \"https://*.corp.example:8443\"]}}");
+    const struct adm_cors_conf *k;
+#define OK(s) adm_cors_origin_ok(k, s, strlen(s))
+
+    ck_assert_ptr_nonnull(c);
+    k = c->policies[0].conf;
+    ck_assert(OK("https://app.example"));
+    ck_assert(OK("HTTPS://APP.example"));
+    ck_assert(OK("https://a.corp.example:8443"));
+    ck_assert(OK("https://a.b.corp.example:8443"));
+    ck_assert(!OK("https://corp.example:8443"));
+    ck_assert(!OK("https://a.corp.example"));
+    ck_assert(!OK("http://app.example"));
+    ck_assert(!OK("https://app.example.evil"));
+    ck_assert(!OK("https://x/.corp.example:8443"));
+    ck_assert(!OK("https://u@x.corp.example:8443"));
+    ck_assert(!OK("null"));
+#undef OK
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(api_keys)
+{
+    /* sha256("k1") */
+    struct adm_config *c =
+        parse("{\"k\": {\"type\": \"api_key\", \"keys\": [{\"name\": \"alice\", \"sha256\": "
+              "\"6ab9f1eb8f7d3388f4f9d586f66e99fd54080df2c446f0e58668b09c08a16dd0\"}]}}");
+    struct adm_ak_conf f = {0};
+    char why[128];
+    const char *text =
+        "# comment\n\nbob:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\r\n";
+
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(adm_ak_find(c->policies[0].conf, NULL, 0, "k1", 2), 0);
+    ck_assert_int_eq(adm_ak_find(c->policies[0].conf, NULL, 0, "k2", 2), -1);
+    struct adm_sha *sha = adm_sha_new(2); /* the workers' contexts: the same digest */
+
+    ck_assert_ptr_nonnull(sha);
+    ck_assert_int_eq(adm_ak_parse_file(&f, text, strlen(text), why, sizeof(why)), 0);
+    ck_assert_uint_eq(f.nkeys, 1);
+    ck_assert_str_eq(f.keys[0].name, "bob");
+    ck_assert_int_eq(adm_ak_find(&f, NULL, 0, "world", 5), -1);
+    ck_assert_int_eq(adm_ak_find(&f, sha, 1, "hello", 5), 0); /* sha256("hello") */
+    ck_assert_int_eq(adm_ak_parse_file(&f, "x:abc\n", 6, why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "line 1: expected name:sha256hex (64 hex digits)");
+    ck_assert_int_eq(adm_ak_find(&f, sha, 1, "hello", 5), 0); /* reused */
+    adm_sha_free(sha);
+    for (size_t i = 0; i < f.nkeys; i++)
+        free(f.keys[i].name);
+    free(f.keys);
+    adm_config_free(c);
+}
+END_TEST
+
+START_TEST(htpasswd_lines)
+{
+    struct adm_basic_conf c = {0};
+    char why[200];
+    const char *ok =
+        "# staff\r\n\nalice:$2y$05$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n"
+        "bob:$y$j9T$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0";
+
+    ck_assert_int_eq(adm_basic_parse_file(&c, ok, strlen(ok), why, sizeof(why)), 0);
+    ck_assert_uint_eq(c.nusers, 2);
+    ck_assert_str_eq(c.users[1].name, "bob");
+    ck_assert_int_eq(adm_basic_parse_file(&c, "carol:$apr1$x$y\n", 16, why, sizeof(why)), -1);
+    ck_assert_ptr_nonnull(strstr(why, "line 1: only bcrypt"));
+    ck_assert_int_eq(adm_basic_parse_file(&c, "nocolon\n", 8, why, sizeof(why)), -1);
+    ck_assert_str_eq(why, "line 1: expected user:hash");
+    for (size_t i = 0; i < c.nusers; i++) {
+        free(c.users[i].name);
+        free(c.users[i].hash);
+    }
+    free(c.users);
+}
+END_TEST
+
+START_TEST(refusals_at_paths)
+{
+    char b[256];
+    const char *rl = "{\"p\": {\"type\": \"rate_limit\", \"rate\": 1}}";
+    const char *ak = "{\"a\": {\"type\": \"api_key\", \"keys\": [{\"name\": \"x\", \"sha256\": "
+                     "\"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\"}]}, "
+                     "\"b\": {\"type\": \"api_key\", \"keys\": [{\"name\": \"x\", \"sha256\": "
+                     "\"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\"}]}}";
+
+    ck_assert_str_eq(error_path(rl,
+                                "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                "\"policies\": [\"p\", \"q\"]}]",
+                                b, sizeof(b)),
+                     "/routes/0/policies/1");
+    ck_assert_str_eq(error_path(ak,
+                                "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                "\"policies\": [\"a\", \"b\"]}]",
+                                b, sizeof(b)),
+                     "/routes/0/policies/1");
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"rate_limit\"}}", "[]", b, sizeof(b)),
+                     "/policies/p/rate");
+    ck_assert_str_eq(
+        error_path("{\"p\": {\"type\": \"cors\", \"origins\": [\"*\"], \"credentials\": true}}",
+                   "[]", b, sizeof(b)),
+        "/policies/p/credentials");
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"corz\"}}", "[]", b, sizeof(b)),
+                     "/policies/p/type");
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"cors\", \"origins\": [\"https://a/b\"]}}",
+                                "[]", b, sizeof(b)),
+                     "/policies/p/origins/0");
+    ck_assert_str_eq(error_path(rl,
+                                "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                "\"policies\": [\"p\"]}]",
+                                b, sizeof(b)),
+                     "");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("core");
+    SRunner *sr;
+    int failed;
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, gcra_arithmetic);
+    tcase_add_test(tc, policy_field_scaled);
+    tcase_add_test(tc, huge_burst_saturates);
+    tcase_add_test(tc, table_flood_bounded);
+    tcase_add_test(tc, threads_one_key_exact);
+    tcase_add_test(tc, cors_origins);
+    tcase_add_test(tc, api_keys);
+    tcase_add_test(tc, htpasswd_lines);
+    tcase_add_test(tc, refusals_at_paths);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""test_policies.py - route policies (issue 27) end to end: rate_limit
+(429 with Retry-After and the RateLimit fields, a key flood bounded by
+max_keys in /metrics, the table kept across a push), cors (preflights
+answered here and never upstream, allowed and disallowed origins), api_key
+(header and query keys, the query key stripped upstream and from the
+access log, the consumer header, a client's forged copy dropped, 401),
+and bad pushes refused at their JSON paths while the live config serves."""
+import base64
+import ctypes
+import hashlib
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "admin"))
+
+from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
+from harness import (Client, GatewayCase, gateway_config, h1_only,  # noqa: E402
+                     main, metrics_text, upstream_cfg, wait_for)
+
+KEY = "s3cret-key-alice"
+
+
+def sha(s):
+    return hashlib.sha256(s.encode()).hexdigest()
+
+
+def values(echo, name):
+    return [v for k, v in echo["headers"] if k.lower() == name.lower()]
+
+
+class PoliciesTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        cls.log = cls.tmp.file("access.log")
+        keys_file = cls.tmp.file("api-keys.txt")
+        with open(keys_file, "w") as f:
+            f.write("# name:sha256\nbob:%s\n" % sha("bobs-key"))
+        cls.policies = {
+            "slow": {"type": "rate_limit", "rate": 1, "per_ms": 60000, "burst": 2,
+                     "key": ["client_ip", "header:X-Tenant"]},
+            "flood": {"type": "rate_limit", "rate": 1, "per_ms": 60000, "burst": 0,
+                      "key": "header:X-K", "max_keys": 50},
+            "web": {"type": "cors", "origins": ["https://app.example", "https://*.corp.example"],
+                    "methods": ["GET", "POST"], "headers": ["Content-Type"],
+                    "expose_headers": ["X-Total"], "credentials": True, "max_age_s": 600},
+            "keys": {"type": "api_key", "keys": [{"name": "alice", "sha256": sha(KEY)}],
+                     "keys_file": keys_file, "query": "api_key", "header": "X-API-Key",
+                     "consumer_header": "X-Consumer"},
+        }
+        routes = [
+            {"id": "rl", "path": "/rl/*{rest}", "upstream": "b", "policies": ["slow"]},
+            {"id": "flood", "path": "/flood", "upstream": "b", "policies": ["flood"]},
+            {"id": "cors", "path": "/cors/*{rest}", "upstream": "b", "policies": ["web"]},
+            {"id": "local", "path": "/hello", "response": {"body": "hi"}, "policies": ["web"]},
+            {"id": "key", "path": "/key/*{rest}", "upstream": "b", "policies": ["keys"]},
+            {"id": "open", "path": "/open", "upstream": "b"},
+        ]
+        cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
+                                 policies=cls.policies, access_log=cls.log)
+        cls.gw = cls.shared_gateway(cls.cfg)
+        wait_ready(cls.gw)
+        cls.api = Admin(admin_port(cls.cfg))
+
+    def get(self, target, headers=None, method="GET"):
+        with Client(self.gw.port) as c:
+            return c.request(method, target, headers=headers or [])
+
+    # ---- rate_limit ----
+
+    def test_rate_limit_burst_then_429(self):
+        hs = [("X-Tenant", "t-burst")]
+        for i in range(3):
+            r = self.get("/rl/x", hs)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.header("RateLimit-Policy"), '"slow";q=1;w=60')
+            self.assertEqual(r.header("RateLimit"), '"slow";r=%d;t=%d' % (2 - i, 60 * (i + 1)))
+        r = self.get("/rl/x", hs)
+        self.assertEqual(r.status, 429)
+        self.assertEqual(r.header("Retry-After"), "60")
+        self.assertEqual(r.header("RateLimit"), '"slow";r=0;t=180')
+        # another tenant is another key
+        self.assertEqual(self.get("/rl/x", [("X-Tenant", "t-other")]).status, 200)
+
+    def test_rate_limit_key_flood_is_bounded(self):
+        for i in range(300):
+            self.get("/flood", [("X-K", "k%d" % i)])
+        _, m = parse_prometheus(metrics_text(self.gw))
+        self.assertLessEqual(metric(m, "switchyard_rate_limit_keys", policy="flood"), 50)
+        self.assertGreater(metric(m, "switchyard_rate_limit_evictions_total", policy="flood"), 0)
+        # a huge key is one key like any other
+        r = self.get("/flood", [("X-K", "z" * 20000)])
+        self.assertIn(r.status, (200, 429))
+
+    def test_push_keeps_the_limits(self):
+        hs = [("X-Tenant", "t-push")]
+        while self.get("/rl/x", hs).status == 200:
+            pass
+        new = json.loads(json.dumps(self.cfg))
+        new["routes"].append({"id": "extra", "path": "/extra", "response": {"body": "x"}})
+        r = self.api.put("/config", new)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.get("/rl/x", hs).status, 429)  # the same table
+        r = self.api.put("/config", self.cfg)
+        self.assertEqual(r.status, 200, r)
+
+    # ---- cors ----
+
+    def test_preflight_answered_here(self):
+        before = self.b.stats()["requests"]
+        r = self.get("/cors/a", [("Origin", "https://app.example"),
+                                 ("Access-Control-Request-Method", "POST")], method="OPTIONS")
+        self.assertEqual(r.status, 204)
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://app.example")
+        self.assertEqual(r.header("Access-Control-Allow-Methods"), "GET, POST")
+        self.assertEqual(r.header("Access-Control-Allow-Headers"), "Content-Type")
+        self.assertEqual(r.header("Access-Control-Max-Age"), "600")
+        self.assertEqual(r.header("Access-Control-Allow-Credentials"), "true")
+        self.assertEqual(r.header("Vary"), "Origin")
+        r = self.get("/cors/a", [("Origin", "https://evil.example"),
+                                 ("Access-Control-Request-Method", "POST")], method="OPTIONS")
+        self.assertEqual(r.status, 204)
+        self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+        self.assertIsNone(r.header("Access-Control-Allow-Methods"))
+        self.assertEqual(self.b.stats()["requests"], before)
+
+    def test_cors_on_answers(self):
+        r = self.get("/cors/a", [("Origin", "https://x.y.corp.example")])
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://x.y.corp.example")
+        self.assertEqual(r.header("Access-Control-Expose-Headers"), "X-Total")
+        self.assertIn("Origin", r.headers_all("Vary"))
+        for bad in ("https://corp.example", "https://evil.example", "http://app.example",
+                    "https://app.example.evil", "https://a/b.corp.example", "x" * 5000):
+            r = self.get("/cors/a", [("Origin", bad)])
+            self.assertEqual(r.status, 200)
+            self.assertIsNone(r.header("Access-Control-Allow-Origin"), bad)
+            self.assertEqual(r.header("Vary"), "Origin")
+        r = self.get("/hello", [("Origin", "https://app.example")])  # a direct response too
+        self.assertEqual((r.status, r.header("Access-Control-Allow-Origin")),
+                         (200, "https://app.example"))
+
+    @h1_only("a bad head on a kept-alive connection")
+    def test_bad_head_after_a_policy_request(self):
+        """A connection's next answer given before its request starts (a bad
+        head) carries no field of the policies the one before had."""
+        with Client(self.gw.port) as c:
+            r = c.request("GET", "/cors/a", headers=[("Origin", "https://app.example")])
+            self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://app.example")
+            c.send(b"GET /cors/a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                   b"Content-Length: 2\r\n\r\n")
+            r = c.read_response("GET")
+            self.assertEqual(r.status, 400)
+            self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+            self.assertIsNone(r.header("Vary"))
+        self.assertEqual(self.get("/open").status, 200)
+
+    # ---- api_key ----
+
+    def test_api_key_header(self):
+        r = self.get("/key/a", [("X-API-Key", KEY), ("X-Consumer", "mallory")])
+        self.assertEqual(r.status, 200, r)
+        e = r.json()
+        self.assertEqual(values(e, "X-Consumer"), ["alice"])
+        self.assertEqual(values(e, "X-API-Key"), [])
+        r = self.get("/key/a", [("X-API-Key", "bobs-key")])
+        self.assertEqual(values(r.json(), "X-Consumer"), ["bob"])
+        for hs in ([], [("X-API-Key", "wrong")], [("X-API-Key", KEY[:-1])],
+                   [("X-API-Key", "k" * 30000)]):
+            r = self.get("/key/a", hs)
+            self.assertEqual(r.status, 401)
+            self.assertEqual(r.header("WWW-Authenticate"), 'ApiKey realm="keys"')
+
+    def test_api_key_query_stripped(self):
+        for target, up in (("/key/q?api_key=%s" % KEY, "/key/q"),
+                           ("/key/q?a=1&api_key=%s" % KEY, "/key/q?a=1"),
+                           ("/key/q?api_key=%s&b=2" % KEY, "/key/q?b=2"),
+                           ("/key/q?a=1&api_key=%s&b=2" % KEY, "/key/q?a=1&b=2")):
+            r = self.get(target)
+            self.assertEqual(r.status, 200, target)
+            self.assertEqual(r.json()["target"], up)
+            rid = r.header("X-Request-Id")
+
+            def logged():
+                try:
+                    with open(self.log) as f:
+                        for line in f:
+                            rec = json.loads(line)
+                            if rec["request_id"] == rid:
+                                return rec
+                except OSError:
+                    return None
+                return None
+            rec = wait_for(logged, what="the access-log line")
+            self.assertEqual(rec["target"], up)
+        with open(self.log) as f:
+            self.assertNotIn(KEY, f.read())
+
+    # ---- refusals ----
+
+    def test_bad_pushes_refused_at_their_paths(self):
+        cases = [
+            ({"p": {"type": "rate_limt", "rate": 1}}, ["p"], "/policies/p/type", "rate_limit"),
+            ({"p": {"type": "rate_limit", "rate": 1, "brust": 2}}, ["p"], "/policies/p/brust",
+             None),
+            ({"p": {"type": "cors", "origins": ["*"], "credentials": True}}, ["p"],
+             "/policies/p/credentials", None),
+            ({"p": {"type": "rate_limit", "rate": 1}}, ["q"], "/routes/0/policies/0", None),
+            ({"k1": self.policies["keys"], "k2": self.policies["keys"]}, ["k1", "k2"],
+             "/routes/0/policies/1", None),
+            ({"p": {"type": "rate_limit", "rate": 1, "key": "cookie:x"}}, ["p"],
+             "/policies/p/key", None),
+        ]
+        for pols, names, path, hint in cases:
+            with self.subTest(path=path):
+                new = json.loads(json.dumps(self.cfg))
+                new["policies"] = pols
+                new["routes"] = [{"id": "r", "path": "/r", "upstream": "b", "policies": names}]
+                r = self.api.put("/config", new)
+                self.assertEqual(r.status, 400, r)
+                errs = r.json["errors"]
+                self.assertIn(path, [e["path"] for e in errs], errs)
+                if hint:
+                    self.assertIn(hint, json.dumps(errs))
+        self.assertEqual(self.get("/open").status, 200)
+        # the route endpoints check names against the live policies
+        r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b",
+                                          "policies": ["slo"]})
+        self.assertEqual(r.status, 400, r)
+        self.assertIn("did you mean", json.dumps(r.json["errors"]))
+        r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b",
+                                          "policies": ["keys", "web"]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.get("/open").status, 401)
+        self.assertEqual(self.get("/open", [("X-API-Key", KEY)]).status, 200)
+        r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b"})
+        self.assertEqual(r.status, 200, r)
+
+
+def crypt_hash(password, prefix, cost):
+    """A hash of <password> by libcrypt itself: bcrypt ("$2b$") or yescrypt ("$y$")."""
+    lib = ctypes.CDLL("libcrypt.so.1")
+    lib.crypt_gensalt.restype = ctypes.c_char_p
+    lib.crypt_gensalt.argtypes = [ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p, ctypes.c_int]
+    lib.crypt.restype = ctypes.c_char_p
+    lib.crypt.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    salt = lib.crypt_gensalt(prefix.encode(), cost, None, 0)
+    return lib.crypt(password.encode(), salt).decode()
+
+
+def basic(user, password):
+    return ("Authorization", "Basic " + base64.b64encode(
+        ("%s:%s" % (user, password)).encode()).decode())
+
+
+class BasicTest(GatewayCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.b = cls.shared_backend("b")
+        cls.log = cls.tmp.file("access.log")
+        ht = cls.tmp.file("staff.htpasswd")
+        with open(ht, "w") as f:
+            f.write("# staff\nalice:%s\nbob:%s\n" % (crypt_hash("alice-pw", "$2b$", 10),
+                                                       crypt_hash("bob-pw", "$y$", 0)))
+        cfg = gateway_config(
+            upstreams={"b": upstream_cfg(cls.b)},
+            routes=[{"id": "staff", "path": "/staff/*{rest}", "upstream": "b",
+                     "policies": ["staff"]},
+                    {"id": "nocache", "path": "/nocache", "upstream": "b",
+                     "policies": ["strict"]}],
+            policies={"staff": {"type": "basic", "htpasswd": ht, "realm": "Staff only"},
+                      "strict": {"type": "basic", "htpasswd": ht, "cache_ttl_s": 0}},
+            access_log=cls.log)
+        cls.gw = cls.shared_gateway(cfg)
+
+    def get(self, target, headers=None):
+        with Client(self.gw.port) as c:
+            return c.request("GET", target, headers=headers or [])
+
+    def test_users_of_both_kinds(self):
+        for user, pw in (("alice", "alice-pw"), ("bob", "bob-pw")):
+            r = self.get("/staff/x", [basic(user, pw)])
+            self.assertEqual(r.status, 200, (user, r))
+            r = self.get("/staff/x", [basic(user, pw)])  # remembered now
+            self.assertEqual(r.status, 200, (user, r))
+        with open(self.log) as f:
+            text = f.read()
+        self.assertNotIn("alice-pw", text)
+        self.assertNotIn(base64.b64encode(b"alice:alice-pw").decode(), text)
+
+    def test_refused(self):
+        bad = [[], [basic("alice", "wrong")], [basic("mallory", "alice-pw")],
+               [("Authorization", "Basic !!!!")], [("Authorization", "Bearer x")],
+               [("Authorization", "Basic " + base64.b64encode(b"alice:alice-pw\0x").decode())],
+               [("Authorization", "Basic " + "QUFB" * 5000)], [basic("alice", "")]]
+        for hs in bad:
+            r = self.get("/staff/x", hs)
+            self.assertEqual(r.status, 401, hs)
+            self.assertEqual(r.header("WWW-Authenticate"),
+                             'Basic realm="Staff only", charset="UTF-8"')
+
+    def test_unknown_user_costs_a_check(self):
+        """An unknown user is checked against a real hash: it takes about
+        what a wrong password takes (bcrypt cost 10: tens of ms), never the
+        microseconds of a lookup that failed."""
+        def median(user):
+            ts = []
+            for _ in range(5):
+                t0 = time.monotonic()
+                self.assertEqual(self.get("/nocache", [basic(user, "nope")]).status, 401)
+                ts.append(time.monotonic() - t0)
+            return statistics.median(ts)
+        wrong, unknown = median("alice"), median("nobody-at-all")
+        self.assertGreater(unknown, wrong / 3, (wrong, unknown))
+
+
+if __name__ == "__main__":
+    main()
