@@ -135,6 +135,7 @@ struct gw_conn {
     long long admitted_ms;
     const struct gw_conn_proto *proto; /* NULL: HTTP/1.x, its request in <req> */
     void *pstate;
+    int tunnel_ws; /* its tunnel is a WebSocket's (an upgrade's drain says 1001 on it) */
 };
 
 /* ---- the output buffer ---- */

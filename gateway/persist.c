@@ -548,6 +548,40 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
     return cfg;
 }
 
+char *gw_persist_dir_for(const char *path, char *why, size_t cap)
+{
+    struct adm_errors errs;
+    struct adm_config *cfg;
+    char *dir = NULL, *e;
+
+    adm_errors_init(&errs);
+    cfg = path ? adm_config_load_file(path, &errs) : adm_config_default();
+    if (!cfg) {
+        e = adm_errors_format(&errs);
+        snprintf(why, cap, "%s", e ? e : "out of memory");
+        free(e);
+    } else if (cfg->admin.state_dir) {
+        if (!(dir = strdup(cfg->admin.state_dir)))
+            snprintf(why, cap, "out of memory");
+    } else if (path) {
+        snprintf(why, cap,
+                 "%s has no admin.state_dir: an upgrade finds the running process "
+                 "through its state directory",
+                 path);
+    } else {
+        dir = default_state_dir(why, cap);
+    }
+    adm_errors_clear(&errs);
+    adm_config_free(cfg);
+    return dir;
+}
+
+void gw_persist_adopt_lock(int fd)
+{
+    state.lock_fd = fd;
+    state.locked = 1;
+}
+
 struct adm_state *gw_persist_state(void)
 {
     return &state;

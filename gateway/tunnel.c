@@ -6,6 +6,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/tunnel.h"
 
+#include <strings.h>
+
 #include "gateway/try.h"
 #include "gateway/upconn.h"
 
@@ -43,21 +45,62 @@ static void tunnel_up_write(struct gw_io *io, void *arg)
     gw_io_read(&u->r->c->io, 1);
 }
 
-static void tunnel_up_event(struct gw_io *io, short what, void *arg)
+/* The upstream side ends: what the client still has to get is flushed,
+ * as long as that flush goes on (no tunnel_idle_ms without progress), then
+ * the connection closes. */
+static void tunnel_end(struct gw_req *r)
 {
-    struct gw_upconn *u = arg;
-    struct gw_req *r = u->r;
-
-    (void)io;
-    (void)what;
-    /* the upstream side ended: flush what the client still has to get,
-     * as long as that flush goes on (no tunnel_idle_ms without progress) */
     gw_try_detach(r);
     gw_try_finish(r);
     gw_conn_set_state(r->c, GW_CONN_CLOSING);
     gw_tmo_set(&r->c->tmo, 0, r->c->tmo.idle);
     if (evbuffer_get_length(r->c->io.out) == 0)
         gw_conn_free(r->c);
+}
+
+static void tunnel_up_event(struct gw_io *io, short what, void *arg)
+{
+    struct gw_upconn *u = arg;
+
+    (void)io;
+    (void)what;
+    tunnel_end(u->r);
+}
+
+void gw_tunnel_going_away(struct gw_req *r)
+{
+    /* FIN, close; status 1001 (RFC 6455 5.5.1, 7.4.1): unmasked, from the
+     * server's side */
+    static const unsigned char close_frame[] = {0x88, 0x02, 0x03, 0xe9};
+
+    if (!r->up)
+        return;
+    gw_io_read(&r->c->io, 0);
+    if (r->c->tunnel_ws) {
+        gw_io_read(&r->up->io, 0);
+        evbuffer_add(r->c->io.out, close_frame, sizeof(close_frame));
+        gw_io_write(&r->c->io, 1);
+    }
+    tunnel_end(r);
+}
+
+/* Whether the request of <r> asked for a WebSocket (Upgrade: websocket). */
+static int asked_websocket(const struct gw_req *r)
+{
+    const struct h1_request *rq = r->rp ? &r->rp->req : NULL;
+
+    for (size_t i = 0; rq && i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        struct h1_slice e;
+        size_t pos = 0;
+
+        if (!h1_name_is(&h->name, "upgrade"))
+            continue;
+        while (h1_list_next(h->value, &pos, &e))
+            if (e.len >= 9 && !strncasecmp(e.ptr, "websocket", 9))
+                return 1;
+    }
+    return 0;
 }
 
 /* After the 101: the request is counted (its line waits for the close),
@@ -69,6 +112,7 @@ void gw_tunnel_start(struct gw_req *r)
     struct gw_upconn *u = r->up;
     unsigned idle_ms = r->snap->cfg->timeouts.tunnel_idle_ms;
 
+    r->c->tunnel_ws = asked_websocket(r);
     gw_conn_set_state(r->c, GW_CONN_TUNNEL);
     gw_upconn_set_state(u, GW_UP_TUNNEL);
     gw_req_account_tunnel(r);
