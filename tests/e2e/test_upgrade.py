@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""test_upgrade.py - `switchyard -c FILE --upgrade` (issue 28): a new process
+takes the running one's listening sockets over <state_dir>/upgrade.sock and
+the old one drains and exits 0. Under keep-alive load and under a fresh
+connection per request: no failed request, no refused connection. A
+WebSocket open across the upgrade closes at the drain deadline with a close
+frame (1001). A new process that fails (a bad config, a port taken) leaves
+the old one serving. Two upgrades in a row. What is carried: /metrics'
+counters, GET /config's ETag, TLS session tickets (openssl s_client
+-sess_out/-sess_in). A second instance without --upgrade is still refused."""
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import threading
+import time
+import urllib.request
+
+from harness import (SY_BIN, TIMEOUT, Client, Closed, Gateway, GatewayCase, gateway_config, get,
+                     main, self_signed, upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
+
+DRAIN_MS = 2000
+THREADS = 6
+MAX_REQUESTS = 20000  # per thread: every loop ends by count too
+
+
+def admin_get(cfg, path):
+    with urllib.request.urlopen("http://%s%s" % (cfg["admin"]["address"], path),
+                                timeout=TIMEOUT) as r:
+        return r.status, dict(r.headers), r.read()
+
+
+def requests_total(cfg):
+    _, _, body = admin_get(cfg, "/metrics")
+    n = 0
+    for line in body.decode().splitlines():
+        if line.startswith("switchyard_requests_total{"):
+            n += int(float(line.rsplit(" ", 1)[1]))
+    return n
+
+
+class Load:
+    """<THREADS> clients requesting until stopped: keep-alive ones reconnect
+    only after a Connection: close; the others open a connection per
+    request. Every request that does not get its 200 is a failure."""
+
+    def __init__(self, port, keepalive):
+        self.port, self.keepalive = port, keepalive
+        self.ok = 0
+        self.failures = []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self.run, args=(i,)) for i in range(THREADS)]
+
+    def run(self, i):
+        c = None
+        deadline = time.monotonic() + 4 * TIMEOUT
+        for n in range(MAX_REQUESTS):
+            if self.stop.is_set() or time.monotonic() > deadline:
+                break
+            try:
+                if c is None:
+                    c = Client(self.port)
+                hdrs = [] if self.keepalive else [("Connection", "close")]
+                r = c.request("GET", "/who/%d-%d" % (i, n), headers=hdrs)
+                if r.status != 200:
+                    raise AssertionError("status %s" % r.status)
+                with self.lock:
+                    self.ok += 1
+                if not self.keepalive or (r.header("Connection") or "").lower() == "close":
+                    c.close()
+                    c = None
+            except (OSError, Closed, AssertionError) as e:
+                with self.lock:
+                    self.failures.append("%s: %r" % (type(e).__name__, e))
+                if c is not None:
+                    c.close()
+                c = None
+        if c is not None:
+            c.close()
+
+    def __enter__(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        for t in self.threads:
+            t.join(TIMEOUT)
+
+
+class UpgradeTest(GatewayCase):
+    def setUp(self):
+        self.b = self.own_backend("B")
+        self.state = self.tmp.file("state-%s" % self._testMethodName)
+
+    def config(self, **extra):
+        cfg = gateway_config(
+            upstreams={"b": upstream_cfg(self.b)},
+            routes=[{"id": "who", "path": "/who/*{r}", "upstream": "b"},
+                    {"id": "ws", "path": "/ws", "upstream": "b"}],
+            timeouts={"drain_ms": DRAIN_MS}, **extra)
+        cfg["admin"]["state_dir"] = self.state
+        return cfg
+
+    def start_old(self, cfg):
+        g = Gateway(self.tmp, cfg, name="old")
+        self.addCleanup(g.stop)
+        g.start()
+        g.wait_log(r"switchyard [0-9.]+: ")  # its start line: upgrade.sock is there
+        return g
+
+    def upgrade(self, old, cfg=None):
+        """Starts `--upgrade` beside <old>; returns the new Gateway once <old>
+        exited 0 and the new one serves."""
+        new = Gateway(self.tmp, cfg or old.cfg, name="new", args=["--upgrade"])
+        self.addCleanup(new.stop)
+        since = old.log_size()
+        new.start()
+        new.wait_log(r"switchyard [0-9.]+: ")
+        rc = old.proc.wait(TIMEOUT + DRAIN_MS / 1000)
+        self.assertEqual(rc, 0, old.log())
+        self.assertIn("upgrade: handed over", old.log()[since:])
+        old.rc = 0
+        old.check_clean()
+        return new
+
+    def failed_upgrade(self, old, cfg_text):
+        """Runs `--upgrade` on <cfg_text>; it must exit non-zero. Returns its log."""
+        path = self.tmp.file("failing.json")
+        with open(path, "w") as f:
+            f.write(cfg_text)
+        p = subprocess.run([SY_BIN, "-c", path, "--upgrade"], capture_output=True,
+                           timeout=4 * TIMEOUT)
+        self.assertNotEqual(p.returncode, 0, p.stderr.decode())
+        return p.stderr.decode()
+
+    def test_keepalive_load(self):
+        g = self.start_old(self.config())
+        with Load(g.port, keepalive=True) as load:
+            wait_for(lambda: load.ok > 200, what="load running")
+            new = self.upgrade(g)
+            n = load.ok
+            wait_for(lambda: load.ok > n + 200, what="load served by the new process")
+        self.assertEqual(load.failures, [])
+        self.assertIn("upgrade: adopted 2 listening sockets and the admin API's", new.log())
+
+    def test_fresh_connections_load_two_upgrades(self):
+        g = self.start_old(self.config())
+        with Load(g.port, keepalive=False) as load:
+            wait_for(lambda: load.ok > 200, what="load running")
+            g2 = self.upgrade(g)
+            n = load.ok
+            wait_for(lambda: load.ok > n + 200, what="load after the first upgrade")
+            g3 = self.upgrade(g2)
+            n = load.ok
+            wait_for(lambda: load.ok > n + 200, what="load after the second upgrade")
+        self.assertEqual(load.failures, [])
+        self.assertEqual(get(g3.port, "/who/x").status, 200)
+
+    def test_more_workers_and_fewer(self):
+        """A new process with more workers opens the missing sockets beside
+        the old ones; one with fewer accepts on several."""
+        cfg = self.config()
+        g = self.start_old(cfg)
+        more = dict(cfg, workers=4)
+        g2 = self.upgrade(g, more)
+        self.assertIn("adopted 2 listening sockets", g2.log())
+        fewer = dict(cfg, workers=1)
+        with Load(g2.port, keepalive=True) as load:
+            wait_for(lambda: load.ok > 100, what="load running")
+            g3 = self.upgrade(g2, fewer)
+            n = load.ok
+            wait_for(lambda: load.ok > n + 100, what="load after the upgrade")
+        self.assertEqual(load.failures, [])
+        self.assertIn("adopted 4 listening sockets", g3.log())
+
+    def test_websocket_closes_at_the_deadline(self):
+        g = self.start_old(self.config())
+        ws = Client(g.port)
+        r, expect = ws_handshake(ws, "/ws")
+        self.assertEqual(r.status, 101)
+        ws.send(ws_frame(b"before"))
+        self.assertEqual(ws_read(ws)[2], b"before")
+        self.upgrade_started = time.monotonic()
+        new = Gateway(self.tmp, g.cfg, name="new", args=["--upgrade"])
+        self.addCleanup(new.stop)
+        new.start()
+        g.wait_log(r"upgrade: handed over")
+        # still open, still echoing, through the draining old process
+        ws.send(ws_frame(b"during"))
+        self.assertEqual(ws_read(ws)[2], b"during")
+        op, fin, payload = ws_read(ws)
+        self.assertEqual((op, fin), (8, True))
+        self.assertEqual(struct.unpack("!H", payload[:2])[0], 1001)
+        self.assertGreaterEqual(time.monotonic() - self.upgrade_started, DRAIN_MS / 1000 * 0.9)
+        self.assertEqual(g.proc.wait(TIMEOUT), 0)
+        g.rc = 0
+        self.assertEqual(get(new.port, "/who/after").status, 200)
+        ws.close()
+
+    def test_bad_config_leaves_the_old_one_serving(self):
+        g = self.start_old(self.config())
+        err = self.failed_upgrade(g, "{ not json")
+        self.assertIn("failing.json", err)
+        bad = self.config()
+        bad["admin"] = g.cfg["admin"]
+        bad["workers"] = "two"
+        err = self.failed_upgrade(g, json.dumps(bad))
+        self.assertIn("/workers", err)
+        self.assertTrue(g.alive())
+        self.assertEqual(get(g.port, "/who/still").status, 200)
+        self.upgrade(g)  # and a good one works after them
+
+    def test_port_taken_leaves_the_old_one_serving(self):
+        g = self.start_old(self.config())
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        self.addCleanup(taken.close)
+        cfg = json.loads(json.dumps(g.cfg))
+        cfg["listeners"].append({"address": "127.0.0.1:%d" % taken.getsockname()[1]})
+        since = g.log_size()
+        err = self.failed_upgrade(g, json.dumps(cfg))
+        self.assertIn("address in use", err)
+        g.wait_log(r"upgrade: the new process gave up before the hand-over", since=since)
+        with Load(g.port, keepalive=True) as load:
+            wait_for(lambda: load.ok > 50, what="the old one serving")
+        self.assertEqual(load.failures, [])
+
+    def test_state_carried(self):
+        g = self.start_old(self.config())
+        for i in range(30):
+            self.assertEqual(get(g.port, "/who/%d" % i).status, 200)
+        before = requests_total(g.cfg)
+        self.assertGreaterEqual(before, 30)
+        _, h1, body1 = admin_get(g.cfg, "/config")
+        new = self.upgrade(g)
+        _, h2, body2 = admin_get(new.cfg, "/config")
+        self.assertEqual(h1["ETag"], h2["ETag"])
+        self.assertEqual(body1, body2)
+        self.assertGreaterEqual(requests_total(new.cfg), before)
+        # an If-Match with the ETag from before the upgrade holds
+        req = urllib.request.Request(
+            "http://%s/config" % new.cfg["admin"]["address"], data=body2, method="PUT",
+            headers={"If-Match": h1["ETag"], "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            self.assertEqual(r.status, 200)
+
+    def test_second_plain_instance_refused(self):
+        g = self.start_old(self.config())
+        new = self.upgrade(g)
+        p = subprocess.run([SY_BIN, "-c", new.cfg_path], capture_output=True, timeout=4 * TIMEOUT)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("in use by another switchyard process", p.stderr.decode())
+        self.assertEqual(get(new.port, "/who/x").status, 200)
+
+    def test_tls_ticket_resumes_across(self):
+        if not shutil.which("openssl"):
+            self.skipTest("openssl not installed")
+        cfg = self.config()
+        cfg["listeners"] = [{"address": cfg["listeners"][0]["address"],
+                             "tls": {"certificates": [self_signed(self.tmp, "upg")]}}]
+        g = self.start_old(cfg)
+        sess = self.tmp.file("sess.pem")
+
+        def s_client(*args):
+            p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % g.port,
+                                "-tls1_3", "-ign_eof"] + list(args),
+                               input=b"GET /who/t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                               capture_output=True, timeout=TIMEOUT)
+            return p.stdout.decode(errors="replace")
+
+        out = s_client("-sess_out", sess)
+        self.assertIn("200", out)
+        self.assertIn("New,", out)
+        self.upgrade(g)
+        out = s_client("-sess_in", sess)
+        self.assertIn("Reused,", out)
+
+
+if __name__ == "__main__":
+    main()
