@@ -6,8 +6,8 @@ connection per request: no failed request, no refused connection. A
 WebSocket open across the upgrade closes at the drain deadline with a close
 frame (1001). A new process that fails (a bad config, a port taken) leaves
 the old one serving. Two upgrades in a row. What is carried: /metrics'
-counters, GET /config's ETag, TLS session tickets (openssl s_client
--sess_out/-sess_in). A second instance without --upgrade is still refused."""
+counters, GET /config's ETag, a server the checks marked down, TLS session
+tickets (openssl s_client -sess_out/-sess_in). A second instance without --upgrade is still refused."""
 import json
 import os
 import shutil
@@ -249,6 +249,29 @@ class UpgradeTest(GatewayCase):
             headers={"If-Match": h1["ETag"], "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
             self.assertEqual(r.status, 200)
+
+    def test_server_down_stays_down(self):
+        """A server the checks marked down is down in the new process too:
+        back up, it needs healthy_threshold passing checks there as well,
+        at an interval that keeps it out for the whole test."""
+        b2 = self.own_backend("B2")
+        check = {"path": "/hz", "interval_ms": 100, "timeout_ms": 100,
+                 "healthy_threshold": 1000, "unhealthy_threshold": 2}
+        cfg = self.config()
+        cfg["upstreams"] = {"b": upstream_cfg(self.b, b2, health_check=check)}
+        g = self.start_old(cfg)
+
+        def healthy(gw):
+            _, _, body = admin_get(gw.cfg, "/upstreams/b/health")
+            return {s["address"]: s["healthy"] for s in json.loads(body)["servers"]}
+
+        b2.stop()
+        wait_for(lambda: not healthy(g)[b2.addr], what="B2 down")
+        b2.start()
+        new = self.upgrade(g)
+        self.assertEqual(healthy(new), {self.b.addr: True, b2.addr: False})
+        for i in range(20):
+            self.assertEqual(get(new.port, "/who/%d" % i).header("X-Backend"), "B")
 
     def test_second_plain_instance_refused(self):
         g = self.start_old(self.config())
