@@ -32,10 +32,12 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/thread.h>
@@ -54,6 +56,12 @@ static json_t *up_hello;
 static int admin_inherit_fd = -1;
 static int handed_over;
 static struct event *deadline_ev;
+/* SIGUSR2 (nginx's binary upgrade): the binary's path as it was at start
+ * (a package upgrade puts the new one there) and the command line, which
+ * a child runs again with --upgrade. */
+static char self_exe[4096];
+static char **self_argv;
+static pid_t upgrade_child;
 
 static void usage(FILE *f)
 {
@@ -211,6 +219,74 @@ static void publish_notify(void *arg, unsigned w)
     gw_worker_notify(arg, w);
 }
 
+/* SIGUSR2: this process's binary path (as at start, which now holds the
+ * new binary) started again with the same arguments and --upgrade; the
+ * child takes over as `switchyard --upgrade` would. */
+static void upgrade_spawn(void)
+{
+    extern char **environ;
+    posix_spawnattr_t at;
+    sigset_t none;
+    pid_t pid;
+    int e;
+
+    if (!self_exe[0] || !self_argv) {
+        gw_log(GW_LOG_ERROR, "SIGUSR2: this process's binary path is not known");
+        return;
+    }
+    if (upgrade_child > 0) {
+        gw_log(GW_LOG_WARN, "SIGUSR2: pid %d is already taking over", (int)upgrade_child);
+        return;
+    }
+    sigemptyset(&none);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    e = posix_spawn(&pid, self_exe, NULL, &at, self_argv, environ);
+    posix_spawnattr_destroy(&at);
+    if (e) {
+        gw_log(GW_LOG_ERROR, "SIGUSR2: cannot start %s: %s", self_exe, strerror(e));
+        return;
+    }
+    upgrade_child = pid;
+    gw_log(GW_LOG_NOTICE, "SIGUSR2: started %s --upgrade as pid %d", self_exe, (int)pid);
+}
+
+/* The SIGUSR2 child ended: a failed take-over says so (a successful one
+ * runs on, and this process exits first). */
+static void upgrade_reap(void)
+{
+    int st;
+
+    if (upgrade_child <= 0 || waitpid(upgrade_child, &st, WNOHANG) != upgrade_child)
+        return;
+    if (WIFEXITED(st))
+        gw_log(GW_LOG_ERROR, "SIGUSR2: pid %d exited with status %d; this process keeps serving",
+               (int)upgrade_child, WEXITSTATUS(st));
+    else
+        gw_log(GW_LOG_ERROR, "SIGUSR2: pid %d died of signal %d; this process keeps serving",
+               (int)upgrade_child, WTERMSIG(st));
+    upgrade_child = 0;
+}
+
+/* Remembers the binary path and the command line for SIGUSR2, with
+ * --upgrade added. */
+static void remember_self(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+    int up = 0;
+
+    self_exe[n > 0 ? n : 0] = '\0';
+    if (!(self_argv = calloc((size_t)argc + 2, sizeof(*self_argv))))
+        return;
+    for (int i = 0; i < argc; i++) {
+        self_argv[i] = argv[i];
+        up |= strcmp(argv[i], "--upgrade") == 0;
+    }
+    if (!up)
+        self_argv[argc] = "--upgrade";
+}
+
 /* Every 50 ms: frees the snapshots past their grace period; gives memory
  * back after large frees (looking once a second unless one was freed). */
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
@@ -224,6 +300,7 @@ static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     if (freed || ++ticks % 20 == 0)
         gw_heap_give_back(freed);
+    upgrade_reap();
 }
 
 static void notify_all(char b)
@@ -278,6 +355,13 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     }
     if (sig == SIGHUP) {
         gw_persist_reload(&pipeline);
+        return;
+    }
+    if (sig == SIGUSR2) {
+        if (!gw_persist_state()->dir)
+            gw_log(GW_LOG_ERROR, "SIGUSR2: an upgrade needs a state directory (admin.state_dir)");
+        else
+            upgrade_spawn();
         return;
     }
     if (sig == SIGUSR1) {
@@ -883,7 +967,7 @@ fail_started:
     return -1;
 }
 
-static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1;
+static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1, *sig_usr2;
 
 static void stop_admin(void)
 {
@@ -908,7 +992,10 @@ static void stop_admin(void)
         event_free(sig_hup);
     if (sig_usr1)
         event_free(sig_usr1);
-    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = sig_usr1 = NULL;
+    if (sig_usr2)
+        event_free(sig_usr2);
+    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = sig_usr1 = sig_usr2 =
+        NULL;
 }
 
 /* The admin API's audit lines: one per accepted change, in the error log,
@@ -932,11 +1019,12 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     sig_term = evsignal_new(proc.admin_base, SIGTERM, signal_cb, NULL);
     sig_int = evsignal_new(proc.admin_base, SIGINT, signal_cb, NULL);
     sig_usr1 = evsignal_new(proc.admin_base, SIGUSR1, signal_cb, NULL);
+    sig_usr2 = evsignal_new(proc.admin_base, SIGUSR2, signal_cb, NULL);
     reclaim_ev = event_new(proc.admin_base, -1, EV_PERSIST, reclaim_cb, NULL);
-    if (!sig_hup || !sig_term || !sig_int || !sig_usr1 || !reclaim_ev ||
+    if (!sig_hup || !sig_term || !sig_int || !sig_usr1 || !sig_usr2 || !reclaim_ev ||
         evsignal_add(sig_hup, NULL) < 0 || evsignal_add(sig_term, NULL) < 0 ||
         evsignal_add(sig_int, NULL) < 0 || evsignal_add(sig_usr1, NULL) < 0 ||
-        event_add(reclaim_ev, &rt) < 0) {
+        evsignal_add(sig_usr2, NULL) < 0 || event_add(reclaim_ev, &rt) < 0) {
         gw_log(GW_LOG_ERROR, "admin events: out of memory");
         goto fail_events;
     }
@@ -1070,6 +1158,7 @@ int main(int argc, char **argv)
     if (check_path)
         return check_config(check_path);
     rc = 1;
+    remember_self(argc, argv);
     event_set_log_callback(libevent_log);
     signal(SIGPIPE, SIG_IGN);
     /* Blocked from here until the admin thread's handlers are in place: the
@@ -1079,6 +1168,7 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, &old_mask);
@@ -1161,5 +1251,6 @@ out_fail_state:
         close(admin_inherit_fd);
     gw_persist_free();
     libevent_global_shutdown();
+    free(self_argv);
     return rc;
 }

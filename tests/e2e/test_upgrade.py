@@ -10,7 +10,9 @@ counters, GET /config's ETag, a server the checks marked down, TLS session
 tickets (openssl s_client -sess_out/-sess_in). A second instance without --upgrade is still refused."""
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -272,6 +274,23 @@ class UpgradeTest(GatewayCase):
         self.assertEqual(healthy(new), {self.b.addr: True, b2.addr: False})
         for i in range(20):
             self.assertEqual(get(new.port, "/who/%d" % i).header("X-Backend"), "B")
+
+    def test_sigusr2(self):
+        """SIGUSR2 starts the binary again with --upgrade (nginx's USR2):
+        the child takes over, the old process exits 0, under load."""
+        g = self.start_old(self.config())
+        with Load(g.port, keepalive=True) as load:
+            wait_for(lambda: load.ok > 100, what="load running")
+            g.signal(signal.SIGUSR2)
+            self.assertEqual(g.proc.wait(TIMEOUT + DRAIN_MS / 1000), 0, g.log())
+            g.rc = 0
+            child = int(re.search(r"SIGUSR2: started \S+ --upgrade as pid (\d+)", g.log()).group(1))
+            n = load.ok
+            wait_for(lambda: load.ok > n + 100, what="load served by the child")
+        self.assertEqual(load.failures, [])
+        self.assertIn("upgrade: adopted", g.log())  # the child writes to the same stderr
+        os.kill(child, signal.SIGTERM)
+        wait_for(lambda: not os.path.exists("/proc/%d" % child), what="the child's exit")
 
     def test_second_plain_instance_refused(self):
         g = self.start_old(self.config())
