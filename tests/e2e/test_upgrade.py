@@ -292,6 +292,26 @@ class UpgradeTest(GatewayCase):
         os.kill(child, signal.SIGTERM)
         wait_for(lambda: not os.path.exists("/proc/%d" % child), what="the child's exit")
 
+    def test_sd_notify(self):
+        """READY=1 at start; the new process says MAINPID=<its pid> with
+        READY=1 (the unit is Type=notify, NotifyAccess=all)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        path = self.tmp.file("notify.sock")
+        sock.bind(path)
+        sock.settimeout(TIMEOUT)
+        self.addCleanup(sock.close)
+        g = Gateway(self.tmp, self.config(), name="old", env={"NOTIFY_SOCKET": path})
+        self.addCleanup(g.stop)
+        g.start()
+        self.assertEqual(sock.recv(256), b"READY=1")
+        new = Gateway(self.tmp, g.cfg, name="new", args=["--upgrade"],
+                      env={"NOTIFY_SOCKET": path})
+        self.addCleanup(new.stop)
+        new.start()
+        self.assertEqual(sock.recv(256), b"MAINPID=%d\nREADY=1" % new.pid())
+        self.assertEqual(g.proc.wait(TIMEOUT + DRAIN_MS / 1000), 0)
+        g.rc = 0
+
     def test_second_plain_instance_refused(self):
         g = self.start_old(self.config())
         new = self.upgrade(g)
