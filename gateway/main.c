@@ -679,7 +679,7 @@ static void up_adopted(void *arg)
 
     (void)arg;
     handed_over = 1;
-    gw_upgrade_serve_stop();
+    gw_upgrade_serve_stop(0);
     gw_fleet_stop();
     adm_api_free(api);
     api = NULL;
@@ -971,7 +971,7 @@ static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1, *sig_usr2;
 
 static void stop_admin(void)
 {
-    gw_upgrade_serve_stop();
+    gw_upgrade_serve_stop(!handed_over);
     if (deadline_ev)
         event_free(deadline_ev);
     deadline_ev = NULL;

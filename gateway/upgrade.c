@@ -467,13 +467,13 @@ int gw_upgrade_serve(struct event_base *base, const char *dir, int lock_fd,
     if (!(S.lev = event_new(base, fd, EV_READ | EV_PERSIST, accept_cb, NULL)) ||
         event_add(S.lev, NULL) < 0) {
         snprintf(why, cap, "out of memory");
-        gw_upgrade_serve_stop();
+        gw_upgrade_serve_stop(1);
         return -1;
     }
     return 0;
 }
 
-void gw_upgrade_serve_stop(void)
+void gw_upgrade_serve_stop(int remove)
 {
     struct stat sb;
 
@@ -482,8 +482,8 @@ void gw_upgrade_serve_stop(void)
         event_free(S.lev);
     S.lev = NULL;
     if (S.lfd >= 0) {
-        /* the new process made its own by now: leave that one */
-        if (stat(S.path, &sb) == 0 && sb.st_ino == S.ino)
+        /* never another's: a process that took over later made its own */
+        if (remove && stat(S.path, &sb) == 0 && sb.st_ino == S.ino)
             unlink(S.path);
         close(S.lfd);
     }

@@ -59,8 +59,10 @@ struct gw_upgrade_hooks {
  * none). 0, or -1 with <why>. */
 int gw_upgrade_serve(struct event_base *base, const char *dir, int lock_fd,
                      const struct gw_upgrade_hooks *hooks, char *why, size_t cap);
-/* Stops listening (and removes the socket's file, when it is still ours). */
-void gw_upgrade_serve_stop(void);
+/* Stops listening; with <remove>, the socket's file goes too (an exit; not
+ * after a hand-over: the new process's socket has the name by then, or
+ * is about to). */
+void gw_upgrade_serve_stop(int remove);
 
 /* ---- the new side, at its start ---- */
 /* Connects to the process on <dir> and says hello: its answer into

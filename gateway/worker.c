@@ -415,7 +415,8 @@ static void drain_soft(struct gw_worker *w)
         if (c->proto && c->st != GW_CONN_LINGER)
             c->proto->shutdown(c); /* HTTP/2: GOAWAY, then the close */
         else if (c->st == GW_CONN_PARKED)
-            gw_conn_free(c); /* never read: admitting it would serve one request */
+            gw_conn_admit(c); /* its client sent a request: answered (Connection: close),
+                               * over the cap for once, rather than reset */
     }
     if (w->nconns == 0)
         event_base_loopexit(w->base, NULL);

@@ -55,7 +55,8 @@ def main():
         except (AttributeError, ValueError):
             r = None  # the client itself gave up: shown as such
         rows.setdefault((m.group(1), m.group(2), m.group(3)), []).append((int(m.group(4)), r))
-    print("# Replacing the running binary under load (%s)\n" % os.path.basename(raw))
+    print("# Replacing the running binary under load (%s)\n" % os.path.basename(raw).replace(
+        "sy-upgrade-raw-", "upgrade-"))
     print("`loadtest/upgrade`: each server in front of one sy_test_backend on 127.0.0.1, one "
           "worker each; %s connections for %s s, the upgrade %s s in. `keepalive`: wrk "
           "(keep-alive); `fresh`: ab without -k (a connection per request, -r). Switchyard: "

@@ -130,6 +130,14 @@ class UpgradeTest(GatewayCase):
         old.check_clean()
         return new
 
+    def upgrade_start(self, old):
+        """`--upgrade` beside <old>, returned once it serves (<old> drains)."""
+        new = Gateway(self.tmp, old.cfg, name="new", args=["--upgrade"])
+        self.addCleanup(new.stop)
+        new.start()
+        new.wait_log(r"switchyard [0-9.]+: ")
+        return new
+
     def failed_upgrade(self, old, cfg_text):
         """Runs `--upgrade` on <cfg_text>; it must exit non-zero. Returns its log."""
         path = self.tmp.file("failing.json")
@@ -203,6 +211,39 @@ class UpgradeTest(GatewayCase):
         g.rc = 0
         self.assertEqual(get(new.port, "/who/after").status, 200)
         ws.close()
+
+    def test_http2_goaway_and_streams_finish(self):
+        """An HTTP/2 connection open across the upgrade gets a GOAWAY from the
+        old process, and its stream in flight is answered before the close."""
+        from h2client import (ACK, DATA, END_STREAM, GOAWAY, HEADERS, PING, RawConn, Target,
+                              ping_frame)
+        cfg = self.config()
+        cfg["listeners"][0]["protocols"] = ["h1", "h2c"]
+        g = self.start_old(cfg)
+        c = RawConn(Target(g.port))
+        self.addCleanup(c.close)
+        s1 = c.get("/who/slow?delay_ms=1500")
+        time.sleep(0.3)  # upstream by now
+        new = self.upgrade_start(g)
+        status, ended, goaway = None, False, None
+        deadline = time.monotonic() + TIMEOUT
+        while not (ended and goaway) and time.monotonic() < deadline:
+            f = c.read_frame(max(0.01, deadline - time.monotonic()))
+            self.assertIsNotNone(f, "closed early: %r" % c.seen[-8:])
+            if f.type == PING and not f.flags & ACK:
+                c.send(ping_frame(f.payload, ack=True))
+            elif f.type == GOAWAY:
+                goaway = f
+            elif f.stream == s1 and f.type == HEADERS:
+                status = dict(c.dec.decode(f.payload, raw=True)).get(b":status")
+            if f.stream == s1 and f.type in (HEADERS, DATA) and f.flags & END_STREAM:
+                ended = True
+        self.assertIsNotNone(goaway)
+        self.assertEqual(status, b"200")
+        self.assertTrue(c.wait_closed(10))
+        self.assertEqual(g.proc.wait(TIMEOUT), 0)
+        g.rc = 0
+        self.assertEqual(get(new.port, "/who/after").status, 200)
 
     def test_bad_config_leaves_the_old_one_serving(self):
         g = self.start_old(self.config())
