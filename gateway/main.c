@@ -620,6 +620,8 @@ static int up_pause(void *arg, struct gw_handed **fds, size_t *n)
     int afd;
 
     (void)arg;
+    handed_take(fds, n); /* a late worker's of an attempt that gave up */
+    handed_close(*fds, *n);
     proc.hand_failed = 0;
     atomic_store(&proc.handed_workers, 0);
     notify_all('U');
@@ -627,6 +629,8 @@ static int up_pause(void *arg, struct gw_handed **fds, size_t *n)
     for (int i = 0; atomic_load(&proc.handed_workers) < proc.nworkers; i++) {
         if (i >= 3000) {
             gw_log(GW_LOG_ERROR, "upgrade: a worker did not hand its sockets over within 3 s");
+            handed_take(fds, n);
+            handed_close(*fds, *n);
             goto fail;
         }
         nanosleep(&nap, NULL);

@@ -20,8 +20,9 @@ import threading
 import time
 import urllib.request
 
-from harness import (SY_BIN, TIMEOUT, Client, Closed, Gateway, GatewayCase, gateway_config, get,
-                     main, self_signed, upstream_cfg, wait_for, ws_frame, ws_handshake, ws_read)
+from harness import (SANITIZER_MARKS, SY_BIN, TIMEOUT, Client, Closed, Gateway, GatewayCase,
+                     gateway_config, get, main, self_signed, upstream_cfg, wait_for, ws_frame,
+                     ws_handshake, ws_read)
 
 DRAIN_MS = 2000
 THREADS = 6
@@ -108,6 +109,17 @@ class UpgradeTest(GatewayCase):
         cfg["admin"]["state_dir"] = self.state
         return cfg
 
+    def new_gateway(self, cfg, **kw):
+        """A Gateway stopped and checked clean (exit 0, no sanitizer report)
+        at the test's end."""
+        g = Gateway(self.tmp, cfg, **kw)
+
+        def done():
+            g.stop()
+            g.check_clean()
+        self.addCleanup(done)
+        return g
+
     def start_old(self, cfg):
         g = Gateway(self.tmp, cfg, name="old")
         self.addCleanup(g.stop)
@@ -118,8 +130,7 @@ class UpgradeTest(GatewayCase):
     def upgrade(self, old, cfg=None):
         """Starts `--upgrade` beside <old>; returns the new Gateway once <old>
         exited 0 and the new one serves."""
-        new = Gateway(self.tmp, cfg or old.cfg, name="new", args=["--upgrade"])
-        self.addCleanup(new.stop)
+        new = self.new_gateway(cfg or old.cfg, name="new", args=["--upgrade"])
         since = old.log_size()
         new.start()
         new.wait_log(r"switchyard [0-9.]+: ")
@@ -132,8 +143,7 @@ class UpgradeTest(GatewayCase):
 
     def upgrade_start(self, old):
         """`--upgrade` beside <old>, returned once it serves (<old> drains)."""
-        new = Gateway(self.tmp, old.cfg, name="new", args=["--upgrade"])
-        self.addCleanup(new.stop)
+        new = self.new_gateway(old.cfg, name="new", args=["--upgrade"])
         new.start()
         new.wait_log(r"switchyard [0-9.]+: ")
         return new
@@ -146,6 +156,8 @@ class UpgradeTest(GatewayCase):
         p = subprocess.run([SY_BIN, "-c", path, "--upgrade"], capture_output=True,
                            timeout=4 * TIMEOUT)
         self.assertNotEqual(p.returncode, 0, p.stderr.decode())
+        for m in SANITIZER_MARKS:
+            self.assertNotIn(m, p.stderr.decode())
         return p.stderr.decode()
 
     def test_keepalive_load(self):
@@ -196,8 +208,7 @@ class UpgradeTest(GatewayCase):
         ws.send(ws_frame(b"before"))
         self.assertEqual(ws_read(ws)[2], b"before")
         self.upgrade_started = time.monotonic()
-        new = Gateway(self.tmp, g.cfg, name="new", args=["--upgrade"])
-        self.addCleanup(new.stop)
+        new = self.new_gateway(g.cfg, name="new", args=["--upgrade"])
         new.start()
         g.wait_log(r"upgrade: handed over")
         # still open, still echoing, through the draining old process
@@ -381,9 +392,8 @@ class UpgradeTest(GatewayCase):
         self.addCleanup(g.stop)
         g.start()
         self.assertEqual(sock.recv(256), b"READY=1")
-        new = Gateway(self.tmp, g.cfg, name="new", args=["--upgrade"],
-                      env={"NOTIFY_SOCKET": path})
-        self.addCleanup(new.stop)
+        new = self.new_gateway(g.cfg, name="new", args=["--upgrade"],
+                               env={"NOTIFY_SOCKET": path})
         new.start()
         self.assertEqual(sock.recv(256), b"MAINPID=%d\nREADY=1" % new.pid())
         self.assertEqual(g.proc.wait(TIMEOUT + DRAIN_MS / 1000), 0)
