@@ -344,6 +344,9 @@ void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Logs <errs> (a config's errors) under a "<what>:" line, one error a
  * line, at error. */
 void gw_log_errors(const char *what, struct adm_errors *errs);
+/* The last error line the calling thread logged ("" for none), without
+ * its time and level. */
+const char *gw_log_last_error(void);
 /* Whether gw_log(<level>, ...) writes now: one relaxed atomic load. */
 int gw_log_enabled(int level);
 /* log_level <l> from now on, for every thread at once (lock-free). */

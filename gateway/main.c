@@ -1249,7 +1249,8 @@ out_fail_cfg:
     adm_config_free(cfg);
 out_fail_state:
     if (up_hello && rc)
-        gw_upgrade_finish("the new process failed to start: its error log says why");
+        gw_upgrade_finish(gw_log_last_error()[0] ? gw_log_last_error()
+                                                 : "the new process failed to start");
     json_decref(up_hello);
     if (admin_inherit_fd >= 0)
         close(admin_inherit_fd);

@@ -550,29 +550,28 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
 
 char *gw_persist_dir_for(const char *path, char *why, size_t cap)
 {
-    struct adm_errors errs;
-    struct adm_config *cfg;
-    char *dir = NULL, *e;
+    json_error_t je;
+    json_t *doc;
+    const char *d;
+    char *dir = NULL;
 
-    adm_errors_init(&errs);
-    cfg = path ? adm_config_load_file(path, &errs) : adm_config_default();
-    if (!cfg) {
-        e = adm_errors_format(&errs);
-        snprintf(why, cap, "%s", e ? e : "out of memory");
-        free(e);
-    } else if (cfg->admin.state_dir) {
-        if (!(dir = strdup(cfg->admin.state_dir)))
-            snprintf(why, cap, "out of memory");
-    } else if (path) {
-        snprintf(why, cap,
-                 "%s has no admin.state_dir: an upgrade finds the running process "
-                 "through its state directory",
-                 path);
-    } else {
-        dir = default_state_dir(why, cap);
+    if (!path)
+        return default_state_dir(why, cap);
+    /* the directory alone, not the whole config: a config with errors
+     * still finds the running process, which then hears why it failed */
+    if (!(doc = json_load_file(path, 0, &je))) {
+        snprintf(why, cap, "%s: line %d, column %d: %s", path, je.line, je.column, je.text);
+        return NULL;
     }
-    adm_errors_clear(&errs);
-    adm_config_free(cfg);
+    d = json_string_value(json_object_get(json_object_get(doc, "admin"), "state_dir"));
+    if (!d)
+        snprintf(why, cap,
+                 "%s has no admin.state_dir: an upgrade finds the running process through "
+                 "its state directory",
+                 path);
+    else if (!(dir = strdup(d)))
+        snprintf(why, cap, "out of memory");
+    json_decref(doc);
     return dir;
 }
 

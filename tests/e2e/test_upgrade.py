@@ -266,8 +266,12 @@ class UpgradeTest(GatewayCase):
         bad = self.config()
         bad["admin"] = g.cfg["admin"]
         bad["workers"] = "two"
+        since = g.log_size()
         err = self.failed_upgrade(g, json.dumps(bad))
         self.assertIn("/workers", err)
+        # it reached the running process, which logs why
+        g.wait_log(r"upgrade: the new process gave up before the hand-over \([^)]*/workers",
+                   since=since)
         self.assertTrue(g.alive())
         self.assertEqual(get(g.port, "/who/still").status, 200)
         self.upgrade(g)  # and a good one works after them
@@ -283,7 +287,8 @@ class UpgradeTest(GatewayCase):
         since = g.log_size()
         err = self.failed_upgrade(g, json.dumps(cfg))
         self.assertIn("address in use", err)
-        g.wait_log(r"upgrade: the new process gave up before the hand-over", since=since)
+        g.wait_log(r"upgrade: the new process gave up before the hand-over \(.*address in use",
+                   since=since)
         with Load(g.port, keepalive=True) as load:
             wait_for(lambda: load.ok > 50, what="the old one serving")
         self.assertEqual(load.failures, [])
