@@ -193,9 +193,9 @@ struct gw_worker {
     long long accept_resume; /* accept failed (EMFILE...): paused until then (gw_now_ms) */
     int draining;
     /* an upgrade hands the listeners over: not accepting meanwhile ('U',
-     * 'u' to accept again); <soft>: the drain that follows keeps idle
-     * keep-alive connections until its deadline ('G', then 'W') */
-    int handing, soft;
+     * 'u' to accept again); the drain that follows keeps idle keep-alive
+     * connections until its deadline ('G', then 'W': worker.c) */
+    int handing;
     uint32_t reqid_prefix; /* set before the worker starts */
     /* The last request id handed out, as its 24 hex digits: the prefix and
      * worker (10), then a sequence (14) incremented in place (conn.c). */

@@ -1,6 +1,8 @@
 /*
  * main.c - switchyard: start-up, the admin thread's loop (signals, reloads,
- * snapshot reclamation), and the drain on SIGTERM/SIGINT. Which config a
+ * snapshot reclamation), the drain on SIGTERM/SIGINT, and both sides of an
+ * upgrade (--upgrade, SIGUSR2): what is paused, carried and adopted; the
+ * conversation itself is upgrade.c's. Which config a
  * start runs and what a reload does with the state are persist.c's.
  *
  *   switchyard [-c FILE]      run (without -c: the embedded default config)

@@ -406,7 +406,6 @@ static void drain_soft(struct gw_worker *w)
 {
     struct gw_conn *c, *next;
 
-    w->soft = 1;
     if (w->draining)
         return;
     drain_listeners(w);
