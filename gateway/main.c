@@ -589,9 +589,9 @@ static json_t *up_state(void *arg)
 
     (void)arg;
     state_hash(h, sizeof(h));
-    return json_pack("{s:I,s:s,s:o*,s:o*,s:o*}", "gen", (json_int_t)s->gen, "hash", h, "counters",
-                     gw_stats_export(&proc), "tickets", tickets_export(), "health",
-                     gw_health_export());
+    return json_pack("{s:I,s:s,s:I,s:o*,s:o*,s:o*}", "gen", (json_int_t)s->gen, "hash", h, "swaps",
+                     (json_int_t)proc.swap.swaps, "counters", gw_stats_export(&proc), "tickets",
+                     tickets_export(), "health", gw_health_export());
 }
 
 /* The workers' duplicates taken out of <proc>, or all closed. */
@@ -828,6 +828,7 @@ static int upgrade_take_over(const struct adm_config *cfg, const struct adm_addr
     if (gw_stats_import(json_object_get(st, "counters")) < 0)
         gw_log(GW_LOG_WARN, "upgrade: the counters are not this build's: /metrics starts at 0");
     tickets_import(json_object_get(st, "tickets"));
+    proc.swap.swaps += (uint64_t)json_integer_value(json_object_get(st, "swaps"));
     if (gw_health_import(json_object_get(st, "health")) < 0)
         gw_log(GW_LOG_WARN, "upgrade: the health state was not carried: servers start as a "
                             "start would");

@@ -44,6 +44,14 @@ def requests_total(cfg):
     return n
 
 
+def metric(cfg, name):
+    _, _, body = admin_get(cfg, "/metrics")
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("no %s in /metrics" % name)
+
+
 class Load:
     """<THREADS> clients requesting until stopped: keep-alive ones reconnect
     only after a Connection: close; the others open a connection per
@@ -332,12 +340,22 @@ class UpgradeTest(GatewayCase):
             self.assertEqual(get(g.port, "/who/%d" % i).status, 200)
         before = requests_total(g.cfg)
         self.assertGreaterEqual(before, 30)
+        # a swap, counted: switchyard_config_swaps_total carries over too
+        req = urllib.request.Request(
+            "http://%s/routes" % g.cfg["admin"]["address"], method="POST",
+            data=json.dumps({"id": "extra", "path": "/extra", "response": {"body": "x"}}).encode(),
+            headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            self.assertEqual(r.status, 201)
+        swaps = metric(g.cfg, "switchyard_config_swaps_total")
+        self.assertGreaterEqual(swaps, 1)
         _, h1, body1 = admin_get(g.cfg, "/config")
         new = self.upgrade(g)
         _, h2, body2 = admin_get(new.cfg, "/config")
         self.assertEqual(h1["ETag"], h2["ETag"])
         self.assertEqual(body1, body2)
         self.assertGreaterEqual(requests_total(new.cfg), before)
+        self.assertEqual(metric(new.cfg, "switchyard_config_swaps_total"), swaps)
         # an If-Match with the ETag from before the upgrade holds
         req = urllib.request.Request(
             "http://%s/config" % new.cfg["admin"]["address"], data=body2, method="PUT",
