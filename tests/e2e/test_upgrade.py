@@ -231,6 +231,33 @@ class UpgradeTest(GatewayCase):
         self.assertEqual(get(new.port, "/who/after").status, 200)
         ws.close()
 
+    def test_websocket_close_waits_for_the_frame_under_way(self):
+        """At the deadline the server is half-way through a frame (the echo
+        of one the client sent only part of): the close frame comes after
+        that frame's last byte, never inside it."""
+        g = self.start_old(self.config())
+        ws = Client(g.port)
+        r, _ = ws_handshake(ws, "/ws")
+        self.assertEqual(r.status, 101)
+        size, first = 60000, 1000
+        payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        # a binary frame, FIN, masked with a zero key: the payload as it is
+        ws.send(struct.pack("!BBH", 0x82, 0x80 | 126, size) + b"\0\0\0\0" + payload[:first])
+        b0, b1 = ws.read_exact(2)
+        self.assertEqual((b0, b1 & 0x7F), (0x82, 126))
+        self.assertEqual(struct.unpack("!H", ws.read_exact(2))[0], size)
+        self.assertEqual(ws.read_exact(first), payload[:first])
+        self.upgrade_start(g)
+        g.wait_log(r"upgrade drain: deadline")
+        time.sleep(0.2)  # the deadline reached the worker
+        ws.send(payload[first:])
+        self.assertEqual(ws.read_exact(size - first), payload[first:])
+        op, fin, body = ws_read(ws)
+        self.assertEqual((op, fin, struct.unpack("!H", body[:2])[0]), (8, True, 1001))
+        self.assertEqual(g.proc.wait(TIMEOUT), 0)
+        g.rc = 0
+        ws.close()
+
     def test_http2_goaway_and_streams_finish(self):
         """An HTTP/2 connection open across the upgrade gets a GOAWAY from the
         old process, and its stream in flight is answered before the close."""
