@@ -351,7 +351,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 
     (void)what;
     (void)arg;
-    if (handed_over && (sig == SIGHUP || sig == SIGUSR1)) {
+    if (handed_over && (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2)) {
         gw_log(GW_LOG_WARN, "signal %d ignored: this process handed over and drains", (int)sig);
         return;
     }
