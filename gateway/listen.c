@@ -200,15 +200,25 @@ static int still_ours(const char *addr)
 static char **inherited;
 static size_t ninherited;
 
-/* Whether <cfg> has a listener on <addr>; at an upgrade's start (<cfg>
- * NULL), whether the running process hands one over. */
+/* Whether <cfg> has a listener on <addr>. */
 static int has_listener(const struct adm_config *cfg, const char *addr)
 {
     for (size_t i = 0; cfg && i < cfg->nlisteners; i++)
         if (strcmp(cfg->listeners[i].addr.text, addr) == 0)
             return 1;
-    for (size_t i = 0; !cfg && i < ninherited; i++)
-        if (strcmp(inherited[i], addr) == 0)
+    return 0;
+}
+
+/* At an upgrade's start: whether the running process hands over a
+ * listener on the socket address of <a>, however either config writes it
+ * (adm_addr_key). */
+static int inherited_has(const struct adm_addr *a)
+{
+    char key[128];
+
+    adm_addr_key(a, key, sizeof(key));
+    for (size_t i = 0; i < ninherited; i++)
+        if (strcmp(inherited[i], key) == 0)
             return 1;
     return 0;
 }
@@ -217,9 +227,19 @@ int gw_listen_inherit(const char *const *addrs, size_t n)
 {
     if (!(inherited = calloc(n ? n : 1, sizeof(*inherited))))
         return -1;
-    for (ninherited = 0; ninherited < n; ninherited++)
-        if (!(inherited[ninherited] = strdup(addrs[ninherited])))
+    for (ninherited = 0; ninherited < n; ninherited++) {
+        struct adm_addr a;
+        char key[128], why[128];
+
+        memset(&a, 0, sizeof(a));
+        if (adm_addr_parse(&a, addrs[ninherited], 0, why, sizeof(why)) < 0)
+            snprintf(key, sizeof(key), "%s", addrs[ninherited]);
+        else
+            adm_addr_key(&a, key, sizeof(key));
+        adm_addr_free(&a);
+        if (!(inherited[ninherited] = strdup(key)))
             return -1;
+    }
     return 0;
 }
 
@@ -273,7 +293,7 @@ size_t gw_listen_adopt(struct gw_process *p, const struct adm_config *cfg, struc
         const struct adm_addr *a = &cfg->listeners[i].addr;
         unsigned k = 0;
 
-        if (!has_listener(NULL, a->text))
+        if (!inherited_has(a))
             continue; /* bound at the start, beside the running process */
         /* one to one; more than this process has workers: some accept on
          * several, for a socket closed would reset what is queued on it */
@@ -341,7 +361,7 @@ size_t gw_listen_prepare(struct gw_process *p, const struct adm_config *live,
         struct pending *pd = &pend[npend];
         char path[64];
 
-        if (has_listener(live, a->text))
+        if (has_listener(live, a->text) || (!live && inherited_has(a)))
             continue;
         snprintf(path, sizeof(path), "/listeners/%zu/address", i);
         if (!locked && listen_lock(why, sizeof(why)) < 0) {

@@ -208,6 +208,38 @@ class UpgradeTest(GatewayCase):
         self.assertEqual(load.failures, [])
         self.assertIn("adopted 4 listening sockets", g3.log())
 
+    def test_address_written_another_way(self):
+        """The new config writes a listener's address another way ([0::1]
+        for [::1]): the same socket address, so its sockets are adopted,
+        not bound beside them (which would fail: address in use)."""
+        try:
+            s = socket.socket(socket.AF_INET6)
+            s.bind(("::1", 0))
+            port = s.getsockname()[1]
+            s.close()
+        except OSError:
+            self.skipTest("no IPv6 loopback")
+        cfg = self.config()
+        v4 = cfg["listeners"][0]
+        cfg["listeners"].append({"address": "[::1]:%d" % port})
+        # the harness waits on 127.0.0.1: the first listener's port
+        g = Gateway(self.tmp, cfg, name="old", port=int(v4["address"].rsplit(":", 1)[1]))
+        self.addCleanup(g.stop)
+        g.start()
+        g.wait_log(r"switchyard [0-9.]+: ")
+        other = json.loads(json.dumps(cfg))
+        other["listeners"] = [v4, {"address": "[0::1]:%d" % port}]
+        new = self.new_gateway(other, name="new", args=["--upgrade"], port=g.port)
+        new.start()
+        new.wait_log(r"switchyard [0-9.]+: ")
+        self.assertEqual(g.proc.wait(TIMEOUT + DRAIN_MS / 1000), 0, g.log())
+        g.rc = 0
+        self.assertIn("adopted 4 listening sockets", new.log())
+        c = socket.create_connection(("::1", port), timeout=TIMEOUT)
+        c.sendall(b"GET /who/v6 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertTrue(c.recv(64).startswith(b"HTTP/1.1 200"))
+        c.close()
+
     def test_websocket_closes_at_the_deadline(self):
         g = self.start_old(self.config())
         ws = Client(g.port)
