@@ -746,6 +746,23 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
                             struct adm_pipeline *pipe, const struct adm_api_hooks *hooks,
                             const char *token, char *msg, size_t cap)
 {
+    return adm_api_new_on(base, addr, -1, pipe, hooks, token, msg, cap);
+}
+
+int adm_api_listen_fd(const struct adm_api *api)
+{
+    return adm_http_listen_fd(api->http);
+}
+
+void adm_api_accepting(struct adm_api *api, int on)
+{
+    adm_http_accepting(api->http, on);
+}
+
+struct adm_api *adm_api_new_on(struct event_base *base, const struct adm_addr *addr, int fd,
+                               struct adm_pipeline *pipe, const struct adm_api_hooks *hooks,
+                               const char *token, char *msg, size_t cap)
+{
     struct adm_api *api;
 
     /* never an open admin API off loopback, whatever the caller checked */
@@ -771,8 +788,8 @@ struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr
         adm_api_free(api);
         return NULL;
     }
-    if (!(api->http =
-              adm_http_new(base, addr, adm_api_guard, handle, api, &http_limits, msg, cap))) {
+    if (!(api->http = adm_http_new_on(base, addr, fd, adm_api_guard, handle, api, &http_limits, msg,
+                                      cap))) {
         adm_api_free(api);
         return NULL;
     }

@@ -84,6 +84,14 @@ struct adm_pipeline;
 struct adm_api *adm_api_new(struct event_base *base, const struct adm_addr *addr,
                             struct adm_pipeline *pipe, const struct adm_api_hooks *hooks,
                             const char *token, char *msg, size_t cap);
+/* The same on <fd>, a socket already listening on <addr> (an upgrade's,
+ * taken; -1: bind <addr>). */
+struct adm_api *adm_api_new_on(struct event_base *base, const struct adm_addr *addr, int fd,
+                               struct adm_pipeline *pipe, const struct adm_api_hooks *hooks,
+                               const char *token, char *msg, size_t cap);
+/* Its listening socket, and whether it accepts (an upgrade's pause). */
+int adm_api_listen_fd(const struct adm_api *api);
+void adm_api_accepting(struct adm_api *api, int on);
 void adm_api_free(struct adm_api *api);
 
 #endif

@@ -745,9 +745,9 @@ static void on_accept(struct evconnlistener *lev, evutil_socket_t fd, struct soc
     }
 }
 
-struct adm_http *adm_http_new(struct event_base *base, const struct adm_addr *addr,
-                              adm_http_cb head, adm_http_cb cb, void *arg,
-                              const struct adm_http_limits *lim, char *msg, size_t cap)
+struct adm_http *adm_http_new_on(struct event_base *base, const struct adm_addr *addr, int fd,
+                                 adm_http_cb head, adm_http_cb cb, void *arg,
+                                 const struct adm_http_limits *lim, char *msg, size_t cap)
 {
     struct adm_http *h = calloc(1, sizeof(*h));
 
@@ -766,14 +766,38 @@ struct adm_http *adm_http_new(struct event_base *base, const struct adm_addr *ad
         free(h);
         return NULL;
     }
-    h->lev = evconnlistener_new_bind(base, on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
-                                     128, (const struct sockaddr *)&addr->ss, (int)addr->sslen);
+    if (fd >= 0)
+        h->lev = evconnlistener_new(base, on_accept, h, LEV_OPT_CLOSE_ON_FREE, -1, fd);
+    else
+        h->lev =
+            evconnlistener_new_bind(base, on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE,
+                                    128, (const struct sockaddr *)&addr->ss, (int)addr->sslen);
     if (!h->lev) {
         snprintf(msg, cap, "admin API: cannot listen on %s: %s", addr->text, strerror(errno));
         free(h);
         return NULL;
     }
     return h;
+}
+
+struct adm_http *adm_http_new(struct event_base *base, const struct adm_addr *addr,
+                              adm_http_cb head, adm_http_cb cb, void *arg,
+                              const struct adm_http_limits *lim, char *msg, size_t cap)
+{
+    return adm_http_new_on(base, addr, -1, head, cb, arg, lim, msg, cap);
+}
+
+evutil_socket_t adm_http_listen_fd(const struct adm_http *h)
+{
+    return evconnlistener_get_fd(h->lev);
+}
+
+void adm_http_accepting(struct adm_http *h, int on)
+{
+    if (on)
+        evconnlistener_enable(h->lev);
+    else
+        evconnlistener_disable(h->lev);
 }
 
 void adm_http_free(struct adm_http *h)

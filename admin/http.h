@@ -55,6 +55,14 @@ struct adm_http_limits {
 struct adm_http *adm_http_new(struct event_base *base, const struct adm_addr *addr,
                               adm_http_cb head, adm_http_cb cb, void *arg,
                               const struct adm_http_limits *lim, char *msg, size_t cap);
+/* The same on <fd>, a socket listening on <addr> already (an upgrade's,
+ * taken; -1: bind <addr>). */
+struct adm_http *adm_http_new_on(struct event_base *base, const struct adm_addr *addr, int fd,
+                                 adm_http_cb head, adm_http_cb cb, void *arg,
+                                 const struct adm_http_limits *lim, char *msg, size_t cap);
+/* Its listening socket; and whether it accepts (an upgrade's pause). */
+evutil_socket_t adm_http_listen_fd(const struct adm_http *h);
+void adm_http_accepting(struct adm_http *h, int on);
 void adm_http_free(struct adm_http *h);
 
 enum adm_method adm_req_method(const struct adm_req *req);

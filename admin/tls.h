@@ -214,6 +214,11 @@ unsigned adm_tls_ctx_protocols(const struct adm_tls_ctx *c);
  * the same TLS definition: tickets <from> issued resume on <c> (a push that
  * changed only the listener's protocols). */
 void adm_tls_ctx_share_tickets(struct adm_tls_ctx *c, const struct adm_tls_ctx *from);
+/* The master secret its ticket keys derive from, into <out>; and, for an
+ * upgrade, <c>'s set to another process's <in> before <c> served any
+ * connection: tickets that process issued resume here. */
+void adm_tls_ctx_ticket_master(const struct adm_tls_ctx *c, unsigned char out[32]);
+void adm_tls_ctx_set_ticket_master(struct adm_tls_ctx *c, const unsigned char in[32]);
 
 /* Whether the handshake of <ssl> (a connection from a listener's context)
  * selected h2 by ALPN: the connection speaks HTTP/2 from its first byte.

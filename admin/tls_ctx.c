@@ -733,6 +733,16 @@ void adm_tls_ctx_share_tickets(struct adm_tls_ctx *c, const struct adm_tls_ctx *
     memcpy(c->master, from->master, sizeof(c->master));
 }
 
+void adm_tls_ctx_ticket_master(const struct adm_tls_ctx *c, unsigned char out[32])
+{
+    memcpy(out, c->master, sizeof(c->master));
+}
+
+void adm_tls_ctx_set_ticket_master(struct adm_tls_ctx *c, const unsigned char in[32])
+{
+    memcpy(c->master, in, sizeof(c->master));
+}
+
 int adm_tls_alpn_is_h2(const SSL *ssl)
 {
     const unsigned char *p;

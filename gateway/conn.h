@@ -111,6 +111,18 @@ struct gw_conn_proto {
     void (*release)(struct gw_conn *c);
 };
 
+/* Where the server's WebSocket frames on a tunnel end, followed as the
+ * bytes go by (tunnel.c), so that an upgrade's drain puts its close frame
+ * between two frames: the payload bytes <left> of the current frame, or
+ * the <hlen> bytes of a header begun; <going>: the drain's deadline came,
+ * the close frame follows the current frame. */
+struct gw_ws_track {
+    uint64_t left;
+    unsigned char hdr[14];
+    unsigned char hlen;
+    unsigned char going;
+};
+
 struct gw_conn {
     LIST_ENTRY(gw_conn) link;   /* the worker's conns */
     TAILQ_ENTRY(gw_conn) qlink; /* in the worker's admission queue <queue> */
@@ -138,6 +150,8 @@ struct gw_conn {
     long long admitted_ms;
     const struct gw_conn_proto *proto; /* NULL: HTTP/1.x, its request in <req> */
     void *pstate;
+    int tunnel_ws; /* its tunnel is a WebSocket's (an upgrade's drain says 1001 on it) */
+    struct gw_ws_track ws;
 };
 
 /* ---- the output buffer ---- */

@@ -29,6 +29,7 @@
 #include "admin/http1/request.h"
 #include "gateway/io_tls.h"
 #include "gateway/log.h"
+#include "gateway/upgrade.h"
 #include "router/router.h"
 
 struct gw_worker;
@@ -92,6 +93,14 @@ struct gw_process {
     _Atomic unsigned accept_failures;
     _Atomic long long accept_log_next;
     struct event_base *admin_base;
+    /* An upgrade's hand-over (main.c): the workers stop accepting and put
+     * duplicates of their listening sockets here, under hand_mu, each
+     * counting itself in <handed_workers> once done. */
+    pthread_mutex_t hand_mu;
+    struct gw_handed *handed;
+    size_t nhanded;
+    int hand_failed; /* a duplicate could not be made */
+    _Atomic unsigned handed_workers;
 };
 
 /* Admission's queues of a worker's client connections (gw_worker.cq): a
@@ -183,6 +192,10 @@ struct gw_worker {
     int admitting;           /* worker.c is closing connections to make room */
     long long accept_resume; /* accept failed (EMFILE...): paused until then (gw_now_ms) */
     int draining;
+    /* an upgrade hands the listeners over: not accepting meanwhile ('U',
+     * 'u' to accept again); the drain that follows keeps idle keep-alive
+     * connections until its deadline ('G', then 'W': worker.c) */
+    int handing;
     uint32_t reqid_prefix; /* set before the worker starts */
     /* The last request id handed out, as its 24 hex digits: the prefix and
      * worker (10), then a sequence (14) incremented in place (conn.c). */
@@ -262,6 +275,18 @@ size_t gw_listen_prepare(struct gw_process *p, const struct adm_config *live,
 void gw_listen_commit(struct gw_process *p, const struct adm_config *live,
                       const struct adm_config *cfg);
 void gw_listen_abort(void);
+/* An upgrade's start: the running process listens on <addrs> (copied) and
+ * hands their sockets over, so gw_listen_prepare() binds only the others;
+ * -1 out of memory. Then gw_listen_adopt() hands each worker its share of
+ * <fds> (taken: each one used or closed is set to -1), checked by their
+ * bound address against <cfg>: one to one, several to a worker when there
+ * are more than workers, the missing ones opened beside them; a socket of
+ * a listener <cfg> lacks is closed. The sockets adopted, or 0 with <errs>. */
+int gw_listen_inherit(const char *const *addrs, size_t n);
+/* Whether the socket <fd> is bound to <a> (getsockname). */
+int gw_listen_bound_to(evutil_socket_t fd, const struct adm_addr *a);
+size_t gw_listen_adopt(struct gw_process *p, const struct adm_config *cfg, struct gw_handed *fds,
+                       size_t n, struct adm_errors *errs);
 /* Closes what the process still holds (after the workers stopped). */
 void gw_listen_free(void);
 
@@ -320,6 +345,9 @@ void gw_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Logs <errs> (a config's errors) under a "<what>:" line, one error a
  * line, at error. */
 void gw_log_errors(const char *what, struct adm_errors *errs);
+/* The last error line the calling thread logged ("" for none), without
+ * its time and level. */
+const char *gw_log_last_error(void);
 /* Whether gw_log(<level>, ...) writes now: one relaxed atomic load. */
 int gw_log_enabled(int level);
 /* log_level <l> from now on, for every thread at once (lock-free). */
@@ -329,5 +357,10 @@ void gw_date_update(struct gw_worker *w);
 
 /* stats.c: the admin API's view of the workers' counters */
 void gw_stats(void *proc, struct adm_gw_stats *st);
+/* An upgrade: the counters of <p> as JSON (a new reference, NULL: out of
+ * memory); and in the new process, before its workers serve, another's
+ * taken as the base its own add to (-1: not this build's layout, ignored). */
+json_t *gw_stats_export(struct gw_process *p);
+int gw_stats_import(const json_t *o);
 
 #endif

@@ -141,6 +141,10 @@ static struct {
     struct ring *rings;
     LIST_HEAD(, probe) probes;
     _Atomic uint64_t dropped; /* reports lost to a full ring */
+    /* an upgrade: the old process's state, applied at the next wake-up
+     * after the first plan's merge; <seeded> once it was */
+    json_t *seed;
+    _Atomic int seeded;
 } H = {.wake = {-1, -1}, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 static struct timeval tv_ms(uint64_t ms)
@@ -823,6 +827,104 @@ static void merge(struct plan *pl)
     free(pl);
 }
 
+/* ---- an upgrade: the state carried across ---- */
+
+/* One server's state as an upgrade carries it. */
+static json_t *srv_export(const struct hsrv *v, uint64_t now)
+{
+    return json_pack("{s:b,s:b,s:I,s:i,s:i,s:i,s:f,s:I,s:I,s:I}", "check_down", v->check_down,
+                     "ejected", v->ejected, "eject_left_ms",
+                     (json_int_t)(v->eject_until > now ? v->eject_until - now : 0), "passes",
+                     (int)v->passes, "fails", (int)v->fails, "last_status", v->last_status,
+                     "last_ms", v->last_ms, "checks", (json_int_t)v->checks, "check_failures",
+                     (json_int_t)v->check_failures, "ejections", (json_int_t)v->ejections);
+}
+
+json_t *gw_health_export(void)
+{
+    json_t *pools = json_object();
+    uint64_t now = adm_clock_ms();
+
+    pthread_mutex_lock(&H.mu);
+    for (size_t i = 0; pools && i < H.cur.n; i++) {
+        const struct hpool *hp = &H.cur.pools[i];
+        json_t *srv = json_object();
+        for (size_t k = 0; srv && k < hp->n; k++)
+            json_object_set_new(srv, hp->srv[k].address, srv_export(&hp->srv[k], now));
+        json_object_set_new(
+            pools, hp->name,
+            json_pack("{s:I,s:o*}", "all_down", (json_int_t)hp->all_down, "servers", srv));
+    }
+    pthread_mutex_unlock(&H.mu);
+    return pools;
+}
+
+/* <v> takes what the old process knew of it (<js>). */
+static void srv_import(struct hsrv *v, const json_t *js, uint64_t now)
+{
+    const struct hpool *hp = v->hp;
+    json_int_t left = json_integer_value(json_object_get(js, "eject_left_ms"));
+
+    v->check_down = json_is_true(json_object_get(js, "check_down")) && hp->def.check;
+    v->ejected = json_is_true(json_object_get(js, "ejected")) && hp->def.outlier && hp->n > 1;
+    v->eject_until = v->ejected ? now + (uint64_t)(left > 0 ? left : 0) : 0;
+    v->passes = (unsigned)json_integer_value(json_object_get(js, "passes"));
+    v->fails = (unsigned)json_integer_value(json_object_get(js, "fails"));
+    v->last_status = (int)json_integer_value(json_object_get(js, "last_status"));
+    v->last_ms = json_real_value(json_object_get(js, "last_ms"));
+    v->checks = (uint64_t)json_integer_value(json_object_get(js, "checks"));
+    v->check_failures = (uint64_t)json_integer_value(json_object_get(js, "check_failures"));
+    v->ejections = (uint64_t)json_integer_value(json_object_get(js, "ejections"));
+    publish(v, UP_H_CHECK, v->check_down, now);
+    publish(v, UP_H_EJECTED, v->ejected, now);
+}
+
+/* The seed applied to every pool and server known by name and address
+ * (an ejection ends by its time: no up_outlier object knows it). Under
+ * H.mu, on the health thread. */
+static void seed_apply(void)
+{
+    uint64_t now = adm_clock_ms();
+
+    for (size_t i = 0; i < H.cur.n; i++) {
+        struct hpool *hp = &H.cur.pools[i];
+        const json_t *jp = json_object_get(H.seed, hp->name);
+        const json_t *srv = json_object_get(jp, "servers");
+        if (!jp)
+            continue;
+        hp->all_down = (uint64_t)json_integer_value(json_object_get(jp, "all_down"));
+        for (size_t k = 0; k < hp->n; k++) {
+            const json_t *js = json_object_get(srv, hp->srv[k].address);
+            if (js)
+                srv_import(&hp->srv[k], js, now);
+        }
+        arm_expire(hp, now);
+    }
+    json_decref(H.seed);
+    H.seed = NULL;
+    atomic_store(&H.seeded, 1);
+}
+
+int gw_health_import(const json_t *pools)
+{
+    struct timespec nap = {0, 1000 * 1000};
+
+    if (!H.running || !json_is_object(pools))
+        return -1;
+    pthread_mutex_lock(&H.mu);
+    json_decref(H.seed);
+    H.seed = json_incref((json_t *)pools);
+    atomic_store(&H.seeded, 0);
+    pthread_mutex_unlock(&H.mu);
+    if (write(H.wake[1], "p", 1) < 0 && errno != EAGAIN)
+        return -1;
+    /* before the sockets are adopted: a server down stays out from the
+     * first request on */
+    for (int i = 0; i < 2000 && !atomic_load(&H.seeded); i++)
+        nanosleep(&nap, NULL);
+    return atomic_load(&H.seeded) ? 0 : -1;
+}
+
 static void wake_cb(evutil_socket_t fd, short what, void *arg)
 {
     char buf[256];
@@ -839,6 +941,8 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg)
     H.pending = NULL;
     if (pl)
         merge(pl);
+    if (H.seed && !H.pending)
+        seed_apply();
     drain_rings(adm_clock_ms());
     forget_others();
     pthread_mutex_unlock(&H.mu);
@@ -895,6 +999,8 @@ void gw_health_stop(void)
         pthread_join(H.thread, NULL);
         H.running = 0;
     }
+    json_decref(H.seed);
+    H.seed = NULL;
     plan_free(H.pending);
     H.pending = NULL;
     while (!LIST_EMPTY(&H.probes))

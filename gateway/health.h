@@ -25,6 +25,8 @@
 #ifndef SY_GATEWAY_HEALTH_H
 #define SY_GATEWAY_HEALTH_H
 
+#include <jansson.h>
+
 #include "admin/api.h"
 #include "admin/snapshot.h"
 #include "upstream/upstream.h"
@@ -38,6 +40,14 @@ void gw_health_update(const struct adm_snapshot *s);
 void gw_health_stop(void);
 /* The admin API's hook (struct adm_api_hooks.health). */
 void gw_health_info(void *arg, const up_pool *pool, size_t server, struct adm_srv_health *out);
+
+/* An upgrade: what the checker knows of every pool's servers (check and
+ * ejection state, counts) as JSON (a new reference); and in the new
+ * process, before it accepts, another process's taken: a server down
+ * there stays down here. Waits (at most 2 s) until the health thread
+ * applied it; -1 when it did not. */
+json_t *gw_health_export(void);
+int gw_health_import(const json_t *pools);
 
 /* Worker <w>: server <s> of <pool> failed consecutive_failures times in a
  * row on this worker; the health thread decides whether to eject it. */

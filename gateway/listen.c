@@ -194,6 +194,12 @@ static int still_ours(const char *addr)
     return ours;
 }
 
+/* An upgrade: the addresses the running process listens on, whose
+ * sockets it hands over (gw_listen_adopt), so that a start binds only the
+ * others. */
+static char **inherited;
+static size_t ninherited;
+
 /* Whether <cfg> has a listener on <addr>. */
 static int has_listener(const struct adm_config *cfg, const char *addr)
 {
@@ -201,6 +207,129 @@ static int has_listener(const struct adm_config *cfg, const char *addr)
         if (strcmp(cfg->listeners[i].addr.text, addr) == 0)
             return 1;
     return 0;
+}
+
+/* At an upgrade's start: whether the running process hands over a
+ * listener on the socket address of <a>, however either config writes it
+ * (adm_addr_key). */
+static int inherited_has(const struct adm_addr *a)
+{
+    char key[128];
+
+    adm_addr_key(a, key, sizeof(key));
+    for (size_t i = 0; i < ninherited; i++)
+        if (strcmp(inherited[i], key) == 0)
+            return 1;
+    return 0;
+}
+
+int gw_listen_inherit(const char *const *addrs, size_t n)
+{
+    if (!(inherited = calloc(n ? n : 1, sizeof(*inherited))))
+        return -1;
+    for (ninherited = 0; ninherited < n; ninherited++) {
+        struct adm_addr a;
+        char key[128], why[128];
+
+        memset(&a, 0, sizeof(a));
+        if (adm_addr_parse(&a, addrs[ninherited], 0, why, sizeof(why)) < 0)
+            snprintf(key, sizeof(key), "%s", addrs[ninherited]);
+        else
+            adm_addr_key(&a, key, sizeof(key));
+        adm_addr_free(&a);
+        if (!(inherited[ninherited] = strdup(key)))
+            return -1;
+    }
+    return 0;
+}
+
+int gw_listen_bound_to(evutil_socket_t fd, const struct adm_addr *a)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0 || ss.ss_family != a->ss.ss_family)
+        return 0;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const void *)&ss, *y = (const void *)&a->ss;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const void *)&ss, *y = (const void *)&a->ss;
+        return x->sin6_port == y->sin6_port &&
+               !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+    }
+    return 0;
+}
+
+/* Hands worker <w> the socket <fd> (taken) of listener <index> of <cfg>. */
+static void give(struct gw_process *p, unsigned w, evutil_socket_t fd, const struct adm_config *cfg,
+                 size_t index)
+{
+    struct gw_lchange *ch = calloc(1, sizeof(*ch));
+    struct gw_listener *l = calloc(1, sizeof(*l));
+
+    if (!ch || !l) {
+        gw_log(GW_LOG_ERROR, "worker %u: listener %s: out of memory", w,
+               cfg->listeners[index].addr.text);
+        close(fd);
+        free(ch);
+        free(l);
+        return;
+    }
+    l->fd = fd;
+    l->index = index;
+    snprintf(l->addr, sizeof(l->addr), "%s", cfg->listeners[index].addr.text);
+    ch->add = l;
+    gw_worker_lchange(&p->workers[w], ch);
+}
+
+size_t gw_listen_adopt(struct gw_process *p, const struct adm_config *cfg, struct gw_handed *fds,
+                       size_t n, struct adm_errors *errs)
+{
+    size_t adopted = 0, n0 = errs->n;
+
+    for (size_t i = 0; i < cfg->nlisteners; i++) {
+        const struct adm_addr *a = &cfg->listeners[i].addr;
+        unsigned k = 0;
+
+        if (!inherited_has(a))
+            continue; /* bound at the start, beside the running process */
+        /* one to one; more than this process has workers: some accept on
+         * several, for a socket closed would reset what is queued on it */
+        for (size_t j = 0; j < n; j++) {
+            if (fds[j].fd < 0 || fds[j].kind != GW_HANDED_LISTENER ||
+                !gw_listen_bound_to(fds[j].fd, a))
+                continue;
+            give(p, k % p->nworkers, fds[j].fd, cfg, i);
+            fds[j].fd = -1;
+            k++;
+            adopted++;
+        }
+        /* fewer: the others are opened beside them (SO_REUSEPORT) */
+        for (; k < p->nworkers; k++) {
+            evutil_socket_t fd = listen_socket(a);
+            char path[64], why[512];
+            if (fd < 0) {
+                listen_why(a, errno, why, sizeof(why));
+                snprintf(path, sizeof(path), "/listeners/%zu/address", i);
+                adm_errors_add(errs, path, "%s", why);
+                break;
+            }
+            give(p, k, fd, cfg, i);
+        }
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (fds[j].fd < 0 || fds[j].kind != GW_HANDED_LISTENER)
+            continue;
+        /* the running process had it, this config has not: closed, as a
+         * reload that removes a listener closes it */
+        gw_log(GW_LOG_NOTICE, "upgrade: listener %s is not in this config: closing it",
+               fds[j].addr);
+        close(fds[j].fd);
+        fds[j].fd = -1;
+    }
+    return errs->n == n0 ? adopted : 0;
 }
 
 void gw_listen_abort(void)
@@ -232,7 +361,7 @@ size_t gw_listen_prepare(struct gw_process *p, const struct adm_config *live,
         struct pending *pd = &pend[npend];
         char path[64];
 
-        if (has_listener(live, a->text))
+        if (has_listener(live, a->text) || (!live && inherited_has(a)))
             continue;
         snprintf(path, sizeof(path), "/listeners/%zu/address", i);
         if (!locked && listen_lock(why, sizeof(why)) < 0) {
@@ -330,6 +459,10 @@ void gw_listen_commit(struct gw_process *p, const struct adm_config *live,
 void gw_listen_free(void)
 {
     gw_listen_abort();
+    while (ninherited)
+        free(inherited[--ninherited]);
+    free(inherited);
+    inherited = NULL;
     while (nclosing)
         free(closing[--nclosing]);
     free(closing);

@@ -46,6 +46,15 @@ int gw_log_enabled(int level)
     return level <= atomic_load_explicit(&log_max, memory_order_relaxed);
 }
 
+/* The last error line this thread wrote, without its time and level: a
+ * failed upgrade tells the running process why (main.c). */
+static _Thread_local char last_error[512];
+
+const char *gw_log_last_error(void)
+{
+    return last_error;
+}
+
 void gw_log(int level, const char *fmt, ...)
 {
     static const char *const names[] = {"error", "warn", "notice", "info", "debug"};
@@ -65,6 +74,8 @@ void gw_log(int level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line + n, sizeof(line) - n, fmt, ap);
     va_end(ap);
+    if (level == GW_LOG_ERROR)
+        snprintf(last_error, sizeof(last_error), "%s", line + n + strspn(line + n, " "));
     n = strlen(line);
     if (n + 1 < sizeof(line)) {
         line[n++] = '\n';

@@ -1,9 +1,15 @@
 /*
  * main.c - switchyard: start-up, the admin thread's loop (signals, reloads,
- * snapshot reclamation), and the drain on SIGTERM/SIGINT. Which config a
+ * snapshot reclamation), the drain on SIGTERM/SIGINT, and both sides of an
+ * upgrade (--upgrade, SIGUSR2): what is paused, carried and adopted; the
+ * conversation itself is upgrade.c's. Which config a
  * start runs and what a reload does with the state are persist.c's.
  *
  *   switchyard [-c FILE]      run (without -c: the embedded default config)
+ *   switchyard -c FILE --upgrade
+ *                             take over from the instance running on the same
+ *                             state directory (upgrade.h), without refusing a
+ *                             connection
  *   switchyard --check FILE   validate FILE like nginx -t, print every error
  *
  * The main thread becomes the admin thread once the workers run: it owns the
@@ -18,6 +24,7 @@
 #include "gateway/heap.h"
 #include "gateway/fleet.h"
 #include "gateway/persist.h"
+#include "gateway/upgrade.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,9 +34,12 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <event2/thread.h>
@@ -41,6 +51,19 @@ static struct adm_api *api;
 static struct adm_resolver *resolver;
 static struct adm_pipeline pipeline; /* every whole config's way in */
 static struct event *reclaim_ev, *drain_ev, *drain_check_ev;
+/* An upgrade: the running process's hello (NULL: a plain start), the
+ * admin socket it handed over (-1: none), and in the old process, whether
+ * it handed over (it drains; nothing more is its to persist). */
+static json_t *up_hello;
+static int admin_inherit_fd = -1;
+static int handed_over;
+static struct event *deadline_ev;
+/* SIGUSR2 (nginx's binary upgrade): the binary's path as it was at start
+ * (a package upgrade puts the new one there) and the command line, which
+ * a child runs again with --upgrade. */
+static char self_exe[4096];
+static char **self_argv;
+static pid_t upgrade_child;
 
 static void usage(FILE *f)
 {
@@ -48,6 +71,9 @@ static void usage(FILE *f)
                "                                   run (default: the embedded config);\n"
                "                                   --reset-state moves the persisted state\n"
                "                                   aside and starts from FILE\n"
+               "       switchyard [-c FILE] --upgrade\n"
+               "                                   take over from the instance running on\n"
+               "                                   the same state directory, which drains\n"
                "       switchyard --check FILE     validate a config as a start would, and exit\n"
                "       switchyard --print-default  print the embedded default config\n"
                "       switchyard --version\n"
@@ -195,6 +221,74 @@ static void publish_notify(void *arg, unsigned w)
     gw_worker_notify(arg, w);
 }
 
+/* SIGUSR2: this process's binary path (as at start, which now holds the
+ * new binary) started again with the same arguments and --upgrade; the
+ * child takes over as `switchyard --upgrade` would. */
+static void upgrade_spawn(void)
+{
+    extern char **environ;
+    posix_spawnattr_t at;
+    sigset_t none;
+    pid_t pid;
+    int e;
+
+    if (!self_exe[0] || !self_argv) {
+        gw_log(GW_LOG_ERROR, "SIGUSR2: this process's binary path is not known");
+        return;
+    }
+    if (upgrade_child > 0) {
+        gw_log(GW_LOG_WARN, "SIGUSR2: pid %d is already taking over", (int)upgrade_child);
+        return;
+    }
+    sigemptyset(&none);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    e = posix_spawn(&pid, self_exe, NULL, &at, self_argv, environ);
+    posix_spawnattr_destroy(&at);
+    if (e) {
+        gw_log(GW_LOG_ERROR, "SIGUSR2: cannot start %s: %s", self_exe, strerror(e));
+        return;
+    }
+    upgrade_child = pid;
+    gw_log(GW_LOG_NOTICE, "SIGUSR2: started %s --upgrade as pid %d", self_exe, (int)pid);
+}
+
+/* The SIGUSR2 child ended: a failed take-over says so (a successful one
+ * runs on, and this process exits first). */
+static void upgrade_reap(void)
+{
+    int st;
+
+    if (upgrade_child <= 0 || waitpid(upgrade_child, &st, WNOHANG) != upgrade_child)
+        return;
+    if (WIFEXITED(st))
+        gw_log(GW_LOG_ERROR, "SIGUSR2: pid %d exited with status %d; this process keeps serving",
+               (int)upgrade_child, WEXITSTATUS(st));
+    else
+        gw_log(GW_LOG_ERROR, "SIGUSR2: pid %d died of signal %d; this process keeps serving",
+               (int)upgrade_child, WTERMSIG(st));
+    upgrade_child = 0;
+}
+
+/* Remembers the binary path and the command line for SIGUSR2, with
+ * --upgrade added. */
+static void remember_self(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+    int up = 0;
+
+    self_exe[n > 0 ? n : 0] = '\0';
+    if (!(self_argv = calloc((size_t)argc + 2, sizeof(*self_argv))))
+        return;
+    for (int i = 0; i < argc; i++) {
+        self_argv[i] = argv[i];
+        up |= strcmp(argv[i], "--upgrade") == 0;
+    }
+    if (!up)
+        self_argv[argc] = "--upgrade";
+}
+
 /* Every 50 ms: frees the snapshots past their grace period; gives memory
  * back after large frees (looking once a second unless one was freed). */
 static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
@@ -208,6 +302,7 @@ static void reclaim_cb(evutil_socket_t fd, short what, void *arg)
     (void)arg;
     if (freed || ++ticks % 20 == 0)
         gw_heap_give_back(freed);
+    upgrade_reap();
 }
 
 static void notify_all(char b)
@@ -235,14 +330,40 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
     notify_all('X');
 }
 
+/* A drain's timers: every worker stopped ends the loop; <ms> from now
+ * what is still open is closed. */
+static void drain_timers(unsigned ms)
+{
+    struct timeval t = {ms / 1000, (ms % 1000) * 1000};
+    struct timeval p = {0, 20 * 1000};
+
+    drain_ev = evtimer_new(proc.admin_base, drain_timeout_cb, NULL);
+    drain_check_ev = event_new(proc.admin_base, -1, EV_PERSIST, drain_check_cb, NULL);
+    if (drain_ev)
+        evtimer_add(drain_ev, &t);
+    if (drain_check_ev)
+        event_add(drain_check_ev, &p);
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     const struct adm_config *cfg;
 
     (void)what;
     (void)arg;
+    if (handed_over && (sig == SIGHUP || sig == SIGUSR1 || sig == SIGUSR2)) {
+        gw_log(GW_LOG_WARN, "signal %d ignored: this process handed over and drains", (int)sig);
+        return;
+    }
     if (sig == SIGHUP) {
         gw_persist_reload(&pipeline);
+        return;
+    }
+    if (sig == SIGUSR2) {
+        if (!gw_persist_state()->dir)
+            gw_log(GW_LOG_ERROR, "SIGUSR2: an upgrade needs a state directory (admin.state_dir)");
+        else
+            upgrade_spawn();
         return;
     }
     if (sig == SIGUSR1) {
@@ -260,16 +381,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
     gw_log(GW_LOG_NOTICE, "draining: no new connections, in-flight requests get %u ms",
            cfg->timeouts.drain_ms);
     notify_all('D');
-    {
-        struct timeval t = {cfg->timeouts.drain_ms / 1000, (cfg->timeouts.drain_ms % 1000) * 1000};
-        struct timeval p = {0, 20 * 1000};
-        drain_ev = evtimer_new(proc.admin_base, drain_timeout_cb, NULL);
-        drain_check_ev = event_new(proc.admin_base, -1, EV_PERSIST, drain_check_cb, NULL);
-        if (drain_ev)
-            evtimer_add(drain_ev, &t);
-        if (drain_check_ev)
-            event_add(drain_check_ev, &p);
-    }
+    drain_timers(cfg->timeouts.drain_ms);
 }
 
 /* ---- start-up steps: each logs why it failed and undoes its own part ---- */
@@ -277,7 +389,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 /* The command line into <cfg_path>, <check_path> and <reset>. -1 to go on,
  * else the exit status (--help, --version, --print-default, a usage error). */
 static int parse_cmdline(int argc, char **argv, const char **cfg_path, const char **check_path,
-                         int *reset)
+                         int *reset, int *upgrade)
 {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--check") == 0) {
@@ -294,6 +406,8 @@ static int parse_cmdline(int argc, char **argv, const char **cfg_path, const cha
             i++;
         } else if (strcmp(argv[i], "--reset-state") == 0) {
             *reset = 1;
+        } else if (strcmp(argv[i], "--upgrade") == 0) {
+            *upgrade = 1;
         } else if (strcmp(argv[i], "--print-default") == 0) {
             fputs(adm_config_default_json(), stdout);
             return 0;
@@ -426,6 +540,323 @@ static void listeners_done(void *arg, const struct adm_config *live, const struc
         gw_listen_abort();
 }
 
+/* ---- an upgrade: the old process's side ---- */
+
+/* The state's hash as the ETag writes it. */
+static void state_hash(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%016llx", (unsigned long long)adm_state_hash(gw_persist_state()));
+}
+
+/* The generation, the state's hash and the listeners' addresses: what a
+ * new process needs before it builds. */
+static json_t *up_facts(void *arg)
+{
+    const struct adm_snapshot *s = atomic_load(&proc.swap.current);
+    json_t *ls = json_array();
+    char h[24];
+
+    (void)arg;
+    state_hash(h, sizeof(h));
+    for (size_t i = 0; ls && i < s->cfg->nlisteners; i++)
+        json_array_append_new(ls, json_string(s->cfg->listeners[i].addr.text));
+    return json_pack("{s:I,s:s,s:o*}", "gen", (json_int_t)s->gen, "hash", h, "listeners", ls);
+}
+
+/* Each TLS listener's ticket master, by address (hex). */
+static json_t *tickets_export(void)
+{
+    const struct adm_snapshot *s = atomic_load(&proc.swap.current);
+    json_t *o = json_object();
+
+    for (size_t i = 0; o && i < s->cfg->nlisteners; i++) {
+        unsigned char m[32];
+        char hex[65];
+        if (!s->tls[i])
+            continue;
+        adm_tls_ctx_ticket_master(s->tls[i], m);
+        for (int k = 0; k < 32; k++)
+            snprintf(hex + 2 * k, 3, "%02x", m[k]);
+        json_object_set_new(o, s->cfg->listeners[i].addr.text, json_string(hex));
+    }
+    return o;
+}
+
+static json_t *up_state(void *arg)
+{
+    const struct adm_snapshot *s = atomic_load(&proc.swap.current);
+    char h[24];
+
+    (void)arg;
+    state_hash(h, sizeof(h));
+    return json_pack("{s:I,s:s,s:I,s:o*,s:o*,s:o*}", "gen", (json_int_t)s->gen, "hash", h, "swaps",
+                     (json_int_t)proc.swap.swaps, "counters", gw_stats_export(&proc), "tickets",
+                     tickets_export(), "health", gw_health_export());
+}
+
+/* The workers' duplicates taken out of <proc>, or all closed. */
+static void handed_take(struct gw_handed **fds, size_t *n)
+{
+    pthread_mutex_lock(&proc.hand_mu);
+    *fds = proc.handed;
+    *n = proc.nhanded;
+    proc.handed = NULL;
+    proc.nhanded = 0;
+    pthread_mutex_unlock(&proc.hand_mu);
+}
+
+static void handed_close(struct gw_handed *fds, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        close(fds[i].fd);
+    free(fds);
+}
+
+/* Every worker stops accepting and gives a duplicate of each listening
+ * socket; the admin API's goes along. */
+static int up_pause(void *arg, struct gw_handed **fds, size_t *n)
+{
+    struct timespec nap = {0, 1000 * 1000};
+    struct gw_handed *more;
+    const struct adm_config *cfg = atomic_load(&proc.swap.current)->cfg;
+    int afd;
+
+    (void)arg;
+    handed_take(fds, n); /* a late worker's of an attempt that gave up */
+    handed_close(*fds, *n);
+    proc.hand_failed = 0;
+    atomic_store(&proc.handed_workers, 0);
+    notify_all('U');
+    /* a worker answers between two callbacks: milliseconds */
+    for (int i = 0; atomic_load(&proc.handed_workers) < proc.nworkers; i++) {
+        if (i >= 3000) {
+            gw_log(GW_LOG_ERROR, "upgrade: a worker did not hand its sockets over within 3 s");
+            handed_take(fds, n);
+            handed_close(*fds, *n);
+            goto fail;
+        }
+        nanosleep(&nap, NULL);
+    }
+    handed_take(fds, n);
+    if (proc.hand_failed || !api || (afd = fcntl(adm_api_listen_fd(api), F_DUPFD_CLOEXEC, 3)) < 0 ||
+        !(more = realloc(*fds, (*n + 1) * sizeof(**fds)))) {
+        gw_log(GW_LOG_ERROR, "upgrade: duplicating the listening sockets: %s", strerror(errno));
+        handed_close(*fds, *n);
+        goto fail;
+    }
+    *fds = more;
+    more[*n] = (struct gw_handed){.fd = afd, .kind = GW_HANDED_ADMIN};
+    snprintf(more[*n].addr, sizeof(more->addr), "%s", cfg->admin.addr.text);
+    (*n)++;
+    adm_api_accepting(api, 0);
+    return 0;
+fail:
+    notify_all('u');
+    return -1;
+}
+
+static void up_resume(void *arg)
+{
+    (void)arg;
+    notify_all('u');
+    if (api)
+        adm_api_accepting(api, 1);
+}
+
+/* The upgrade drain's deadline: idle connections close, tunnels hear
+ * 1001; what is still open 2 s later is closed. */
+static void deadline_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+    gw_log(GW_LOG_NOTICE, "upgrade drain: deadline: closing idle connections and tunnels");
+    notify_all('W');
+}
+
+/* The new process took over: the admin API goes (its socket is the new
+ * one's), the workers drain without closing idle keep-alive connections
+ * before timeouts.drain_ms, then the process exits 0. */
+static void up_adopted(void *arg)
+{
+    const struct adm_config *cfg = atomic_load(&proc.swap.current)->cfg;
+    unsigned ms = cfg->timeouts.drain_ms;
+    struct timeval d = {ms / 1000, (ms % 1000) * 1000};
+
+    (void)arg;
+    handed_over = 1;
+    gw_upgrade_serve_stop(0);
+    gw_fleet_stop();
+    adm_api_free(api);
+    api = NULL;
+    atomic_store(&proc.draining, 1);
+    gw_log(GW_LOG_NOTICE, "upgrade: handed over; draining, idle connections close in %u ms", ms);
+    notify_all('G');
+    deadline_ev = evtimer_new(proc.admin_base, deadline_cb, NULL);
+    if (deadline_ev)
+        evtimer_add(deadline_ev, &d);
+    drain_timers(ms + 2000);
+}
+
+static void up_log(void *arg, int warn, const char *line)
+{
+    (void)arg;
+    gw_log(warn ? GW_LOG_WARN : GW_LOG_NOTICE, "%s", line);
+}
+
+/* Serves upgrades on the state directory, when there is one. */
+static void upgrade_serve(void)
+{
+    struct gw_upgrade_hooks h = {up_facts, up_pause, up_state, up_resume, up_adopted, up_log, NULL};
+    struct adm_state *st = gw_persist_state();
+    char why[512];
+
+    if (st->dir && gw_upgrade_serve(proc.admin_base, st->dir, st->locked ? st->lock_fd : -1, &h,
+                                    why, sizeof(why)) < 0)
+        gw_log(GW_LOG_WARN, "upgrade: cannot serve upgrades: %s", why);
+}
+
+/* ---- an upgrade: the new process's side ---- */
+
+/* Says hello to the process running on the state directory of <path>:
+ * its lock and listeners are this start's. -1 after logging why. */
+static int upgrade_hello(const char *path)
+{
+    char why[1024];
+    char *dir = gw_persist_dir_for(path, why, sizeof(why));
+    const json_t *ls;
+    const char **addrs;
+    int lock_fd = -1, rc = -1;
+
+    if (!dir || gw_upgrade_connect(dir, &up_hello, &lock_fd, why, sizeof(why)) < 0) {
+        gw_log(GW_LOG_ERROR, "upgrade: %s", why);
+        free(dir);
+        return -1;
+    }
+    if (lock_fd >= 0)
+        gw_persist_adopt_lock(lock_fd);
+    ls = json_object_get(json_object_get(up_hello, "facts"), "listeners");
+    if ((addrs = calloc(json_array_size(ls) + 1, sizeof(*addrs)))) {
+        for (size_t i = 0; i < json_array_size(ls); i++)
+            addrs[i] = json_is_string(json_array_get(ls, i))
+                           ? json_string_value(json_array_get(ls, i))
+                           : "";
+        rc = gw_listen_inherit(addrs, json_array_size(ls));
+    }
+    free(addrs);
+    if (rc < 0)
+        gw_log(GW_LOG_ERROR, "upgrade: out of memory");
+    else
+        gw_log(GW_LOG_NOTICE, "upgrade: taking over from pid %lld on %s",
+               (long long)json_integer_value(json_object_get(up_hello, "pid")), dir);
+    free(dir);
+    return rc;
+}
+
+/* The generation before the first one: the running one's when the config
+ * is the same (its ETag holds), the next one when it is not. */
+static uint64_t upgrade_gen(void)
+{
+    const json_t *f = json_object_get(up_hello, "facts");
+    uint64_t gen = (uint64_t)json_integer_value(json_object_get(f, "gen"));
+    const char *theirs = json_string_value(json_object_get(f, "hash"));
+    char ours[24];
+
+    state_hash(ours, sizeof(ours));
+    return theirs && strcmp(theirs, ours) == 0 && gen ? gen - 1 : gen;
+}
+
+/* Each TLS listener's ticket master as the running process had it. */
+static void tickets_import(const json_t *t)
+{
+    const struct adm_snapshot *s = atomic_load(&proc.swap.current);
+
+    for (size_t i = 0; i < s->cfg->nlisteners; i++) {
+        const char *hex = json_string_value(json_object_get(t, s->cfg->listeners[i].addr.text));
+        unsigned char m[32];
+        unsigned v;
+        int k;
+
+        if (!s->tls[i] || !hex || strlen(hex) != 64)
+            continue;
+        for (k = 0; k < 32 && sscanf(hex + 2 * k, "%2x", &v) == 1; k++)
+            m[k] = (unsigned char)v;
+        if (k == 32)
+            adm_tls_ctx_set_ticket_master(s->tls[i], m);
+    }
+}
+
+/* The admin API's socket among <fds>, when it is bound to <addr>: into
+ * admin_inherit_fd; others are closed. */
+static void adopt_admin(struct gw_handed *fds, size_t n, const struct adm_addr *addr)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (fds[i].fd < 0 || fds[i].kind != GW_HANDED_ADMIN)
+            continue;
+        if (admin_inherit_fd < 0 && gw_listen_bound_to(fds[i].fd, addr))
+            admin_inherit_fd = fds[i].fd;
+        else
+            close(fds[i].fd);
+        fds[i].fd = -1;
+    }
+}
+
+/* READY, then the running process's state and sockets adopted. -1 after
+ * logging why (FAIL told). */
+static int upgrade_take_over(const struct adm_config *cfg, const struct adm_addr *admin_addr)
+{
+    const json_t *f = json_object_get(up_hello, "facts");
+    struct gw_handed *fds = NULL;
+    struct adm_errors errs;
+    json_t *st = NULL;
+    size_t n = 0, got;
+    char why[512];
+
+    if (gw_upgrade_ready(&st, &fds, &n, why, sizeof(why)) < 0) {
+        gw_log(GW_LOG_ERROR, "upgrade: %s", why);
+        return -1;
+    }
+    if (!json_equal(json_object_get(st, "gen"), json_object_get(f, "gen")) ||
+        !json_equal(json_object_get(st, "hash"), json_object_get(f, "hash"))) {
+        snprintf(why, sizeof(why),
+                 "the running config changed during the upgrade (generation %lld, now %lld): "
+                 "run the upgrade again",
+                 (long long)json_integer_value(json_object_get(f, "gen")),
+                 (long long)json_integer_value(json_object_get(st, "gen")));
+        goto fail;
+    }
+    if (gw_stats_import(json_object_get(st, "counters")) < 0)
+        gw_log(GW_LOG_WARN, "upgrade: the counters are not this build's: /metrics starts at 0");
+    tickets_import(json_object_get(st, "tickets"));
+    proc.swap.swaps += (uint64_t)json_integer_value(json_object_get(st, "swaps"));
+    if (gw_health_import(json_object_get(st, "health")) < 0)
+        gw_log(GW_LOG_WARN, "upgrade: the health state was not carried: servers start as a "
+                            "start would");
+    adopt_admin(fds, n, admin_addr);
+    adm_errors_init(&errs);
+    got = gw_listen_adopt(&proc, cfg, fds, n, &errs);
+    if (errs.n) {
+        gw_log_errors("upgrade: listeners", &errs);
+        adm_errors_clear(&errs);
+        snprintf(why, sizeof(why), "the new process could not open its listeners");
+        goto fail;
+    }
+    gw_log(GW_LOG_NOTICE, "upgrade: adopted %zu listening socket%s%s", got, got == 1 ? "" : "s",
+           admin_inherit_fd >= 0 ? " and the admin API's" : "");
+    free(fds);
+    json_decref(st);
+    return 0;
+fail:
+    for (size_t i = 0; i < n; i++)
+        if (fds[i].fd >= 0)
+            close(fds[i].fd);
+    free(fds);
+    json_decref(st);
+    gw_log(GW_LOG_ERROR, "upgrade: %s", why);
+    gw_upgrade_finish(why);
+    return -1;
+}
+
 /* The swap and the apply pipeline into it, then the first snapshot, built
  * from <cfg> (taken, freed on failure too) and published: the swap holds
  * it from now on. -1 after logging why. */
@@ -440,6 +871,8 @@ static int publish_first(struct adm_config *cfg)
         return -1;
     }
     adm_pipeline_init(&pipeline, &proc.swap, gw_persist_state(), &hooks, resolver);
+    if (up_hello)
+        proc.swap.gen = upgrade_gen();
     adm_errors_init(&errs);
     if (adm_pipeline_publish_first(&pipeline, cfg, &errs) < 0) {
         gw_log_errors("config", &errs);
@@ -541,10 +974,14 @@ fail_started:
     return -1;
 }
 
-static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1;
+static struct event *sig_hup, *sig_term, *sig_int, *sig_usr1, *sig_usr2;
 
 static void stop_admin(void)
 {
+    gw_upgrade_serve_stop(!handed_over);
+    if (deadline_ev)
+        event_free(deadline_ev);
+    deadline_ev = NULL;
     gw_fleet_stop(); /* its writes in flight are answered first */
     adm_api_free(api);
     api = NULL;
@@ -562,7 +999,10 @@ static void stop_admin(void)
         event_free(sig_hup);
     if (sig_usr1)
         event_free(sig_usr1);
-    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = sig_usr1 = NULL;
+    if (sig_usr2)
+        event_free(sig_usr2);
+    drain_check_ev = drain_ev = reclaim_ev = sig_int = sig_term = sig_hup = sig_usr1 = sig_usr2 =
+        NULL;
 }
 
 /* The admin API's audit lines: one per accepted change, in the error log,
@@ -586,11 +1026,12 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     sig_term = evsignal_new(proc.admin_base, SIGTERM, signal_cb, NULL);
     sig_int = evsignal_new(proc.admin_base, SIGINT, signal_cb, NULL);
     sig_usr1 = evsignal_new(proc.admin_base, SIGUSR1, signal_cb, NULL);
+    sig_usr2 = evsignal_new(proc.admin_base, SIGUSR2, signal_cb, NULL);
     reclaim_ev = event_new(proc.admin_base, -1, EV_PERSIST, reclaim_cb, NULL);
-    if (!sig_hup || !sig_term || !sig_int || !sig_usr1 || !reclaim_ev ||
+    if (!sig_hup || !sig_term || !sig_int || !sig_usr1 || !sig_usr2 || !reclaim_ev ||
         evsignal_add(sig_hup, NULL) < 0 || evsignal_add(sig_term, NULL) < 0 ||
         evsignal_add(sig_int, NULL) < 0 || evsignal_add(sig_usr1, NULL) < 0 ||
-        event_add(reclaim_ev, &rt) < 0) {
+        evsignal_add(sig_usr2, NULL) < 0 || event_add(reclaim_ev, &rt) < 0) {
         gw_log(GW_LOG_ERROR, "admin events: out of memory");
         goto fail_events;
     }
@@ -599,10 +1040,13 @@ static int start_admin(const struct adm_addr *addr, const char *token, unsigned 
     hooks.audit = audit_log;
     hooks.arg = &proc;
     gw_heap_start(reserve_mb);
-    if (!(api = adm_api_new(proc.admin_base, addr, &pipeline, &hooks, token, msg, sizeof(msg)))) {
+    if (!(api = adm_api_new_on(proc.admin_base, addr, admin_inherit_fd, &pipeline, &hooks, token,
+                               msg, sizeof(msg)))) {
+        admin_inherit_fd = -1; /* taken */
         gw_log(GW_LOG_ERROR, "%s", msg);
         goto fail_events;
     }
+    admin_inherit_fd = -1; /* the API's now */
     gw_log(GW_LOG_INFO, "admin API on http://%s%s%s", addr->text, token ? " (bearer token)" : "",
            gw_persist_state()->dir ? ", state persisted" : "");
     if (gw_fleet_start(api, &pipeline, atomic_load(&proc.swap.current)->cfg,
@@ -712,15 +1156,16 @@ int main(int argc, char **argv)
     struct adm_addr admin_addr;
     char *token = NULL;
     unsigned reserve_mb;
-    int rc, reset = 0;
+    int rc, reset = 0, upgrade = 0;
     struct gw_start_plan plan = {0};
     sigset_t sigs, old_mask;
 
-    if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path, &reset)) >= 0)
+    if ((rc = parse_cmdline(argc, argv, &cfg_path, &check_path, &reset, &upgrade)) >= 0)
         return rc;
     if (check_path)
         return check_config(check_path);
     rc = 1;
+    remember_self(argc, argv);
     event_set_log_callback(libevent_log);
     signal(SIGPIPE, SIG_IGN);
     /* Blocked from here until the admin thread's handlers are in place: the
@@ -730,10 +1175,14 @@ int main(int argc, char **argv)
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGHUP);
     sigaddset(&sigs, SIGUSR1);
+    sigaddset(&sigs, SIGUSR2);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, &sigs, &old_mask);
     proc.config_path = cfg_path;
+    pthread_mutex_init(&proc.hand_mu, NULL);
+    if (upgrade && upgrade_hello(cfg_path) < 0)
+        goto out_fail_state;
     if (!(cfg = gw_persist_load(&proc, cfg_path, reset, &plan)))
         goto out_fail_state;
     gw_log_set_level(cfg->log_level);
@@ -757,12 +1206,25 @@ int main(int argc, char **argv)
     if (gw_health_start(proc.nworkers) < 0)
         goto out_fail_workers;
     gw_health_update(atomic_load(&proc.swap.current));
+    if (up_hello && upgrade_take_over(atomic_load(&proc.swap.current)->cfg, &admin_addr) < 0)
+        goto out_fail_workers;
     if (start_admin(&admin_addr, token, reserve_mb) < 0)
         goto out_fail_workers;
+    if (up_hello && gw_upgrade_finish(NULL) < 0)
+        gw_log(GW_LOG_WARN, "upgrade: the running process did not hear ADOPTED: both serve "
+                            "until it ends");
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     if (gw_persist_begin(&plan) < 0 || drop_privileges(atomic_load(&proc.swap.current)->cfg) < 0)
         goto out_fail_admin;
     gw_persist_start(&plan);
+    upgrade_serve();
+    if (up_hello) {
+        char msg[64];
+        snprintf(msg, sizeof(msg), "MAINPID=%d\nREADY=1", (int)getpid());
+        gw_sd_notify(msg);
+    } else {
+        gw_sd_notify("READY=1");
+    }
 
     run(cfg_path);
     rc = 0;
@@ -789,7 +1251,14 @@ out_fail_admin_addr:
 out_fail_cfg:
     adm_config_free(cfg);
 out_fail_state:
+    if (up_hello && rc)
+        gw_upgrade_finish(gw_log_last_error()[0] ? gw_log_last_error()
+                                                 : "the new process failed to start");
+    json_decref(up_hello);
+    if (admin_inherit_fd >= 0)
+        close(admin_inherit_fd);
     gw_persist_free();
     libevent_global_shutdown();
+    free(self_argv);
     return rc;
 }

@@ -548,6 +548,39 @@ struct adm_config *gw_persist_load(struct gw_process *p, const char *path, int r
     return cfg;
 }
 
+char *gw_persist_dir_for(const char *path, char *why, size_t cap)
+{
+    json_error_t je;
+    json_t *doc;
+    const char *d;
+    char *dir = NULL;
+
+    if (!path)
+        return default_state_dir(why, cap);
+    /* the directory alone, not the whole config: a config with errors
+     * still finds the running process, which then hears why it failed */
+    if (!(doc = json_load_file(path, 0, &je))) {
+        snprintf(why, cap, "%s: line %d, column %d: %s", path, je.line, je.column, je.text);
+        return NULL;
+    }
+    d = json_string_value(json_object_get(json_object_get(doc, "admin"), "state_dir"));
+    if (!d)
+        snprintf(why, cap,
+                 "%s has no admin.state_dir: an upgrade finds the running process through "
+                 "its state directory",
+                 path);
+    else if (!(dir = strdup(d)))
+        snprintf(why, cap, "out of memory");
+    json_decref(doc);
+    return dir;
+}
+
+void gw_persist_adopt_lock(int fd)
+{
+    state.lock_fd = fd;
+    state.locked = 1;
+}
+
 struct adm_state *gw_persist_state(void)
 {
     return &state;

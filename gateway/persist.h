@@ -55,6 +55,13 @@ void gw_persist_start(const struct gw_start_plan *plan);
  * directory, set aside in replaced-<time>/ first, one warning saying how
  * many and where. A bad file changes nothing. */
 void gw_persist_reload(struct adm_pipeline *pipe);
+/* --upgrade: the state directory a start with <path> (NULL: the embedded
+ * default) would use, malloc'd; NULL with <why> when it has none. */
+char *gw_persist_dir_for(const char *path, char *why, size_t cap);
+/* --upgrade: <fd> (taken) is the state directory's flock, which the
+ * running process handed over: the start reads the directory under it
+ * instead of finding it held. */
+void gw_persist_adopt_lock(int fd);
 /* The live config document and its persistence (st->dir NULL: none). */
 struct adm_state *gw_persist_state(void);
 void gw_persist_free(void);

@@ -6,25 +6,100 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/tunnel.h"
 
+#include <stdlib.h>
+#include <strings.h>
+
 #include "gateway/try.h"
 #include "gateway/upconn.h"
 
+static void ws_close(struct gw_req *r);
+
+/* Follows <n> bytes at <p> of the server's frames in <t> (RFC 6455 5.2: two
+ * bytes, two or eight of length, four of mask when masked, the payload).
+ * With <stop>, stops at the first end of a frame. The bytes followed. */
+static size_t ws_advance(struct gw_ws_track *t, const unsigned char *p, size_t n, int stop)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        if (t->left) {
+            size_t k = n - i < t->left ? n - i : (size_t)t->left;
+            t->left -= k;
+            i += k;
+        } else {
+            unsigned l7, need;
+            t->hdr[t->hlen++] = p[i++];
+            l7 = t->hlen >= 2 ? t->hdr[1] & 0x7fu : 0;
+            need = t->hlen < 2 ? 2
+                               : 2 +
+                                     (l7 == 126   ? 2
+                                      : l7 == 127 ? 8
+                                                  : 0) +
+                                     (t->hdr[1] & 0x80 ? 4 : 0);
+            if (t->hlen < need)
+                continue;
+            t->left = l7 < 126 ? l7 : 0;
+            for (unsigned k = 0; l7 >= 126 && k < (l7 == 126 ? 2u : 8u); k++)
+                t->left = t->left << 8 | t->hdr[2 + k];
+            t->hlen = 0;
+        }
+        if (stop && !t->left && !t->hlen)
+            break;
+    }
+    return i;
+}
+
+/* The bytes of <in> that may go to the client: all of them, or after the
+ * drain's deadline those up to the end of the current frame. */
+static size_t ws_movable(struct gw_conn *c, struct evbuffer *in)
+{
+    struct evbuffer_iovec stack[8], *v = stack;
+    int n = evbuffer_peek(in, -1, NULL, NULL, 0);
+    size_t total = 0;
+
+    if (n > 8 && !(v = malloc((size_t)n * sizeof(*v)))) {
+        c->tunnel_ws = 0; /* not followed from here on: no close frame then */
+        return evbuffer_get_length(in);
+    }
+    n = evbuffer_peek(in, -1, NULL, v, n);
+    for (int i = 0; i < n; i++) {
+        size_t k = ws_advance(&c->ws, v[i].iov_base, v[i].iov_len, c->ws.going);
+        total += k;
+        if (k < v[i].iov_len)
+            break;
+    }
+    if (v != stack)
+        free(v);
+    return total;
+}
+
 /* A tunnel's bytes are counted as they move: the access log's line (at
  * the close) and /metrics' bytes both ways take them. Each move, and each
- * output drained, is activity for timeouts.tunnel_idle_ms (r->c->tmo.idle). */
+ * output drained, is activity for timeouts.tunnel_idle_ms (r->c->tmo.idle).
+ * A WebSocket's frames from the server are followed (ws_advance). */
 static void tunnel_move(struct gw_req *r, struct gw_io *from, struct gw_io *to)
 {
-    size_t n = evbuffer_get_length(from->in);
+    struct gw_conn *c = r->c;
+    size_t len = evbuffer_get_length(from->in), n = len;
 
-    if (from == &r->c->io) {
+    if (from == &c->io) {
         r->bytes_in += n;
-        gw_count(&r->c->w->ctr.bytes_in, n);
+        gw_count(&c->w->ctr.bytes_in, n);
     } else {
+        if (c->tunnel_ws)
+            n = ws_movable(c, from->in);
         r->bytes_out += n;
-        gw_count(&r->c->w->ctr.bytes_out, n);
+        gw_count(&c->w->ctr.bytes_out, n);
     }
-    r->c->tmo.last_rd = gw_now_ms();
-    evbuffer_add_buffer(to->out, from->in);
+    c->tmo.last_rd = gw_now_ms();
+    if (n == len)
+        evbuffer_add_buffer(to->out, from->in);
+    else
+        evbuffer_remove_buffer(from->in, to->out, n);
+    if (from != &c->io && c->tunnel_ws && c->ws.going && !c->ws.left && !c->ws.hlen) {
+        ws_close(r); /* the frame under way went whole: now the close */
+        return;
+    }
     if (evbuffer_get_length(to->out) > GW_HWM)
         gw_io_read(from, 0);
 }
@@ -43,21 +118,81 @@ static void tunnel_up_write(struct gw_io *io, void *arg)
     gw_io_read(&u->r->c->io, 1);
 }
 
-static void tunnel_up_event(struct gw_io *io, short what, void *arg)
+/* The upstream side ends: what the client still has to get is flushed,
+ * as long as that flush goes on (no tunnel_idle_ms without progress), then
+ * the connection closes. */
+static void tunnel_end(struct gw_req *r)
 {
-    struct gw_upconn *u = arg;
-    struct gw_req *r = u->r;
-
-    (void)io;
-    (void)what;
-    /* the upstream side ended: flush what the client still has to get,
-     * as long as that flush goes on (no tunnel_idle_ms without progress) */
     gw_try_detach(r);
     gw_try_finish(r);
     gw_conn_set_state(r->c, GW_CONN_CLOSING);
     gw_tmo_set(&r->c->tmo, 0, r->c->tmo.idle);
     if (evbuffer_get_length(r->c->io.out) == 0)
         gw_conn_free(r->c);
+}
+
+static void tunnel_up_event(struct gw_io *io, short what, void *arg)
+{
+    struct gw_upconn *u = arg;
+
+    (void)io;
+    (void)what;
+    tunnel_end(u->r);
+}
+
+/* The close frame after the last whole frame, then the end. */
+static void ws_close(struct gw_req *r)
+{
+    /* FIN, close; status 1001 (RFC 6455 5.5.1, 7.4.1): unmasked, from the
+     * server's side */
+    static const unsigned char close_frame[] = {0x88, 0x02, 0x03, 0xe9};
+
+    gw_io_read(&r->up->io, 0);
+    evbuffer_add(r->c->io.out, close_frame, sizeof(close_frame));
+    gw_io_write(&r->c->io, 1);
+    tunnel_end(r);
+}
+
+void gw_tunnel_going_away(struct gw_req *r)
+{
+    struct gw_conn *c = r->c;
+
+    if (!r->up)
+        return;
+    if (!c->tunnel_ws) {
+        gw_io_read(&c->io, 0); /* nothing more from the client */
+        tunnel_end(r);
+        return;
+    }
+    /* the client's bytes still go up meanwhile: the server's frame under
+     * way may wait for them (an echo) */
+    c->ws.going = 1;
+    if (!c->ws.left && !c->ws.hlen) {
+        ws_close(r);
+        return;
+    }
+    /* a frame is under way: its rest first, then the close (tunnel_move);
+     * a server that never sends it meets the drain's last close */
+    gw_io_read(&r->up->io, evbuffer_get_length(c->io.out) <= GW_HWM);
+}
+
+/* Whether the request of <r> asked for a WebSocket (Upgrade: websocket). */
+static int asked_websocket(const struct gw_req *r)
+{
+    const struct h1_request *rq = r->rp ? &r->rp->req : NULL;
+
+    for (size_t i = 0; rq && i < rq->nheaders; i++) {
+        const struct h1_header *h = &rq->headers[i];
+        struct h1_slice e;
+        size_t pos = 0;
+
+        if (!h1_name_is(&h->name, "upgrade"))
+            continue;
+        while (h1_list_next(h->value, &pos, &e))
+            if (e.len >= 9 && !strncasecmp(e.ptr, "websocket", 9))
+                return 1;
+    }
+    return 0;
 }
 
 /* After the 101: the request is counted (its line waits for the close),
@@ -69,6 +204,7 @@ void gw_tunnel_start(struct gw_req *r)
     struct gw_upconn *u = r->up;
     unsigned idle_ms = r->snap->cfg->timeouts.tunnel_idle_ms;
 
+    r->c->tunnel_ws = asked_websocket(r);
     gw_conn_set_state(r->c, GW_CONN_TUNNEL);
     gw_upconn_set_state(u, GW_UP_TUNNEL);
     gw_req_account_tunnel(r);

@@ -14,5 +14,9 @@ void gw_tunnel_start(struct gw_req *r);
 void gw_tunnel_up(struct gw_req *r);
 /* The client's output drained: the upstream is read again. */
 void gw_tunnel_drained(struct gw_req *r);
+/* An upgrade's drain deadline: the upstream is let go, a WebSocket's
+ * client gets a close frame (1001, going away) after what it still has to
+ * get, and the connection closes once that is out. */
+void gw_tunnel_going_away(struct gw_req *r);
 
 #endif

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -33,6 +34,7 @@
 #include "gateway/conn.h"
 #include "gateway/h2up.h"
 #include "gateway/limits.h"
+#include "gateway/tunnel.h"
 
 /* The transport of a connection accepted on <l>: plain, or TLS from the
  * listener's context in the current snapshot (the accept runs between
@@ -276,7 +278,7 @@ void gw_worker_listen_update(struct gw_worker *w)
     const struct adm_config *cfg =
         atomic_load_explicit(&w->proc->swap.current, memory_order_acquire)->cfg;
     unsigned open = atomic_load_explicit(&w->proc->conns, memory_order_relaxed);
-    int want = !w->draining && !w->accept_resume &&
+    int want = !w->draining && !w->accept_resume && !w->handing &&
                (open < cfg->limits.max_connections || room_at_cap(w, cfg));
 
     if (want == w->listening)
@@ -373,10 +375,9 @@ static void listeners_apply(struct gw_worker *w)
     }
 }
 
-static void drain_start(struct gw_worker *w)
+/* A drain's start: <w> accepts no more, for good. */
+static void drain_listeners(struct gw_worker *w)
 {
-    if (w->draining)
-        return;
     w->draining = 1;
     for (size_t i = 0; i < w->nlisteners; i++) {
         if (w->listeners[i]->lev)
@@ -384,9 +385,90 @@ static void drain_start(struct gw_worker *w)
         w->listeners[i]->lev = NULL;
     }
     w->listening = 0;
+}
+
+static void drain_start(struct gw_worker *w)
+{
+    if (w->draining)
+        return;
+    drain_listeners(w);
     gw_conn_close_idle(w, NULL);
     if (w->nconns == 0)
         event_base_loopexit(w->base, NULL);
+}
+
+/* An upgrade's drain ('G'): no more accepting (the new process has the
+ * sockets: closing ours resets nothing queued), HTTP/2 says GOAWAY, and an
+ * idle HTTP/1 keep-alive connection stays open, as a client may be sending
+ * on it at this moment: its next request is answered with Connection:
+ * close. The idle ones left close at the deadline ('W'). */
+static void drain_soft(struct gw_worker *w)
+{
+    struct gw_conn *c, *next;
+
+    if (w->draining)
+        return;
+    drain_listeners(w);
+    for (c = LIST_FIRST(&w->conns); c; c = next) {
+        next = LIST_NEXT(c, link);
+        if (c->proto && c->st != GW_CONN_LINGER)
+            c->proto->shutdown(c); /* HTTP/2: GOAWAY, then the close */
+        else if (c->st == GW_CONN_PARKED)
+            gw_conn_admit(c); /* its client sent a request: answered (Connection: close),
+                               * over the cap for once, rather than reset */
+    }
+    if (w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+/* The upgrade drain's deadline ('W'): idle connections close, tunnels get
+ * a WebSocket close frame (1001, going away) and close once it is out. */
+static void drain_deadline(struct gw_worker *w)
+{
+    struct gw_conn *c, *next;
+
+    gw_conn_close_idle(w, NULL);
+    for (c = LIST_FIRST(&w->conns); c; c = next) {
+        next = LIST_NEXT(c, link);
+        if (c->st == GW_CONN_TUNNEL)
+            gw_tunnel_going_away(&c->req);
+    }
+    if (w->nconns == 0)
+        event_base_loopexit(w->base, NULL);
+}
+
+/* An upgrade's pause ('U'): no more accepting, and a duplicate of every
+ * listening socket for the admin thread to send. */
+static void hand_over(struct gw_worker *w)
+{
+    struct gw_process *p = w->proc;
+
+    w->handing = 1;
+    gw_worker_listen_update(w);
+    pthread_mutex_lock(&p->hand_mu);
+    for (size_t i = 0; i < w->nlisteners; i++) {
+        struct gw_listener *l = w->listeners[i];
+        struct gw_handed *more;
+        int fd;
+
+        if (!l->lev)
+            continue;
+        fd = fcntl(evconnlistener_get_fd(l->lev), F_DUPFD_CLOEXEC, 3);
+        more = fd >= 0 ? realloc(p->handed, (p->nhanded + 1) * sizeof(*p->handed)) : NULL;
+        if (!more) {
+            if (fd >= 0)
+                close(fd);
+            p->hand_failed = 1;
+            continue;
+        }
+        p->handed = more;
+        more[p->nhanded] =
+            (struct gw_handed){.fd = fd, .kind = GW_HANDED_LISTENER, .worker = w->id};
+        snprintf(more[p->nhanded].addr, sizeof(more->addr), "%s", l->addr);
+        p->nhanded++;
+    }
+    pthread_mutex_unlock(&p->hand_mu);
+    atomic_fetch_add(&p->handed_workers, 1);
 }
 
 /* Another worker parked a connection at the cap ('R'): the oldest idle
@@ -427,6 +509,15 @@ static void notify_cb(evutil_socket_t fd, short what, void *arg)
                 reclaim_for_other(w);
             else if (buf[i] == 'P')
                 admit_reclaiming(w);
+            else if (buf[i] == 'U')
+                hand_over(w);
+            else if (buf[i] == 'u') {
+                w->handing = 0;
+                gw_worker_listen_update(w);
+            } else if (buf[i] == 'G')
+                drain_soft(w);
+            else if (buf[i] == 'W')
+                drain_deadline(w);
         }
     }
     listeners_apply(w);

@@ -255,8 +255,12 @@ def tree(d):
         for n in dirs:
             out[os.path.relpath(os.path.join(root, n), d) + "/"] = None
         for n in files:
-            with open(os.path.join(root, n), "rb") as f:
-                out[os.path.relpath(os.path.join(root, n), d)] = f.read()
+            path = os.path.join(root, n)
+            if not os.path.isfile(path):  # upgrade.sock, the running process's
+                out[os.path.relpath(path, d)] = "(not a file)"
+                continue
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, d)] = f.read()
     return out
 
 

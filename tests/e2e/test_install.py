@@ -171,6 +171,9 @@ class InstallTest(GatewayCase):
         for key, value in (("NoNewPrivileges", "true"), ("ProtectSystem", "strict"),
                            ("ProtectHome", "true"), ("PrivateTmp", "true")):
             self.assertEqual(k[key], [value], key)
+        # sd_notify at start, and MAINPID= from the process a USR2 upgrade starts
+        self.assertEqual(k["Type"], ["notify"])
+        self.assertEqual(k["NotifyAccess"], ["all"])
         # PCRE2's JIT maps memory writable and executable (regexp routes)
         self.assertNotIn("MemoryDenyWriteExecute", k)
 

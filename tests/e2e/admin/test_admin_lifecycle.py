@@ -21,11 +21,15 @@ REPLACED = r"state: \S+ wins over the persisted config in (\S+) \((.*)\); that o
 
 
 def tree(d):
-    """{relative path: bytes} of every file under <d>."""
+    """{relative path: bytes} of every file under <d> (upgrade.sock, the
+    running process's socket, as a name only)."""
     out = {}
     for root, _, files in os.walk(d):
         for f in files:
             p = os.path.join(root, f)
+            if not os.path.isfile(p):
+                out[os.path.relpath(p, d)] = "(not a file)"
+                continue
             with open(p, "rb") as fh:
                 out[os.path.relpath(p, d)] = fh.read()
     return out

@@ -249,6 +249,8 @@ class RefusedListenersTest(ListenersCase):
         def files():
             out = {}
             for name in sorted(os.listdir(state)):
+                if not os.path.isfile(os.path.join(state, name)):  # upgrade.sock
+                    continue
                 with open(os.path.join(state, name), "rb") as f:
                     out[name] = f.read()
             return out
