@@ -173,14 +173,13 @@ unsigned adm_sample_collect(struct adm_sample_set *set, void (*notify)(void *arg
 /* Fills <e> from the kept slot <sl>. */
 static void decode(const struct adm_sample_slot *sl, struct adm_sample *e)
 {
-    uint64_t meta = sl->meta;
-    unsigned mid = (unsigned)(meta >> ADM_SAMPLE_METHOD_SHIFT & 0xff);
-    size_t rl = meta & 0xff, ml = meta >> 8 & 0xff;
+    unsigned mid = sl->method;
+    size_t rl = sl->len[0], ml = sl->len[1];
 
-    e->status = (unsigned)(meta >> ADM_SAMPLE_STATUS_SHIFT & 0xffff);
-    e->truncated = (meta & ADM_SAMPLE_TRUNCATED) != 0;
-    e->hlen = meta >> 16 & 0xff;
-    e->plen = meta >> 24 & 0xff;
+    e->status = sl->status;
+    e->truncated = sl->truncated;
+    e->hlen = sl->len[2];
+    e->plen = sl->len[3];
     if (e->truncated)
         rl = ml = e->hlen = e->plen = 0;
     memcpy(e->text, sl->text, rl + ml + e->hlen + e->plen);

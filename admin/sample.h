@@ -48,19 +48,18 @@
  * <route> must have that many bytes readable (adm_sroute's id does). */
 #define ADM_SAMPLE_ROUTE_PAD 32u
 
-/* A slot's meta word: the four lengths (route id, method (0: by id),
- * host, path; a byte each), the router's status (16 bits), the method id
- * (8 bits) and the truncated flag. One store for the writer. */
-#define ADM_SAMPLE_STATUS_SHIFT 32
-#define ADM_SAMPLE_METHOD_SHIFT 48
-#define ADM_SAMPLE_TRUNCATED (UINT64_C(1) << 56)
-
 /* One entry: 256 bytes, four cache lines. Plain memory: whoever holds
  * its half reads or writes it. The text holds the route id, the method
  * (only an unknown one), the host and the path, one after another: the
- * route first, since its copy may write past its end. */
+ * route first, since its copy may write past its end. The head's fields
+ * are volatile for the writer's sake only: each is one store then, where
+ * gcc would otherwise merge them into a word built by shifts and ors,
+ * which costs twice as many instructions. */
 struct adm_sample_slot {
-    uint64_t meta;
+    volatile uint8_t len[4];  /* route id, method (0: by id), host, path */
+    volatile uint16_t status; /* the router's */
+    volatile uint8_t method;  /* llhttp's method id, or ADM_SAMPLE_METHOD_OTHER */
+    volatile uint8_t truncated;
     char text[ADM_SAMPLE_TEXT];
     char pad[256 - 8 - ADM_SAMPLE_TEXT];
 };
@@ -164,16 +163,18 @@ static inline void adm_sample_put(struct adm_sample_ring *r, unsigned mid, const
                                   const char *route, size_t rl, unsigned status)
 {
     struct adm_sample_slot *sl = r->next;
-    uint64_t meta = (uint64_t)status << ADM_SAMPLE_STATUS_SHIFT | (uint64_t)mid
-                                                                      << ADM_SAMPLE_METHOD_SHIFT;
     size_t t;
 
     ml = mid == ADM_SAMPLE_METHOD_OTHER ? ml : 0;
     t = rl + ml + hl + pl;
-    if (t > ADM_SAMPLE_TEXT) {
-        meta |= ADM_SAMPLE_TRUNCATED;
-    } else { /* then each length fits its byte */
-        meta |= rl | ml << 8 | hl << 16 | (uint64_t)pl << 24;
+    sl->status = (uint16_t)status;
+    sl->method = (uint8_t)mid;
+    sl->truncated = t > ADM_SAMPLE_TEXT;
+    if (t <= ADM_SAMPLE_TEXT) { /* then each length fits its byte */
+        sl->len[0] = (uint8_t)rl;
+        sl->len[1] = (uint8_t)ml;
+        sl->len[2] = (uint8_t)hl;
+        sl->len[3] = (uint8_t)pl;
         if (rl <= ADM_SAMPLE_ROUTE_PAD) { /* the bytes past it: overwritten next, or unused */
             memcpy(sl->text, route, 16);
             memcpy(sl->text + 16, route + 16, 16);
@@ -185,7 +186,6 @@ static inline void adm_sample_put(struct adm_sample_ring *r, unsigned mid, const
         adm_sample_cpy(sl->text + rl + ml, h, hl);
         adm_sample_cpy(sl->text + rl + ml + hl, p, pl);
     }
-    sl->meta = meta;
     r->next = sl + 1;
     if (--r->room == 0) {
         r->next -= r->size;
