@@ -65,6 +65,13 @@ static const char *method_of(size_t i)
     return i % 5 == 0 ? "PURGEALL" : i % 2 ? "GET" : "DELETE";
 }
 
+/* Route ids of 5 and of 40 bytes (past ADM_SAMPLE_ROUTE_PAD); none for
+ * every third entry. */
+static const char *route_of(size_t i)
+{
+    return i % 3 == 0 ? NULL : i % 4 == 1 ? "a-route-id-longer-than-thirty-two-bytes!" : "users";
+}
+
 START_TEST(every_length)
 {
     struct adm_sample_set *set = adm_sample_set_new(1, 128);
@@ -80,8 +87,7 @@ START_TEST(every_length)
         for (size_t i = 1; i < len + 1; i++)
             path[i] = (char)('0' + i % 10);
         path[len + 1] = '\0';
-        put(set->rings[0], method_of(len), host, path, len % 3 ? "users" : NULL,
-            len % 3 ? 200 : 404);
+        put(set->rings[0], method_of(len), host, path, route_of(len), len % 3 ? 200 : 404);
     }
     v = copy_all(set, 0, &n);
     ck_assert_uint_eq(n, 70);
@@ -99,8 +105,8 @@ START_TEST(every_length)
             ck_assert_int_eq(e->path[k], '0' + (int)(k % 10));
         if (len % 3) {
             ck_assert_uint_eq(e->status, 200);
-            ck_assert_uint_eq(e->rlen, 5);
-            ck_assert_mem_eq(e->route, "users", 5);
+            ck_assert_uint_eq(e->rlen, strlen(route_of(len)));
+            ck_assert_mem_eq(e->route, route_of(len), e->rlen);
         } else {
             ck_assert_uint_eq(e->status, 404);
             ck_assert_ptr_null(e->route);
