@@ -151,7 +151,7 @@ void adm_api_apply_full(struct adm_api *api, struct adm_req *req, json_t *doc, i
             json_t *o = json_pack("{s:b,s:I}", "valid", 1, "routes", (json_int_t)cfg->nroutes);
             adm_api_written_changes(o, &ch);
             json_object_set_new(o, "impact",
-                                adm_impact_json(current(api), api->st->doc, cfg->table, doc));
+                                adm_impact_json(api->sw, api->st->doc, cfg->table, doc));
             adm_api_reply(api, req, 200, o);
             adm_config_free(cfg);
         }

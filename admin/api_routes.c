@@ -189,7 +189,7 @@ static void dry_route(struct adm_api *api, struct adm_req *req, rt_table *rt, js
     o = json_pack("{s:b,s:I}", "valid", 1, "routes",
                   (json_int_t)json_array_size(json_object_get(doc, "routes")));
     adm_api_written_changes(o, &ch);
-    json_object_set_new(o, "impact", adm_impact_json(current(api), api->st->doc, rt, doc));
+    json_object_set_new(o, "impact", adm_impact_json(api->sw, api->st->doc, rt, doc));
     rt_table_free(rt);
     json_decref(doc);
     adm_api_reply(api, req, 200, o);

@@ -24,7 +24,7 @@ enum {
 };
 static const char *const ch_names[] = {"upstream", "pool", "rewrite", "strip_prefix", "action"};
 
-#define CHUNK 4096 /* ring slots copied at a time */
+#define CHUNK 4096 /* kept entries copied at a time */
 
 static int by_str(const void *a, const void *b)
 {
@@ -243,7 +243,7 @@ static int next_sample(void *arg, struct rt_diff_req *q)
         }
         if (!it->set || it->w >= it->set->nworkers)
             return 0;
-        it->n = adm_sample_copy(it->set->rings[it->w], it->from, CHUNK, it->buf);
+        it->n = adm_sample_copy(it->set, it->w, it->from, CHUNK, it->buf);
         it->i = 0;
         it->from += CHUNK;
         if (it->from >= it->set->size) {
@@ -275,11 +275,15 @@ static json_t *same_json(const struct rt_diff_group *g, size_t n)
 }
 
 /* The replay's part of <o>: sampled, unchanged, truncated, changed,
- * same_route, replay_ms; <new_rt> NULL: no routes. -1 on out of memory. */
-static int replay_part(json_t *o, const struct adm_snapshot *live, const rt_table *new_rt,
-                       json_t *bits)
+ * same_route, workers_skipped, replay_ms; the workers' new entries are
+ * collected first (through <sw>'s notify). <new_rt> NULL: no routes. -1
+ * on out of memory. */
+static int replay_part(json_t *o, struct adm_swap *sw, const struct adm_snapshot *live,
+                       const rt_table *new_rt, json_t *bits)
 {
     struct sample_iter it = {.set = live->samples};
+    /* the workers' new entries first: not part of replay_ms */
+    unsigned skipped = it.set ? adm_sample_collect(live->samples, sw->notify, sw->notify_arg) : 0;
     struct rt_diff d;
     double t0 = adm_now_ms();
     rt_table *none = new_rt ? NULL : rt_table_new(NULL, NULL); /* a config without routes */
@@ -297,6 +301,7 @@ static int replay_part(json_t *o, const struct adm_snapshot *live, const rt_tabl
     json_object_set_new(o, "sampled", json_integer((json_int_t)d.sampled));
     json_object_set_new(o, "unchanged", json_integer((json_int_t)d.unchanged));
     json_object_set_new(o, "truncated", json_integer((json_int_t)it.truncated));
+    json_object_set_new(o, "workers_skipped", json_integer((json_int_t)skipped));
     json_object_set_new(o, "changed", rt_diff_groups_json(d.changed, d.nchanged));
     json_object_set_new(o, "same_route", same_json(d.same, d.nsame));
     rt_diff_clear(&d);
@@ -304,16 +309,17 @@ static int replay_part(json_t *o, const struct adm_snapshot *live, const rt_tabl
     return 0;
 }
 
-json_t *adm_impact_json(const struct adm_snapshot *live, const json_t *live_doc,
-                        const rt_table *new_rt, const json_t *new_doc)
+json_t *adm_impact_json(struct adm_swap *sw, const json_t *live_doc, const rt_table *new_rt,
+                        const json_t *new_doc)
 {
+    const struct adm_snapshot *live = atomic_load_explicit(&sw->current, memory_order_acquire);
     json_t *o = json_object(), *ups_changed = json_object(), *bits = json_object();
 
     if (!o || !ups_changed || !bits)
         goto fail;
     upstreams_part(o, live_doc, new_doc, ups_changed);
     routes_part(o, live_doc, new_doc, ups_changed, bits);
-    if (replay_part(o, live, new_rt, bits) < 0)
+    if (replay_part(o, sw, live, new_rt, bits) < 0)
         goto fail;
     json_decref(ups_changed);
     json_decref(bits);

@@ -12,12 +12,13 @@
 #include "admin/snapshot.h"
 
 /* The "impact" object of a dry run (docs/reference/admin-api.md): the
- * live snapshot <live> (its router, its sample rings), the live document
- * <live_doc>, and the proposed document <new_doc> whose router table is
- * <new_rt> (route names = route ids; NULL: it has no routes). All borrowed. NULL on out of
- * memory. */
-json_t *adm_impact_json(const struct adm_snapshot *live, const json_t *live_doc,
-                        const rt_table *new_rt, const json_t *new_doc);
+ * live snapshot of <sw> (its router, its sample rings, whose new entries
+ * it collects first, waking the workers through <sw>'s notify: up to
+ * ADM_SAMPLE_WAIT_MS), the live document <live_doc>, and the proposed
+ * document <new_doc> whose router table is <new_rt> (route names = route
+ * ids; NULL: it has no routes). All borrowed. NULL on out of memory. */
+json_t *adm_impact_json(struct adm_swap *sw, const json_t *live_doc, const rt_table *new_rt,
+                        const json_t *new_doc);
 
 /* The route binder of a table that only a dry run's replay reads: each
  * route's udata is its config route (borrowed from the config), so the

@@ -1,29 +1,31 @@
 /*
  * sample.c - the rings of the live traffic sample (admin/sample.h): their
- * sets, and the admin thread's consistent copy of a ring that a worker
- * keeps writing (the reader's half of a per-slot seqlock).
+ * sets; the worker's flip; and the admin thread's collection, which asks
+ * every worker for a flip, waits for the acks and folds the halves they
+ * left into its own copy of each worker's last entries.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/sample.h"
 
+#include <llhttp.h>
 #include <stdlib.h>
+#include <time.h>
+
+const char adm_sample_noroute[ADM_SAMPLE_ROUTE_PAD];
 
 static struct adm_sample_ring *ring_new(size_t size)
 {
-    size_t bytes = sizeof(struct adm_sample_ring) + size * sizeof(struct adm_sample_slot);
+    size_t bytes = sizeof(struct adm_sample_ring) + 2 * size * sizeof(struct adm_sample_slot);
     struct adm_sample_ring *r = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 
     if (!r)
         return NULL;
-    atomic_init(&r->head, 0);
-    r->pos = 0;
+    memset(r, 0, sizeof(*r));
+    r->next = r->slots;
+    r->room = size;
     r->size = size;
-    for (size_t i = 0; i < size; i++) {
-        atomic_init(&r->slots[i].seq, 0);
-        atomic_init(&r->slots[i].meta, 0);
-        for (size_t k = 0; k < ADM_SAMPLE_WORDS; k++)
-            atomic_init(&r->slots[i].w[k], 0);
-    }
+    atomic_init(&r->req, 0);
+    atomic_init(&r->ack, 0);
     return r;
 }
 
@@ -36,9 +38,14 @@ struct adm_sample_set *adm_sample_set_new(unsigned nworkers, size_t size)
     set->refs = 1;
     set->nworkers = nworkers;
     set->size = size;
-    for (unsigned w = 0; w < nworkers; w++)
+    if (!(set->kept = calloc(nworkers, sizeof(*set->kept))))
+        goto fail;
+    for (unsigned w = 0; w < nworkers; w++) {
         if (!(set->rings[w] = ring_new(size)))
             goto fail;
+        if (!(set->kept[w].slots = malloc(size * sizeof(struct adm_sample_slot))))
+            goto fail;
+    }
     return set;
 fail:
     adm_sample_set_release(set);
@@ -49,8 +56,12 @@ void adm_sample_set_release(struct adm_sample_set *set)
 {
     if (!set || --set->refs > 0)
         return;
-    for (unsigned w = 0; w < set->nworkers; w++)
+    for (unsigned w = 0; w < set->nworkers; w++) {
         free(set->rings[w]);
+        if (set->kept)
+            free(set->kept[w].slots);
+    }
+    free(set->kept);
     free(set);
 }
 
@@ -66,58 +77,132 @@ struct adm_sample_set *adm_sample_set_for(struct adm_sample_set *prev, unsigned 
     return adm_sample_set_new(nworkers, size);
 }
 
-/* Reads slot <sl> once: 1 with <e> filled when it held a whole entry that
- * did not change while read, 0 when it never held one, -1 when the writer
- * was in it. */
-static int read_slot(const struct adm_sample_slot *sl, struct adm_sample *e)
+void adm_sample_flip(struct adm_sample_ring *r, uint64_t req)
 {
-    uint64_t s1 = atomic_load_explicit(&sl->seq, memory_order_acquire), s2, meta;
-    uint64_t w[ADM_SAMPLE_WORDS];
-    size_t lens[4], t = 0, nw;
+    /* what the admin thread reads of the half left behind */
+    struct adm_sample_slot *half = r->next + r->room - r->size; /* the active one's start */
 
-    if (s1 == 0)
-        return 0;
-    if (s1 & 1)
-        return -1;
-    meta = atomic_load_explicit(&sl->meta, memory_order_relaxed);
-    for (int i = 0; i < 4; i++)
-        t += lens[i] = meta >> (8 * i) & 0xff;
-    if (t > ADM_SAMPLE_TEXT) /* torn: the seq check below refuses it */
-        t = 0;
-    nw = (t + 7) / 8;
-    for (size_t i = 0; i < nw; i++)
-        w[i] = atomic_load_explicit(&sl->w[i], memory_order_relaxed);
-    atomic_thread_fence(memory_order_acquire); /* the words before the second seq */
-    s2 = atomic_load_explicit(&sl->seq, memory_order_relaxed);
-    if (s1 != s2 || t != lens[0] + lens[1] + lens[2] + lens[3])
-        return -1;
-    memcpy(e->text, w, 8 * nw); /* as the writer's memcpy laid them out */
-    e->n = s1 / 2 - 1;
-    e->status = (unsigned)(meta >> 32 & 0xffff);
-    e->truncated = (meta & ADM_SAMPLE_TRUNCATED) != 0;
-    e->mlen = lens[0];
-    e->hlen = lens[1];
-    e->plen = lens[2];
-    e->rlen = lens[3];
-    e->method = e->text;
-    e->host = e->method + e->mlen;
-    e->path = e->host + e->hlen;
-    e->route = e->rlen ? e->path + e->plen : NULL;
-    return 1;
+    r->left_pos = r->size - r->room;
+    r->left_n = r->wrapped ? r->size : r->left_pos;
+    r->next = half == r->slots ? r->slots + r->size : r->slots;
+    r->room = r->size;
+    r->wrapped = 0;
+    r->seen = req;
+    /* every plain write to the half left (and to left_*) before the
+     * admin thread's reads of it */
+    atomic_store_explicit(&r->ack, req, memory_order_release);
 }
 
-size_t adm_sample_copy(const struct adm_sample_ring *r, size_t from, size_t count,
+/* Appends the half of ring <r> that flip number <flips> left to <k>,
+ * oldest entry first. After the ack's acquire load only. */
+static void fold(struct adm_sample_kept *k, const struct adm_sample_ring *r, uint64_t flips,
+                 size_t size)
+{
+    /* flip 1 leaves the first half, flip 2 the second, and so on */
+    const struct adm_sample_slot *half = flips % 2 ? r->slots : r->slots + size;
+    size_t n = r->left_n;
+    size_t first = n < size ? 0 : r->left_pos; /* the oldest once it wrapped */
+
+    for (size_t i = 0; i < n; i++) {
+        k->slots[k->pos] = half[(first + i) % size];
+        k->pos = k->pos + 1 == size ? 0 : k->pos + 1;
+    }
+    k->n = k->n + n < size ? k->n + n : size;
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+unsigned adm_sample_collect(struct adm_sample_set *set, void (*notify)(void *arg, unsigned w),
+                            void *arg)
+{
+    const struct timespec step = {0, 200000}; /* 0.2 ms */
+    double deadline = mono_ms() + ADM_SAMPLE_WAIT_MS;
+    unsigned pending = 0, skipped = 0;
+    char *done = calloc(set->nworkers, 1);
+
+    if (!done)
+        return set->nworkers;
+    for (unsigned w = 0; w < set->nworkers; w++) {
+        struct adm_sample_ring *r = set->rings[w];
+        struct adm_sample_kept *k = &set->kept[w];
+        uint64_t req = atomic_load_explicit(&r->req, memory_order_relaxed);
+        uint64_t ack = atomic_load_explicit(&r->ack, memory_order_acquire);
+        /* a worker skipped last time may have served its flip since: read
+         * that half first; one that still owes it is asked for no second
+         * one (the half it leaves must be read first) */
+        if (ack == req && k->folded != ack) {
+            fold(k, r, ack, set->size);
+            k->folded = ack;
+        }
+        if (ack == req)
+            atomic_store_explicit(&r->req, req + 1, memory_order_release);
+        if (notify)
+            notify(arg, w);
+        pending++;
+    }
+    while (pending) {
+        for (unsigned w = 0; w < set->nworkers; w++) {
+            struct adm_sample_ring *r = set->rings[w];
+            uint64_t ack;
+            if (done[w])
+                continue;
+            ack = atomic_load_explicit(&r->ack, memory_order_acquire);
+            if (ack != atomic_load_explicit(&r->req, memory_order_relaxed))
+                continue;
+            fold(&set->kept[w], r, ack, set->size);
+            set->kept[w].folded = ack;
+            done[w] = 1;
+            pending--;
+        }
+        if (!pending || mono_ms() >= deadline)
+            break;
+        nanosleep(&step, NULL);
+    }
+    for (unsigned w = 0; w < set->nworkers; w++)
+        skipped += !done[w];
+    free(done);
+    return skipped;
+}
+
+/* Fills <e> from the kept slot <sl>. */
+static void decode(const struct adm_sample_slot *sl, struct adm_sample *e)
+{
+    unsigned mid = sl->method;
+    size_t rl = sl->len[0], ml = sl->len[1];
+
+    e->status = sl->status;
+    e->truncated = sl->truncated;
+    e->hlen = sl->len[2];
+    e->plen = sl->len[3];
+    if (e->truncated)
+        rl = ml = e->hlen = e->plen = 0;
+    memcpy(e->text, sl->text, rl + ml + e->hlen + e->plen);
+    e->route = rl ? e->text : NULL;
+    e->rlen = rl;
+    if (mid == ADM_SAMPLE_METHOD_OTHER || e->truncated) {
+        e->method = e->text + rl;
+        e->mlen = ml;
+    } else {
+        e->method = llhttp_method_name((llhttp_method_t)mid);
+        e->mlen = strlen(e->method);
+    }
+    e->host = e->text + rl + ml;
+    e->path = e->host + e->hlen;
+}
+
+size_t adm_sample_copy(const struct adm_sample_set *set, unsigned w, size_t from, size_t count,
                        struct adm_sample *out)
 {
-    size_t n = 0, end = from + count < r->size ? from + count : r->size;
+    const struct adm_sample_kept *k = &set->kept[w];
+    size_t oldest = k->n < set->size ? 0 : k->pos, n = 0;
 
-    for (size_t i = from; i < end; i++) {
-        int rc = -1;
-        /* a few tries: the writer passes a slot in a few hundred
-         * nanoseconds, and comes back to it only a ring later */
-        for (int t = 0; t < 4 && rc < 0; t++)
-            rc = read_slot(&r->slots[i], &out[n]);
-        n += rc > 0;
-    }
+    for (size_t i = from; i < k->n && n < count; i++)
+        decode(&k->slots[(oldest + i) % set->size], &out[n++]);
     return n;
 }

@@ -59,6 +59,18 @@ static char *dups(const char *s)
     return s ? dupn(s, strlen(s)) : NULL;
 }
 
+/* A copy of route id <id> with ADM_SAMPLE_ROUTE_PAD bytes at least
+ * (zeros past it), which the live sample's writer reads whole. */
+static char *dup_id(const char *id)
+{
+    size_t n = strlen(id);
+    char *d = calloc(n + 1 > ADM_SAMPLE_ROUTE_PAD ? n + 1 : ADM_SAMPLE_ROUTE_PAD, 1);
+
+    if (d)
+        memcpy(d, id, n);
+    return d;
+}
+
 /* Splits the rewrite template (already copied to r->rewrite_src) into
  * literal parts and parameter references. */
 static int build_rewrite(struct adm_sroute *r)
@@ -179,7 +191,7 @@ static struct adm_sroute *sroute_make(const struct adm_route *c, unsigned nworke
     r->nworkers = nworkers;
     r->npol = (unsigned char)c->npolicies;
     memcpy(r->pol, c->policy_idx, sizeof(r->pol));
-    if (!(r->id = dups(c->id)) || !(r->pattern = dups(c->pattern)))
+    if (!(r->id = dup_id(c->id)) || !(r->pattern = dups(c->pattern)))
         goto fail;
     r->id_len = strlen(r->id);
     if (!(r->ctrs = rctrs_for(prev, nworkers)))

@@ -91,7 +91,7 @@ struct adm_rctrs {
  * else). Freed through the router's udata_free when the last table holding
  * it goes. */
 struct adm_sroute {
-    char *id;
+    char *id;      /* ADM_SAMPLE_ROUTE_PAD bytes at least, for the live sample's writer */
     size_t id_len; /* for the live sample's writer, which must not strlen it */
     char *pattern;
     enum adm_action action;
@@ -316,9 +316,14 @@ static inline void adm_swap_unpin(struct adm_snapshot *s, unsigned w)
 }
 
 /* Called by worker <w> outside any request step (e.g. on its notify event):
- * from now on it can only load the current snapshot or a newer one. */
+ * from now on it can only load the current snapshot or a newer one. It
+ * also serves the admin thread's request for a flip of the worker's ring
+ * of the live sample (admin/sample.h), which comes by the same notify. */
 static inline void adm_swap_ack(struct adm_swap *sw, unsigned w)
 {
+    struct adm_snapshot *s = atomic_load_explicit(&sw->current, memory_order_acquire);
+    if (s->samples) /* the live sample's hand-over (admin/sample.h), outside any request */
+        adm_sample_serve(s->samples->rings[w]);
     atomic_store_explicit(&sw->acks[w].seq, atomic_load_explicit(&sw->epoch, memory_order_acquire),
                           memory_order_release);
 }

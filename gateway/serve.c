@@ -39,18 +39,27 @@ static enum gw_verdict conn_verdict(struct gw_req *r)
     return GW_V_UPSTREAM;
 }
 
+/* The verdicts of a request the router answered: the ones the live
+ * sample records. */
+#define SAMPLED_VERDICTS                                                                           \
+    (1u << GW_V_ROUTER | 1u << GW_V_LOCAL | 1u << GW_V_UPSTREAM | 1u << GW_V_MF0 |                 \
+     1u << GW_V_INVALID)
+
 /* Adds request <r>, which the router of <s> answered with <m> (and the
  * route r->sr on a hit), to the worker's ring of the live sample
- * (admin/sample.h). */
+ * (admin/sample.h). The method goes by its id (the token only when llhttp
+ * does not know it: H1_METHOD_OTHER is the sample's METHOD_OTHER). */
 static void sample(const struct gw_req *r, const struct adm_snapshot *s, unsigned w,
                    const struct rt_match *m)
 {
+    /* r->sr is set on a hit only (gw_forward_decide) */
+    static const struct adm_sroute none = {.id = (char *)adm_sample_noroute};
     const struct h1_request *rq = &r->rp->req;
-    const struct adm_sroute *sr = m->status == RT_HIT ? r->sr : NULL;
+    const struct adm_sroute *sr = r->sr ? r->sr : &none;
 
-    adm_sample_put(s->samples->rings[w], rq->method.ptr, rq->method.len, rq->host_name.ptr,
-                   rq->host_name.len, rq->path, rq->path_len, sr ? sr->id : NULL,
-                   sr ? sr->id_len : 0, (unsigned)m->status);
+    adm_sample_put(s->samples->rings[w], rq->method_id, rq->method.ptr, rq->method.len,
+                   rq->host_name.ptr, rq->host_name.len, rq->path, rq->path_len, sr->id, sr->id_len,
+                   (unsigned)m->status);
 }
 
 /* A rollout runs: the request takes the canary's arm or the current one's
@@ -95,6 +104,8 @@ static void pick_arm(struct gw_req *r)
     r->cip_state = GW_CIP_UNKNOWN;
     r->arm = 2;
 }
+
+_Static_assert(H1_METHOD_OTHER == ADM_SAMPLE_METHOD_OTHER, "the sample names methods by id");
 
 void gw_req_start(struct gw_req *r)
 {
@@ -144,8 +155,7 @@ void gw_req_start(struct gw_req *r)
     v = conn_verdict(r);
     if (v == GW_V_UPSTREAM) /* nothing to say about the connection itself */
         v = gw_forward_decide(r->rp, s, w->rtctx, r->params, r->params_cap, &m, &r->sr);
-    if (s->samples && (v == GW_V_ROUTER || v == GW_V_LOCAL || v == GW_V_UPSTREAM || v == GW_V_MF0 ||
-                       v == GW_V_INVALID)) /* the router answered */
+    if (s->samples && (SAMPLED_VERDICTS >> v & 1)) /* the router answered */
         sample(r, s, w->id, &m);
     r->nparams = v == GW_V_CONNECT || v == GW_V_ASTERISK || v == GW_V_NOMEM || v == GW_V_HTTPS ||
                          v == GW_V_MISDIRECTED || v == GW_V_BAD_PATH || v == GW_V_PLAIN_ON_TLS

@@ -71,6 +71,7 @@ class ImpactTest(ImpactCase):
         im = self.impact(api.put("/config?dry_run=1", new))
         self.assertEqual(im["sampled"], TOTAL)
         self.assertEqual(im["truncated"], 0)
+        self.assertEqual(im["workers_skipped"], 0)
         self.assertEqual(im["unchanged"], TOTAL - 6)
         self.assertEqual(im["changed"], [
             {"from": "404", "to": "new", "count": 4, "example": "GET /nothing"},
