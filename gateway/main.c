@@ -345,6 +345,15 @@ static void drain_timers(unsigned ms)
         event_add(drain_check_ev, &p);
 }
 
+/* A running rollout ends with the process (a drain, a hand-over): its
+ * canary is dropped and nothing of it is persisted after this point, so
+ * neither the next start nor the new binary comes back on it. */
+static void rollout_end(const char *why)
+{
+    if (pipeline.rollout_abort)
+        pipeline.rollout_abort(pipeline.rollout_arg, why);
+}
+
 static void signal_cb(evutil_socket_t sig, short what, void *arg)
 {
     const struct adm_config *cfg;
@@ -377,6 +386,7 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
         notify_all('X');
         return;
     }
+    rollout_end("the process is stopping");
     cfg = atomic_load(&proc.swap.current)->cfg;
     gw_log(GW_LOG_NOTICE, "draining: no new connections, in-flight requests get %u ms",
            cfg->timeouts.drain_ms);
@@ -684,6 +694,7 @@ static void up_adopted(void *arg)
     struct timeval d = {ms / 1000, (ms % 1000) * 1000};
 
     (void)arg;
+    rollout_end("the process handed over to a new binary");
     handed_over = 1;
     gw_upgrade_serve_stop(0);
     gw_fleet_stop();

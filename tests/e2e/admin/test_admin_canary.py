@@ -189,8 +189,15 @@ class CanaryCase(AdminCase):
                   dict(cfg, routes=[self.route("good2")]))
         self.assertStatus(r, 202)
         self.assertEqual(self.status(a)["state"], "running")
+        since = g.log_size()
         g.signal(signal.SIGTERM)
         g.proc.wait(TIMEOUT * 2)
+        # the drain ended the rollout first: nothing of it can be promoted
+        with open(g.log_path, "rb") as f:
+            f.seek(since)
+            self.assertRegex(f.read().decode(errors="replace"),
+                             r"audit: rollout of PUT /config rolled back: aborted: the process "
+                             r"is stopping")
         a.close()
         start_gateway(g)
         self.assertEqual(a.get("/config").body, before)
