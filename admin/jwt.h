@@ -1,0 +1,160 @@
+/*
+ * jwt.h - JSON Web Token verification (RFC 7515/7519) against a JSON Web Key
+ * Set (RFC 7517), for the `jwt` route policy of issue 27. Pure: no I/O, no
+ * logging, no globals.
+ *
+ * A key set is built on the admin thread (adm_jwks_parse from a JWKS
+ * document, adm_jwks_add_hs256 for a shared secret), then never changes:
+ * any number of workers verify against it at once without a lock. It is
+ * reference counted so that consecutive snapshots can share one set; the
+ * count is touched only when snapshots are built and freed, never per
+ * request.
+ *
+ * adm_jwt_verify allocates nothing itself: the token is decoded into the
+ * caller's struct adm_jwt_claims (on the worker's stack or in its
+ * connection), which then answers adm_jwt_claim_str for claims_to_headers.
+ * (OpenSSL's EVP calls inside may allocate.)
+ *
+ * What is refused, always: alg "none"; an algorithm not in the policy's
+ * set; algorithm confusion (a key is used only for the algorithms of its
+ * type, and only for its own "alg" when it names one: an HS256 token is never
+ * checked against an RSA or EC key's material); a "crit" header that is not
+ * empty; base64url with padding or stray characters; duplicate members in
+ * the header or the claims; tokens over ADM_JWT_TOKEN_MAX bytes.
+ */
+#ifndef SY_ADMIN_JWT_H
+#define SY_ADMIN_JWT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+/* The algorithms, as bits of adm_jwt_opts.algs. */
+enum {
+    ADM_JWT_RS256 = 1u << 0,
+    ADM_JWT_RS384 = 1u << 1,
+    ADM_JWT_RS512 = 1u << 2,
+    ADM_JWT_PS256 = 1u << 3,
+    ADM_JWT_PS384 = 1u << 4,
+    ADM_JWT_PS512 = 1u << 5,
+    ADM_JWT_ES256 = 1u << 6,
+    ADM_JWT_ES384 = 1u << 7,
+    ADM_JWT_EDDSA = 1u << 8, /* Ed25519 only */
+    ADM_JWT_HS256 = 1u << 9,
+};
+#define ADM_JWT_ALGS_ALL 0x3ffu
+
+/* The bit of the JOSE name <name> ("RS256", "EdDSA"), or 0 when it is not one
+ * of ours ("none" is never one). For the config parser's "algorithms". */
+unsigned adm_jwt_alg_parse(const char *name);
+/* The JOSE name of the single bit <alg>, or NULL. */
+const char *adm_jwt_alg_name(unsigned alg);
+
+/* ---- key sets ---- */
+
+struct adm_jwks;
+
+/* An empty key set (to which adm_jwks_add_hs256 adds a secret), or NULL when
+ * out of memory. */
+struct adm_jwks *adm_jwks_new(void);
+
+/* Parses the JWKS document <json>[0..len) ({"keys": [...]}; a single JWK
+ * object is accepted too). Keys: RSA (n, e), EC P-256 and P-384 (crv, x, y),
+ * OKP Ed25519 (x), oct (k, for HS256). A key's "kid" and "alg" are kept;
+ * a key whose "use" is not "sig" is skipped, so is a key of a type, curve or
+ * alg we do not verify: skipped, not fatal. A malformed key (bad base64url,
+ * a point off its curve) fails the whole document. NULL on failure, with
+ * the reason (naming the key: "/keys/2/n: ...") in <err> of <cap> bytes;
+ * a document with no usable key at all is a failure too. */
+struct adm_jwks *adm_jwks_parse(const char *json, size_t len, char *err, size_t cap);
+
+/* Adds the HS256 secret <secret>[0..len) (copied) to <set>, which must not be
+ * published yet. No kid: it matches tokens without one, or any kid. 0, or
+ * -1 when out of memory or the secret is empty. */
+int adm_jwks_add_hs256(struct adm_jwks *set, const unsigned char *secret, size_t len);
+
+/* Merges the keys of <from> into <into> (not published yet); <from> is
+ * left as it was. 0, or -1 when out of memory. (A file set plus a URL set
+ * plus a secret in one policy.) */
+int adm_jwks_merge(struct adm_jwks *into, const struct adm_jwks *from);
+
+/* The number of usable keys in <set>. */
+size_t adm_jwks_count(const struct adm_jwks *set);
+
+/* Takes one more reference to <set> and returns it. */
+struct adm_jwks *adm_jwks_hold(struct adm_jwks *set);
+/* Drops a reference; the last one frees the set. NULL is a no-op. */
+void adm_jwks_free(struct adm_jwks *set);
+
+/* ---- verification ---- */
+
+/* A token longer than this is refused before anything is decoded. */
+#define ADM_JWT_TOKEN_MAX 8192
+/* The most members of the claims object that adm_jwt_claim_str can find. */
+#define ADM_JWT_CLAIMS_MAX 64
+
+/* What a policy asks of a token. All strings are borrowed for the call. */
+struct adm_jwt_opts {
+    const char *issuer;           /* "iss" must equal it; NULL: not checked */
+    const char *const *audiences; /* "aud" (string or array) must hold one */
+    size_t naud;                  /* 0: "aud" not checked */
+    unsigned algs;                /* bits of the algorithms accepted */
+    long leeway_s;                /* slack on exp and nbf, in seconds */
+    int require_exp;              /* a token without "exp" is refused */
+};
+
+/* The claims of a verified token: its payload decoded into <buf>, with each
+ * top-level member's name and value located in it. Caller-provided (about
+ * 9 KiB), filled by adm_jwt_verify, read with adm_jwt_claim_str; nothing to
+ * free. Private fields: do not touch. */
+struct adm_jwt_claims {
+    char buf[ADM_JWT_TOKEN_MAX];
+    struct {
+        uint16_t name, name_len, val, val_len;
+        uint8_t kind;
+    } m[ADM_JWT_CLAIMS_MAX];
+    unsigned n;
+    unsigned alg; /* the bit of the algorithm the token was verified with */
+};
+
+/* The results of adm_jwt_verify. */
+enum adm_jwt_result {
+    ADM_JWT_OK = 0,
+    ADM_JWT_MALFORMED,     /* not three base64url parts of JSON objects, duplicate
+                              members, a bad type, "crit", too large */
+    ADM_JWT_ALG_REFUSED,   /* "none", unknown, or not in opts.algs */
+    ADM_JWT_NO_KEY,        /* no key of the set fits (kid, type, alg) */
+    ADM_JWT_BAD_SIGNATURE, /* no fitting key verifies it */
+    ADM_JWT_EXPIRED,       /* exp + leeway <= now */
+    ADM_JWT_NOT_YET_VALID, /* nbf - leeway > now */
+    ADM_JWT_BAD_ISSUER,
+    ADM_JWT_BAD_AUDIENCE,
+    ADM_JWT_NO_EXP, /* opts.require_exp and no "exp" */
+    ADM_JWT_NOMEM,  /* OpenSSL could not allocate: not the client's fault */
+};
+
+/* Verifies the compact JWS <token>[0..len) (without "Bearer ") against
+ * <set> under <opts> at time <now> (seconds since the epoch). The signature
+ * is checked before any claim is trusted. When <kid> is in the header, only
+ * keys with that kid are tried; otherwise each key fitting the algorithm
+ * (at most ADM_JWT_TRY_MAX of them). On ADM_JWT_OK <out> holds the claims;
+ * on anything else <out> is unspecified and <*why> (when <why> is not NULL)
+ * is a static sentence saying why, fit for a log line but not for the
+ * client. Thread-safe: <set> and <opts> are only read. */
+#define ADM_JWT_TRY_MAX 8
+enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_jwt_opts *opts,
+                                   const char *token, size_t len, time_t now,
+                                   struct adm_jwt_claims *out, const char **why);
+
+/* A static name for <r> ("expired"), for metrics and logs. */
+const char *adm_jwt_result_name(enum adm_jwt_result r);
+
+/* The value of claim <name> in <c> (filled by a successful adm_jwt_verify):
+ * a string claim's text (unescaped, not NUL-terminated) or a number's or a
+ * boolean's JSON text, with its length in <*len>. NULL when the claim is
+ * absent, an object, an array or null, or a string holding a control
+ * character or DEL (which no header value may carry), so that what it
+ * returns can go into a request header as is. */
+const char *adm_jwt_claim_str(const struct adm_jwt_claims *c, const char *name, size_t *len);
+
+#endif /* SY_ADMIN_JWT_H */
