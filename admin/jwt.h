@@ -65,12 +65,16 @@ struct adm_jwks *adm_jwks_new(void);
  * alg we do not verify: skipped, not fatal. A malformed key (bad base64url,
  * a point off its curve) fails the whole document. NULL on failure, with
  * the reason (naming the key: "/keys/2/n: ...") in <err> of <cap> bytes;
- * a document with no usable key at all is a failure too. */
+ * a document with no usable key at all is a failure too, and so is one
+ * over ADM_JWKS_MAX_BYTES or with more than 256 keys. */
+#define ADM_JWKS_MAX_BYTES (1 << 20)
 struct adm_jwks *adm_jwks_parse(const char *json, size_t len, char *err, size_t cap);
 
 /* Adds the HS256 secret <secret>[0..len) (copied) to <set>, which must not be
- * published yet. No kid: it matches tokens without one, or any kid. 0, or
- * -1 when out of memory or the secret is empty. */
+ * published yet. It has no kid (see adm_jwt_verify). 0, or -1 when out of
+ * memory or the secret is shorter than ADM_JWT_HS256_MIN bytes (RFC 7518
+ * 3.2: a key at least as long as the hash). */
+#define ADM_JWT_HS256_MIN 32
 int adm_jwks_add_hs256(struct adm_jwks *set, const unsigned char *secret, size_t len);
 
 /* Merges the keys of <from> into <into> (not published yet); <from> is
@@ -107,12 +111,13 @@ struct adm_jwt_opts {
  * top-level member's name and value located in it. Caller-provided (about
  * 9 KiB), filled by adm_jwt_verify, read with adm_jwt_claim_str; nothing to
  * free. Private fields: do not touch. */
+struct adm_jwt_member {
+    uint16_t name, name_len, val, val_len; /* offsets and lengths in buf */
+    uint8_t kind;
+};
 struct adm_jwt_claims {
     char buf[ADM_JWT_TOKEN_MAX];
-    struct {
-        uint16_t name, name_len, val, val_len;
-        uint8_t kind;
-    } m[ADM_JWT_CLAIMS_MAX];
+    struct adm_jwt_member m[ADM_JWT_CLAIMS_MAX];
     unsigned n;
     unsigned alg; /* the bit of the algorithm the token was verified with */
 };
@@ -135,12 +140,13 @@ enum adm_jwt_result {
 
 /* Verifies the compact JWS <token>[0..len) (without "Bearer ") against
  * <set> under <opts> at time <now> (seconds since the epoch). The signature
- * is checked before any claim is trusted. When <kid> is in the header, only
- * keys with that kid are tried; otherwise each key fitting the algorithm
- * (at most ADM_JWT_TRY_MAX of them). On ADM_JWT_OK <out> holds the claims;
- * on anything else <out> is unspecified and <*why> (when <why> is not NULL)
- * is a static sentence saying why, fit for a log line but not for the
- * client. Thread-safe: <set> and <opts> are only read. */
+ * is checked before any claim is trusted. The keys tried are those fitting
+ * the algorithm (type, and the key's own "alg" if any): when the header has
+ * a "kid", those with that kid, or if none has it, those with no kid at all;
+ * without a "kid", all of them. At most ADM_JWT_TRY_MAX are tried. On ADM_JWT_OK <out> holds the
+ * claims; on anything else <out> is unspecified and <*why> (when <why> is not NULL) is a static
+ * sentence saying why, fit for a log line but not for the client. Thread-safe: <set> and <opts> are
+ * only read. */
 #define ADM_JWT_TRY_MAX 8
 enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_jwt_opts *opts,
                                    const char *token, size_t len, time_t now,
