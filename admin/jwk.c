@@ -58,43 +58,69 @@ const char *adm_jwt_alg_name(unsigned alg)
 
 /* ---- base64url ---- */
 
-static int b64url_value(unsigned char c)
-{
-    if (c >= 'A' && c <= 'Z')
-        return c - 'A';
-    if (c >= 'a' && c <= 'z')
-        return c - 'a' + 26;
-    if (c >= '0' && c <= '9')
-        return c - '0' + 52;
-    if (c == '-')
-        return 62;
-    if (c == '_')
-        return 63;
-    return -1;
-}
+/* clang-format off */
+/* The value of each byte in the URL-safe alphabet (RFC 4648 5), or -1. */
+static const signed char b64url_values[256] = {
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 62, -1, -1,
+    52, 53, 54, 55, 56, 57, 58, 59, 60, 61, -1, -1, -1, -1, -1, -1,
+    -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+    15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, -1, -1, -1, -1, 63,
+    -1, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40,
+    41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+    -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
+/* clang-format on */
 
 long jwt_b64url_decode(const char *in, size_t len, unsigned char *out)
 {
-    unsigned long acc = 0;
-    unsigned bits = 0;
+    const unsigned char *u = (const unsigned char *)in;
+    size_t full = len / 4 * 4, rest = len - full;
     long n = 0;
+    int a, b, c, d;
+    unsigned long v;
 
-    if (len % 4 == 1)
+    if (rest == 1)
         return -1;
-    for (size_t i = 0; i < len; i++) {
-        int v = b64url_value((unsigned char)in[i]);
-        if (v < 0)
+    /* four characters make three bytes */
+    for (size_t i = 0; i < full; i += 4) {
+        a = b64url_values[u[i]], b = b64url_values[u[i + 1]];
+        c = b64url_values[u[i + 2]], d = b64url_values[u[i + 3]];
+        if ((a | b | c | d) < 0)
             return -1;
-        acc = (acc << 6) | (unsigned)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            out[n++] = (unsigned char)(acc >> bits);
-            acc &= (1ul << bits) - 1;
-        }
+        v = (unsigned long)a << 18 | (unsigned long)b << 12 | (unsigned long)c << 6 | (unsigned)d;
+        out[n++] = (unsigned char)(v >> 16);
+        out[n++] = (unsigned char)(v >> 8);
+        out[n++] = (unsigned char)v;
     }
-    /* the bits left over must be zero, or two texts would decode alike */
-    return acc ? -1 : n;
+    if (rest == 0)
+        return n;
+    /* two characters make one byte, three make two; the bits left over must
+     * be zero, or two texts would decode alike */
+    a = b64url_values[u[full]], b = b64url_values[u[full + 1]];
+    c = rest == 3 ? b64url_values[u[full + 2]] : 0;
+    if ((a | b | c) < 0)
+        return -1;
+    v = (unsigned long)a << 12 | (unsigned long)b << 6 | (unsigned)c;
+    if (rest == 2) {
+        if (v & 0xfu << 6)
+            return -1;
+        out[n++] = (unsigned char)(v >> 10);
+    } else {
+        if (v & 0x3)
+            return -1;
+        out[n++] = (unsigned char)(v >> 10);
+        out[n++] = (unsigned char)(v >> 2);
+    }
+    return n;
 }
 
 /* ---- sets ---- */
