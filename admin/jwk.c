@@ -259,7 +259,8 @@ struct jwk_ctx {
 
 static enum jwk_verdict jwk_bad(struct jwk_ctx *c, const char *member, const char *why)
 {
-    snprintf(c->err, c->cap, "%s%s%s: %s", c->path, member ? "/" : "", member ? member : "", why);
+    snprintf(c->err, c->cap, "%s%s%s: %s", c->path[0] || member ? c->path : "the JWK",
+             member ? "/" : "", member ? member : "", why);
     return JWK_BAD;
 }
 

@@ -23,6 +23,8 @@
 #define JWT_HEADER_MEMBERS 16
 /* The longest signature: RSA of 8192 bits. */
 #define JWT_SIG_MAX 1024
+/* A day of leeway is already far too much; more is taken as a day. */
+#define JWT_LEEWAY_MAX 86400
 
 /* How each algorithm is checked. */
 struct jwt_alg {
@@ -277,6 +279,10 @@ static int date_claim(const struct adm_jwt_claims *c, const char *name, long lon
 static enum adm_jwt_result check_times(const struct adm_jwt_opts *o, const struct adm_jwt_claims *c,
                                        time_t now, const char **why)
 {
+    /* bounded, so that exp + leeway cannot overflow */
+    long long leeway = o->leeway_s < 0                ? 0
+                       : o->leeway_s > JWT_LEEWAY_MAX ? JWT_LEEWAY_MAX
+                                                      : o->leeway_s;
     long long exp, nbf;
     int has_exp = date_claim(c, "exp", &exp), has_nbf = date_claim(c, "nbf", &nbf);
 
@@ -288,11 +294,11 @@ static enum adm_jwt_result check_times(const struct adm_jwt_opts *o, const struc
         *why = "the token has no exp";
         return ADM_JWT_NO_EXP;
     }
-    if (has_exp && (long long)now >= exp + o->leeway_s) {
+    if (has_exp && (long long)now >= exp + leeway) {
         *why = "the token has expired";
         return ADM_JWT_EXPIRED;
     }
-    if (has_nbf && (long long)now < nbf - o->leeway_s) {
+    if (has_nbf && (long long)now < nbf - leeway) {
         *why = "the token is not valid yet (nbf)";
         return ADM_JWT_NOT_YET_VALID;
     }
@@ -358,7 +364,8 @@ static enum adm_jwt_result parse_header(const struct adm_jwt_opts *o, char *buf,
     if (alg->val_len < sizeof(name)) {
         memcpy(name, buf + alg->val, alg->val_len);
         name[alg->val_len] = '\0';
-        bit = adm_jwt_alg_parse(name);
+        /* "HS256\u0000..." is not HS256 */
+        bit = strlen(name) == alg->val_len ? adm_jwt_alg_parse(name) : 0;
     }
     if (!bit || !(bit & o->algs)) {
         *why = bit ? "the token's alg is not among the policy's algorithms"
@@ -410,8 +417,10 @@ enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_
     }
     if ((r = parse_header(opts, hbuf, (size_t)hlen, &h, why)) != ADM_JWT_OK)
         return r;
-    if (jwt_json_object(out->buf, (size_t)plen, out->m, ADM_JWT_CLAIMS_MAX, &out->n, why) < 0)
+    if (jwt_json_object(out->buf, (size_t)plen, out->m, ADM_JWT_CLAIMS_MAX, &out->n, why) < 0) {
+        out->n = 0;
         return ADM_JWT_MALFORMED;
+    }
     r = verify_sig(set, h.alg, h.kid, h.kid_len, token, (size_t)(dot2 - token), sig, (size_t)slen);
     if (r != ADM_JWT_OK) {
         *why = r == ADM_JWT_NO_KEY  ? "no key fits the token's alg and kid"

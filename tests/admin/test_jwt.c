@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,6 +236,16 @@ START_TEST(times_with_leeway)
     struct adm_jwt_opts o = {.algs = ADM_JWT_HS256, .leeway_s = 30};
 
     run_cases(set, &o, cases, sizeof(cases) / sizeof(cases[0]));
+    /* a leeway past any sense is taken as a day, and overflows nothing */
+    o.leeway_s = LONG_MAX;
+    run_cases(set, &o,
+              (const struct claims_case[]){{"{\"exp\": 1799913601}", ADM_JWT_OK},
+                                           {"{\"exp\": 1799913600}", ADM_JWT_EXPIRED},
+                                           {"{\"nbf\": 1800086400}", ADM_JWT_OK},
+                                           {"{\"nbf\": 1800086401}", ADM_JWT_NOT_YET_VALID}},
+              4);
+    o.leeway_s = -5;
+    run_cases(set, &o, (const struct claims_case[]){{"{\"exp\": 1800000000}", ADM_JWT_EXPIRED}}, 1);
     /* require_exp */
     o.require_exp = 1;
     char *tok = token("HS256", SECRET_HEX, "", "{}");
@@ -285,6 +296,10 @@ START_TEST(alg_none_and_unknown_are_refused)
         ck_assert_msg(verify(set, tok) == ADM_JWT_ALG_REFUSED, "%s", algs[i]);
         free(tok);
     }
+    /* a NUL inside is not the name before it */
+    tok = unsigned_token("{\"alg\": \"HS256\\u0000x\"}", good_claims, "AAAA");
+    ck_assert_int_eq(verify(set, tok), ADM_JWT_ALG_REFUSED);
+    free(tok);
     /* no alg, or not a string */
     tok = unsigned_token("{\"typ\": \"JWT\"}", good_claims, "");
     ck_assert_int_eq(verify(set, tok), ADM_JWT_MALFORMED);
