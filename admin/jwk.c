@@ -139,7 +139,10 @@ struct adm_jwks *adm_jwks_new(void)
 
     if (!set)
         return NULL;
+    static atomic_ullong next_id = 1;
+
     atomic_init(&set->refs, 1);
+    set->id = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed);
     for (int i = 0; i < JWT_NMD; i++) {
         set->md[i] = EVP_MD_fetch(NULL, names[i], NULL);
         if (!set->md[i]) {

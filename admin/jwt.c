@@ -378,16 +378,19 @@ static enum adm_jwt_result parse_header(const struct adm_jwt_opts *o, char *buf,
     return ADM_JWT_OK;
 }
 
-enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_jwt_opts *opts,
-                                   const char *token, size_t len, time_t now,
-                                   struct adm_jwt_claims *out, const char **why)
+/* adm_jwt_verify, with the signature looked up in <cache> (NULL: none)
+ * first and a fully verified token with an exp stored there after. */
+static enum adm_jwt_result verify(struct adm_jwt_cache *cache, const struct adm_jwks *set,
+                                  const struct adm_jwt_opts *opts, const char *token, size_t len,
+                                  time_t now, struct adm_jwt_claims *out, const char **why)
 {
     char hbuf[JWT_HEADER_MAX];
     unsigned char sig[JWT_SIG_MAX];
     const char *dot1, *dot2, *ignored;
     struct jwt_head h;
-    enum adm_jwt_result r;
+    enum adm_jwt_result r = ADM_JWT_OK;
     long hlen, plen, slen;
+    int hit;
 
     if (!why)
         why = &ignored;
@@ -421,7 +424,10 @@ enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_
         out->n = 0;
         return ADM_JWT_MALFORMED;
     }
-    r = verify_sig(set, h.alg, h.kid, h.kid_len, token, (size_t)(dot2 - token), sig, (size_t)slen);
+    hit = cache && jwt_cache_find(cache, set, token, len);
+    if (!hit)
+        r = verify_sig(set, h.alg, h.kid, h.kid_len, token, (size_t)(dot2 - token), sig,
+                       (size_t)slen);
     if (r != ADM_JWT_OK) {
         *why = r == ADM_JWT_NO_KEY  ? "no key fits the token's alg and kid"
                : r == ADM_JWT_NOMEM ? "out of memory"
@@ -435,7 +441,24 @@ enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_
     }
     out->alg = h.alg->bit;
     *why = "verified";
+    if (cache && !hit && jwt_json_find(out->buf, out->m, out->n, "exp"))
+        jwt_cache_put(cache, set, token, len);
     return ADM_JWT_OK;
+}
+
+enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_jwt_opts *opts,
+                                   const char *token, size_t len, time_t now,
+                                   struct adm_jwt_claims *out, const char **why)
+{
+    return verify(NULL, set, opts, token, len, now, out, why);
+}
+
+enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const struct adm_jwks *set,
+                                          const struct adm_jwt_opts *opts, const char *token,
+                                          size_t len, time_t now, struct adm_jwt_claims *out,
+                                          const char **why)
+{
+    return verify(cache, set, opts, token, len, now, out, why);
 }
 
 const char *adm_jwt_claim_str(const struct adm_jwt_claims *c, const char *name, size_t *len)

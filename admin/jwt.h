@@ -152,6 +152,38 @@ enum adm_jwt_result adm_jwt_verify(const struct adm_jwks *set, const struct adm_
                                    const char *token, size_t len, time_t now,
                                    struct adm_jwt_claims *out, const char **why);
 
+/* ---- verified tokens, remembered ---- */
+
+/* Verifying a signature costs 13 to 300 times what the rest of a token's
+ * checks cost (loadtest/results/jwt-*.md), and clients send the same token
+ * again and again until it expires: a worker remembers the tokens whose
+ * signature it verified. One cache per worker, never shared (it is written
+ * on every miss); direct-mapped, so its memory is fixed: <slots> entries of
+ * ADM_JWT_CACHE_TOKEN_MAX bytes and a few more each. */
+#define ADM_JWT_CACHE_TOKEN_MAX 2048
+struct adm_jwt_cache;
+
+/* A cache of <slots> entries (rounded up to a power of two, 1 to 65536), or
+ * NULL when out of memory. */
+struct adm_jwt_cache *adm_jwt_cache_new(unsigned slots);
+/* NULL is a no-op. */
+void adm_jwt_cache_free(struct adm_jwt_cache *c);
+/* Lookups that found the token, and that did not, since the cache was made. */
+void adm_jwt_cache_stats(const struct adm_jwt_cache *c, unsigned long long *hits,
+                         unsigned long long *misses);
+
+/* adm_jwt_verify, but the signature of a token that verified before under
+ * the same key set (the same set object, not an equal one: a replaced set
+ * starts afresh) is not checked again. Everything else is, every time:
+ * size, shape, header (alg against <opts>), claims (exp, nbf, iss, aud), so
+ * a remembered token still expires at its exp. Only fully verified tokens
+ * with an exp, and at most ADM_JWT_CACHE_TOKEN_MAX bytes long, are
+ * remembered. */
+enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const struct adm_jwks *set,
+                                          const struct adm_jwt_opts *opts, const char *token,
+                                          size_t len, time_t now, struct adm_jwt_claims *out,
+                                          const char **why);
+
 /* A static name for <r> ("expired"), for metrics and logs. */
 const char *adm_jwt_result_name(enum adm_jwt_result r);
 

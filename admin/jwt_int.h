@@ -29,6 +29,7 @@ enum { JWT_SHA256, JWT_SHA384, JWT_SHA512, JWT_NMD };
 
 struct adm_jwks {
     atomic_uint refs;
+    uint64_t id; /* unique in the process: what the token caches key on */
     struct jwt_key *keys;
     size_t n, cap;
     EVP_MD *md[JWT_NMD];
@@ -67,5 +68,14 @@ const struct adm_jwt_member *jwt_json_find(const char *buf, const struct adm_jwt
  * is not a string. */
 int jwt_json_array_next(char *buf, const struct adm_jwt_member *a, size_t *pos, uint16_t *off,
                         uint16_t *len);
+
+/* ---- jwt_cache.c ---- */
+
+/* Whether <token>[0..len) verified under <set> before (and counts it). */
+int jwt_cache_find(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
+                   size_t len);
+/* Records that <token> verified under <set> (nothing when it is too long). */
+void jwt_cache_put(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
+                   size_t len);
 
 #endif /* SY_ADMIN_JWT_INT_H */

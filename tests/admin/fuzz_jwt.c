@@ -12,7 +12,8 @@
  * Checked beyond "no crash, no leak, no undefined behaviour": a result is
  * one of the enum's, with a reason; a verified token's claims lie inside
  * its buffer and adm_jwt_claim_str never hands out a control character;
- * its iss is the issuer and one aud an accepted audience; the parser and
+ * its iss is the issuer and one aud an accepted audience; the cached
+ * verification answers as the plain one, twice over; the parser and
  * jansson agree on what is JSON (where jansson's number range and our
  * bounds allow) and on every top-level string; a refused JWKS says why.
  *
@@ -108,6 +109,12 @@ static void verify(const char *tok, size_t len)
     CHECK(strcmp(adm_jwt_result_name(r), "unknown") != 0);
     if (r == ADM_JWT_OK)
         check_claims(&claims);
+    /* remembered signatures change no answer, the first time or the second */
+    static struct adm_jwt_cache *cache;
+    if (!cache)
+        CHECK((cache = adm_jwt_cache_new(64)) != NULL);
+    for (int i = 0; i < 2; i++)
+        CHECK(adm_jwt_verify_cached(cache, key_set(), &opts, tok, len, NOW, &claims, &why) == r);
 }
 
 /* "header.payload" signed with the secret, then verified. */

@@ -8,7 +8,7 @@
  * what they cannot use and name what is malformed; claims come back fit for
  * a header; many threads verify against one set at once.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L /* strdup */
 
 #include <check.h>
 #include <limits.h>
@@ -700,6 +700,69 @@ START_TEST(sets_compose)
 }
 END_TEST
 
+/* The cache skips only the signature: claims are checked on every hit. */
+START_TEST(cache_remembers_signatures)
+{
+    struct adm_jwks *set = full_set(), *other = full_set();
+    struct adm_jwt_cache *c = adm_jwt_cache_new(16);
+    char *tok = token("ES256", "ec256", "", good_claims);
+    char *noexp = token("ES256", "ec256", "", "{\"iss\": \"" ISS "\", \"aud\": \"api\"}");
+    char *forged = strdup(tok);
+    struct adm_jwt_opts strict = opts;
+    unsigned long long hits, misses;
+    size_t len = strlen(tok);
+
+    ck_assert_ptr_nonnull(c);
+#define CACHED(set_, opts_, tok_, now_)                                                            \
+    adm_jwt_verify_cached(c, set_, opts_, tok_, strlen(tok_), now_, &claims, NULL)
+    ck_assert_int_eq(CACHED(set, &opts, tok, NOW), ADM_JWT_OK);
+    ck_assert_int_eq(CACHED(set, &opts, tok, NOW), ADM_JWT_OK);
+    adm_jwt_cache_stats(c, &hits, &misses);
+    ck_assert_uint_eq(hits, 1);
+    ck_assert_uint_eq(misses, 1);
+    ck_assert_uint_eq(claims.alg, ADM_JWT_ES256);
+    ck_assert_ptr_nonnull(adm_jwt_claim_str(&claims, "sub", &len));
+    /* a hit still expires, and still answers to the policy's issuer and algorithms */
+    ck_assert_int_eq(CACHED(set, &opts, tok, NOW + 131), ADM_JWT_EXPIRED);
+    strict.issuer = "https://other.example";
+    ck_assert_int_eq(CACHED(set, &strict, tok, NOW), ADM_JWT_BAD_ISSUER);
+    strict = opts;
+    strict.algs = ADM_JWT_RS256;
+    ck_assert_int_eq(CACHED(set, &strict, tok, NOW), ADM_JWT_ALG_REFUSED);
+    /* a token differing by one byte of its signature is no hit */
+    forged[strlen(forged) - 10] = forged[strlen(forged) - 10] == 'A' ? 'B' : 'A';
+    ck_assert_int_eq(CACHED(set, &opts, forged, NOW), ADM_JWT_BAD_SIGNATURE);
+    /* another set, however equal, starts afresh */
+    adm_jwt_cache_stats(c, &hits, &misses);
+    ck_assert_int_eq(CACHED(other, &opts, tok, NOW), ADM_JWT_OK);
+    ck_assert_int_eq(CACHED(other, &opts, tok, NOW), ADM_JWT_OK);
+    {
+        unsigned long long h2, m2;
+        adm_jwt_cache_stats(c, &h2, &m2);
+        ck_assert_uint_eq(h2 - hits, 1);
+        ck_assert_uint_eq(m2 - misses, 1);
+        hits = h2, misses = m2;
+    }
+    /* no exp: never remembered */
+    ck_assert_int_eq(CACHED(set, &opts, noexp, NOW), ADM_JWT_OK);
+    ck_assert_int_eq(CACHED(set, &opts, noexp, NOW), ADM_JWT_OK);
+    {
+        unsigned long long h2, m2;
+        adm_jwt_cache_stats(c, &h2, &m2);
+        ck_assert_uint_eq(h2, hits);
+        ck_assert_uint_eq(m2 - misses, 2);
+    }
+#undef CACHED
+    free(tok);
+    free(noexp);
+    free(forged);
+    adm_jwt_cache_free(c);
+    adm_jwt_cache_free(NULL);
+    adm_jwks_free(set);
+    adm_jwks_free(other);
+}
+END_TEST
+
 /* Many threads verify against one set at once (run under TSan too). */
 struct worker {
     const struct adm_jwks *set;
@@ -766,6 +829,7 @@ int main(void)
     tcase_add_test(tc, claims_for_headers);
     tcase_add_test(tc, jwks_documents);
     tcase_add_test(tc, sets_compose);
+    tcase_add_test(tc, cache_remembers_signatures);
     tcase_add_test(tc, threads_share_a_set);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
