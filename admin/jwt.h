@@ -1,7 +1,8 @@
 /*
  * jwt.h - JSON Web Token verification (RFC 7515/7519) against a JSON Web Key
  * Set (RFC 7517), for the `jwt` route policy of issue 27. Pure: no I/O, no
- * logging, no globals.
+ * logging, no global state but the counter that numbers key sets. A JWKS
+ * from an https URL is jwks_fetch.h's business (the admin loop's I/O).
  *
  * A key set is built on the admin thread (adm_jwks_parse from a JWKS
  * document, adm_jwks_add_hs256 for a shared secret), then never changes:
@@ -13,7 +14,8 @@
  * adm_jwt_verify allocates nothing itself: the token is decoded into the
  * caller's struct adm_jwt_claims (on the worker's stack or in its
  * connection), which then answers adm_jwt_claim_str for claims_to_headers.
- * (OpenSSL's EVP calls inside may allocate.)
+ * (OpenSSL's EVP calls inside may allocate.) adm_jwt_verify_cached lets a
+ * worker skip the signature of a token it verified before.
  *
  * What is refused, always: alg "none"; an algorithm not in the policy's
  * set; algorithm confusion (a key is used only for the algorithms of its

@@ -4,7 +4,8 @@
  * token and the key set's id. A slot holds the token itself, so a lookup
  * is a hash, a length and a memcmp: two tokens never share an entry, and a
  * colliding one merely replaces it. The hash is seeded per cache, so that
- * nobody outside can aim tokens at one slot.
+ * nobody outside can aim tokens at one slot (and only tokens that verified
+ * are ever stored).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,12 +60,15 @@ void adm_jwt_cache_stats(const struct adm_jwt_cache *c, unsigned long long *hits
     *misses = c->misses;
 }
 
-/* FNV-1a over the token, from the cache's seed. */
+/* FNV-1a from the cache's seed over the length and the last 32 bytes, which
+ * are the signature's: what tells tokens apart. Hashing all of a token cost
+ * a microsecond (FNV's multiplications wait on each other); memcmp settles
+ * the rest. */
 static uint64_t token_hash(const struct adm_jwt_cache *c, const char *token, size_t len)
 {
-    uint64_t h = 14695981039346656037ull ^ c->seed;
+    uint64_t h = (14695981039346656037ull ^ c->seed ^ len) * 1099511628211ull;
 
-    for (size_t i = 0; i < len; i++)
+    for (size_t i = len > 32 ? len - 32 : 0; i < len; i++)
         h = (h ^ (unsigned char)token[i]) * 1099511628211ull;
     return h ^ h >> 29;
 }
