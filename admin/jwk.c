@@ -173,7 +173,7 @@ void adm_jwks_free(struct adm_jwks *set)
 
 size_t adm_jwks_count(const struct adm_jwks *set)
 {
-    return set->n;
+    return set ? set->n : 0;
 }
 
 /* Appends <k> to <set>, which takes what it owns; on failure <k> is cleared. */

@@ -175,7 +175,7 @@ static enum adm_jwt_result verify_sig(const struct adm_jwks *set, const struct j
     for (int kidless = 0; kidless < 2 && !tried; kidless++) {
         if (kidless && !kid)
             break;
-        for (size_t i = 0; i < set->n && tried < ADM_JWT_TRY_MAX; i++) {
+        for (size_t i = 0; set && i < set->n && tried < ADM_JWT_TRY_MAX; i++) {
             const struct jwt_key *key = &set->keys[i];
             int ok;
 
@@ -424,7 +424,7 @@ static enum adm_jwt_result verify(struct adm_jwt_cache *cache, const struct adm_
         out->n = 0;
         return ADM_JWT_MALFORMED;
     }
-    hit = cache && jwt_cache_find(cache, set, token, len);
+    hit = cache && set && jwt_cache_find(cache, set, token, len);
     if (!hit)
         r = verify_sig(set, h.alg, h.kid, h.kid_len, token, (size_t)(dot2 - token), sig,
                        (size_t)slen);
@@ -441,6 +441,7 @@ static enum adm_jwt_result verify(struct adm_jwt_cache *cache, const struct adm_
     }
     out->alg = h.alg->bit;
     *why = "verified";
+    /* verified without a hit: a key of <set> (not NULL, then) signed it */
     if (cache && !hit && jwt_json_find(out->buf, out->m, out->n, "exp"))
         jwt_cache_put(cache, set, token, len);
     return ADM_JWT_OK;

@@ -84,7 +84,7 @@ int adm_jwks_add_hs256(struct adm_jwks *set, const unsigned char *secret, size_t
  * plus a secret in one policy.) */
 int adm_jwks_merge(struct adm_jwks *into, const struct adm_jwks *from);
 
-/* The number of usable keys in <set>. */
+/* The number of usable keys in <set> (0 for NULL). */
 size_t adm_jwks_count(const struct adm_jwks *set);
 
 /* Takes one more reference to <set> and returns it. */
@@ -141,7 +141,9 @@ enum adm_jwt_result {
 };
 
 /* Verifies the compact JWS <token>[0..len) (without "Bearer ") against
- * <set> under <opts> at time <now> (seconds since the epoch). The signature
+ * <set> under <opts> at time <now> (seconds since the epoch). A NULL <set>
+ * (a jwks_url not fetched yet) has no key: ADM_JWT_NO_KEY, once the token
+ * is well-formed. The signature
  * is checked before any claim is trusted. The keys tried are those fitting
  * the algorithm (type, and the key's own "alg" if any): when the header has
  * a "kid", those with that kid, or if none has it, those with no kid at all;

@@ -688,7 +688,9 @@ START_TEST(sets_compose)
     adm_jwks_free(all);
     expect(all, "ES256", "ec256", "", good_claims, ADM_JWT_OK);
     expect(all, "HS256", SECRET_HEX, "", good_claims, ADM_JWT_OK);
-    /* an empty set verifies nothing */
+    /* no set yet, or an empty one: nothing verifies */
+    ck_assert_uint_eq(adm_jwks_count(NULL), 0);
+    expect(NULL, "HS256", SECRET_HEX, "", good_claims, ADM_JWT_NO_KEY);
     file = adm_jwks_new();
     expect(file, "HS256", SECRET_HEX, "", good_claims, ADM_JWT_NO_KEY);
     adm_jwks_free(file);
