@@ -8,11 +8,12 @@
  * keys that fit; then exp, nbf, iss, aud. Everything decodes into the
  * caller's adm_jwt_claims or the stack; only OpenSSL allocates.
  */
+#include <string.h>
+
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rsa.h>
-#include <string.h>
 
 #include "admin/jwt.h"
 #include "admin/jwt_int.h"
@@ -460,6 +461,37 @@ enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const str
                                           const char **why)
 {
     return verify(cache, set, opts, token, len, now, out, why);
+}
+
+/* RFC 6750's b64token characters, but '=' (which only ends one). */
+static int b64token_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '.' || c == '_' || c == '~' || c == '+' || c == '/';
+}
+
+const char *adm_jwt_bearer(const char *v, size_t len, size_t *tok_len)
+{
+    static const char scheme[] = "bearer";
+    size_t i, start, end;
+
+    if (len < 8 || v[6] != ' ')
+        return NULL;
+    for (i = 0; i < 6; i++)
+        if ((v[i] | 0x20) != scheme[i])
+            return NULL;
+    while (i < len && v[i] == ' ')
+        i++;
+    start = i;
+    while (i < len && b64token_char(v[i]))
+        i++;
+    end = i;
+    while (i < len && v[i] == '=')
+        i++;
+    if (end == start || i != len)
+        return NULL;
+    *tok_len = len - start;
+    return v + start;
 }
 
 const char *adm_jwt_claim_str(const struct adm_jwt_claims *c, const char *name, size_t *len)

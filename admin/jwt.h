@@ -188,6 +188,12 @@ enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const str
                                           size_t len, time_t now, struct adm_jwt_claims *out,
                                           const char **why);
 
+/* The token of the Authorization field value <v>[0..len) when it is
+ * "Bearer <token>" (RFC 6750 2.1: the scheme in any case, one or more
+ * spaces, a b64token), with its length in <*tok_len>; NULL when it is
+ * another scheme or not one token. */
+const char *adm_jwt_bearer(const char *v, size_t len, size_t *tok_len);
+
 /* A static name for <r> ("expired"), for metrics and logs. */
 const char *adm_jwt_result_name(enum adm_jwt_result r);
 

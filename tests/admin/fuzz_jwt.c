@@ -2,7 +2,7 @@
  * fuzz_jwt.c - fuzz target of JWT verification (admin/jwt.c, jwk.c,
  * jwt_json.c). Byte 0 picks what the rest is:
  *   0  a token, verified as it is against a fixed key set (an HS256 secret,
- *      an EC P-256 key with kid "ec")
+ *      an EC P-256 key with kid "ec"); and as an Authorization value
  *   1  "header.payload" (base64url), signed here with the HS256 secret
  *      before it is verified: the signature always holds, so the claim
  *      checks (exp, nbf, iss, aud) and the claims read back are reached
@@ -227,9 +227,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     switch (data[0] & 3) {
-    case 0:
+    case 0: {
+        size_t tl = 0;
+        const char *t = adm_jwt_bearer(text, size - 1, &tl);
+
+        CHECK(!t || (t > text && t + tl == text + size - 1 && tl > 0));
         verify(text, size - 1);
         break;
+    }
     case 1:
         verify_signed(text, size - 1);
         break;

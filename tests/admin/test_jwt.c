@@ -765,6 +765,43 @@ START_TEST(cache_remembers_signatures)
 }
 END_TEST
 
+START_TEST(bearer_credentials)
+{
+    static const struct {
+        const char *v, *tok;
+    } cases[] = {
+        {"Bearer abc.def.ghi", "abc.def.ghi"},
+        {"bearer   abc.d-f_~+/.g==", "abc.d-f_~+/.g=="},
+        {"BEARER x", "x"},
+        {"Bearer", NULL},
+        {"Bearer ", NULL},
+        {"Bearer  ", NULL},
+        {"Bearerabc", NULL},
+        {"Basic YWxhZGRpbjpvcGVu", NULL},
+        {"Bearer a b", NULL},
+        {"Bearer a=b", NULL},
+        {"Bearer =", NULL},
+        {"Bearer a\tb", NULL},
+        {"Bearer\tabc", NULL},
+        {"Bearer a,b", NULL},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        size_t len = 0;
+        const char *t = adm_jwt_bearer(cases[i].v, strlen(cases[i].v), &len);
+
+        if (!cases[i].tok) {
+            ck_assert_msg(!t, "%s", cases[i].v);
+            continue;
+        }
+        ck_assert_msg(t && len == strlen(cases[i].tok) && !memcmp(t, cases[i].tok, len), "%s",
+                      cases[i].v);
+    }
+    /* a NUL is no token character */
+    ck_assert_ptr_null(adm_jwt_bearer("Bearer a\0b", 10, &(size_t){0}));
+}
+END_TEST
+
 /* Many threads verify against one set at once (run under TSan too). */
 struct worker {
     const struct adm_jwks *set;
@@ -832,6 +869,7 @@ int main(void)
     tcase_add_test(tc, jwks_documents);
     tcase_add_test(tc, sets_compose);
     tcase_add_test(tc, cache_remembers_signatures);
+    tcase_add_test(tc, bearer_credentials);
     tcase_add_test(tc, threads_share_a_set);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
