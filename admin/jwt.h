@@ -23,6 +23,21 @@
  * checked against an RSA or EC key's material); a "crit" header that is not
  * empty; base64url with padding or stray characters; duplicate members in
  * the header or the claims; tokens over ADM_JWT_TOKEN_MAX bytes.
+ *
+ * Wiring the jwt policy (issue 27's keys), as meant:
+ *   - configure (admin thread): jwks_file's bytes into adm_jwks_parse (its
+ *     error after the key's path); hs256_secret_file's bytes, without a
+ *     final newline, into adm_jwks_add_hs256 on adm_jwks_new() or the file's
+ *     set (adm_jwks_merge to combine); jwks_url checked by
+ *     adm_jwks_url_check, fetched by jwks_fetch.h at run time, its new sets
+ *     published by a snapshot swap (a worker's set never changes under it);
+ *     "algorithms" through adm_jwt_alg_parse into opts.algs.
+ *   - per request (worker): adm_jwt_bearer on the Authorization value, then
+ *     adm_jwt_verify_cached with the worker's own adm_jwt_cache; on OK,
+ *     claims_to_headers from adm_jwt_claim_str (after removing the client's
+ *     own copies of those headers). No token: 401 with WWW-Authenticate:
+ *     Bearer realm=...; a refused one: 401 with error="invalid_token" (RFC
+ *     6750 3.1), whose <why> goes to the log, not to the client; NOMEM: 503.
  */
 #ifndef SY_ADMIN_JWT_H
 #define SY_ADMIN_JWT_H
