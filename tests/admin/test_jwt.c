@@ -6,7 +6,9 @@
  * with the RSA public key's PEM, DER or modulus), kid mismatches, bad
  * base64url, oversized tokens and odd JSON; JWKS documents import, skip
  * what they cannot use and name what is malformed; claims come back fit for
- * a header; many threads verify against one set at once.
+ * a header; ECDSA halves of every shape convert; the cache skips only the
+ * signature; Bearer values parse strictly; many threads verify against one
+ * set at once.
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 
@@ -802,6 +804,53 @@ START_TEST(bearer_credentials)
 }
 END_TEST
 
+/* JOSE's r||s to DER: halves with leading zero bytes (each 1 in 256
+ * signatures) and with the high bit set (a 0x00 pad in DER) all verify.
+ * Signed here through EVP, until both kinds of leading zero were seen. */
+START_TEST(ecdsa_halves_of_every_shape)
+{
+    struct adm_jwks *set = full_set();
+    char path[512], *input, *h = jk_b64url_str("{\"alg\": \"ES256\"}");
+    char *p = jk_b64url_str(good_claims);
+    EVP_PKEY *key;
+    FILE *f;
+    int zero_r = 0, zero_s = 0, high = 0, n;
+
+    jk_path(path, sizeof(path), "ec256.pem");
+    ck_assert_ptr_nonnull(f = fopen(path, "r"));
+    ck_assert_ptr_nonnull(key = PEM_read_PrivateKey(f, NULL, NULL, NULL));
+    fclose(f);
+    input = malloc(strlen(h) + strlen(p) + 2);
+    sprintf(input, "%s.%s", h, p);
+    for (n = 0; n < 20000 && !(zero_r && zero_s && high); n++) {
+        unsigned char der[80], raw[64];
+        size_t dlen = sizeof(der);
+        EVP_MD_CTX *m = EVP_MD_CTX_new();
+        char *sig64, *tok;
+
+        ck_assert(EVP_DigestSignInit(m, NULL, EVP_sha256(), NULL, key) == 1);
+        ck_assert(EVP_DigestSign(m, der, &dlen, (const unsigned char *)input, strlen(input)) == 1);
+        EVP_MD_CTX_free(m);
+        jk_ecdsa_raw(der, dlen, raw, 32);
+        zero_r |= raw[0] == 0;
+        zero_s |= raw[32] == 0;
+        high |= raw[0] >= 0x80 && raw[32] >= 0x80;
+        sig64 = jk_b64url(raw, 64);
+        tok = malloc(strlen(input) + strlen(sig64) + 2);
+        sprintf(tok, "%s.%s", input, sig64);
+        ck_assert_msg(verify(set, tok) == ADM_JWT_OK, "r[0] %02x s[0] %02x", raw[0], raw[32]);
+        free(sig64);
+        free(tok);
+    }
+    ck_assert(zero_r && zero_s && high);
+    EVP_PKEY_free(key);
+    free(input);
+    free(h);
+    free(p);
+    adm_jwks_free(set);
+}
+END_TEST
+
 /* Many threads verify against one set at once (run under TSan too). */
 struct worker {
     const struct adm_jwks *set;
@@ -870,6 +919,7 @@ int main(void)
     tcase_add_test(tc, sets_compose);
     tcase_add_test(tc, cache_remembers_signatures);
     tcase_add_test(tc, bearer_credentials);
+    tcase_add_test(tc, ecdsa_halves_of_every_shape);
     tcase_add_test(tc, threads_share_a_set);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
