@@ -463,6 +463,25 @@ enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const str
     return verify(cache, set, opts, token, len, now, out, why);
 }
 
+int adm_jwt_claims_read(const char *token, size_t len, struct adm_jwt_claims *out)
+{
+    const char *dot1, *dot2, *why;
+    long plen;
+
+    out->n = 0;
+    out->alg = 0;
+    if (len > ADM_JWT_TOKEN_MAX || !(dot1 = memchr(token, '.', len)) ||
+        !(dot2 = memchr(dot1 + 1, '.', len - (size_t)(dot1 + 1 - token))))
+        return -1;
+    plen = jwt_b64url_decode(dot1 + 1, (size_t)(dot2 - dot1 - 1), (unsigned char *)out->buf);
+    if (plen < 0 ||
+        jwt_json_object(out->buf, (size_t)plen, out->m, ADM_JWT_CLAIMS_MAX, &out->n, &why) < 0) {
+        out->n = 0;
+        return -1;
+    }
+    return 0;
+}
+
 /* RFC 6750's b64token characters, but '=' (which only ends one). */
 static int b64token_char(char c)
 {

@@ -209,6 +209,13 @@ enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const str
  * another scheme or not one token. */
 const char *adm_jwt_bearer(const char *v, size_t len, size_t *tok_len);
 
+/* Decodes the claims of <token>[0..len) into <out> for adm_jwt_claim_str
+ * without checking anything: only for a token that adm_jwt_verify accepted
+ * before (the jwt policy reads its claims again when it writes the upstream
+ * head, from the same request head). 0, or -1 when it is not a JWS whose
+ * payload is a JSON object. */
+int adm_jwt_claims_read(const char *token, size_t len, struct adm_jwt_claims *out);
+
 /* A static name for <r> ("expired"), for metrics and logs. */
 const char *adm_jwt_result_name(enum adm_jwt_result r);
 
