@@ -168,6 +168,13 @@ static int scan_string(struct jscan *s, int unescape, uint16_t *off, uint16_t *l
             }
             continue;
         }
+        if (c < 0x80) { /* ASCII, most of a token: moved only once an escape shrank the text */
+            if (unescape && w != s->p)
+                s->buf[w] = (char)c;
+            w++;
+            s->p++;
+            continue;
+        }
         size_t n = utf8_seq((const unsigned char *)s->buf + s->p, s->end - s->p);
         if (!n)
             return fail(s, "a string that is not UTF-8");

@@ -12,8 +12,9 @@
  *
  * The claims named in claims_to_headers go up as fields: the upstream
  * phase decodes the claims of the same token again (adm_jwt_claims_read,
- * no signature: the request phase verified these very bytes of the head),
- * so that nothing of a request is kept between the phases. The client's
+ * no signature: the request phase verified these very bytes of the head,
+ * and left where the token lies in the Authorization value in its word),
+ * so that nothing of a request but that word is kept between the phases. The client's
  * own fields of those names never go up, token or not.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -85,7 +86,6 @@ static int jwt_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *
     size_t n;
     int have = authorization(&r->rp->req, &auth);
 
-    (void)val;
     if (have < 0)
         return refuse(r, c, "more than one Authorization field");
     if (!have)
@@ -98,8 +98,12 @@ static int jwt_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *
     }
     res = adm_jwt_verify_cached(worker_cache(p->state, r->c->w->id), c->set, &c->opts, tok, n,
                                 time(NULL), &claims, &why);
-    if (res == ADM_JWT_OK)
+    if (res == ADM_JWT_OK) {
+        /* the token's offset in the value and its length (at most
+         * ADM_JWT_TOKEN_MAX) */
+        *val = (uint64_t)(tok - auth.ptr) << 32 | n;
         return GW_POL_NEXT;
+    }
     if (res == ADM_JWT_NOMEM) {
         gw_local_simple(r, 503, NULL, 0);
         gw_local_finish(r);
@@ -114,12 +118,10 @@ static void jwt_upstream(const struct adm_spolicy *p, const struct h1_request *r
     const struct adm_jwt_conf *c = p->conf;
     struct adm_jwt_claims claims;
     struct h1_slice auth;
-    const char *tok;
-    size_t n;
+    size_t off = (size_t)(val >> 32), n = (size_t)(val & 0xffffffffu);
 
-    (void)val;
-    if (!c->nhdrs || authorization(rq, &auth) != 1 ||
-        !(tok = adm_jwt_bearer(auth.ptr, auth.len, &n)) || adm_jwt_claims_read(tok, n, &claims) < 0)
+    if (!c->nhdrs || authorization(rq, &auth) != 1 || off + n > auth.len ||
+        adm_jwt_claims_read(auth.ptr + off, n, &claims) < 0)
         return;
     for (size_t i = 0; i < c->nhdrs; i++) {
         size_t vlen;
