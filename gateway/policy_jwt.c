@@ -45,17 +45,22 @@ static int authorization(const struct h1_request *rq, struct h1_slice *out)
 }
 
 /* Answers <r> with a 401 whose challenge carries <why> as invalid_token's
- * description (NULL: credentials were missing, the bare challenge). */
+ * description (NULL: credentials were missing, the bare challenge). RFC
+ * 6750 3 allows neither '"' nor a backslash there: they become ' and /. */
 static int refuse(struct gw_req *r, const struct adm_jwt_conf *c, const char *why)
 {
-    char buf[512];
+    char buf[512], desc[160];
+    size_t i;
     int n;
 
+    for (i = 0; why && why[i] && i < sizeof(desc) - 1; i++)
+        desc[i] = why[i] == '"' ? '\'' : why[i] == '\\' ? '/' : why[i];
+    desc[i] = '\0';
     if (why)
         n = snprintf(buf, sizeof(buf),
                      "WWW-Authenticate: Bearer realm=\"%s\", error=\"invalid_token\", "
                      "error_description=\"%s\"\r\n",
-                     c->realm, why);
+                     c->realm, desc);
     else
         n = snprintf(buf, sizeof(buf), "WWW-Authenticate: Bearer realm=\"%s\"\r\n", c->realm);
     if (n < 0 || (size_t)n >= sizeof(buf))

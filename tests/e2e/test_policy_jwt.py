@@ -208,6 +208,9 @@ class JwtTest(PolicyCase):
             (k.sign("HS256", claims(), hs_key=k.rsa_pub), bad_sig),
             (self.k2.sign("RS256", claims()), "no key fits the token's alg and kid"),
             ("a.b", "not three dot-separated parts"),
+            # a backslash may not stand in error_description (RFC 6750 3)
+            (b64u(b'{"alg":"HS256","x":"\\uZZZZ"}') + "." + p + "." + s,
+             "a bad /u escape (or a lone surrogate)"),
             ("A" * 20000, "the token is too long"),
         ]
         for tok, why in cases:
