@@ -37,6 +37,12 @@ const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES] = {
                        .free = adm_basic_conf_free,
                        .state_new = adm_basic_cache_new,
                        .state_free = adm_basic_cache_free},
+    [ADM_POL_JWT] = {.name = "jwt",
+                     .auth = 1,
+                     .configure = adm_jwtp_configure,
+                     .free = adm_jwtp_conf_free,
+                     .state_new = adm_jwtp_state_new,
+                     .state_free = adm_jwtp_state_free},
 };
 
 void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n)
@@ -63,7 +69,7 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     if (!t) {
         adm_cf_err_key(
             x, "type",
-            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\"");
+            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\", \"jwt\"");
         return -1;
     }
     size_t mark = adm_cf_push_key(x, "type");
@@ -82,9 +88,10 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     if (s && near)
         adm_cf_err(x, "unknown policy type %s (did you mean \"%s\"?)", adm_cf_quote(&q, s), near);
     else if (s)
-        adm_cf_err(
-            x, "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\", \"basic\")",
-            adm_cf_quote(&q, s));
+        adm_cf_err(x,
+                   "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\", "
+                   "\"basic\", \"jwt\")",
+                   adm_cf_quote(&q, s));
     adm_cf_pop(x, mark);
     return -1;
 }
@@ -212,6 +219,19 @@ void adm_cf_policies_check(struct adm_cf *x)
                 auth = r->policies[k];
         }
     }
+}
+
+int adm_policies_same(const struct adm_config *a, const struct adm_config *b)
+{
+    if (a->npolicies != b->npolicies)
+        return 0;
+    for (size_t i = 0; i < a->npolicies; i++) {
+        const struct adm_policy *x = &a->policies[i], *y = &b->policies[i];
+        if (x->type != y->type || x->hash != y->hash || !x->name || !y->name ||
+            strcmp(x->name, y->name))
+            return 0;
+    }
+    return 1;
 }
 
 static void policy_free(struct adm_policy *p)

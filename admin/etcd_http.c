@@ -1,7 +1,8 @@
 /*
  * etcd_http.c - one HTTP/1.1 POST to an etcd endpoint on a connection of
  * its own, plain or TLS, read with admin/http1/response.h (etcd_int.h
- * says why a connection per request).
+ * says why a connection per request). The JWKS fetch (jwks_fetch.c) uses
+ * it for a GET.
  */
 #include "admin/etcd_int.h"
 
@@ -34,6 +35,7 @@ struct etcd_http {
     enum phase phase;
     int stream; /* lines go to <line> (a 200 answer to a stream request) */
     int overflow;
+    size_t body_max;
     const struct etcd_ep *ep;
     unsigned request_ms;
     etcd_http_line line;
@@ -142,7 +144,7 @@ static void on_body(void *ctx, const char *data, size_t len)
 {
     struct etcd_http *h = ctx;
 
-    if (h->overflow || evbuffer_get_length(h->buf) + len > ETCD_BODY_MAX ||
+    if (h->overflow || evbuffer_get_length(h->buf) + len > h->body_max ||
         evbuffer_add(h->buf, data, len) < 0)
         h->overflow = 1;
 }
@@ -329,14 +331,17 @@ fail:
 static int write_request(struct etcd_http *h, const struct etcd_http_req *r)
 {
     struct evbuffer *out = bufferevent_get_output(h->bev);
-    size_t blen = strlen(r->body);
+    size_t blen = r->body ? strlen(r->body) : 0;
+    int v6 = strchr(r->ep->host, ':') != NULL;
 
-    if (evbuffer_add_printf(out,
-                            "POST %s HTTP/1.1\r\nHost: %s%s%s:%u\r\n"
-                            "Content-Type: application/json\r\nContent-Length: %zu\r\n"
-                            "Connection: close\r\n",
-                            r->path, strchr(r->ep->host, ':') ? "[" : "", r->ep->host,
-                            strchr(r->ep->host, ':') ? "]" : "", r->ep->port, blen) < 0)
+    if (evbuffer_add_printf(out, "%s %s HTTP/1.1\r\nHost: %s%s%s:%u\r\nConnection: close\r\n",
+                            r->body ? "POST" : "GET", r->path, v6 ? "[" : "", r->ep->host,
+                            v6 ? "]" : "", r->ep->port) < 0)
+        return -1;
+    if (!r->body)
+        return evbuffer_add_printf(out, "Accept: application/json\r\n\r\n") < 0 ? -1 : 0;
+    if (evbuffer_add_printf(out, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                            blen) < 0)
         return -1;
     if (r->token && evbuffer_add_printf(out, "Authorization: %s\r\n", r->token) < 0)
         return -1;
@@ -356,6 +361,7 @@ struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size
     h1_resp_init(h->resp);
     h->ep = r->ep;
     h->request_ms = r->request_ms;
+    h->body_max = r->body_max ? r->body_max : ETCD_BODY_MAX;
     h->line = r->line;
     h->done = r->done;
     h->arg = r->arg;

@@ -59,7 +59,8 @@ struct etcd_http_req {
     struct evdns_base *dns;
     const struct etcd_ep *ep;
     const char *path;  /* "/v3/kv/range" */
-    const char *body;  /* JSON */
+    const char *body;  /* JSON; NULL: a GET (the JWKS fetch, jwks_fetch.c) */
+    size_t body_max;   /* the most bytes of the answer's body; 0: ETCD_BODY_MAX */
     const char *token; /* the Authorization header, or NULL */
     unsigned dial_ms, request_ms;
     etcd_http_line line; /* non-NULL: a stream */

@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "admin/pipeline.h"
 #include "admin/fleet_sync.h"
+#include "admin/policy.h"
 #include "admin/tls.h"
 
 #include <stdatomic.h>
@@ -161,7 +162,8 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
     /* an identical document keeps its generation (the live one is valid) */
     doc_hashes(doc, &hb, &hr);
     same = live_snap(p) && (hb ^ hr) == adm_state_hash(st);
-    if (same && !adm_tls_doc_reads_files(doc))
+    if (same && !adm_tls_doc_reads_files(doc) &&
+        !json_object_size(json_object_get(doc, "policies")))
         return 1;
     /* the validator's conflict-finding table becomes the snapshot's */
     t0 = adm_now_ms();
@@ -178,7 +180,8 @@ int adm_pipeline_apply(struct adm_pipeline *p, json_t *doc, const char *raw, siz
         snprintf(msg, cap, rc == -3 ? "needs a restart" : "invalid config");
         return rc;
     }
-    if (same && adm_tls_same(cfg, live_snap(p)->cfg)) { /* the files did not change either */
+    /* the files did not change either (certificates, and the keys a policy reads) */
+    if (same && adm_tls_same(cfg, live_snap(p)->cfg) && adm_policies_same(cfg, live_snap(p)->cfg)) {
         listeners_done(p, cfg, 0);
         adm_config_free(cfg);
         return 1;

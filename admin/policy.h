@@ -10,7 +10,7 @@
  * snapshot takes over while the policy's definition stays the same. The
  * worker side of each type (what it does to a request and its answer) is
  * gateway/policy.h. Each type's definition is its own file:
- * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c.
+ * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c, policy_jwt.c.
  *
  * Nothing here does I/O but reading the files a policy names at parse
  * time (as every config key that names a file does).
@@ -32,6 +32,7 @@ enum adm_pol_type {
     ADM_POL_CORS,           /* "cors": policy_cors.c */
     ADM_POL_API_KEY,        /* "api_key": policy_api_key.c */
     ADM_POL_BASIC,          /* "basic": policy_basic.c */
+    ADM_POL_JWT,            /* "jwt": policy_jwt.c */
     ADM_POL_NTYPES,
 };
 
@@ -45,6 +46,7 @@ struct adm_policy {
 };
 
 struct adm_cf;
+struct adm_config;
 
 /* A policy type's config ops. */
 struct adm_pol_kind {
@@ -80,6 +82,11 @@ struct adm_spolicy {
     void *conf;  /* owned: adm_pol_kinds[type].free */
     void *state; /* owned: adm_pol_kinds[type].state_free; NULL: none */
 };
+
+/* Whether configs <a> and <b> define the same policies (names, types and
+ * identities, files included): an identical document pushed again is a
+ * change when a file one of its policies reads has changed. */
+int adm_policies_same(const struct adm_config *a, const struct adm_config *b);
 
 /* A snapshot's policy for <p>: <prev>'s (retained) when it has the same
  * name and identity, else a new one that takes p->conf over (p->conf is

@@ -2,7 +2,8 @@
  * policy_types.h - each policy type's compiled definition and pure logic,
  * one file each: policy_rate_limit.c (GCRA and its shared table),
  * policy_cors.c (origins, pre-encoded fields), policy_api_key.c (hashed
- * keys). The kinds table (config_policies.c) holds their configure and
+ * keys), policy_basic.c (htpasswd users), policy_jwt.c (a JWT policy's keys
+ * and checks). The kinds table (config_policies.c) holds their configure and
  * free; the worker side is gateway/policy_<type>.c.
  */
 #ifndef SY_ADMIN_POLICY_TYPES_H
@@ -15,6 +16,7 @@
 #include <jansson.h>
 #include <openssl/types.h>
 
+#include "admin/jwt.h"
 #include "admin/policy.h"
 
 /* ---- SHA-256 on a worker ---- */
@@ -207,5 +209,42 @@ void adm_basic_cache_free(void *state);
  * hashes are taken. */
 int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len, char *why,
                          size_t cap);
+
+/* ---- jwt ---- */
+
+/* One claims_to_headers entry: the claim's value goes up in the header. */
+struct adm_jwt_hdr {
+    char *claim;
+    char *header; /* as written */
+    size_t header_len;
+};
+
+#define ADM_JWT_MAX_HEADERS 16
+#define ADM_JWT_LEEWAY_MAX 600
+#define ADM_JWT_CACHE_SLOTS 256 /* a worker's verified tokens, each policy */
+
+struct adm_jwt_conf {
+    struct adm_jwks *set; /* one reference: jwks_file's keys and the secret */
+    char *issuer;
+    char **audiences;
+    size_t naud;
+    struct adm_jwt_opts opts; /* points into issuer and audiences */
+    struct adm_jwt_hdr *hdrs;
+    size_t nhdrs;
+    char *realm; /* for WWW-Authenticate: realm="..." */
+};
+
+/* Its state: one verified-token cache a worker, each made by its worker
+ * the first time it needs it (adm_jwt_cache_new) and freed with the
+ * state, on the admin thread, once no snapshot holds the policy. */
+struct adm_jwt_state {
+    unsigned nworkers;
+    struct adm_jwt_cache **cache;
+};
+
+void *adm_jwtp_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_jwtp_conf_free(void *conf);
+void *adm_jwtp_state_new(const void *conf, unsigned nworkers);
+void adm_jwtp_state_free(void *state);
 
 #endif

@@ -332,7 +332,7 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         gw_hdrs_emit(o, rh, &v);
     }
     if (f->pol_n)
-        gw_policy_upstream(f->snap, f->sr, f->pol_val, f->pol_n, o);
+        gw_policy_upstream(f->snap, f->sr, rq, f->pol_val, f->pol_n, o);
     if (rh && rh->sets_host) {
         /* the route's Host went up with its fields */
     } else if (rq->form == H1_TARGET_ABSOLUTE && rq->host.ptr)

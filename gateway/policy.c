@@ -15,6 +15,7 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_CORS] = &gw_policy_cors,
     [ADM_POL_API_KEY] = &gw_policy_api_key,
     [ADM_POL_BASIC] = &gw_policy_basic,
+    [ADM_POL_JWT] = &gw_policy_jwt,
 };
 
 int gw_policy_request(struct gw_req *r)
@@ -34,12 +35,13 @@ int gw_policy_request(struct gw_req *r)
 }
 
 void gw_policy_upstream(const struct adm_snapshot *snap, const struct adm_sroute *sr,
-                        const uint64_t *val, unsigned n, struct gw_obuf *o)
+                        const struct h1_request *rq, const uint64_t *val, unsigned n,
+                        struct gw_obuf *o)
 {
     for (unsigned i = 0; i < n; i++) {
         const struct adm_spolicy *p = snap->policies[sr->pol[i]];
         if (ops[p->type]->upstream)
-            ops[p->type]->upstream(p, val[i], o);
+            ops[p->type]->upstream(p, rq, val[i], o);
     }
 }
 

@@ -34,8 +34,10 @@ struct gw_policy_ops {
      * known): GW_POL_NEXT, or GW_POL_ANSWERED once <r> is answered and
      * finished (gw_local_finish). */
     int (*request)(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val);
-    /* "Name: value\r\n" lines for the upstream head; NULL: none. */
-    void (*upstream)(const struct adm_spolicy *p, uint64_t val, struct gw_obuf *o);
+    /* "Name: value\r\n" lines for the upstream head of request <rq> (the
+     * head the request phase saw); NULL: none. */
+    void (*upstream)(const struct adm_spolicy *p, const struct h1_request *rq, uint64_t val,
+                     struct gw_obuf *o);
     /* Whether the client's field <name> stays here; NULL: none does. */
     int (*drops)(const struct adm_spolicy *p, const struct h1_slice *name);
     /* Lines for the client's answer head; NULL: none. */
@@ -49,15 +51,16 @@ struct gw_policy_ops {
 
 /* Indexed by enum adm_pol_type. */
 extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key,
-    gw_policy_basic;
+    gw_policy_basic, gw_policy_jwt;
 
 /* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
  * (it is finished then), 0 to go on. */
 int gw_policy_request(struct gw_req *r);
-/* The upstream fields of the <n> policies that let the request through,
+/* The upstream fields of the <n> policies that let request <rq> through,
  * their words <val>, of route <sr> in <snap>. */
 void gw_policy_upstream(const struct adm_snapshot *snap, const struct adm_sroute *sr,
-                        const uint64_t *val, unsigned n, struct gw_obuf *o);
+                        const struct h1_request *rq, const uint64_t *val, unsigned n,
+                        struct gw_obuf *o);
 int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr, unsigned n,
                     const struct h1_slice *name);
 /* The answer head's fields of the policies that let <r> through

@@ -75,11 +75,13 @@ static int ak_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
     return GW_POL_NEXT;
 }
 
-static void ak_upstream(const struct adm_spolicy *p, uint64_t val, struct gw_obuf *o)
+static void ak_upstream(const struct adm_spolicy *p, const struct h1_request *rq, uint64_t val,
+                        struct gw_obuf *o)
 {
     const struct adm_ak_conf *c = p->conf;
     const char *name = c->keys[val].name;
 
+    (void)rq;
     if (c->consumer)
         gw_ob_field(o, c->consumer, c->consumer_len, name, strlen(name));
 }

@@ -19,6 +19,9 @@ request must match its route (or one at least as specific taking the same
 method), and no miss path may match any route. Standard library only.
 """
 import argparse
+import base64
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -33,10 +36,10 @@ ACCESS_LOG = os.environ.get("ACCESS_LOG") == "1"
 # (once a second, off the workers); HEALTH=2 adds outlier detection, which
 # the workers feed on every response: the cost of both on a proxied hit.
 HEALTH = os.environ.get("HEALTH", "0")
-# POLICY=rate_limit, cors, api_key or basic (loadtest/compare): every
+# POLICY=rate_limit, cors, api_key, basic or jwt (loadtest/compare): every
 # Switchyard route gets that policy (a rate limit per client address that
 # never refuses; CORS for one origin, which the requests do not send; an API
-# key or Basic credentials that client.py and the curl check send, for the
+# key, Basic credentials or an HS256 token that client.py and the curl check send, for the
 # callgrind runs only: BENCH=0), to measure its cost per request. Empty:
 # no policies.
 POLICY = os.environ.get("POLICY", "")
@@ -49,9 +52,27 @@ POLICIES = {
     # bench:bench-pw, bcrypt at cost 10 (a checked password stays in each
     # worker's cache: this measures the cached path)
     "basic": {"type": "basic", "htpasswd": "bench.htpasswd"},
+    # an HS256 token valid until 2100 with its sub copied upstream (the
+    # same token on every request: this measures the worker's cached path)
+    "jwt": {"type": "jwt", "hs256_secret_file": "bench.secret", "issuer": "https://id.example",
+            "audiences": ["api"], "claims_to_headers": {"sub": "X-User"}},
 }
+BENCH_SECRET = b"bench-secret-of-at-least-32-bytes-long"
+
+
+def bench_token():
+    """The HS256 token POLICY=jwt sends, signed with BENCH_SECRET."""
+    def b64u(b):
+        return base64.urlsafe_b64encode(b).rstrip(b"=")
+    head = b64u(b'{"alg":"HS256","typ":"JWT"}')
+    body = b64u(b'{"iss":"https://id.example","aud":"api","sub":"bench","exp":4102444800}')
+    sig = hmac.new(BENCH_SECRET, head + b"." + body, hashlib.sha256).digest()
+    return (head + b"." + body + b"." + b64u(sig)).decode()
+
+
 POLICY_HEADERS = {"api_key": "X-API-Key: bench-key",
-                  "basic": "Authorization: Basic YmVuY2g6YmVuY2gtcHc="}
+                  "basic": "Authorization: Basic YmVuY2g6YmVuY2gtcHc=",
+                  "jwt": "Authorization: Bearer " + bench_token()}
 POLICY_HEADER = POLICY_HEADERS.get(POLICY)
 BENCH_HTPASSWD = "bench:$2b$10$L8Ye855YqzRzFV3wq/fu5eTfzAUYnVI.CvhORTnU1jW88pNO8n9Dm\n"
 
@@ -258,6 +279,10 @@ def switchyard_json(routes, listen_port, upstream_port, admin_port, log_dir):
             ht = os.path.join(log_dir, "bench.htpasswd")
             write(ht, BENCH_HTPASSWD)
             doc["policies"]["p"]["htpasswd"] = ht
+        if POLICY == "jwt":
+            sec = os.path.join(log_dir, "bench.secret")
+            write(sec, BENCH_SECRET.decode())
+            doc["policies"]["p"]["hs256_secret_file"] = sec
         for r in doc["routes"]:
             r["policies"] = ["p"]
     return json.dumps(doc, indent=1) + "\n"

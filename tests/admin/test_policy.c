@@ -4,7 +4,8 @@
  * the remaining count and the reset), the shared table (a key flood stays
  * within max_keys, with evictions counted; threads hammering one key get
  * exactly burst + 1 through: run under TSan with the "concurrency"
- * label), CORS origins and patterns, API keys and their file format.
+ * label), CORS origins and patterns, API keys and their file format, a jwt
+ * policy's defaults, its keys files and its refusals.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -13,6 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "admin/config.h"
 #include "admin/policy_types.h"
@@ -317,6 +322,115 @@ START_TEST(refusals_at_paths)
 }
 END_TEST
 
+/* base64url without padding of <n> bytes at <in> into <out>. */
+static void b64u(const unsigned char *in, size_t n, char *out)
+{
+    int len = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
+    while (len && out[len - 1] == '=')
+        len--;
+    out[len] = '\0';
+    for (char *p = out; *p; p++)
+        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(jwt_definition)
+{
+    static const char secret[] = "0123456789abcdef0123456789abcdef";
+    char dir[] = "/tmp/sy-test-jwt-XXXXXX", sec[64], jwks[64], pol[512], b[256];
+    char head[64], body[256], sig[64], tok[512];
+    unsigned char mac[32];
+    unsigned maclen = 0;
+    struct adm_jwt_claims cl;
+    const struct adm_jwt_conf *jc;
+    const char *v, *why;
+    size_t n;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sec, sizeof(sec), "%s/hs.secret", dir);
+    snprintf(jwks, sizeof(jwks), "%s/jwks.json", dir);
+    write_file(sec, "0123456789abcdef0123456789abcdef\n"); /* the newline is not the secret's */
+    write_file(
+        jwks,
+        "{\"keys\": [{\"kty\": \"oct\", \"k\": \"MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY\"}]}");
+
+    /* the secret: HS256 among the defaults, a token signed with it passes */
+    snprintf(pol, sizeof(pol),
+             "{\"t\": {\"type\": \"jwt\", \"hs256_secret_file\": \"%s\", \"issuer\": \"i\", "
+             "\"claims_to_headers\": {\"sub\": \"X-User\"}}}",
+             sec);
+    struct adm_config *c = parse(pol);
+    ck_assert_ptr_nonnull(c);
+    jc = c->policies[0].conf;
+    ck_assert_uint_eq(jc->opts.algs, ADM_JWT_ALGS_ALL);
+    ck_assert_int_eq(jc->opts.leeway_s, 30);
+    ck_assert_int_eq(jc->opts.require_exp, 1);
+    ck_assert_str_eq(jc->realm, "t");
+    ck_assert_uint_eq(jc->nhdrs, 1);
+    b64u((const unsigned char *)"{\"alg\":\"HS256\"}", 15, head);
+    b64u((const unsigned char *)"{\"iss\":\"i\",\"sub\":\"alice\",\"exp\":4102444800}", 42, body);
+    snprintf(tok, sizeof(tok), "%s.%s", head, body);
+    HMAC(EVP_sha256(), secret, 32, (const unsigned char *)tok, strlen(tok), mac, &maclen);
+    b64u(mac, maclen, sig);
+    snprintf(tok + strlen(tok), sizeof(tok) - strlen(tok), ".%s", sig);
+    ck_assert_int_eq(adm_jwt_verify(jc->set, &jc->opts, tok, strlen(tok), 1000, &cl, &why),
+                     ADM_JWT_OK);
+    /* the claims read again without a check, as the upstream phase does */
+    memset(&cl, 0, sizeof(cl));
+    ck_assert_int_eq(adm_jwt_claims_read(tok, strlen(tok), &cl), 0);
+    ck_assert_ptr_nonnull(v = adm_jwt_claim_str(&cl, "sub", &n));
+    ck_assert_int_eq((int)n, 5);
+    ck_assert_int_eq(memcmp(v, "alice", 5), 0);
+    ck_assert_int_eq(adm_jwt_claims_read("a.!!.c", 6, &cl), -1);
+    ck_assert_int_eq(adm_jwt_claims_read("abc", 3, &cl), -1);
+    adm_config_free(c);
+
+    /* a JWKS alone: HS256 is not among the defaults, even with an oct key */
+    snprintf(pol, sizeof(pol), "{\"t\": {\"type\": \"jwt\", \"jwks_file\": \"%s\"}}", jwks);
+    ck_assert_ptr_nonnull(c = parse(pol));
+    jc = c->policies[0].conf;
+    ck_assert_uint_eq(jc->opts.algs, ADM_JWT_ALGS_ALL & ~ADM_JWT_HS256);
+    ck_assert_int_eq(adm_jwt_verify(jc->set, &jc->opts, tok, strlen(tok), 1000, &cl, &why),
+                     ADM_JWT_ALG_REFUSED);
+    adm_config_free(c);
+
+    /* refusals at their paths */
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\"}}", "[]", b, sizeof(b)), "/policies/p");
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\", \"jwks_url\": \"https://a/k\"}}", "[]",
+                                b, sizeof(b)),
+                     "/policies/p/jwks_url");
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\", \"jwks_file\": \"/nonexistent/j\"}}",
+                                "[]", b, sizeof(b)),
+                     "/policies/p/jwks_file");
+    snprintf(pol, sizeof(pol),
+             "{\"p\": {\"type\": \"jwt\", \"jwks_file\": \"%s\", \"algorithms\": [\"RS256\", "
+             "\"none\"]}}",
+             jwks);
+    ck_assert_str_eq(error_path(pol, "[]", b, sizeof(b)), "/policies/p/algorithms/1");
+    snprintf(pol, sizeof(pol),
+             "{\"p\": {\"type\": \"jwt\", \"jwks_file\": \"%s\", \"leeway_s\": 601}}", jwks);
+    ck_assert_str_eq(error_path(pol, "[]", b, sizeof(b)), "/policies/p/leeway_s");
+    snprintf(pol, sizeof(pol),
+             "{\"p\": {\"type\": \"jwt\", \"jwks_file\": \"%s\", \"claims_to_headers\": "
+             "{\"sub\": \"Connection\"}}}",
+             jwks);
+    ck_assert_str_eq(error_path(pol, "[]", b, sizeof(b)), "/policies/p/claims_to_headers/sub");
+    write_file(sec, "short\n");
+    snprintf(pol, sizeof(pol), "{\"p\": {\"type\": \"jwt\", \"hs256_secret_file\": \"%s\"}}", sec);
+    ck_assert_str_eq(error_path(pol, "[]", b, sizeof(b)), "/policies/p/hs256_secret_file");
+    unlink(sec);
+    unlink(jwks);
+    rmdir(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -334,6 +448,7 @@ int main(void)
     tcase_add_test(tc, api_keys);
     tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, refusals_at_paths);
+    tcase_add_test(tc, jwt_definition);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

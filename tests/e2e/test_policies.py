@@ -33,12 +33,42 @@ def values(echo, name):
     return [v for k, v in echo["headers"] if k.lower() == name.lower()]
 
 
-class PoliciesTest(GatewayCase):
+class PolicyCase(GatewayCase):
+    """A gateway whose routes use cls.policies, on the backend cls.b, with
+    its access log at cls.log and its admin API (test_policy_jwt.py too)."""
+
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.b = cls.shared_backend("b")
         cls.log = cls.tmp.file("access.log")
+
+    @classmethod
+    def start_gateway(cls, routes):
+        cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
+                                 policies=cls.policies, access_log=cls.log)
+        cls.gw = cls.shared_gateway(cls.cfg)
+        wait_ready(cls.gw)
+        cls.api = Admin(admin_port(cls.cfg))
+
+    def get(self, target, headers=None, method="GET"):
+        with Client(self.gw.port) as c:
+            return c.request(method, target, headers=headers or [])
+
+    def refused_at(self, new, path, hint=None):
+        """Pushes config <new>: refused with an error at <path> (saying <hint>)."""
+        r = self.api.put("/config", new)
+        self.assertEqual(r.status, 400, r)
+        errs = r.json["errors"]
+        self.assertIn(path, [e["path"] for e in errs], errs)
+        if hint:
+            self.assertIn(hint, json.dumps(errs))
+
+
+class PoliciesTest(PolicyCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
         keys_file = cls.tmp.file("api-keys.txt")
         with open(keys_file, "w") as f:
             f.write("# name:sha256\nbob:%s\n" % sha("bobs-key"))
@@ -62,15 +92,7 @@ class PoliciesTest(GatewayCase):
             {"id": "key", "path": "/key/*{rest}", "upstream": "b", "policies": ["keys"]},
             {"id": "open", "path": "/open", "upstream": "b"},
         ]
-        cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
-                                 policies=cls.policies, access_log=cls.log)
-        cls.gw = cls.shared_gateway(cls.cfg)
-        wait_ready(cls.gw)
-        cls.api = Admin(admin_port(cls.cfg))
-
-    def get(self, target, headers=None, method="GET"):
-        with Client(self.gw.port) as c:
-            return c.request(method, target, headers=headers or [])
+        cls.start_gateway(routes)
 
     # ---- rate_limit ----
 
@@ -222,12 +244,7 @@ class PoliciesTest(GatewayCase):
                 new = json.loads(json.dumps(self.cfg))
                 new["policies"] = pols
                 new["routes"] = [{"id": "r", "path": "/r", "upstream": "b", "policies": names}]
-                r = self.api.put("/config", new)
-                self.assertEqual(r.status, 400, r)
-                errs = r.json["errors"]
-                self.assertIn(path, [e["path"] for e in errs], errs)
-                if hint:
-                    self.assertIn(hint, json.dumps(errs))
+                self.refused_at(new, path, hint)
         self.assertEqual(self.get("/open").status, 200)
         # the route endpoints check names against the live policies
         r = self.api.put("/routes/open", {"id": "open", "path": "/open", "upstream": "b",

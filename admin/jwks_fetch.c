@@ -1,0 +1,243 @@
+/*
+ * jwks_fetch.c - a JWKS fetched from an https URL and refreshed on a timer
+ * (jwks_fetch.h), with the admin's HTTP/1.1 client (etcd_http.c): one GET
+ * on a connection of its own per fetch, the body bounded, the whole under
+ * the timeout. A document is parsed only when its SHA-256 differs from the
+ * last good one's, so an unchanged JWKS costs a request and a hash, and
+ * the owner swaps nothing.
+ */
+#define _POSIX_C_SOURCE 200809L /* strdup, strndup */
+
+#include "admin/jwks_fetch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <event2/event.h>
+#include <openssl/evp.h>
+
+#include "admin/etcd_int.h"
+
+#define DEFAULT_REFRESH_MS 300000u
+#define DEFAULT_RETRY_MS 5000u
+#define DEFAULT_TIMEOUT_MS 5000u
+
+struct adm_jwks_fetch {
+    struct adm_jwks_fetch_conf conf;
+    struct etcd_ep ep; /* host and port; ep.url is the URL as given */
+    char *path;
+    struct event *timer;
+    struct etcd_http *req; /* the fetch under way, or NULL */
+    struct adm_jwks *set;  /* the last good set, or NULL */
+    unsigned char digest[32];
+    int have_digest;
+    unsigned wait_ms; /* the next wait after a failure */
+};
+
+/* Splits https://host[:port]/path into <ep> and <*path> (both owned by the
+ * caller); with NULL outputs, only checks. */
+static int url_parse(const char *url, struct etcd_ep *ep, char **path, char *err, size_t cap)
+{
+    const char *p, *hs, *he, *after, *pe;
+    unsigned long port = 443;
+
+    if (strncasecmp(url, "https://", 8) != 0) {
+        snprintf(err, cap, "\"%s\": not an https:// URL", url);
+        return -1;
+    }
+    p = url + 8;
+    if (*p == '[') { /* an IPv6 literal */
+        hs = p + 1;
+        he = strchr(hs, ']');
+        after = he ? he + 1 : NULL;
+    } else {
+        hs = p;
+        he = after = p + strcspn(p, ":/?#");
+    }
+    if (!he || he == hs || memchr(hs, '@', (size_t)(he - hs))) {
+        snprintf(err, cap, "\"%s\": expected https://host[:port]/path", url);
+        return -1;
+    }
+    if (*after == ':') {
+        char *end;
+        port = strtoul(after + 1, &end, 10);
+        if (end == after + 1 || port == 0 || port > 65535 || (*end && *end != '/' && *end != '?')) {
+            snprintf(err, cap, "\"%s\": a bad port", url);
+            return -1;
+        }
+        after = end;
+    }
+    if (*after && *after != '/' && *after != '?') {
+        snprintf(err, cap, "\"%s\": expected https://host[:port]/path", url);
+        return -1;
+    }
+    /* the path goes into the request line as it is */
+    for (pe = after; *pe; pe++) {
+        if ((unsigned char)*pe <= 0x20 || *pe == 0x7f || *pe == '#') {
+            snprintf(err, cap, "\"%s\": a space, control character or fragment in the path", url);
+            return -1;
+        }
+    }
+    if (!ep)
+        return 0;
+    memset(ep, 0, sizeof(*ep));
+    ep->url = strdup(url);
+    ep->host = strndup(hs, (size_t)(he - hs));
+    ep->port = (unsigned)port;
+    ep->tls = 1;
+    if (*after == '?') {
+        *path = malloc(strlen(after) + 2);
+        if (*path)
+            sprintf(*path, "/%s", after);
+    } else {
+        *path = strdup(*after ? after : "/");
+    }
+    if (!ep->url || !ep->host || !*path) {
+        etcd_ep_clear(ep);
+        free(*path);
+        *path = NULL;
+        snprintf(err, cap, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int adm_jwks_url_check(const char *url, char *err, size_t cap)
+{
+    return url_parse(url, NULL, NULL, err, cap);
+}
+
+static void schedule(struct adm_jwks_fetch *f, unsigned ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+
+    event_add(f->timer, &tv);
+}
+
+/* A failed fetch: the set stays, the next try comes sooner. The callback is
+ * the last thing done (it may free <f>). */
+static void fetch_failed(struct adm_jwks_fetch *f, const char *why)
+{
+    schedule(f, f->wait_ms);
+    f->wait_ms = f->wait_ms * 2 < f->conf.refresh_ms ? f->wait_ms * 2 : f->conf.refresh_ms;
+    f->conf.cb(f->conf.arg, NULL, why);
+}
+
+static void on_done(void *arg, int status, const char *body, size_t len, const char *err)
+{
+    struct adm_jwks_fetch *f = arg;
+    unsigned char digest[32];
+    char why[512], perr[256];
+    struct adm_jwks *set;
+
+    f->req = NULL; /* etcd_http frees it after this returns */
+    if (err) {
+        fetch_failed(f, err);
+        return;
+    }
+    if (status != 200) {
+        snprintf(why, sizeof(why), "%s: HTTP status %d", f->ep.url, status);
+        fetch_failed(f, why);
+        return;
+    }
+    if (!EVP_Digest(body, len, digest, NULL, EVP_sha256(), NULL)) {
+        fetch_failed(f, "out of memory");
+        return;
+    }
+    f->wait_ms = f->conf.retry_ms;
+    if (f->have_digest && memcmp(digest, f->digest, sizeof(digest)) == 0) {
+        schedule(f, f->conf.refresh_ms); /* the same document: nothing to do */
+        return;
+    }
+    if (!(set = adm_jwks_parse(body, len, perr, sizeof(perr)))) {
+        snprintf(why, sizeof(why), "%s: %s", f->ep.url, perr);
+        fetch_failed(f, why);
+        return;
+    }
+    adm_jwks_free(f->set);
+    f->set = set;
+    memcpy(f->digest, digest, sizeof(digest));
+    f->have_digest = 1;
+    schedule(f, f->conf.refresh_ms);
+    f->conf.cb(f->conf.arg, set, NULL);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct adm_jwks_fetch *f = arg;
+    struct etcd_http_req r = {
+        .base = f->conf.base,
+        .ssl_ctx = f->conf.ssl_ctx,
+        .dns = f->conf.dns,
+        .ep = &f->ep,
+        .path = f->path,
+        .body_max = f->conf.max_bytes,
+        .dial_ms = f->conf.timeout_ms,
+        .request_ms = f->conf.timeout_ms,
+        .done = on_done,
+        .arg = f,
+    };
+    char why[512];
+
+    (void)fd;
+    (void)what;
+    if (f->req)
+        return; /* cannot happen: the timer is armed only once a fetch ended */
+    f->req = etcd_http_start(&r, why, sizeof(why));
+    if (!f->req)
+        fetch_failed(f, why);
+}
+
+struct adm_jwks_fetch *adm_jwks_fetch_new(const struct adm_jwks_fetch_conf *conf, char *err,
+                                          size_t cap)
+{
+    struct adm_jwks_fetch *f = calloc(1, sizeof(*f));
+
+    if (!f) {
+        snprintf(err, cap, "out of memory");
+        return NULL;
+    }
+    f->conf = *conf;
+    f->conf.url = NULL; /* f->ep.url is the copy */
+    if (!f->conf.refresh_ms)
+        f->conf.refresh_ms = DEFAULT_REFRESH_MS;
+    if (!f->conf.retry_ms || f->conf.retry_ms > f->conf.refresh_ms)
+        f->conf.retry_ms = f->conf.retry_ms ? f->conf.refresh_ms : DEFAULT_RETRY_MS;
+    if (!f->conf.timeout_ms)
+        f->conf.timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (!f->conf.max_bytes || f->conf.max_bytes > ADM_JWKS_MAX_BYTES)
+        f->conf.max_bytes = ADM_JWKS_MAX_BYTES;
+    f->wait_ms = f->conf.retry_ms;
+    if (url_parse(conf->url, &f->ep, &f->path, err, cap) < 0) {
+        free(f);
+        return NULL;
+    }
+    f->timer = evtimer_new(conf->base, on_timer, f);
+    if (!f->timer) {
+        snprintf(err, cap, "out of memory");
+        adm_jwks_fetch_free(f);
+        return NULL;
+    }
+    schedule(f, 0);
+    return f;
+}
+
+struct adm_jwks *adm_jwks_fetch_current(const struct adm_jwks_fetch *f)
+{
+    return f->set;
+}
+
+void adm_jwks_fetch_free(struct adm_jwks_fetch *f)
+{
+    if (!f)
+        return;
+    etcd_http_cancel(f->req);
+    if (f->timer)
+        event_free(f->timer);
+    adm_jwks_free(f->set);
+    etcd_ep_clear(&f->ep);
+    free(f->path);
+    free(f);
+}
