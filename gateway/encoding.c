@@ -120,41 +120,75 @@ static bool parse_element(struct h1_slice el, struct h1_slice *coding, int *q)
     return true;
 }
 
-enum gw_coding gw_enc_choose(const char *v, size_t n, const enum gw_coding *order, size_t norder)
+/* What one Accept-Encoding value says: q by coding (-1: not named; the
+ * first mention counts) and "*"'s, added to what earlier fields said. */
+struct accept {
+    int q[GW_ENC_COUNT];
+    int star;
+    bool seen; /* a field was there */
+};
+
+static void accept_read(struct accept *a, const char *v, size_t n)
 {
-    /* q by coding as the field names it (-1: not named), and "*"'s */
-    int q[GW_ENC_COUNT] = {-1, -1, -1, -1}, star = -1, best_q = 0;
-    enum gw_coding best = GW_ENC_IDENTITY;
     struct h1_slice el, coding;
     size_t pos = 0;
     int c, qv;
 
-    if (!v)
-        return GW_ENC_IDENTITY;
+    a->seen = true;
     while (h1_list_next((struct h1_slice){v, n}, &pos, &el)) {
         if (!el.len || !parse_element(el, &coding, &qv))
             continue;
         if (coding.len == 1 && coding.ptr[0] == '*') {
-            if (star < 0)
-                star = qv;
-        } else if ((c = gw_enc_from_name(coding.ptr, coding.len)) >= 0 && q[c] < 0) {
-            q[c] = qv; /* the first mention of a coding counts */
+            if (a->star < 0)
+                a->star = qv;
+        } else if ((c = gw_enc_from_name(coding.ptr, coding.len)) >= 0 && a->q[c] < 0) {
+            a->q[c] = qv;
         }
     }
+}
+
+static enum gw_coding accept_decide(const struct accept *a, const enum gw_coding *order,
+                                    size_t norder)
+{
+    enum gw_coding best = GW_ENC_IDENTITY;
+    int best_q = 0;
+
+    if (!a->seen)
+        return GW_ENC_IDENTITY;
     for (size_t i = 0; i < norder; i++) {
-        c = order[i];
+        int c = order[i], qv;
         if ((unsigned)c >= GW_ENC_COUNT || c == GW_ENC_IDENTITY)
             continue;
-        qv = q[c] >= 0 ? q[c] : star;
+        qv = a->q[c] >= 0 ? a->q[c] : a->star;
         if (qv > best_q) { /* strictly: a tie keeps the server's earlier choice */
             best_q = qv;
             best = (enum gw_coding)c;
         }
     }
     /* identity named above the best coding wins ("gzip;q=0.5, identity") */
-    if (best != GW_ENC_IDENTITY && q[GW_ENC_IDENTITY] > best_q)
+    if (best != GW_ENC_IDENTITY && a->q[GW_ENC_IDENTITY] > best_q)
         return GW_ENC_IDENTITY;
     return best;
+}
+
+enum gw_coding gw_enc_choose(const char *v, size_t n, const enum gw_coding *order, size_t norder)
+{
+    struct accept a = {{-1, -1, -1, -1}, -1, false};
+
+    if (v)
+        accept_read(&a, v, n);
+    return accept_decide(&a, order, norder);
+}
+
+enum gw_coding gw_enc_choose_fields(const struct h1_header *hdr, size_t n,
+                                    const enum gw_coding *order, size_t norder)
+{
+    struct accept a = {{-1, -1, -1, -1}, -1, false};
+
+    for (size_t i = 0; i < n; i++)
+        if (h1_name_is(&hdr[i].name, "accept-encoding"))
+            accept_read(&a, hdr[i].value.ptr ? hdr[i].value.ptr : "", hdr[i].value.len);
+    return accept_decide(&a, order, norder);
 }
 
 /* ---- eligibility ---- */

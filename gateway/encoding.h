@@ -10,7 +10,7 @@
  * and never allocates.
  *
  * Use, per response:
- *   c = gw_enc_choose(accept_encoding, len, rules->order, rules->ncodings);
+ *   c = gw_enc_choose_fields(req_hdr, nreq_hdr, rules->order, rules->ncodings);
  *   if (c != GW_ENC_IDENTITY && gw_enc_eligible(rules, is_head, status, hdr, n) == GW_ENC_OK)
  *       gw_enc_edit_head(hdr, n, c, out, cap, scratch, sizeof(scratch), &nout);
  *       e = gw_encoder_new(c, rules->level[c], content_length_or_0);
@@ -53,6 +53,10 @@ int gw_enc_default_level(enum gw_coding c);
  * identity itself was refused: sending it unencoded is what servers do).
  */
 enum gw_coding gw_enc_choose(const char *v, size_t n, const enum gw_coding *order, size_t norder);
+/* The same over a request's fields <hdr>[0..<n>): every Accept-Encoding
+ * field read as one list (RFC 9110 5.3); none at all gets identity. */
+enum gw_coding gw_enc_choose_fields(const struct h1_header *hdr, size_t n,
+                                    const enum gw_coding *order, size_t norder);
 
 /* A compress policy's settings; the strings are borrowed (the config's). */
 struct gw_enc_rules {

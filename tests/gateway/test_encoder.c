@@ -498,6 +498,42 @@ START_TEST(bad_arguments)
 }
 END_TEST
 
+/* Calls in any order a connection may make them: a flush before any byte,
+ * an empty write, a second finish; the stream still decodes. */
+START_TEST(lifecycle)
+{
+    static const enum gw_coding cs[] = {GW_ENC_GZIP, GW_ENC_BR, GW_ENC_ZSTD};
+
+    for (size_t i = 0; i < 3; i++) {
+        struct gw_encoder *e = gw_encoder_new(cs[i], gw_enc_default_level(cs[i]), 0);
+        struct evbuffer *out = evbuffer_new();
+        struct body b = {"hello", (unsigned char *)"hello, hello", 12};
+        unsigned char *z;
+        struct dec d;
+        size_t n;
+
+        ck_assert_int_eq(gw_encoder_flush(e, out), 0);
+        ck_assert_int_eq(gw_encoder_write(e, "", 0, out), 0);
+        ck_assert_int_eq(gw_encoder_write(e, b.p, b.len, out), 0);
+        ck_assert_int_eq(gw_encoder_flush(e, out), 0);
+        ck_assert_int_eq(gw_encoder_flush(e, out), 0);
+        ck_assert_int_eq(gw_encoder_finish(e, out), 0);
+        ck_assert_int_eq(gw_encoder_finish(e, out), -1);
+        ck_assert_int_eq(gw_encoder_write(e, "", 0, out), -1);
+        z = drain(out, &n);
+        dec_init(&d, cs[i]);
+        dec_feed(&d, z, n);
+        ck_assert(d.ended);
+        check_same(gw_enc_name(cs[i]), d.out, d.len, &b);
+        check_tool(cs[i], z, n, &b);
+        dec_free(&d);
+        free(z);
+        gw_encoder_free(e);
+        evbuffer_free(out);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("gateway_encoder");
@@ -514,6 +550,7 @@ int main(void)
     tcase_add_test(tc, memory_bounded);
     tcase_add_test(tc, cap_refuses);
     tcase_add_test(tc, bad_arguments);
+    tcase_add_test(tc, lifecycle);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

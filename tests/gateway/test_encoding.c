@@ -126,6 +126,23 @@ START_TEST(choose_server_order)
 }
 END_TEST
 
+/* Several Accept-Encoding fields are one list; other fields do not count. */
+START_TEST(choose_fields)
+{
+    const struct h1_header two[] = {{{"Accept-Encoding", 15}, {"gzip;q=0.5", 10}},
+                                    {{"X-Accept-Encoding", 17}, {"zstd", 4}},
+                                    {{"accept-encoding", 15}, {"br;q=0.6, gzip", 14}}};
+    const struct h1_header empty[] = {{{"Accept-Encoding", 15}, {NULL, 0}}};
+    const struct h1_header other[] = {{{"Accept", 6}, {"*/*", 3}}};
+
+    ck_assert_int_eq(gw_enc_choose_fields(two, 3, all3, 3), GW_ENC_BR); /* gzip's first: 0.5 */
+    ck_assert_int_eq(gw_enc_choose_fields(two, 1, all3, 3), GW_ENC_GZIP);
+    ck_assert_int_eq(gw_enc_choose_fields(empty, 1, all3, 3), GW_ENC_IDENTITY);
+    ck_assert_int_eq(gw_enc_choose_fields(other, 1, all3, 3), GW_ENC_IDENTITY);
+    ck_assert_int_eq(gw_enc_choose_fields(NULL, 0, all3, 3), GW_ENC_IDENTITY);
+}
+END_TEST
+
 /* A field value a thousand elements long, and one of a single huge token. */
 START_TEST(choose_long)
 {
@@ -363,6 +380,7 @@ int main(void)
     tcase_add_test(tc, names_and_levels);
     tcase_add_test(tc, choose_table);
     tcase_add_test(tc, choose_server_order);
+    tcase_add_test(tc, choose_fields);
     tcase_add_test(tc, choose_long);
     tcase_add_test(tc, type_patterns);
     tcase_add_test(tc, eligible_cases);
