@@ -198,6 +198,8 @@ static struct h1_slice value_of(const struct h1_header *h)
 {
     struct h1_slice v = h->value;
 
+    if (!v.ptr) /* an absent value reads as an empty one */
+        v = (struct h1_slice){"", 0};
     h1_trim_ows(&v);
     return v;
 }
@@ -225,7 +227,7 @@ static bool ci_same(const char *a, const char *b, size_t n)
 
 bool gw_enc_type_match(const char *const *types, size_t ntypes, struct h1_slice ct)
 {
-    const char *semi = memchr(ct.ptr, ';', ct.len);
+    const char *semi = ct.len ? memchr(ct.ptr, ';', ct.len) : NULL;
 
     if (semi)
         ct.len = (size_t)(semi - ct.ptr);

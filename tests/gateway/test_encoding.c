@@ -216,6 +216,7 @@ START_TEST(type_patterns)
     ck_assert(gw_enc_type_match(any, 1, (struct h1_slice){"image/png", 9}));
     ck_assert(!gw_enc_type_match(any, 1, (struct h1_slice){"", 0}));
     ck_assert(!gw_enc_type_match(NULL, 0, (struct h1_slice){"text/html", 9}));
+    ck_assert(!gw_enc_type_match(types, 3, (struct h1_slice){NULL, 0}));
 }
 END_TEST
 
@@ -358,6 +359,15 @@ START_TEST(edit_head_cases)
     ck_assert(has(out, n, "vary", "Accept-Encoding"));
     ck_assert(has(out, n, "etag", "W/\"\""));
 
+    {
+        /* fields whose value is absent (ptr NULL) read as empty ones */
+        const struct h1_header nulls[] = {
+            {{"Vary", 4}, {NULL, 0}}, {{"ETag", 4}, {NULL, 0}}, {{"Content-Type", 12}, {NULL, 0}}};
+        struct gw_enc_rules r = rules();
+        ck_assert_int_eq(gw_enc_edit_head(nulls, 3, GW_ENC_GZIP, out, 8, scratch, 64, &n), 0);
+        ck_assert(has(out, n, "vary", "Accept-Encoding"));
+        ck_assert_int_eq(gw_enc_eligible(&r, false, 200, nulls, 3), GW_ENC_SKIP_TYPE);
+    }
     ck_assert_int_eq(gw_enc_edit_head(NULL, 0, GW_ENC_GZIP, out, 2, scratch, 64, &n), 0);
     ck_assert_uint_eq(n, 2);
 
