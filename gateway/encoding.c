@@ -20,6 +20,7 @@
  */
 #define ZSTD_STATIC_LINKING_ONLY
 #include "gateway/encoding.h"
+#include "admin/http1/coding.h"
 
 #include <limits.h>
 #include <stdalign.h>
@@ -33,37 +34,27 @@
 
 /* ---- names and levels ---- */
 
-static const char *const names[GW_ENC_COUNT] = {"identity", "gzip", "br", "zstd"};
-static const int level_min[GW_ENC_COUNT] = {0, 1, 0, 1};
-/* brotli's 10 and 11 are offline qualities: a hundred times slower, and
- * 3.4 and 5.7 MB a stream even with a 2^16 window */
-static const int level_max[GW_ENC_COUNT] = {0, 9, 9, 19};
-static const int level_def[GW_ENC_COUNT] = {0, 6, 4, 3};
+_Static_assert((int)GW_ENC_COUNT == (int)H1_CODING_COUNT, "the codings of admin/http1/coding.h");
 
 const char *gw_enc_name(enum gw_coding c)
 {
-    return (unsigned)c < GW_ENC_COUNT ? names[c] : "?";
+    return (unsigned)c < GW_ENC_COUNT ? h1_codings[c].name : "?";
 }
 
 int gw_enc_from_name(const char *s, size_t n)
 {
-    for (int c = 0; c < GW_ENC_COUNT; c++)
-        if (h1_ci_eq(s, n, names[c]))
-            return c;
-    if (h1_ci_eq(s, n, "x-gzip")) /* RFC 9110 8.4.1.3 */
-        return GW_ENC_GZIP;
-    return -1;
+    return h1_coding_from_name(s, n);
 }
 
 bool gw_enc_level_ok(enum gw_coding c, int level)
 {
-    return (unsigned)c < GW_ENC_COUNT && c != GW_ENC_IDENTITY && level >= level_min[c] &&
-           level <= level_max[c];
+    return (unsigned)c < GW_ENC_COUNT && c != GW_ENC_IDENTITY && level >= h1_codings[c].level_min &&
+           level <= h1_codings[c].level_max;
 }
 
 int gw_enc_default_level(enum gw_coding c)
 {
-    return (unsigned)c < GW_ENC_COUNT ? level_def[c] : 0;
+    return (unsigned)c < GW_ENC_COUNT ? h1_codings[c].level_def : 0;
 }
 
 /* ---- negotiation ---- */
@@ -387,7 +378,7 @@ int gw_enc_edit_head(const struct h1_header *in, size_t n, enum gw_coding c, str
     }
     if (merged.ptr && !vary_done)
         out[k++] = (struct h1_header){vary, merged};
-    out[k++] = (struct h1_header){ce, {names[c], strlen(names[c])}};
+    out[k++] = (struct h1_header){ce, {h1_codings[c].name, strlen(h1_codings[c].name)}};
     *nout = k;
     return 0;
 }
