@@ -10,6 +10,7 @@ HTTP/1.1); a slow stream's pieces decodable as they come (flushed); every
 never-compress case; a client gone mid-body; bad configs refused at their
 JSON paths. The backend is the test's own (HeadServer): it answers each
 path with the head and body the test chose."""
+import itertools
 import json
 import os
 import socket
@@ -23,8 +24,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
 from adminlib import Admin, admin_port, wait_ready  # noqa: E402
+from h2_backend import H2Backend  # noqa: E402
 from harness import (TIMEOUT, GatewayCase, HeadServer, free_port, gateway_config,  # noqa: E402
-                     main, upstream_cfg, wait_for)
+                     main, pattern_bytes, upstream_cfg, wait_for)
 
 MIN = 1024
 DECODE = {"gzip": ["gzip", "-dc"], "br": ["brotli", "-dc"], "zstd": ["zstd", "-dc"]}
@@ -122,9 +124,15 @@ class CompressTest(GatewayCase):
                         "types": ["text/*", "application/json"], "min_length": MIN,
                         "levels": {"zstd": 3, "br": 4, "gzip": 6}},
         }
+        cls.h2b = H2Backend(cls.tmp, "h2b")
+        cls._procs.append(cls.h2b)
+        cls.h2b.start()
         cls.cfg = gateway_config(
-            upstreams={"u": upstream_cfg(cls.up.addr)},
-            routes=[{"id": "z", "path": "/*{rest}", "upstream": "u", "policies": ["squeeze"]}],
+            upstreams={"u": upstream_cfg(cls.up.addr),
+                       "h2": upstream_cfg(cls.h2b, protocol="h2c")},
+            routes=[{"id": "h2", "path": "/h2/*{rest}", "upstream": "h2",
+                     "policies": ["squeeze"]},
+                    {"id": "z", "path": "/*{rest}", "upstream": "u", "policies": ["squeeze"]}],
             policies=cls.policies)
         cls.cfg["listeners"] = [{"address": "127.0.0.1:%d" % free_port(),
                                  "protocols": ["h1", "h2c"]}]
@@ -196,6 +204,30 @@ class CompressTest(GatewayCase):
                             self.assertNotIn("transfer-encoding", h)
                         if name in ("large", "json"):
                             self.assertLess(len(got), len(body) // 2)
+
+    def test_http2_upstream(self):
+        # an h2c pool's answers (proxy_h2.c): with and without a length, slow
+        queries = {
+            "sized": (300000, "size=300000&type=text/plain"),
+            "unsized": (300000, "size=300000&nolength=1&type=text/html"),
+            "slow": (50000, "size=50000&nolength=1&body_delay=0.2&type=text/plain"),
+            "short": (500, "size=500&type=text/plain"),
+        }
+        for coding, ae in CHOOSE.items():
+            for proto in ("1.1", "2"):
+                for name, (n, q) in queries.items():
+                    with self.subTest(coding=coding, proto=proto, body=name):
+                        status, h, got = self.curl("h2/x?" + q, ae, proto)
+                        self.assertEqual(status, 200)
+                        if name == "short":
+                            self.assertNotIn("content-encoding", h)
+                            self.assertEqual(got, pattern_bytes(n))
+                            continue
+                        self.assertEqual(h.get("content-encoding"), [coding], h)
+                        self.assertNotIn("content-length", h)
+                        self.assertEqual(self.decode(coding, got), pattern_bytes(n))
+                        if proto == "1.1":
+                            self.assertEqual(h.get("transfer-encoding"), ["chunked"])
 
     def test_http10_client_close_delimited(self):
         status, h, got = self.curl("above", "gzip", "1.0")
@@ -276,12 +308,14 @@ class CompressTest(GatewayCase):
     def test_client_gone_mid_body(self):
         # clients that leave mid-body: the encoders go with their requests
         # (ASan's leak check at exit says so in a sanitizer build)
-        for proto in ("1.1", "2"):
-            for coding in ("gzip", "br", "zstd"):
+        for proto, coding, path in itertools.product(
+                ("1.1", "2"), ("gzip", "br", "zstd"),
+                ("large", "h2/x?size=3000000&nolength=1&type=text/plain")):
+            with self.subTest(proto=proto, coding=coding, path=path):
                 args = ["curl", "-sS", "--max-time", "30", "-H", "Accept-Encoding: " + coding,
                         "--http1.1" if proto == "1.1" else "--http2-prior-knowledge",
                         "--limit-rate", "200k",
-                        "http://127.0.0.1:%d/large" % self.gw.port]
+                        "http://127.0.0.1:%d/%s" % (self.gw.port, path)]
                 p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
                 p.stdout.read(20000)
                 p.kill()
