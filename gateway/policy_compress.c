@@ -34,7 +34,37 @@ static int cz_body(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val,
     return n ? 0 : gw_encoder_flush(r->enc, out);
 }
 
-const struct gw_policy_ops gw_policy_compress = {.request = cz_request, .body = cz_body};
+/* An answer that could have been compressed but goes as it is (the
+ * client takes none of the codings) still varies by Accept-Encoding: a
+ * cache must not give it to a client that takes one (word 1, set by
+ * gw_policy_body_begin). */
+static void cz_response(const struct adm_spolicy *p, struct gw_req *r, uint64_t val,
+                        struct gw_obuf *o)
+{
+    (void)p, (void)r;
+    if (val == 1)
+        gw_ob_lit(o, "Vary: Accept-Encoding\r\n");
+}
+
+const struct gw_policy_ops gw_policy_compress = {
+    .request = cz_request, .response = cz_response, .body = cz_body};
+
+/* Whether a Vary field of <hdr>[0..<n>) names Accept-Encoding or "*". */
+static int varies(const struct h1_header *hdr, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = hdr[i].value.ptr;
+        size_t len = hdr[i].value.len;
+        if (!h1_name_is(&hdr[i].name, "vary") || !v)
+            continue;
+        if (memchr(v, '*', len))
+            return 1;
+        for (size_t k = 0; k + 15 <= len; k++)
+            if (!strncasecmp(v + k, "accept-encoding", 15))
+                return 1;
+    }
+    return 0;
+}
 
 /* gRPC's own framing compresses (grpc-encoding): application/grpc and
  * application/grpc+proto and the like are never touched. */
@@ -90,9 +120,12 @@ int gw_policy_body_begin(struct gw_req *r, int status, const struct h1_header *h
     rules.min_length = c->min_length;
     coding =
         gw_enc_choose_fields(r->rp->req.headers, r->rp->req.nheaders, rules.order, rules.ncodings);
-    if (coding == GW_ENC_IDENTITY ||
-        gw_enc_eligible(&rules, r->is_head, status, hdr, n) != GW_ENC_OK)
+    if (gw_enc_eligible(&rules, r->is_head, status, hdr, n) != GW_ENC_OK)
         return 0;
+    if (coding == GW_ENC_IDENTITY) {
+        r->pol_val[i - 1] = !varies(hdr, n); /* cz_response adds the Vary */
+        return 0;
+    }
     if (gw_enc_edit_head(hdr, n, coding, bh->hdr, GW_POL_HEAD_MAX, bh->scratch, sizeof(bh->scratch),
                          &bh->nhdr) < 0)
         return 0; /* no room for the edits: as it is */

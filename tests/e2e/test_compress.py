@@ -296,14 +296,19 @@ class CompressTest(GatewayCase):
                 self.assertEqual(st, 200)
                 self.assertNotIn("content-encoding", h)
                 self.assertEqual(h.get("content-length"), [str(3 << 20)])
-        with self.subTest(case="no Accept-Encoding"):
-            st, h, got = self.curl("large", None)
-            self.assertNotIn("content-encoding", h)
-            self.assertEqual(got, self.cases["large"][2])
-        with self.subTest(case="identity only"):
-            st, h, got = self.curl("large", "gzip;q=0, br;q=0, zstd;q=0, identity")
-            self.assertNotIn("content-encoding", h)
-            self.assertEqual(got, self.cases["large"][2])
+        # what could have been compressed says it varies by Accept-Encoding
+        for case, ae in (("no Accept-Encoding", None),
+                         ("identity only", "gzip;q=0, br;q=0, zstd;q=0, identity")):
+            for name, vary in (("large", ["Accept-Encoding"]), ("json", ["Origin", "Accept-Encoding"])):
+                with self.subTest(case=case, body=name):
+                    st, h, got = self.curl(name, ae)
+                    self.assertNotIn("content-encoding", h)
+                    self.assertEqual(got, self.cases[name][2])
+                    self.assertEqual(h.get("vary"), vary)
+        self.up.bodies["n-varies"] = (200, [("Content-Type", "text/plain"),
+                                            ("Vary", "accept-encoding")], text(5000), "cl")
+        st, h, got = self.curl("n-varies", None)
+        self.assertEqual(h.get("vary"), ["accept-encoding"])
 
     def test_client_gone_mid_body(self):
         # clients that leave mid-body: the encoders go with their requests
