@@ -22,8 +22,8 @@ static int type_ok(const char *s)
 
     if (!slash || slash == s || !slash[1])
         return 0;
-    if (!h1_is_token(s, (size_t)(slash - s)))
-        return 0;
+    if (!h1_is_token(s, (size_t)(slash - s)) || memchr(s, '*', (size_t)(slash - s)))
+        return 0; /* a wildcard type would take images and archives too */
     return !strcmp(slash + 1, "*") || h1_is_token(slash + 1, strlen(slash + 1));
 }
 
