@@ -3,9 +3,11 @@
  * (upconn.c) and its head (forward.c), the request body streamed up
  * (re-framed), the response head checked and passed down without
  * hop-by-hop fields, 1xx interim responses, the body streamed down
- * (decoded for an HTTP/1.0 client), the response's end (the upstream
- * connection parked or closed), the failures (502, 504, or a cut
- * connection once the response started); after a 101, tunnel.c.
+ * (decoded for an HTTP/1.0 client; decoded and compressed when the
+ * route's compress policy takes it, gateway/policy.h's body phase), the
+ * response's end (the upstream connection parked or closed), the
+ * failures (502, 504, or a cut connection once the response started);
+ * after a 101, tunnel.c.
  *
  * Bodies stream with backpressure (GW_HWM, GW_LWM in conn.h): nothing is
  * buffered whole, unless the route says request_buffering: then the body

@@ -3,7 +3,8 @@
  * head as an HTTP/2 stream's (the same upstream head as HTTP/1's,
  * gw_forward_head, read back into fields), its body streamed into DATA
  * frames under the stream's flow control, the response head and body
- * passed to the client's codec (framed chunked for an HTTP/1.1 client),
+ * passed to the client's codec (framed chunked for an HTTP/1.1 client;
+ * through the route's compress policy when it takes the answer),
  * trailers end to end (to an HTTP/1.1 client only when it sent TE:
  * trailers), gRPC's grpc-timeout, and the failures: the same try machine
  * as HTTP/1 (try.c), plus a stream the server never processed, which goes
