@@ -21,17 +21,27 @@ static int cz_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
     return GW_POL_NEXT; /* it acts on the answer only */
 }
 
+/* The word of a compressing answer: bytes went into the encoder since
+ * its last flush (a flush of nothing would still cost a few bytes). */
+#define CZ_UNFLUSHED 2u
+
 /* <n> bytes at <in> through r->enc into <out>; none and not <last>: a
  * flush (the upstream has nothing more for now). */
 static int cz_body(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val, const char *in,
                    size_t n, int last, struct evbuffer *out)
 {
-    (void)p, (void)val;
-    if (n && gw_encoder_write(r->enc, in, n, out) < 0)
-        return -1;
+    (void)p;
+    if (n) {
+        *val |= CZ_UNFLUSHED;
+        if (gw_encoder_write(r->enc, in, n, out) < 0)
+            return -1;
+    }
     if (last)
         return gw_encoder_finish(r->enc, out);
-    return n ? 0 : gw_encoder_flush(r->enc, out);
+    if (n || !(*val & CZ_UNFLUSHED))
+        return 0;
+    *val &= ~(uint64_t)CZ_UNFLUSHED;
+    return gw_encoder_flush(r->enc, out);
 }
 
 /* An answer that could have been compressed but goes as it is (the
@@ -136,6 +146,7 @@ int gw_policy_body_begin(struct gw_req *r, int status, const struct h1_header *h
         return 0;
     }
     r->pol_body = (unsigned char)(i - 1);
+    r->pol_val[i - 1] = 0; /* nothing in the encoder yet */
     r->body_failed = 0;
     return 1;
 }
