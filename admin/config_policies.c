@@ -43,6 +43,10 @@ const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES] = {
                      .free = adm_jwtp_conf_free,
                      .state_new = adm_jwtp_state_new,
                      .state_free = adm_jwtp_state_free},
+    [ADM_POL_COMPRESS] = {.name = "compress",
+                          .body = 1,
+                          .configure = adm_cz_configure,
+                          .free = adm_cz_conf_free},
 };
 
 void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n)
@@ -69,7 +73,8 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     if (!t) {
         adm_cf_err_key(
             x, "type",
-            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\", \"jwt\"");
+            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\", "
+            "\"jwt\", \"compress\"");
         return -1;
     }
     size_t mark = adm_cf_push_key(x, "type");
@@ -90,7 +95,7 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     else if (s)
         adm_cf_err(x,
                    "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\", "
-                   "\"basic\", \"jwt\")",
+                   "\"basic\", \"jwt\", \"compress\")",
                    adm_cf_quote(&q, s));
     adm_cf_pop(x, mark);
     return -1;
@@ -193,7 +198,7 @@ void adm_cf_policies_check(struct adm_cf *x)
 
     for (size_t i = 0; i < c->nroutes; i++) {
         struct adm_route *r = &c->routes[i];
-        const char *auth = NULL;
+        const char *auth = NULL, *body = NULL;
         for (size_t k = 0; k < r->npolicies; k++) {
             const char *near;
             int idx = policy_index(c, r->policies[k], &near);
@@ -208,7 +213,16 @@ void adm_cf_policies_check(struct adm_cf *x)
                 continue;
             }
             r->policy_idx[k] = (unsigned char)idx;
-            if (c->policies[idx].type < 0 || !adm_pol_kinds[c->policies[idx].type].auth)
+            if (c->policies[idx].type < 0)
+                continue;
+            if (adm_pol_kinds[c->policies[idx].type].body) {
+                if (body)
+                    adm_cf_err_at(x, path,
+                                  "a route takes at most one compress policy (it has %s already)",
+                                  adm_cf_quote(&q, body));
+                body = r->policies[k];
+            }
+            if (!adm_pol_kinds[c->policies[idx].type].auth)
                 continue;
             if (auth)
                 adm_cf_err_at(x, path,

@@ -10,7 +10,8 @@
  * snapshot takes over while the policy's definition stays the same. The
  * worker side of each type (what it does to a request and its answer) is
  * gateway/policy.h. Each type's definition is its own file:
- * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c, policy_jwt.c.
+ * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c, policy_jwt.c,
+ * policy_compress.c.
  *
  * Nothing here does I/O but reading the files a policy names at parse
  * time (as every config key that names a file does).
@@ -33,6 +34,7 @@ enum adm_pol_type {
     ADM_POL_API_KEY,        /* "api_key": policy_api_key.c */
     ADM_POL_BASIC,          /* "basic": policy_basic.c */
     ADM_POL_JWT,            /* "jwt": policy_jwt.c */
+    ADM_POL_COMPRESS,       /* "compress": policy_compress.c */
     ADM_POL_NTYPES,
 };
 
@@ -52,6 +54,7 @@ struct adm_config;
 struct adm_pol_kind {
     const char *name; /* the "type" value */
     int auth;         /* an authentication kind: at most one on a route */
+    int body;         /* it transforms the response body: at most one on a route */
     /* Reads the policy object <v> (at x->path; its "type" is already read)
      * of policy <p> into a new definition; NULL after reporting every
      * problem at its path. May add the bytes of a file it read to

@@ -3,7 +3,8 @@
  * one file each: policy_rate_limit.c (GCRA and its shared table),
  * policy_cors.c (origins, pre-encoded fields), policy_api_key.c (hashed
  * keys), policy_basic.c (htpasswd users), policy_jwt.c (a JWT policy's keys
- * and checks). The kinds table (config_policies.c) holds their configure and
+ * and checks), policy_compress.c (codings, types, levels). The kinds table
+ * (config_policies.c) holds their configure and
  * free; the worker side is gateway/policy_<type>.c.
  */
 #ifndef SY_ADMIN_POLICY_TYPES_H
@@ -17,6 +18,7 @@
 #include <openssl/types.h>
 
 #include "admin/jwt.h"
+#include "admin/http1/coding.h"
 #include "admin/policy.h"
 
 /* ---- SHA-256 on a worker ---- */
@@ -246,5 +248,23 @@ void *adm_jwtp_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p
 void adm_jwtp_conf_free(void *conf);
 void *adm_jwtp_state_new(const void *conf, unsigned nworkers);
 void adm_jwtp_state_free(void *state);
+
+/* ---- compress ---- */
+
+#define ADM_CZ_MAX_TYPES 64
+
+/* What gateway/encoding.h's struct gw_enc_rules is built from (the
+ * codings are enum h1_coding, which enum gw_coding mirrors). */
+struct adm_cz_conf {
+    int order[H1_CODING_COUNT]; /* the server's preference, "encodings" */
+    size_t ncodings;
+    int level[H1_CODING_COUNT]; /* by coding */
+    char **types;               /* lower case: "type/subtype" or "type/ *" (no space) */
+    size_t ntypes;
+    uint64_t min_length;
+};
+
+void *adm_cz_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_cz_conf_free(void *conf);
 
 #endif

@@ -17,6 +17,8 @@
  *   try.c       the try machine: pick, slot, budget, queue, next server
  *   forward.c   where a request goes, and its upstream head (pure)
  *   hashkey.c   the key a hash-balanced pool hashes (pure)
+ *   encoding.c  response compression: Accept-Encoding, the compressed head,
+ *               the gzip, br and zstd encoders (pure; the compress policy's)
  *   upconn.c    upstream connections
  *   req.c       a request's own bookkeeping: id, log, counters, its end
  *   conn.c      the client connection object

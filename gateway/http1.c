@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/gateway.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -63,15 +64,43 @@ static void h1_head_end(struct gw_req *r, struct gw_obuf *o, unsigned flags)
             gw_ob_lit(o, "Connection: close\r\n");
     } else if (!(flags & GW_HEAD_UPGRADE)) {
         gw_conn_ob_connection(o, c);
+        if (r->chunk_out && !(flags & GW_HEAD_NOBODY))
+            gw_ob_lit(o, "Transfer-Encoding: chunked\r\n");
     }
     gw_ob_lit(o, "\r\n");
     if (flags & (GW_HEAD_INTERIM | GW_HEAD_NOBODY))
         gw_ob_flush(o);
 }
 
+/* A body the codec frames (r->chunk_out): a chunk's size line before
+ * its <n> bytes; h1_chunk_end after them. */
+static void h1_chunk_begin(struct gw_req *r, size_t n)
+{
+    char sz[24];
+    int k = snprintf(sz, sizeof(sz), "%zx\r\n", n);
+
+    evbuffer_add(r->c->io.out, sz, (size_t)k);
+}
+
+static void h1_chunk_end(struct gw_req *r)
+{
+    evbuffer_add(r->c->io.out, "\r\n", 2);
+}
+
 static void h1_data_move(struct gw_req *r, struct evbuffer *src, size_t n, struct gw_obuf *pend)
 {
     struct evbuffer *out = r->c->io.out;
+
+    if (r->chunk_out) { /* never with a head pending: the head went first */
+        if (!n)
+            return;
+        if (pend)
+            gw_ob_flush(pend);
+        h1_chunk_begin(r, n);
+        evbuffer_remove_buffer(src, out, n);
+        h1_chunk_end(r);
+        return;
+    }
 
     if (pend) {
         if (!pend->out) /* nothing in it yet this time */
@@ -90,16 +119,27 @@ static void h1_data_move(struct gw_req *r, struct evbuffer *src, size_t n, struc
 
 static void h1_data(struct gw_req *r, const char *p, size_t n)
 {
+    if (r->chunk_out && !n)
+        return;
+    if (r->chunk_out)
+        h1_chunk_begin(r, n);
     evbuffer_add(r->c->io.out, p, n);
+    if (r->chunk_out)
+        h1_chunk_end(r);
 }
 
 static void h1_end(struct gw_req *r, const char *trailers, size_t trailers_len)
 {
-    /* a body passed framed carried its trailers; a decoded one (to an
-     * HTTP/1.0 client) has nowhere to put them */
-    (void)r;
-    (void)trailers;
-    (void)trailers_len;
+    /* a body passed framed carried its trailers; a decoded one to an
+     * HTTP/1.0 client has nowhere to put them; one the codec frames ends
+     * with its last chunk and them */
+    if (!r->chunk_out)
+        return;
+    evbuffer_add(r->c->io.out, "0\r\n", 3);
+    if (trailers_len)
+        evbuffer_add(r->c->io.out, trailers, trailers_len);
+    evbuffer_add(r->c->io.out, "\r\n", 2);
+    r->chunk_out = 0;
 }
 
 static void h1_abort(struct gw_req *r)

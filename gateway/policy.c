@@ -7,6 +7,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/policy.h"
 #include "admin/snapshot.h"
+#include "gateway/encoding.h"
+
+#include <event2/buffer.h>
 
 #include <string.h>
 
@@ -16,6 +19,7 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_API_KEY] = &gw_policy_api_key,
     [ADM_POL_BASIC] = &gw_policy_basic,
     [ADM_POL_JWT] = &gw_policy_jwt,
+    [ADM_POL_COMPRESS] = &gw_policy_compress,
 };
 
 int gw_policy_request(struct gw_req *r)
@@ -73,4 +77,31 @@ void gw_policy_add_stripped(struct gw_obuf *o, const char *p, size_t n, const st
     }
     gw_ob_add(o, p, (size_t)(s->ptr - p));
     gw_ob_add(o, s->ptr + s->len, (size_t)(p + n - (s->ptr + s->len)));
+}
+
+int gw_policy_body(struct gw_req *r, const char *in, size_t n, int last)
+{
+    const struct adm_spolicy *p = r->snap->policies[r->sr->pol[r->pol_body]];
+    size_t len;
+
+    if (r->body_failed ||
+        ops[p->type]->body(p, r, &r->pol_val[r->pol_body], in, n, last, r->enc_out) < 0) {
+        r->body_failed = 1;
+        return -1;
+    }
+    if ((len = evbuffer_get_length(r->enc_out))) {
+        r->codec->data_move(r, r->enc_out, len, NULL);
+        r->bytes_out += len;
+    }
+    return 0;
+}
+
+void gw_policy_body_free(struct gw_req *r)
+{
+    gw_encoder_free(r->enc);
+    r->enc = NULL;
+    if (r->enc_out) {
+        evbuffer_free(r->enc_out);
+        r->enc_out = NULL;
+    }
 }

@@ -14,8 +14,10 @@
  *   client fields it keeps from going up (drops);
  * - response: the fields it adds to the client's answer head, proxied or
  *   local, for every policy that let the request through;
- * - body: a response body filter (for a compressing type); none of the
- *   types here has one yet, and nothing calls it.
+ * - body: a response body filter (compress): gw_policy_body_begin decides
+ *   on the answer's head whether the body goes through it, and edits the
+ *   head's fields; gw_policy_body then takes the body's pieces, a flush
+ *   when the upstream has nothing more for now, and the end.
  * A route without policies costs one branch at the request, and one at
  * each head.
  */
@@ -24,6 +26,7 @@
 
 #include <stdint.h>
 
+#include "admin/http1/response.h"
 #include "admin/policy.h"
 #include "gateway/conn.h"
 
@@ -51,7 +54,7 @@ struct gw_policy_ops {
 
 /* Indexed by enum adm_pol_type. */
 extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key,
-    gw_policy_basic, gw_policy_jwt;
+    gw_policy_basic, gw_policy_jwt, gw_policy_compress;
 
 /* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
  * (it is finished then), 0 to go on. */
@@ -69,5 +72,26 @@ void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
 /* Appends <n> bytes at <p> but the part in r->pol_strip (a stripped query
  * parameter), when it lies within them. */
 void gw_policy_add_stripped(struct gw_obuf *o, const char *p, size_t n, const struct h1_slice *s);
+
+/* An answer head's fields as a body policy edits them. */
+#define GW_POL_HEAD_MAX (H1_RESP_MAX_HEADERS + 2)
+struct gw_pol_head {
+    struct h1_header hdr[GW_POL_HEAD_MAX];
+    size_t nhdr;
+    char scratch[2048]; /* the new values the fields point into */
+};
+
+/* Whether the answer of <r> (r->pol_n > 0) with <status> and fields
+ * <hdr>[0..<n>) goes through its route's body policy: 1 with r->enc and
+ * r->enc_out set up and the fields to send in <bh> (which must outlive
+ * the head's writing), 0 to send it as it is (also when out of memory). */
+int gw_policy_body_begin(struct gw_req *r, int status, const struct h1_header *hdr, size_t n,
+                         struct gw_pol_head *bh);
+/* <n> bytes at <in> of the body through the policy to the client's codec
+ * (data_move); <n> 0: a flush; <last>: the end. 0, or -1 (r->body_failed
+ * set): the answer cannot be completed. */
+int gw_policy_body(struct gw_req *r, const char *in, size_t n, int last);
+/* Frees r->enc and r->enc_out; fine when there are none. */
+void gw_policy_body_free(struct gw_req *r);
 
 #endif

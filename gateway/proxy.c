@@ -3,9 +3,11 @@
  * (upconn.c) and its head (forward.c), the request body streamed up
  * (re-framed), the response head checked and passed down without
  * hop-by-hop fields, 1xx interim responses, the body streamed down
- * (decoded for an HTTP/1.0 client), the response's end (the upstream
- * connection parked or closed), the failures (502, 504, or a cut
- * connection once the response started); after a 101, tunnel.c.
+ * (decoded for an HTTP/1.0 client; decoded and compressed when the
+ * route's compress policy takes it, gateway/policy.h's body phase), the
+ * response's end (the upstream connection parked or closed), the
+ * failures (502, 504, or a cut connection once the response started);
+ * after a 101, tunnel.c.
  *
  * Bodies stream with backpressure (GW_HWM, GW_LWM in conn.h): nothing is
  * buffered whole, unless the route says request_buffering: then the body
@@ -114,6 +116,10 @@ static void body_down_cb(void *ctx, const char *data, size_t len)
 {
     struct gw_req *r = ctx;
 
+    if (r->enc) { /* through the body policy: it counts what it sends */
+        gw_policy_body(r, data, len, 0);
+        return;
+    }
     r->codec->data(r, data, len);
     r->bytes_out += len;
 }
@@ -340,15 +346,16 @@ void gw_proxy_head(struct gw_req *r, const struct gw_resp_head *rh, struct gw_ob
         grpc_status_of(r, gw_grpc_status_in(hdr, nhdr));
 }
 
-/* Writes <u>'s response head to the client (gw_proxy_head). */
+/* Writes <u>'s response head to the client (gw_proxy_head), with the
+ * fields of <bh> (a body policy's edits) when not NULL. */
 static void write_resp_head(struct gw_req *r, struct gw_upconn *u, int upgrade, int nobody,
-                            struct gw_obuf *pend)
+                            struct gw_obuf *pend, const struct gw_pol_head *bh)
 {
     struct gw_resp_head rh = {
         .status = u->resp.status,
         .reason = u->resp.status_text.ptr ? &u->resp.status_text : NULL,
-        .hdr = u->resp.hdr,
-        .nhdr = u->resp.nhdr,
+        .hdr = bh ? bh->hdr : u->resp.hdr,
+        .nhdr = bh ? bh->nhdr : u->resp.nhdr,
         .raw = u->raw,
         .upgrade = upgrade,
         .nobody = nobody,
@@ -366,6 +373,12 @@ static void resp_done(struct gw_req *r)
     char tr[H1_RESP_TRAILERS_MAX];
     size_t trn = 0;
 
+    if (r->enc && gw_policy_body(r, NULL, 0, 1) < 0) { /* the encoder's last bytes */
+        gw_up_log(GW_LOG_WARN, r, u, "compressing failed (out of memory); closing client %s:%u",
+                  r->c->peer_ip, r->c->peer_port);
+        gw_proxy_fail(r, 502);
+        return;
+    }
     if (u) {
         int reuse = u->keep && r->body_done && evbuffer_get_length(u->io.in) == 0 &&
                     evbuffer_get_length(u->io.out) == 0 && !r->c->w->draining;
@@ -420,6 +433,10 @@ static void pump_body_down(struct gw_req *r, struct gw_upconn *u, struct gw_obuf
             if (u->eof)
                 break;
             PEND_FLUSH();
+            /* nothing more for now: what the encoder holds goes (a slow
+             * stream, SSE, is not held back for its next piece) */
+            if (r->enc && !u->resp.msg_done && gw_policy_body(r, NULL, 0, 0) < 0)
+                break;
             return;
         }
         if (h1_resp_feed_body(&u->resp, v.iov_base, v.iov_len, &used, u->raw ? NULL : body_down_cb,
@@ -430,6 +447,8 @@ static void pump_body_down(struct gw_req *r, struct gw_upconn *u, struct gw_obuf
             gw_proxy_fail(r, 502);
             return;
         }
+        if (r->body_failed)
+            break;
         if (u->raw) {
             r->codec->data_move(r, in, used, pend);
             r->bytes_out += used;
@@ -439,6 +458,12 @@ static void pump_body_down(struct gw_req *r, struct gw_upconn *u, struct gw_obuf
     }
     PEND_FLUSH();
 #undef PEND_FLUSH
+    if (r->body_failed) {
+        gw_up_log(GW_LOG_WARN, r, u, "compressing failed (out of memory); closing client %s:%u",
+                  r->c->peer_ip, r->c->peer_port);
+        gw_proxy_fail(r, 502);
+        return;
+    }
     if (!u->resp.msg_done) {
         /* the upstream closed and every byte it sent has gone on */
         if (h1_resp_needs_eof(&u->resp)) {
@@ -514,7 +539,7 @@ static void pass_interim(struct gw_req *r, struct gw_upconn *u)
     }
     r->interim++;
     u->raw = 1;
-    write_resp_head(r, u, 0, 0, NULL); /* an interim head says nothing of the connection */
+    write_resp_head(r, u, 0, 0, NULL, NULL); /* an interim head says nothing of the connection */
     r->resp_started = 0;
 }
 
@@ -535,6 +560,7 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
 {
     struct evbuffer *in = u->io.in;
     struct gw_obuf pend;
+    struct gw_pol_head bh;
 
     gw_ob_init(&pend, NULL); /* the codec's head_begin sets it up */
 
@@ -556,7 +582,7 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
                 return;
             }
             u->raw = 1;
-            write_resp_head(r, u, 1, 0, NULL);
+            write_resp_head(r, u, 1, 0, NULL, NULL);
             evbuffer_drain(in, hl);
             gw_tunnel_start(r);
             return;
@@ -591,7 +617,7 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
         }
         if (r->is_head || u->resp.status == 204 || u->resp.status == 304 ||
             (r->rp->req.grpc && !r->codec->http1 && empty_body(&u->resp))) {
-            write_resp_head(r, u, 0, 1, NULL);
+            write_resp_head(r, u, 0, 1, NULL, NULL);
             evbuffer_drain(in, hl);
             if (evbuffer_get_length(in))
                 u->keep = 0;
@@ -605,9 +631,17 @@ static void up_handle(struct gw_req *r, struct gw_upconn *u)
         /* bytes pass as they came unless chunked framing is to come off:
          * for an HTTP/1.0 client, and for HTTP/2, which frames by itself */
         u->raw = !h1_resp_chunked(&u->resp) || (r->codec->http1 && !r->http10);
-        if (r->codec->http1 && !u->raw)
-            r->keep = 0; /* chunked to an HTTP/1.0 client: decode, end by close */
-        write_resp_head(r, u, 0, 0, &pend);
+        /* a compressed body is decoded, compressed, and framed anew:
+         * chunked by the HTTP/1.1 codec, by the close for HTTP/1.0 */
+        int edited =
+            r->pol_n && gw_policy_body_begin(r, u->resp.status, u->resp.hdr, u->resp.nhdr, &bh);
+        if (edited) {
+            u->raw = 0;
+            r->chunk_out = r->codec->http1 && !r->http10;
+        }
+        if (r->codec->http1 && !u->raw && !r->chunk_out)
+            r->keep = 0; /* decoded to an HTTP/1.0 client: end by close */
+        write_resp_head(r, u, 0, 0, &pend, edited ? &bh : NULL);
         evbuffer_drain(in, hl);
         h1_resp_begin_body(&u->resp);
     }

@@ -3,7 +3,8 @@
  * head as an HTTP/2 stream's (the same upstream head as HTTP/1's,
  * gw_forward_head, read back into fields), its body streamed into DATA
  * frames under the stream's flow control, the response head and body
- * passed to the client's codec (framed chunked for an HTTP/1.1 client),
+ * passed to the client's codec (framed chunked for an HTTP/1.1 client;
+ * through the route's compress policy when it takes the answer),
  * trailers end to end (to an HTTP/1.1 client only when it sent TE:
  * trailers), gRPC's grpc-timeout, and the failures: the same try machine
  * as HTTP/1 (try.c), plus a stream the server never processed, which goes
@@ -27,6 +28,7 @@
 #include "gateway/h2up.h"
 #include "gateway/health.h"
 #include "gateway/local.h"
+#include "gateway/policy.h"
 
 /* A streamed body's bytes kept for a second try (req.h: replay). */
 #define GW_REPLAY_MAX (64 * 1024)
@@ -372,11 +374,24 @@ static void answer_end(struct gw_req *r, const char *trailers, size_t tlen, int 
 
 /* From the session's callbacks only: <st> outlives its detach until they
  * return (h2up.h), so its trailers are read in place. */
+static void fail_started(struct gw_req *r, int chunk, short what, int deadline);
+
+/* The body policy could not go on (out of memory): the answer is cut. */
+static void body_failed(struct gw_req *r)
+{
+    gw_up_log(GW_LOG_WARN, r, NULL, "compressing failed (out of memory); ending the answer");
+    fail_started(r, 0, GW_IO_ERR, 0);
+}
+
 void gw_ph2_end(struct gw_h2us *st)
 {
     struct gw_req *r = st->r;
     size_t tlen = st->in_trailers ? st->flen - st->ftrail : 0;
 
+    if (r->enc && gw_policy_body(r, NULL, 0, 1) < 0) { /* the encoder's last bytes */
+        body_failed(r);
+        return;
+    }
     finish(r);
     answer_end(r, st->f + st->ftrail, tlen, st->chunk);
 }
@@ -421,6 +436,7 @@ void gw_ph2_head(struct gw_h2us *st, int end)
     struct gw_resp_head rh = {.status = st->status, .hdr = hv, .nhdr = nh, .reason_std = 1};
     int nobody = end || r->is_head || st->status == 204 || st->status == 304;
     double secs;
+    struct gw_pol_head bh;
 
     if (nh > GW_PH2_NV) {
         gw_up_log(GW_LOG_WARN, r, NULL, "a response head of over %d fields", GW_PH2_NV);
@@ -438,7 +454,15 @@ void gw_ph2_head(struct gw_h2us *st, int end)
     gw_count(&r->c->w->ctr.up[gw_hist_bucket(secs)], 1);
     gw_count(&r->c->w->ctr.up_sum_us, (uint64_t)(secs * 1e6));
     st->until = gw_now_ms() + r->sr->timeout_ms; /* from now on between reads */
-    if (r->codec->http1 && !nobody && !has_field(hv, nh, "content-length")) {
+    if (!nobody && r->pol_n && gw_policy_body_begin(r, st->status, hv, nh, &bh)) {
+        /* compressed: framed chunked by the HTTP/1.1 codec, by the close
+         * for HTTP/1.0, by DATA frames for HTTP/2 */
+        rh.hdr = bh.hdr;
+        rh.nhdr = bh.nhdr;
+        if (r->codec->http1 && r->http10)
+            r->keep = 0;
+        r->chunk_out = r->codec->http1 && !r->http10;
+    } else if (r->codec->http1 && !nobody && !has_field(hv, nh, "content-length")) {
         if (r->http10) {
             r->keep = 0; /* HTTP/1.0: the close ends it */
         } else {
@@ -468,7 +492,12 @@ void gw_ph2_data(struct gw_h2us *st, const uint8_t *p, size_t n)
 {
     struct gw_req *r = st->r;
 
-    if (st->chunk) {
+    if (r->enc) { /* through the body policy, flushed: DATA says nothing of what follows */
+        if (gw_policy_body(r, (const char *)p, n, 0) < 0 || gw_policy_body(r, NULL, 0, 0) < 0) {
+            body_failed(r);
+            return;
+        }
+    } else if (st->chunk) {
         char sz[24];
         int k = snprintf(sz, sizeof(sz), "%zx\r\n", n);
         r->codec->data(r, sz, (size_t)k);
@@ -477,7 +506,8 @@ void gw_ph2_data(struct gw_h2us *st, const uint8_t *p, size_t n)
     } else {
         r->codec->data(r, (const char *)p, n);
     }
-    r->bytes_out += n;
+    if (!r->enc)
+        r->bytes_out += n;
     st->until = gw_now_ms() + r->sr->timeout_ms;
     if (r->codec->out_pending(r) > GW_HWM)
         st->unconsumed += n; /* given back when the client drained (gw_proxy_h2_drained) */

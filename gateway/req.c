@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/conn.h"
+#include "gateway/policy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,7 @@ void gw_req_release(struct gw_req *r)
         evbuffer_free(r->replay);
         r->replay = NULL;
     }
+    gw_policy_body_free(r);
     free(r->params);
     r->params = NULL;
     r->params_cap = 0;

@@ -31,6 +31,7 @@ struct adm_snapshot;
 struct adm_sroute;
 struct rt_param;
 struct evbuffer;
+struct gw_encoder;
 
 /* Whether the request's client address is derived yet (clientip.c). */
 enum gw_cip_state {
@@ -120,6 +121,15 @@ struct gw_req {
     unsigned char pol_n;
     uint64_t pol_val[8];
     struct h1_slice pol_strip;
+    /* The response body through a route's body policy (compress): its
+     * encoder and what it produced not yet given to the codec, both NULL
+     * when the body passes as it is (gw_policy_body_begin); freed when
+     * the request's try finishes, whole or cancelled (gw_try_finish).
+     * chunk_out: the HTTP/1.1 codec frames the body chunked itself
+     * (Transfer-Encoding: chunked; reset by codec->end). */
+    struct gw_encoder *enc;
+    struct evbuffer *enc_out;
+    unsigned char pol_body, body_failed, chunk_out;
 };
 
 /* How a request's answer is written and its body read: one per protocol

@@ -10,6 +10,7 @@
 
 #include "gateway/h2up.h"
 #include "gateway/hashkey.h"
+#include "gateway/policy.h"
 
 /* One error-log line about <c>'s upstream request, in the one form every
  * upstream warning takes: "upstream POOL server ADDR route ID request
@@ -195,6 +196,7 @@ void gw_try_finish(struct gw_req *r)
         r->replay = NULL;
     }
     r->replay_over = 0;
+    gw_policy_body_free(r); /* whole or cancelled mid-body */
     if (!l)
         return;
     if (r->queued) {

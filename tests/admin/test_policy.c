@@ -5,7 +5,8 @@
  * within max_keys, with evictions counted; threads hammering one key get
  * exactly burst + 1 through: run under TSan with the "concurrency"
  * label), CORS origins and patterns, API keys and their file format, a jwt
- * policy's defaults, its keys files and its refusals.
+ * policy's defaults, its keys files and its refusals, compress's codings,
+ * levels and types (defaults and refusals).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -284,6 +285,58 @@ START_TEST(htpasswd_lines)
 }
 END_TEST
 
+START_TEST(compress_settings)
+{
+    struct adm_config *c = parse("{\"d\": {\"type\": \"compress\"}, \"z\": {\"type\": "
+                                 "\"compress\", \"encodings\": [\"gzip\", \"br\"], \"types\": "
+                                 "[\"Text/*\"], \"min_length\": 0, \"levels\": {\"br\": 0}}}");
+    const struct adm_cz_conf *d, *z;
+    char b[256];
+
+    ck_assert_ptr_nonnull(c);
+    d = c->policies[0].conf;
+    z = c->policies[1].conf;
+    ck_assert_uint_eq(d->ncodings, 3); /* zstd, br, gzip at 3, 4, 6 */
+    ck_assert_int_eq(d->order[0], H1_CODING_ZSTD);
+    ck_assert_int_eq(d->order[2], H1_CODING_GZIP);
+    ck_assert_int_eq(d->level[H1_CODING_GZIP], 6);
+    ck_assert_int_eq(d->level[H1_CODING_BR], 4);
+    ck_assert_int_eq(d->level[H1_CODING_ZSTD], 3);
+    ck_assert_uint_eq(d->min_length, 1024);
+    ck_assert_uint_eq(d->ntypes, 5);
+    ck_assert_uint_eq(z->ncodings, 2);
+    ck_assert_int_eq(z->order[0], H1_CODING_GZIP);
+    ck_assert_int_eq(z->order[1], H1_CODING_BR);
+    ck_assert_int_eq(z->level[H1_CODING_BR], 0);
+    ck_assert_uint_eq(z->ntypes, 1);
+    ck_assert_str_eq(z->types[0], "text/*");
+    ck_assert_uint_eq(z->min_length, 0);
+    adm_config_free(c);
+#define REFUSED(pol, path)                                                                         \
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"compress\", " pol "}}", "[]", b, sizeof(b)), \
+                     path)
+    REFUSED("\"encodings\": [\"zstd\", \"lz4\"]", "/policies/p/encodings/1");
+    REFUSED("\"encodings\": [\"gzip\", \"gzip\"]", "/policies/p/encodings/1");
+    REFUSED("\"encodings\": [\"identity\"]", "/policies/p/encodings/0");
+    REFUSED("\"encodings\": []", "/policies/p/encodings");
+    REFUSED("\"levels\": {\"gzip\": 0}", "/policies/p/levels/gzip");
+    REFUSED("\"levels\": {\"br\": 10}", "/policies/p/levels/br");
+    REFUSED("\"levels\": {\"zstd\": 20}", "/policies/p/levels/zstd");
+    REFUSED("\"levels\": {\"x-gzip\": 5}", "/policies/p/levels/x-gzip");
+    REFUSED("\"types\": [\"text/html; charset=utf-8\"]", "/policies/p/types/0");
+    REFUSED("\"types\": [\"*/*\", \"text/\"]", "/policies/p/types/0");
+    REFUSED("\"min_length\": -1", "/policies/p/min_length");
+    REFUSED("\"level\": 5", "/policies/p/level");
+#undef REFUSED
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"compress\"}, \"q\": {\"type\": "
+                                "\"compress\"}}",
+                                "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                "\"policies\": [\"p\", \"q\"]}]",
+                                b, sizeof(b)),
+                     "/routes/0/policies/1");
+}
+END_TEST
+
 START_TEST(refusals_at_paths)
 {
     char b[256];
@@ -447,6 +500,7 @@ int main(void)
     tcase_add_test(tc, cors_origins);
     tcase_add_test(tc, api_keys);
     tcase_add_test(tc, htpasswd_lines);
+    tcase_add_test(tc, compress_settings);
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, jwt_definition);
     suite_add_tcase(s, tc);

@@ -19,6 +19,7 @@ control's "defaults"):
                   echo of the request (method, path, authority, fields,
                   body_bytes, body_sha256, trailers, conn, stream)
   nolength=1      no content-length field
+  type=T          the content-type of a size=N body (application/octet-stream)
   h=NAME:VALUE    a response field (repeatable)
   trailers=N:V,.. trailer fields after the body
   delay=S         seconds before the response head (after the request body)
@@ -340,7 +341,7 @@ class Conn:
         nobody = method == "HEAD" or status in (204, 304)
         if "size" in q:
             size, body = int(q["size"]), None
-            ctype = "application/octet-stream"
+            ctype = q.get("type", "application/octet-stream")
         else:
             rec = {k: st.rec[k] for k in ("method", "path", "authority", "scheme", "fields",
                                           "body_bytes", "body_sha256", "trailers", "conn",

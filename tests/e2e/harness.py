@@ -345,7 +345,7 @@ class HeadServer:
                 if not d:
                     return
                 buf += d
-            if self.answer(s) is False:
+            if self.answer_head(s, buf) is False:
                 return
             while s.recv(65536):  # the rest is dropped
                 pass
@@ -353,6 +353,10 @@ class HeadServer:
             pass
         finally:
             s.close()
+
+    def answer_head(self, s, head):
+        """Answers the request whose head (and whatever followed) is <head>."""
+        return self.answer(s)
 
     def answer(self, s):
         raise NotImplementedError
