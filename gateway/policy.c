@@ -6,6 +6,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/policy.h"
+#include "admin/http1/token.h"
+#include "admin/policy_types.h"
 #include "admin/snapshot.h"
 
 #include <string.h>
@@ -17,12 +19,31 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_BASIC] = &gw_policy_basic,
 };
 
+/* The query parameter r's route keeps from the upstream and the log (an
+ * api_key's "query"), copied into the request: decided before any policy
+ * runs, so that it holds whichever of them answers, and kept after the
+ * snapshot is released (a tunnel's line is written at its close). */
+static void strip_decide(struct gw_req *r)
+{
+    const struct adm_sroute *sr = r->sr;
+
+    r->pol_qlen = 0;
+    for (unsigned i = 0; i < sr->npol; i++) {
+        const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
+        const struct adm_ak_conf *c = p->conf;
+        if (p->type != ADM_POL_API_KEY || !c->query || c->query_len > sizeof(r->pol_q))
+            continue;
+        memcpy(r->pol_q, c->query, c->query_len);
+        r->pol_qlen = (unsigned char)c->query_len;
+        return;
+    }
+}
+
 int gw_policy_request(struct gw_req *r)
 {
     const struct adm_sroute *sr = r->sr;
 
-    r->pol_strip.ptr = NULL;
-    r->pol_strip.len = 0;
+    strip_decide(r);
     for (unsigned i = 0; i < sr->npol; i++) {
         const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
         r->pol_val[i] = 0;
@@ -63,12 +84,50 @@ void gw_policy_response(struct gw_req *r, struct gw_obuf *o)
     }
 }
 
-void gw_policy_add_stripped(struct gw_obuf *o, const char *p, size_t n, const struct h1_slice *s)
+/* Whether query parameter <p> (<n> bytes, "name" or "name=value") is
+ * <name>: its name percent-decoded ('+' a space) and compared without
+ * case, so that no spelling of it gets past. */
+static int param_named(const char *p, size_t n, const char *name, size_t nlen)
 {
-    if (!s->len || s->ptr < p || s->ptr + s->len > p + n) {
-        gw_ob_add(o, p, n);
-        return;
+    size_t i = 0, k = 0;
+
+    while (i < n && p[i] != '=') {
+        unsigned char ch = (unsigned char)p[i++];
+        if (ch == '%' && i + 1 < n && h1_hex_value((unsigned char)p[i]) >= 0 &&
+            h1_hex_value((unsigned char)p[i + 1]) >= 0) {
+            ch = (unsigned char)(h1_hex_value((unsigned char)p[i]) * 16 +
+                                 h1_hex_value((unsigned char)p[i + 1]));
+            i += 2;
+        } else if (ch == '+') {
+            ch = ' ';
+        }
+        if (k >= nlen || h1_lower(ch) != h1_lower((unsigned char)name[k]))
+            return 0;
+        k++;
     }
-    gw_ob_add(o, p, (size_t)(s->ptr - p));
-    gw_ob_add(o, s->ptr + s->len, (size_t)(p + n - (s->ptr + s->len)));
+    return k == nlen;
+}
+
+size_t gw_policy_strip_query(const char *q, size_t n, const char *name, size_t nlen,
+                             void (*add)(void *ctx, const char *p, size_t n), void *ctx)
+{
+    const char *p = q, *end = q + n;
+    size_t kept = 0;
+    int first = 1;
+
+    for (;;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p)), *e = amp ? amp : end;
+        if (!param_named(p, (size_t)(e - p), name, nlen)) {
+            if (!first) {
+                add(ctx, "&", 1);
+                kept++;
+            }
+            add(ctx, p, (size_t)(e - p));
+            kept += (size_t)(e - p);
+            first = 0;
+        }
+        if (!amp)
+            return kept;
+        p = amp + 1;
+    }
 }

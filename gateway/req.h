@@ -116,10 +116,12 @@ struct gw_req {
     uint64_t ro;
     /* route policies (policy.h): how many let it through (0: none ran,
      * the only field read when the route has none), the word each left,
-     * and a query parameter kept from the upstream and the access log */
+     * and the name of a query parameter kept from the upstream and the
+     * access log (pol_qlen 0: none; policy.c) */
     unsigned char pol_n;
     uint64_t pol_val[8];
-    struct h1_slice pol_strip;
+    unsigned char pol_qlen;
+    char pol_q[128];
 };
 
 /* How a request's answer is written and its body read: one per protocol

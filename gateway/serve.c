@@ -131,6 +131,7 @@ void gw_req_start(struct gw_req *r)
     r->reqid_len = 0;
     r->up_ms = -1;
     r->pol_n = 0;
+    r->pol_qlen = 0;
     gw_req_phase(r, GW_REQ_HEAD);
 
     need = rt_table_max_params(s->rt);

@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(HERE, "admin"))
 
 from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
 from harness import (Client, GatewayCase, gateway_config, h1_only,  # noqa: E402
-                     main, metrics_text, upstream_cfg, wait_for)
+                     main, metrics_text, upstream_cfg, wait_for, ws_frame, ws_handshake,
+                     ws_read)
 
 KEY = "s3cret-key-alice"
 
@@ -50,6 +51,8 @@ class PoliciesTest(GatewayCase):
             "web": {"type": "cors", "origins": ["https://app.example", "https://*.corp.example"],
                     "methods": ["GET", "POST"], "headers": ["Content-Type"],
                     "expose_headers": ["X-Total"], "credentials": True, "max_age_s": 600},
+            "tight": {"type": "rate_limit", "rate": 1, "per_ms": 60000, "burst": 0,
+                      "key": "header:X-T"},
             "keys": {"type": "api_key", "keys": [{"name": "alice", "sha256": sha(KEY)}],
                      "keys_file": keys_file, "query": "api_key", "header": "X-API-Key",
                      "consumer_header": "X-Consumer"},
@@ -60,6 +63,8 @@ class PoliciesTest(GatewayCase):
             {"id": "cors", "path": "/cors/*{rest}", "upstream": "b", "policies": ["web"]},
             {"id": "local", "path": "/hello", "response": {"body": "hi"}, "policies": ["web"]},
             {"id": "key", "path": "/key/*{rest}", "upstream": "b", "policies": ["keys"]},
+            {"id": "rlkey", "path": "/rlkey/*{rest}", "upstream": "b",
+             "policies": ["tight", "keys"]},
             {"id": "open", "path": "/open", "upstream": "b"},
         ]
         cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
@@ -201,6 +206,56 @@ class PoliciesTest(GatewayCase):
             self.assertEqual(rec["target"], up)
         with open(self.log) as f:
             self.assertNotIn(KEY, f.read())
+
+    def logged_target(self, rid=None, prefix=None):
+        def find():
+            try:
+                with open(self.log) as f:
+                    for line in f:
+                        rec = json.loads(line)
+                        if (rid and rec["request_id"] == rid) or \
+                                (prefix and rec["target"].startswith(prefix)):
+                            return rec
+            except OSError:
+                return None
+            return None
+        return wait_for(find, what="the access-log line")["target"]
+
+    def test_api_key_never_logged(self):
+        """Whatever answers (a rate limit before the key, the key's own 401)
+        and however the request ends (a WebSocket, logged at its close after
+        its snapshot is released), no copy nor spelling of the parameter
+        goes upstream or into the log."""
+        secrets = ["dupe-secret-1", "enc-secret-2", "wrong-secret-3", "ws-secret-4"]
+        # every copy, any case or percent-encoding of the name
+        r = self.get("/key/d?api_key=%s&api_key=%s&a=1&API%%5fkey=%s" % (KEY, *secrets[:2]))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["target"], "/key/d?a=1")
+        self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/key/d?a=1")
+        # a wrong key's 401
+        r = self.get("/key/w?api_key=%s&b=2" % secrets[2])
+        self.assertEqual(r.status, 401)
+        self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/key/w?b=2")
+        # a rate limit listed before the key answers 429: the valid key stays out
+        for want in (200, 429):
+            r = self.get("/rlkey/x?api_key=%s" % KEY, [("X-T", "never-logged")])
+            self.assertEqual(r.status, want, r)
+            self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/rlkey/x")
+        # a WebSocket with the key in its query (browsers cannot set its headers)
+        with Client(self.gw.port) as c:
+            r, _ = ws_handshake(c, "/key/ws?api_key=%s&x=%s" % (KEY, "1"))
+            self.assertEqual(r.status, 101, r)
+            c.send(ws_frame(b"hi"))
+            self.assertEqual(ws_read(c)[2], b"hi")
+        self.assertEqual(self.logged_target(prefix="/key/ws"), "/key/ws?x=1")
+        with Client(self.gw.port) as c:
+            r, _ = ws_handshake(c, "/key/ws2?api_key=%s" % secrets[3])
+            self.assertEqual(r.status, 401, r)
+        self.assertEqual(self.logged_target(prefix="/key/ws2"), "/key/ws2")
+        with open(self.log) as f:
+            text = f.read()
+        for s in [KEY] + secrets:
+            self.assertNotIn(s, text)
 
     # ---- refusals ----
 
