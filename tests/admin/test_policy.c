@@ -279,6 +279,52 @@ START_TEST(htpasswd_lines)
 }
 END_TEST
 
+/* A config of <n> rate limits "p0".."p<n-1>", one route naming the last:
+ * the first error's path ("" when it parses), and the route's index. */
+static const char *many_policies(size_t n, char *buf, size_t cap, int *idx)
+{
+    size_t len = 0, room = 256 + n * 64;
+    char *doc = malloc(room);
+    struct adm_errors e;
+    struct adm_config *c;
+
+    ck_assert_ptr_nonnull(doc);
+    len += (size_t)snprintf(doc + len, room - len,
+                            "{\"listeners\": [{\"address\": \"127.0.0.1:8080\"}], \"upstreams\": "
+                            "{\"b\": {\"servers\": [{\"address\": \"127.0.0.1:9\"}]}}, "
+                            "\"policies\": {");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(doc + len, room - len,
+                                "%s\"p%zu\": {\"type\": \"rate_limit\", \"rate\": 1}",
+                                i ? ", " : "", i);
+    snprintf(doc + len, room - len,
+             "}, \"routes\": [{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+             "\"policies\": [\"p%zu\"]}]}",
+             n - 1);
+    adm_errors_init(&e);
+    c = adm_config_parse(doc, strlen(doc), &e);
+    snprintf(buf, cap, "%s", c || !e.n ? "" : e.v[0].path);
+    *idx = c ? c->routes[0].policy_idx[0] : -1;
+    if (!c && e.n)
+        ck_assert_ptr_nonnull(strstr(e.v[0].msg, "at most 255 policies"));
+    adm_config_free(c);
+    adm_errors_clear(&e);
+    free(doc);
+    return buf;
+}
+
+/* Review 27: policy #260 was stored as 4, another policy (maybe no auth). */
+START_TEST(policy_count_capped)
+{
+    char b[256];
+    int idx;
+
+    ck_assert_str_eq(many_policies(255, b, sizeof(b), &idx), "");
+    ck_assert_int_eq(idx, 254);
+    ck_assert_str_eq(many_policies(261, b, sizeof(b), &idx), "/policies");
+}
+END_TEST
+
 START_TEST(refusals_at_paths)
 {
     char b[256];
@@ -334,6 +380,7 @@ int main(void)
     tcase_add_test(tc, api_keys);
     tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, refusals_at_paths);
+    tcase_add_test(tc, policy_count_capped);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
