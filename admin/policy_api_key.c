@@ -28,6 +28,7 @@
 
 struct ak_parse {
     struct adm_ak_conf *c;
+    struct adm_policy *p;
     char *realm;
 };
 
@@ -171,6 +172,7 @@ static void ak_keys_file(struct adm_cf *x, const json_t *v, void *target)
     }
     if (adm_ak_parse_file(ap->c, text, len, why, sizeof(why)) < 0)
         adm_cf_err(x, "%s%s: %s", path, adm_path_where(path, where, sizeof(where)), why);
+    adm_pol_hash_add(ap->p, text, len); /* a changed file is a changed policy */
     free(text);
 }
 
@@ -245,7 +247,7 @@ static const struct adm_cf_field ak_fields[] = {
 
 void *adm_ak_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
 {
-    struct ak_parse ap = {0};
+    struct ak_parse ap = {.p = p};
     size_t nerr = x->nerr;
     char buf[256];
     int n;
@@ -261,8 +263,10 @@ void *adm_ak_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
         adm_cf_err(x, "has no key: give \"keys\" or a \"keys_file\" with at least one");
     if (x->nerr != nerr || x->nomem || !p->name)
         goto fail;
-    for (size_t i = 0; i < ap.c->nkeys; i++) /* a changed keys_file is a changed policy */
+    for (size_t i = 0; i < ap.c->nkeys; i++) { /* and so is a key given to someone else */
+        adm_pol_hash_add(p, ap.c->keys[i].name, strlen(ap.c->keys[i].name) + 1);
         adm_pol_hash_add(p, ap.c->keys[i].sha256, 32);
+    }
     n = snprintf(buf, sizeof(buf), "WWW-Authenticate: ApiKey realm=\"%s\"\r\n",
                  ap.realm ? ap.realm : p->name);
     if (n < 0 || (size_t)n >= sizeof(buf) || !(ap.c->challenge = strdup(buf))) {

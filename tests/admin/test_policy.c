@@ -9,10 +9,12 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "admin/config.h"
 #include "admin/policy_types.h"
@@ -256,6 +258,45 @@ START_TEST(api_keys)
 }
 END_TEST
 
+/* The identity of an api_key policy reading keys_file <text>. */
+static uint64_t ak_file_hash(const char *text)
+{
+    char path[64], pol[256];
+    struct adm_config *c;
+    uint64_t h;
+    int fd;
+
+    snprintf(path, sizeof(path), "/tmp/sy-ak-%ld.txt", (long)getpid()); /* one path: one JSON */
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    snprintf(pol, sizeof(pol), "{\"k\": {\"type\": \"api_key\", \"keys_file\": \"%s\"}}", path);
+    c = parse(pol);
+    unlink(path);
+    ck_assert_ptr_nonnull(c);
+    h = c->policies[0].hash;
+    adm_config_free(c);
+    return h;
+}
+
+/* Review 27: names swapped in the file kept the old policy (and the old
+ * consumer names) across a push. */
+START_TEST(api_key_identity_has_names)
+{
+    const char *h1 = "6ab9f1eb8f7d3388f4f9d586f66e99fd54080df2c446f0e58668b09c08a16dd0",
+               *h2 = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+    char a[256], b[256], a2[256];
+
+    snprintf(a, sizeof(a), "admin:%s\nguest:%s\n", h1, h2);
+    snprintf(b, sizeof(b), "guest:%s\nadmin:%s\n", h1, h2);
+    snprintf(a2, sizeof(a2), "# a comment\nadmin:%s\nguest:%s\n", h1, h2);
+    ck_assert_uint_eq(ak_file_hash(a), ak_file_hash(a));
+    ck_assert_uint_ne(ak_file_hash(a), ak_file_hash(b));
+    ck_assert_uint_ne(ak_file_hash(a), ak_file_hash(a2)); /* the file's bytes, as basic */
+}
+END_TEST
+
 START_TEST(htpasswd_lines)
 {
     struct adm_basic_conf c = {0};
@@ -381,6 +422,7 @@ int main(void)
     tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, policy_count_capped);
+    tcase_add_test(tc, api_key_identity_has_names);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
