@@ -176,21 +176,34 @@ static void ak_keys_file(struct adm_cf *x, const json_t *v, void *target)
     free(text);
 }
 
-/* A header name (a token) copied in lower case into *<out>. */
-static void header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len)
+/* Names a policy never sets nor takes a credential from: hop-by-hop and
+ * framing fields, whose copy after ours would desync the upstream. */
+static const char *const reserved[] = {
+    "transfer-encoding", "content-length", "host",    "connection", "te",
+    "upgrade",           "keep-alive",     "trailer", "expect"};
+
+void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len)
 {
     const char *s = adm_cf_str(x, v, 1);
     struct adm_cf_qbuf q;
+    size_t n;
 
     if (!s)
         return;
-    if (!h1_is_token(s, strlen(s)) || strlen(s) > 128) {
+    n = strlen(s);
+    if (!h1_is_token(s, n) || n > 128) {
         adm_cf_err(x, "invalid header name %s", adm_cf_quote(&q, s));
         return;
     }
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
+        if (h1_ci_eq(s, n, reserved[i]) || (n >= 6 && h1_ci_eq(s, 6, "proxy-"))) {
+            adm_cf_err(x, "%s is a hop-by-hop, framing or credential field: not for a policy",
+                       adm_cf_quote(&q, s));
+            return;
+        }
     free(*out);
     if ((*out = adm_cf_strdup(x, s))) {
-        *len = strlen(s);
+        *len = n;
         for (char *d = *out; *d; d++)
             *d = to_lower(*d);
     }
@@ -199,13 +212,13 @@ static void header_name(struct adm_cf *x, const json_t *v, char **out, size_t *l
 static void ak_header(struct adm_cf *x, const json_t *v, void *target)
 {
     struct ak_parse *ap = target;
-    header_name(x, v, &ap->c->header, &ap->c->header_len);
+    adm_pol_header_name(x, v, &ap->c->header, &ap->c->header_len);
 }
 
 static void ak_consumer(struct adm_cf *x, const json_t *v, void *target)
 {
     struct ak_parse *ap = target;
-    header_name(x, v, &ap->c->consumer, &ap->c->consumer_len);
+    adm_pol_header_name(x, v, &ap->c->consumer, &ap->c->consumer_len);
 }
 
 static void ak_query(struct adm_cf *x, const json_t *v, void *target)

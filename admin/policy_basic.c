@@ -56,6 +56,11 @@ int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len,
                 snprintf(why, cap, "line %u: expected user:hash", line);
                 return -1;
             }
+            for (const char *u = p; u < colon; u++)
+                if ((unsigned char)*u < ' ' || *u == 127) { /* it goes upstream in a field */
+                    snprintf(why, cap, "line %u: a control character in the user name", line);
+                    return -1;
+                }
             if (!hash_ok(colon + 1, n - (size_t)(colon + 1 - p))) {
                 snprintf(why, cap,
                          "line %u: only bcrypt ($2y$, $2b$) and yescrypt ($y$) hashes are "
@@ -141,11 +146,18 @@ static void basic_ttl(struct adm_cf *x, const json_t *v, void *target)
         bp->c->cache_ttl_s = (unsigned)n;
 }
 
+static void basic_user_header(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct basic_parse *bp = target;
+    adm_pol_header_name(x, v, &bp->c->user_header, &bp->c->user_header_len);
+}
+
 static const struct adm_cf_field basic_fields[] = {
     {.key = "type", .kind = FK_FN, .fn = basic_type},
     {.key = "htpasswd", .kind = FK_FN, .flags = F_REQUIRED, .fn = basic_htpasswd},
     {.key = "realm", .kind = FK_FN, .fn = basic_realm},
     {.key = "cache_ttl_s", .kind = FK_FN, .fn = basic_ttl},
+    {.key = "user_header", .kind = FK_FN, .fn = basic_user_header},
 };
 
 void *adm_basic_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
@@ -159,6 +171,8 @@ void *adm_basic_configure(struct adm_cf *x, const json_t *v, struct adm_policy *
         return NULL;
     bp.c->cache_ttl_s = 60;
     adm_cf_fields(x, v, basic_fields, NFIELDS(basic_fields), &bp);
+    if (!bp.c->user_header && (bp.c->user_header = adm_cf_strdup(x, "x-user")))
+        bp.c->user_header_len = 6;
     if (x->nerr != nerr || x->nomem || !p->name)
         goto fail;
     bp.c->dummy = bp.c->users[0].hash;
@@ -188,6 +202,7 @@ void adm_basic_conf_free(void *conf)
         free(c->users[i].hash);
     }
     free(c->users);
+    free(c->user_header);
     free(c->challenge);
     free(c);
 }

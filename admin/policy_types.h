@@ -34,6 +34,11 @@ void adm_sha_free(struct adm_sha *s);
  * NULL: the one-shot function, for tests). 0, or -1. */
 int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, unsigned char out[32]);
 
+/* Reads header name <v> (a token, not a hop-by-hop, framing or Proxy-*
+ * field: refused at x's path) into *<out> in lower case, and its length
+ * into *<len>; a name already there is freed. */
+void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len);
+
 /* ---- rate_limit ---- */
 
 /* What a part of the key is made of ("key"). */
@@ -175,7 +180,9 @@ struct adm_basic_user {
 struct adm_basic_conf {
     struct adm_basic_user *users;
     size_t nusers;
-    const char *dummy;    /* a user's hash: what an unknown user is checked against */
+    const char *dummy; /* a user's hash: what an unknown user is checked against */
+    char *user_header; /* the user's name upstream (lower case; default x-user) */
+    size_t user_header_len;
     unsigned cache_ttl_s; /* how long a verified Authorization value is trusted (0: never) */
     char *challenge;      /* "WWW-Authenticate: Basic realm=\"...\", charset=\"UTF-8\"\r\n" */
     size_t challenge_len;

@@ -84,6 +84,18 @@ void gw_policy_response(struct gw_req *r, struct gw_obuf *o)
     }
 }
 
+int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n)
+{
+    if (name->len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = h1_lower((unsigned char)name->ptr[i]);
+        if (ch != (unsigned char)lc[i] && !(ch == '_' && lc[i] == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 /* Whether query parameter <p> (<n> bytes, "name" or "name=value") is
  * <name>: its name percent-decoded ('+' a space) and compared without
  * case, so that no spelling of it gets past. */

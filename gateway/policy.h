@@ -64,6 +64,12 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
 /* The answer head's fields of the policies that let <r> through
  * (r->pol_n > 0). */
 void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
+/* Whether field <name> is <lc> (<n> bytes, lower case) in any case, an
+ * '_' standing for a '-' (CGI, WSGI, PHP and nginx's underscores fold
+ * X_User into the same variable as X-User): a client's copy of a field a
+ * policy sets never gets past in another spelling. */
+int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n);
+
 /* Writes query <q> (<n> bytes, without its '?') through <add> without
  * any parameter named <name> (<nlen> bytes; every occurrence, in any
  * case or percent-encoding of its name); the parameters kept are joined

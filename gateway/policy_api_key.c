@@ -74,8 +74,8 @@ static int ak_drops(const struct adm_spolicy *p, const struct h1_slice *name)
 {
     const struct adm_ak_conf *c = p->conf;
 
-    return (c->consumer && name->len == c->consumer_len && h1_name_is(name, c->consumer)) ||
-           (c->header && name->len == c->header_len && h1_name_is(name, c->header));
+    return (c->consumer && gw_policy_field_is(name, c->consumer, c->consumer_len)) ||
+           (c->header && gw_policy_field_is(name, c->header, c->header_len));
 }
 
 const struct gw_policy_ops gw_policy_api_key = {

@@ -182,6 +182,16 @@ class PoliciesTest(GatewayCase):
             self.assertEqual(r.status, 401)
             self.assertEqual(r.header("WWW-Authenticate"), 'ApiKey realm="keys"')
 
+    def test_forged_consumer_in_any_spelling(self):
+        r = self.get("/key/a", [("X-API-Key", KEY), ("X_Consumer", "mallory"),
+                                ("x-CONSUMER", "mallory"), ("X_API_KEY", "k")])
+        self.assertEqual(r.status, 200, r)
+        e = r.json()
+        self.assertEqual([v for k, v in e["headers"]
+                          if k.lower().replace("_", "-") == "x-consumer"], ["alice"])
+        self.assertEqual([k for k, v in e["headers"]
+                          if k.lower().replace("_", "-") == "x-api-key"], [])
+
     def test_api_key_query_stripped(self):
         for target, up in (("/key/q?api_key=%s" % KEY, "/key/q"),
                            ("/key/q?a=1&api_key=%s" % KEY, "/key/q?a=1"),
@@ -271,6 +281,10 @@ class PoliciesTest(GatewayCase):
              "/routes/0/policies/1", None),
             ({"p": {"type": "rate_limit", "rate": 1, "key": "cookie:x"}}, ["p"],
              "/policies/p/key", None),
+            ({"p": dict(self.policies["keys"], consumer_header="Transfer-Encoding")}, ["p"],
+             "/policies/p/consumer_header", "hop-by-hop"),
+            ({"p": dict(self.policies["keys"], header="Proxy-Authorization")}, ["p"],
+             "/policies/p/header", "hop-by-hop"),
         ]
         for pols, names, path, hint in cases:
             with self.subTest(path=path):
@@ -349,6 +363,18 @@ class BasicTest(GatewayCase):
             text = f.read()
         self.assertNotIn("alice-pw", text)
         self.assertNotIn(base64.b64encode(b"alice:alice-pw").decode(), text)
+
+    def test_credentials_stay_user_goes_up(self):
+        """The password never goes upstream (nginx's proxy_set_header
+        Authorization ""); the user does, in user_header, and a client's own
+        copies of it in any spelling (X_User: '_' folds into '-') are dropped."""
+        r = self.get("/staff/x", [basic("alice", "alice-pw"), ("X-User", "root"),
+                                  ("x_user", "root"), ("X-USER", "root")])
+        self.assertEqual(r.status, 200, r)
+        e = r.json()
+        self.assertEqual([v for k, v in e["headers"] if k.lower() in ("x-user", "x_user")],
+                         ["alice"])
+        self.assertEqual(values(e, "Authorization"), [])
 
     def test_refused(self):
         bad = [[], [basic("alice", "wrong")], [basic("mallory", "alice-pw")],
