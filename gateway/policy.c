@@ -39,6 +39,21 @@ static void strip_decide(struct gw_req *r)
     }
 }
 
+/* A preflight carries no credentials (browsers never send them on one):
+ * before the authentication policy at <i>, a cors policy listed after it
+ * answers an OPTIONS that is one. 1 when it did. */
+static int preflight_first(struct gw_req *r, unsigned i)
+{
+    const struct adm_sroute *sr = r->sr;
+
+    for (unsigned j = i + 1; j < sr->npol; j++) {
+        const struct adm_spolicy *p = r->snap->policies[sr->pol[j]];
+        if (p->type == ADM_POL_CORS)
+            return ops[p->type]->request(p, r, &r->pol_val[j]) == GW_POL_ANSWERED;
+    }
+    return 0;
+}
+
 int gw_policy_request(struct gw_req *r)
 {
     const struct adm_sroute *sr = r->sr;
@@ -46,6 +61,9 @@ int gw_policy_request(struct gw_req *r)
     strip_decide(r);
     for (unsigned i = 0; i < sr->npol; i++) {
         const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
+        if (adm_pol_kinds[p->type].auth && r->rp->req.method_id == HTTP_OPTIONS &&
+            preflight_first(r, i))
+            return 1;
         r->pol_val[i] = 0;
         if (ops[p->type]->request(p, r, &r->pol_val[i]) == GW_POL_ANSWERED)
             return 1;
@@ -72,6 +90,16 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
         if (ops[p->type]->drops && ops[p->type]->drops(p, name))
             return 1;
     }
+    return 0;
+}
+
+int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name)
+{
+    if (name->len < 15 || !h1_ci_eq(name->ptr, 15, "access-control-"))
+        return 0;
+    for (unsigned i = 0; i < r->pol_n; i++)
+        if (r->snap->policies[r->sr->pol[i]]->type == ADM_POL_CORS)
+            return 1;
     return 0;
 }
 

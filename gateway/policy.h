@@ -64,6 +64,12 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
 /* The answer head's fields of the policies that let <r> through
  * (r->pol_n > 0). */
 void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
+/* Whether the upstream's response field <name> stays here: its
+ * Access-Control-* fields, when a cors policy let <r> through (ours are
+ * the truth: a second Allow-Origin makes browsers refuse the answer, and
+ * a disallowed origin gets none). */
+int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name);
+
 /* Whether field <name> is <lc> (<n> bytes, lower case) in any case, an
  * '_' standing for a '-' (CGI, WSGI, PHP and nginx's underscores fold
  * X_User into the same variable as X-User): a client's copy of a field a

@@ -291,6 +291,8 @@ void gw_proxy_head(struct gw_req *r, const struct gw_resp_head *rh, struct gw_ob
             continue;
         if (rs && gw_hdrs_drops(rs, &h->name)) /* the route's response_headers */
             continue;
+        if (r->pol_n && gw_policy_resp_drops(r, &h->name)) /* a cors policy's own */
+            continue;
         if ((!raw || !r->codec->http1) && h1_name_is(&h->name, "transfer-encoding"))
             continue;
         if (h1_name_is(&h->name, "x-request-id"))

@@ -63,6 +63,8 @@ class PoliciesTest(GatewayCase):
             {"id": "cors", "path": "/cors/*{rest}", "upstream": "b", "policies": ["web"]},
             {"id": "local", "path": "/hello", "response": {"body": "hi"}, "policies": ["web"]},
             {"id": "key", "path": "/key/*{rest}", "upstream": "b", "policies": ["keys"]},
+            {"id": "keyweb", "path": "/keyweb/*{rest}", "upstream": "b",
+             "policies": ["keys", "web"]},
             {"id": "rlkey", "path": "/rlkey/*{rest}", "upstream": "b",
              "policies": ["tight", "keys"]},
             {"id": "open", "path": "/open", "upstream": "b"},
@@ -134,6 +136,32 @@ class PoliciesTest(GatewayCase):
         self.assertIsNone(r.header("Access-Control-Allow-Origin"))
         self.assertIsNone(r.header("Access-Control-Allow-Methods"))
         self.assertEqual(self.b.stats()["requests"], before)
+
+    def test_preflight_before_auth(self):
+        """A preflight never carries the key: cors answers it even when
+        listed after the api_key; other requests still need the key."""
+        r = self.get("/keyweb/a", [("Origin", "https://app.example"),
+                                   ("Access-Control-Request-Method", "POST")], method="OPTIONS")
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://app.example")
+        self.assertEqual(self.get("/keyweb/a", [("Origin", "https://app.example")],
+                                  method="OPTIONS").status, 401)
+        r = self.get("/keyweb/a", [("Origin", "https://app.example"), ("X-API-Key", KEY)])
+        self.assertEqual(r.status, 200, r)
+
+    def test_upstream_cors_fields_dropped(self):
+        q = ("/cors/a?mode=headers&h=Access-Control-Allow-Origin:*"
+             "&h=Access-Control-Allow-Credentials:true&h=X-Other:kept")
+        r = self.get(q, [("Origin", "https://evil.example")])
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+        self.assertIsNone(r.header("Access-Control-Allow-Credentials"))
+        self.assertEqual(r.header("X-Other"), "kept")
+        r = self.get(q, [("Origin", "https://app.example")])
+        self.assertEqual(r.headers_all("Access-Control-Allow-Origin"), ["https://app.example"])
+        # a route without cors passes them on
+        r = self.get(q.replace("/cors/a", "/open"))
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "*")
 
     def test_cors_on_answers(self):
         r = self.get("/cors/a", [("Origin", "https://x.y.corp.example")])
