@@ -5,9 +5,9 @@
  * realm="...", charset="UTF-8" otherwise.
  *
  * Time says nothing about who exists: an unknown user's password is
- * checked against a real hash of the file (its first user's) and then
- * refused, so it costs what a wrong password costs, and hashes are
- * compared in constant time. A bcrypt check at cost 10 takes tens of
+ * checked against a real hash of the file (of its users' most common
+ * algorithm and cost) and then refused, so it costs what a wrong password
+ * costs, and hashes are compared in constant time. A bcrypt check at cost 10 takes tens of
  * milliseconds, during which this worker's loop serves nothing else: so
  * each worker remembers the last ADM_BASIC_CACHE Authorization values it
  * verified (their SHA-256, never the password) for cache_ttl_s. Failures

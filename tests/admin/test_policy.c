@@ -258,19 +258,27 @@ START_TEST(api_keys)
 }
 END_TEST
 
+/* Writes <text> to /tmp/sy-<tag>-PID.txt, its path into <path>: one path
+ * a run, so that the JSON naming it stays the same. */
+static void write_tmp(char *path, size_t cap, const char *tag, const char *text)
+{
+    int fd;
+
+    snprintf(path, cap, "/tmp/sy-%s-%ld.txt", tag, (long)getpid());
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
 /* The identity of an api_key policy reading keys_file <text>. */
 static uint64_t ak_file_hash(const char *text)
 {
     char path[64], pol[256];
     struct adm_config *c;
     uint64_t h;
-    int fd;
 
-    snprintf(path, sizeof(path), "/tmp/sy-ak-%ld.txt", (long)getpid()); /* one path: one JSON */
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    write_tmp(path, sizeof(path), "ak", text);
     snprintf(pol, sizeof(pol), "{\"k\": {\"type\": \"api_key\", \"keys_file\": \"%s\"}}", path);
     c = parse(pol);
     unlink(path);
@@ -297,6 +305,28 @@ START_TEST(api_key_identity_has_names)
 }
 END_TEST
 
+/* Review 27: the dummy was the first user's hash, whatever the others
+ * cost: an unknown user now costs what most users cost. */
+START_TEST(basic_dummy_is_typical)
+{
+    char path[64], pol[256];
+    const char *text =
+        "y:$y$j9T$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0\n"
+        "a:$2y$05$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n"
+        "b:$2y$05$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n";
+    struct adm_config *c;
+
+    write_tmp(path, sizeof(path), "ht", text);
+    snprintf(pol, sizeof(pol), "{\"s\": {\"type\": \"basic\", \"htpasswd\": \"%s\"}}", path);
+    c = parse(pol);
+    unlink(path);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(strncmp(((struct adm_basic_conf *)c->policies[0].conf)->dummy, "$2y$05$", 7),
+                     0);
+    adm_config_free(c);
+}
+END_TEST
+
 START_TEST(htpasswd_lines)
 {
     struct adm_basic_conf c = {0};
@@ -310,6 +340,22 @@ START_TEST(htpasswd_lines)
     ck_assert_str_eq(c.users[1].name, "bob");
     ck_assert_int_eq(adm_basic_parse_file(&c, "carol:$apr1$x$y\n", 16, why, sizeof(why)), -1);
     ck_assert_ptr_nonnull(strstr(why, "line 1: only bcrypt"));
+    /* Review 27: one guess at $2y$31$ stalls a worker for hours */
+    const char *costly[] = {
+        "c:$2y$15$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n",
+        "c:$2b$31$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n",
+        "c:$y$jCT$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0\n",
+        "c:$y$jzT$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0\n",
+    };
+    for (size_t i = 0; i < sizeof(costly) / sizeof(*costly); i++) {
+        ck_assert_int_eq(adm_basic_parse_file(&c, costly[i], strlen(costly[i]), why, sizeof(why)),
+                         -1);
+        ck_assert_ptr_nonnull(strstr(why, "too costly"));
+    }
+    const char *fine =
+        "d:$2b$14$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n"
+        "e:$y$jBT$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0";
+    ck_assert_int_eq(adm_basic_parse_file(&c, fine, strlen(fine), why, sizeof(why)), 0);
     ck_assert_int_eq(adm_basic_parse_file(&c, "nocolon\n", 8, why, sizeof(why)), -1);
     ck_assert_str_eq(why, "line 1: expected user:hash");
     for (size_t i = 0; i < c.nusers; i++) {
@@ -423,6 +469,7 @@ int main(void)
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, policy_count_capped);
     tcase_add_test(tc, api_key_identity_has_names);
+    tcase_add_test(tc, basic_dummy_is_typical);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
