@@ -6,9 +6,9 @@
  * parameter), the header that takes the consumer's name upstream, and the
  * realm of the 401's WWW-Authenticate.
  *
- * A presented key is hashed and compared with every stored hash, each
- * comparison in constant time, so the time taken says nothing about
- * which key, or how much of one, matched.
+ * A presented key is hashed and looked up in a table of the stored
+ * hashes (O(1), so a flood of bad keys costs one digest each), the one
+ * candidate compared in constant time.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -70,6 +70,42 @@ static int name_ok(const char *s, size_t n)
     return 1;
 }
 
+static size_t tab_slot(const unsigned char *sha, size_t cap)
+{
+    uint64_t h;
+
+    memcpy(&h, sha, sizeof(h));
+    return (size_t)h & (cap - 1);
+}
+
+static void tab_put(struct adm_ak_conf *c, size_t k)
+{
+    size_t i = tab_slot(c->keys[k].sha256, c->tab_cap);
+
+    while (c->tab[i])
+        i = (i + 1) & (c->tab_cap - 1);
+    c->tab[i] = (uint32_t)k + 1;
+}
+
+/* Enters key <k> (the last added) in the table, grown to keep it at
+ * most half full; -1 on out of memory. */
+static int tab_add(struct adm_ak_conf *c, size_t k)
+{
+    if ((k + 1) * 2 > c->tab_cap) {
+        size_t cap = c->tab_cap ? c->tab_cap * 2 : 128;
+        uint32_t *t = calloc(cap, sizeof(*t));
+        if (!t)
+            return -1;
+        free(c->tab);
+        c->tab = t;
+        c->tab_cap = cap;
+        for (size_t i = 0; i < k; i++) /* in order: equal digests keep theirs */
+            tab_put(c, i);
+    }
+    tab_put(c, k);
+    return 0;
+}
+
 /* Adds a key; -1 on out of memory. */
 static int add_key(struct adm_ak_conf *c, const char *name, size_t nlen, const unsigned char *sha)
 {
@@ -82,7 +118,7 @@ static int add_key(struct adm_ak_conf *c, const char *name, size_t nlen, const u
     if (!(c->keys[c->nkeys].name = strndup(name, nlen)))
         return -1;
     memcpy(c->keys[c->nkeys++].sha256, sha, 32);
-    return 0;
+    return tab_add(c, c->nkeys - 1);
 }
 
 int adm_ak_parse_file(struct adm_ak_conf *c, const char *text, size_t len, char *why, size_t cap)
@@ -357,6 +393,7 @@ void adm_ak_conf_free(void *conf)
     for (size_t i = 0; i < c->nkeys; i++)
         free(c->keys[i].name);
     free(c->keys);
+    free(c->tab);
     free(c->header);
     free(c->query);
     free(c->consumer);
@@ -368,13 +405,13 @@ int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *s, unsigned w
                 size_t n)
 {
     unsigned char sha[32];
-    int found = -1;
 
-    if (adm_sha256(s, w, key, n, sha) < 0)
+    if (!c->tab_cap || adm_sha256(s, w, key, n, sha) < 0)
         return -1;
-    for (size_t i = 0; i < c->nkeys; i++) {
-        int eq = CRYPTO_memcmp(sha, c->keys[i].sha256, 32) == 0;
-        found = eq && found < 0 ? (int)i : found;
+    for (size_t i = tab_slot(sha, c->tab_cap); c->tab[i]; i = (i + 1) & (c->tab_cap - 1)) {
+        const struct adm_ak_key *k = &c->keys[c->tab[i] - 1];
+        if (!memcmp(k->sha256, sha, 8) && CRYPTO_memcmp(k->sha256, sha, 32) == 0)
+            return (int)(c->tab[i] - 1);
     }
-    return found;
+    return -1;
 }

@@ -144,7 +144,9 @@ struct adm_ak_key {
 struct adm_ak_conf {
     struct adm_ak_key *keys;
     size_t nkeys;
-    char *header; /* lower case; NULL: none */
+    uint32_t *tab;  /* open addressing over the digests' first 8 bytes: index + 1, 0 free */
+    size_t tab_cap; /* a power of two, at least twice nkeys */
+    char *header;   /* lower case; NULL: none */
     size_t header_len;
     char *query; /* the query parameter's name; NULL: none */
     size_t query_len;
@@ -160,8 +162,10 @@ void adm_ak_conf_free(void *conf);
 void *adm_ak_state_new(const void *conf, unsigned nworkers);
 void adm_ak_state_free(void *state);
 /* The key whose SHA-256 is that of <key> (<n> bytes), hashed with worker
- * <w>'s context of <sha> (may be NULL): its index, or -1. Every key is
- * compared, each in constant time. */
+ * <w>'s context of <sha> (may be NULL): its index (the first given of
+ * equal ones), or -1. Found through the table (the digest comes from the
+ * client's bytes, so where it lands says nothing of the stored keys),
+ * the candidate confirmed in constant time. */
 int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *sha, unsigned w, const char *key,
                 size_t n);
 /* Parses a keys_file's text (lines "name:sha256hex", '#' comments and

@@ -254,7 +254,42 @@ START_TEST(api_keys)
     for (size_t i = 0; i < f.nkeys; i++)
         free(f.keys[i].name);
     free(f.keys);
+    free(f.tab);
     adm_config_free(c);
+}
+END_TEST
+
+/* Review 27: a bad key cost a compare with every stored one. Through the
+ * table now: every key found at its index, a repeated digest at its
+ * first, through the table's growth. */
+START_TEST(api_key_table)
+{
+    struct adm_ak_conf f = {0};
+    size_t n = 3000, len = 0, cap = (n + 1) * 80;
+    char *text = malloc(cap), why[128], key[32];
+    unsigned char sha[32];
+
+    ck_assert_ptr_nonnull(text);
+    for (size_t i = 0; i <= n; i++) {
+        snprintf(key, sizeof(key), "key-%zu", i < n ? i : 7);
+        adm_sha256(NULL, 0, key, strlen(key), sha);
+        len += (size_t)snprintf(text + len, cap - len, "u%zu:", i);
+        for (size_t b = 0; b < 32; b++)
+            len += (size_t)snprintf(text + len, cap - len, "%02x", sha[b]);
+        text[len++] = '\n';
+    }
+    ck_assert_int_eq(adm_ak_parse_file(&f, text, len, why, sizeof(why)), 0);
+    ck_assert_uint_eq(f.nkeys, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "key-%zu", i);
+        ck_assert_int_eq(adm_ak_find(&f, NULL, 0, key, strlen(key)), (int)i);
+    }
+    ck_assert_int_eq(adm_ak_find(&f, NULL, 0, "key-3000", 8), -1);
+    free(text);
+    for (size_t i = 0; i < f.nkeys; i++)
+        free(f.keys[i].name);
+    free(f.keys);
+    free(f.tab);
 }
 END_TEST
 
@@ -465,6 +500,7 @@ int main(void)
     tcase_add_test(tc, threads_one_key_exact);
     tcase_add_test(tc, cors_origins);
     tcase_add_test(tc, api_keys);
+    tcase_add_test(tc, api_key_table);
     tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, policy_count_capped);
