@@ -103,6 +103,25 @@ int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name)
     return 0;
 }
 
+size_t gw_policy_drop_lines(const struct gw_req *r, char *lines, size_t n)
+{
+    char *p = lines, *end = lines + n, *d = lines;
+
+    while (p < end) {
+        char *eol = memchr(p, '\n', (size_t)(end - p)), *colon;
+        size_t len = eol ? (size_t)(eol + 1 - p) : (size_t)(end - p);
+        struct h1_slice name = {p, 0};
+        if ((colon = memchr(p, ':', len)))
+            name.len = (size_t)(colon - p);
+        if (!colon || !gw_policy_drops(r->snap, r->sr, r->pol_n, &name)) {
+            memmove(d, p, len);
+            d += len;
+        }
+        p += len;
+    }
+    return (size_t)(d - lines);
+}
+
 void gw_policy_response(struct gw_req *r, struct gw_obuf *o)
 {
     for (unsigned i = 0; i < r->pol_n; i++) {

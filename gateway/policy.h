@@ -64,6 +64,11 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
 /* The answer head's fields of the policies that let <r> through
  * (r->pol_n > 0). */
 void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
+/* Removes from the "Name: value\r\n" lines at <lines> (<n> bytes; a
+ * request's trailers) those the policies that let <r> through keep from
+ * the upstream (r->pol_n > 0), in place: the length left. */
+size_t gw_policy_drop_lines(const struct gw_req *r, char *lines, size_t n);
+
 /* Whether the upstream's response field <name> stays here: its
  * Access-Control-* fields, when a cors policy let <r> through (ours are
  * the truth: a second Allow-Origin makes browsers refuse the answer, and

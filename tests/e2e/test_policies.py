@@ -220,6 +220,48 @@ class PoliciesTest(GatewayCase):
         self.assertEqual([k for k, v in e["headers"]
                           if k.lower().replace("_", "-") == "x-api-key"], [])
 
+    def test_forged_consumer_in_trailers(self):
+        """HTTP/2 request trailers go upstream: the policy's fields are
+        dropped from them as from the head (runs where python3-h2 is: the
+        HTTP/2 run)."""
+        import socket
+        try:
+            import h2.config
+            import h2.connection
+            import h2.events
+        except ImportError:
+            self.skipTest("python3-h2 is not installed for this interpreter")
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.send_headers(1, [(":method", "POST"), (":scheme", "http"),
+                              (":authority", "localhost"), (":path", "/key/t"),
+                              ("x-api-key", KEY), ("te", "trailers")])
+        conn.send_data(1, b"hello")
+        conn.send_headers(1, [("x-consumer", "mallory"), ("x_consumer", "mallory"),
+                              ("x-kept", "yes")], end_stream=True)
+        sock.sendall(conn.data_to_send())
+        body, done = b"", False
+        deadline = time.monotonic() + 10
+        while not done and time.monotonic() < deadline:
+            data = sock.recv(65536)
+            if not data:
+                break
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    done = True
+            sock.sendall(conn.data_to_send())
+        sock.close()
+        self.assertTrue(done, body)
+        e = json.loads(body)
+        names = [k.lower() for k, v in e["trailers"]]
+        self.assertIn("x-kept", names)
+        self.assertEqual([n for n in names if n.replace("_", "-") == "x-consumer"], [])
+        self.assertEqual(values(e, "X-Consumer"), ["alice"])
+
     def test_api_key_query_stripped(self):
         for target, up in (("/key/q?api_key=%s" % KEY, "/key/q"),
                            ("/key/q?a=1&api_key=%s" % KEY, "/key/q?a=1"),
