@@ -164,7 +164,11 @@ static void ak_keys(struct adm_cf *x, const json_t *v, void *target)
 
     if (!adm_cf_want_array(x, v))
         return;
-    for (size_t i = 0; i < json_array_size(v) && i < MAX_KEYS; i++) {
+    if (json_array_size(v) > MAX_KEYS) { /* never keys ignored silently */
+        adm_cf_err(x, "at most %d keys (this list has %zu)", MAX_KEYS, json_array_size(v));
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
         size_t mark = adm_cf_push_index(x, i);
         const json_t *kv = json_array_get(v, i);
         const char *s[2] = {NULL, NULL};

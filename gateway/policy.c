@@ -95,10 +95,16 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
 
 int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name)
 {
-    if (name->len < 15 || !h1_ci_eq(name->ptr, 15, "access-control-"))
+    int type;
+
+    if (name->len >= 15 && h1_ci_eq(name->ptr, 15, "access-control-"))
+        type = ADM_POL_CORS;
+    else if (name->len >= 9 && h1_ci_eq(name->ptr, 9, "ratelimit"))
+        type = ADM_POL_RATE_LIMIT;
+    else
         return 0;
     for (unsigned i = 0; i < r->pol_n; i++)
-        if (r->snap->policies[r->sr->pol[i]]->type == ADM_POL_CORS)
+        if (r->snap->policies[r->sr->pol[i]]->type == type)
             return 1;
     return 0;
 }

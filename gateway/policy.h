@@ -70,9 +70,10 @@ void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
 size_t gw_policy_drop_lines(const struct gw_req *r, char *lines, size_t n);
 
 /* Whether the upstream's response field <name> stays here: its
- * Access-Control-* fields, when a cors policy let <r> through (ours are
+ * Access-Control-* fields when a cors policy let <r> through (ours are
  * the truth: a second Allow-Origin makes browsers refuse the answer, and
- * a disallowed origin gets none). */
+ * a disallowed origin gets none), its RateLimit* fields when a rate_limit
+ * did. */
 int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name);
 
 /* Whether field <name> is <lc> (<n> bytes, lower case) in any case, an

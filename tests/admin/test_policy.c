@@ -447,6 +447,20 @@ START_TEST(policy_count_capped)
 }
 END_TEST
 
+/* Review 27: names past the field's room were dropped silently. */
+START_TEST(cors_list_overflow_refused)
+{
+    char pol[3600], b[256];
+    size_t n = (size_t)snprintf(
+        pol, sizeof(pol), "{\"c\": {\"type\": \"cors\", \"origins\": [\"*\"], \"headers\": [");
+
+    for (int i = 0; i < 60; i++)
+        n += (size_t)snprintf(pol + n, sizeof(pol) - n, "%s\"x-%050d\"", i ? ", " : "", i);
+    snprintf(pol + n, sizeof(pol) - n, "]}}");
+    ck_assert_str_eq(error_path(pol, "[]", b, sizeof(b)), "/policies/c/headers/37");
+}
+END_TEST
+
 START_TEST(refusals_at_paths)
 {
     char b[256];
@@ -504,6 +518,7 @@ int main(void)
     tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, policy_count_capped);
+    tcase_add_test(tc, cors_list_overflow_refused);
     tcase_add_test(tc, api_key_identity_has_names);
     tcase_add_test(tc, basic_dummy_is_typical);
     suite_add_tcase(s, tc);

@@ -95,6 +95,13 @@ class PoliciesTest(GatewayCase):
         # another tenant is another key
         self.assertEqual(self.get("/rl/x", [("X-Tenant", "t-other")]).status, 200)
 
+    def test_upstream_ratelimit_fields_dropped(self):
+        r = self.get("/rl/u?mode=headers&h=RateLimit:bogus&h=RateLimit-Policy:bogus",
+                     [("X-Tenant", "up-fields")])
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn("bogus", r.headers_all("RateLimit") + r.headers_all("RateLimit-Policy"))
+        self.assertEqual(len(r.headers_all("RateLimit")), 1)
+
     def test_rate_limit_key_flood_is_bounded(self):
         for i in range(300):
             self.get("/flood", [("X-K", "k%d" % i)])
