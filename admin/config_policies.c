@@ -17,6 +17,7 @@
 #include <string.h>
 
 _Static_assert(ADM_POL_MAX == sizeof(((struct adm_route *)0)->policy_idx), "policy_idx");
+_Static_assert(ADM_POL_MAX_ALL <= (unsigned char)-1, "a policy's index fits a route's byte");
 
 const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES] = {
     [ADM_POL_RATE_LIMIT] = {.name = "rate_limit",
@@ -111,6 +112,11 @@ void adm_cf_policies(struct adm_cf *x, const json_t *v, void *target)
 
     if (!adm_cf_want_object(x, v))
         return;
+    if (json_object_size(v) > ADM_POL_MAX_ALL) { /* never an index cut to its byte */
+        adm_cf_err(x, "at most %d policies (this config has %zu)", ADM_POL_MAX_ALL,
+                   json_object_size(v));
+        return;
+    }
     c->policies = adm_cf_calloc(x, json_object_size(v), sizeof(*c->policies));
     if (!c->policies)
         return;

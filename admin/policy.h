@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #define ADM_POL_MAX 8       /* policies one route names */
+#define ADM_POL_MAX_ALL 255 /* policies in a config: a route's indexes are bytes */
 #define ADM_POL_MAX_NAME 64 /* a policy's name: [A-Za-z0-9_.-]+ */
 
 /* The types, in the order of the kinds table. */

@@ -6,9 +6,9 @@
  * parameter), the header that takes the consumer's name upstream, and the
  * realm of the 401's WWW-Authenticate.
  *
- * A presented key is hashed and compared with every stored hash, each
- * comparison in constant time, so the time taken says nothing about
- * which key, or how much of one, matched.
+ * A presented key is hashed and looked up in a table of the stored
+ * hashes (O(1), so a flood of bad keys costs one digest each), the one
+ * candidate compared in constant time.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -28,6 +28,7 @@
 
 struct ak_parse {
     struct adm_ak_conf *c;
+    struct adm_policy *p;
     char *realm;
 };
 
@@ -69,6 +70,42 @@ static int name_ok(const char *s, size_t n)
     return 1;
 }
 
+static size_t tab_slot(const unsigned char *sha, size_t cap)
+{
+    uint64_t h;
+
+    memcpy(&h, sha, sizeof(h));
+    return (size_t)h & (cap - 1);
+}
+
+static void tab_put(struct adm_ak_conf *c, size_t k)
+{
+    size_t i = tab_slot(c->keys[k].sha256, c->tab_cap);
+
+    while (c->tab[i])
+        i = (i + 1) & (c->tab_cap - 1);
+    c->tab[i] = (uint32_t)k + 1;
+}
+
+/* Enters key <k> (the last added) in the table, grown to keep it at
+ * most half full; -1 on out of memory. */
+static int tab_add(struct adm_ak_conf *c, size_t k)
+{
+    if ((k + 1) * 2 > c->tab_cap) {
+        size_t cap = c->tab_cap ? c->tab_cap * 2 : 128;
+        uint32_t *t = calloc(cap, sizeof(*t));
+        if (!t)
+            return -1;
+        free(c->tab);
+        c->tab = t;
+        c->tab_cap = cap;
+        for (size_t i = 0; i < k; i++) /* in order: equal digests keep theirs */
+            tab_put(c, i);
+    }
+    tab_put(c, k);
+    return 0;
+}
+
 /* Adds a key; -1 on out of memory. */
 static int add_key(struct adm_ak_conf *c, const char *name, size_t nlen, const unsigned char *sha)
 {
@@ -81,7 +118,7 @@ static int add_key(struct adm_ak_conf *c, const char *name, size_t nlen, const u
     if (!(c->keys[c->nkeys].name = strndup(name, nlen)))
         return -1;
     memcpy(c->keys[c->nkeys++].sha256, sha, 32);
-    return 0;
+    return tab_add(c, c->nkeys - 1);
 }
 
 int adm_ak_parse_file(struct adm_ak_conf *c, const char *text, size_t len, char *why, size_t cap)
@@ -127,7 +164,11 @@ static void ak_keys(struct adm_cf *x, const json_t *v, void *target)
 
     if (!adm_cf_want_array(x, v))
         return;
-    for (size_t i = 0; i < json_array_size(v) && i < MAX_KEYS; i++) {
+    if (json_array_size(v) > MAX_KEYS) { /* never keys ignored silently */
+        adm_cf_err(x, "at most %d keys (this list has %zu)", MAX_KEYS, json_array_size(v));
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
         size_t mark = adm_cf_push_index(x, i);
         const json_t *kv = json_array_get(v, i);
         const char *s[2] = {NULL, NULL};
@@ -171,24 +212,38 @@ static void ak_keys_file(struct adm_cf *x, const json_t *v, void *target)
     }
     if (adm_ak_parse_file(ap->c, text, len, why, sizeof(why)) < 0)
         adm_cf_err(x, "%s%s: %s", path, adm_path_where(path, where, sizeof(where)), why);
+    adm_pol_hash_add(ap->p, text, len); /* a changed file is a changed policy */
     free(text);
 }
 
-/* A header name (a token) copied in lower case into *<out>. */
-static void header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len)
+/* Names a policy never sets nor takes a credential from: hop-by-hop and
+ * framing fields, whose copy after ours would desync the upstream. */
+static const char *const reserved[] = {
+    "transfer-encoding", "content-length", "host",    "connection", "te",
+    "upgrade",           "keep-alive",     "trailer", "expect"};
+
+void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len)
 {
     const char *s = adm_cf_str(x, v, 1);
     struct adm_cf_qbuf q;
+    size_t n;
 
     if (!s)
         return;
-    if (!h1_is_token(s, strlen(s)) || strlen(s) > 128) {
+    n = strlen(s);
+    if (!h1_is_token(s, n) || n > 128) {
         adm_cf_err(x, "invalid header name %s", adm_cf_quote(&q, s));
         return;
     }
+    for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
+        if (h1_ci_eq(s, n, reserved[i]) || (n >= 6 && h1_ci_eq(s, 6, "proxy-"))) {
+            adm_cf_err(x, "%s is a hop-by-hop, framing or credential field: not for a policy",
+                       adm_cf_quote(&q, s));
+            return;
+        }
     free(*out);
     if ((*out = adm_cf_strdup(x, s))) {
-        *len = strlen(s);
+        *len = n;
         for (char *d = *out; *d; d++)
             *d = to_lower(*d);
     }
@@ -197,13 +252,13 @@ static void header_name(struct adm_cf *x, const json_t *v, char **out, size_t *l
 static void ak_header(struct adm_cf *x, const json_t *v, void *target)
 {
     struct ak_parse *ap = target;
-    header_name(x, v, &ap->c->header, &ap->c->header_len);
+    adm_pol_header_name(x, v, &ap->c->header, &ap->c->header_len);
 }
 
 static void ak_consumer(struct adm_cf *x, const json_t *v, void *target)
 {
     struct ak_parse *ap = target;
-    header_name(x, v, &ap->c->consumer, &ap->c->consumer_len);
+    adm_pol_header_name(x, v, &ap->c->consumer, &ap->c->consumer_len);
 }
 
 static void ak_query(struct adm_cf *x, const json_t *v, void *target)
@@ -245,7 +300,7 @@ static const struct adm_cf_field ak_fields[] = {
 
 void *adm_ak_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
 {
-    struct ak_parse ap = {0};
+    struct ak_parse ap = {.p = p};
     size_t nerr = x->nerr;
     char buf[256];
     int n;
@@ -261,8 +316,10 @@ void *adm_ak_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
         adm_cf_err(x, "has no key: give \"keys\" or a \"keys_file\" with at least one");
     if (x->nerr != nerr || x->nomem || !p->name)
         goto fail;
-    for (size_t i = 0; i < ap.c->nkeys; i++) /* a changed keys_file is a changed policy */
+    for (size_t i = 0; i < ap.c->nkeys; i++) { /* and so is a key given to someone else */
+        adm_pol_hash_add(p, ap.c->keys[i].name, strlen(ap.c->keys[i].name) + 1);
         adm_pol_hash_add(p, ap.c->keys[i].sha256, 32);
+    }
     n = snprintf(buf, sizeof(buf), "WWW-Authenticate: ApiKey realm=\"%s\"\r\n",
                  ap.realm ? ap.realm : p->name);
     if (n < 0 || (size_t)n >= sizeof(buf) || !(ap.c->challenge = strdup(buf))) {
@@ -340,6 +397,7 @@ void adm_ak_conf_free(void *conf)
     for (size_t i = 0; i < c->nkeys; i++)
         free(c->keys[i].name);
     free(c->keys);
+    free(c->tab);
     free(c->header);
     free(c->query);
     free(c->consumer);
@@ -351,13 +409,13 @@ int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *s, unsigned w
                 size_t n)
 {
     unsigned char sha[32];
-    int found = -1;
 
-    if (adm_sha256(s, w, key, n, sha) < 0)
+    if (!c->tab_cap || adm_sha256(s, w, key, n, sha) < 0)
         return -1;
-    for (size_t i = 0; i < c->nkeys; i++) {
-        int eq = CRYPTO_memcmp(sha, c->keys[i].sha256, 32) == 0;
-        found = eq && found < 0 ? (int)i : found;
+    for (size_t i = tab_slot(sha, c->tab_cap); c->tab[i]; i = (i + 1) & (c->tab_cap - 1)) {
+        const struct adm_ak_key *k = &c->keys[c->tab[i] - 1];
+        if (!memcmp(k->sha256, sha, 8) && CRYPTO_memcmp(k->sha256, sha, 32) == 0)
+            return (int)(c->tab[i] - 1);
     }
-    return found;
+    return -1;
 }

@@ -12,6 +12,7 @@
 #include "admin/config_int.h"
 #include "admin/policy_types.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,31 @@ static int hash_ok(const char *h, size_t n)
     return n > 4 && !strncmp(h, "$y$", 3);
 }
 
+static int b64_index(char ch)
+{
+    static const char a64[] = "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    const char *p = ch ? strchr(a64, ch) : NULL;
+    return p ? (int)(p - a64) : -1;
+}
+
+/* Whether hash <h> (hash_ok) costs at most what one guess may cost a
+ * worker: bcrypt 2^14 rounds ($2y$14$, about a second), yescrypt 64 MiB
+ * (N * r * 128 bytes: mkpasswd's -R 7 at the default r = 32). Beyond,
+ * one guess would stall a worker for seconds or hours ($2y$31$). */
+static int cost_ok(const char *h)
+{
+    int nlog, r;
+
+    if (h[1] == '2')
+        return h[4] >= '0' && h[4] <= '9' && h[5] >= '0' && h[5] <= '9' && h[6] == '$' &&
+               (h[4] - '0') * 10 + (h[5] - '0') <= 14;
+    /* "$y$j" N_log2 r "$": one character each, less one */
+    if (h[3] != 'j' || (nlog = b64_index(h[4]) + 1) < 1 || (r = b64_index(h[5]) + 1) < 1 ||
+        h[6] != '$')
+        return 0;
+    return nlog <= 19 && ((uint64_t)r << nlog) <= (1u << 19);
+}
+
 int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len, char *why,
                          size_t cap)
 {
@@ -56,10 +82,22 @@ int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len,
                 snprintf(why, cap, "line %u: expected user:hash", line);
                 return -1;
             }
+            for (const char *u = p; u < colon; u++)
+                if ((unsigned char)*u < ' ' || *u == 127) { /* it goes upstream in a field */
+                    snprintf(why, cap, "line %u: a control character in the user name", line);
+                    return -1;
+                }
             if (!hash_ok(colon + 1, n - (size_t)(colon + 1 - p))) {
                 snprintf(why, cap,
                          "line %u: only bcrypt ($2y$, $2b$) and yescrypt ($y$) hashes are "
                          "taken (htpasswd -B, mkpasswd -m yescrypt)",
+                         line);
+                return -1;
+            }
+            if (!cost_ok(colon + 1)) {
+                snprintf(why, cap,
+                         "line %u: a hash too costly for one guess (at most bcrypt's $2y$14$, "
+                         "yescrypt's 64 MiB: mkpasswd -m yescrypt -R 7)",
                          line);
                 return -1;
             }
@@ -141,12 +179,49 @@ static void basic_ttl(struct adm_cf *x, const json_t *v, void *target)
         bp->c->cache_ttl_s = (unsigned)n;
 }
 
+static void basic_user_header(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct basic_parse *bp = target;
+    adm_pol_header_name(x, v, &bp->c->user_header, &bp->c->user_header_len);
+}
+
 static const struct adm_cf_field basic_fields[] = {
     {.key = "type", .kind = FK_FN, .fn = basic_type},
     {.key = "htpasswd", .kind = FK_FN, .flags = F_REQUIRED, .fn = basic_htpasswd},
     {.key = "realm", .kind = FK_FN, .fn = basic_realm},
     {.key = "cache_ttl_s", .kind = FK_FN, .fn = basic_ttl},
+    {.key = "user_header", .kind = FK_FN, .fn = basic_user_header},
 };
+
+/* The length of <h>'s algorithm and cost: "$2y$10$", "$y$j9T$". */
+static size_t setting_len(const char *h)
+{
+    const char *d = strchr(h + (h[1] == '2' ? 4 : 3), '$');
+    return d ? (size_t)(d - h) + 1 : strlen(h);
+}
+
+/* The hash an unknown user is checked against: one of the most common
+ * algorithm and cost among the users (a majority vote, O(n)), so that an
+ * unknown name takes the time most real ones take. */
+static const char *typical_hash(const struct adm_basic_conf *c)
+{
+    const char *best = c->users[0].hash;
+    size_t votes = 0;
+
+    for (size_t i = 0; i < c->nusers; i++) {
+        const char *h = c->users[i].hash;
+        size_t n = setting_len(h);
+        if (!votes) {
+            best = h;
+            votes = 1;
+        } else if (n == setting_len(best) && !memcmp(h, best, n)) {
+            votes++;
+        } else {
+            votes--;
+        }
+    }
+    return best;
+}
 
 void *adm_basic_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
 {
@@ -159,9 +234,11 @@ void *adm_basic_configure(struct adm_cf *x, const json_t *v, struct adm_policy *
         return NULL;
     bp.c->cache_ttl_s = 60;
     adm_cf_fields(x, v, basic_fields, NFIELDS(basic_fields), &bp);
+    if (!bp.c->user_header && (bp.c->user_header = adm_cf_strdup(x, "x-user")))
+        bp.c->user_header_len = 6;
     if (x->nerr != nerr || x->nomem || !p->name)
         goto fail;
-    bp.c->dummy = bp.c->users[0].hash;
+    bp.c->dummy = typical_hash(bp.c);
     n = snprintf(buf, sizeof(buf), "WWW-Authenticate: Basic realm=\"%s\", charset=\"UTF-8\"\r\n",
                  bp.realm ? bp.realm : p->name);
     if (n < 0 || (size_t)n >= sizeof(buf) || !(bp.c->challenge = strdup(buf))) {
@@ -188,6 +265,7 @@ void adm_basic_conf_free(void *conf)
         free(c->users[i].hash);
     }
     free(c->users);
+    free(c->user_header);
     free(c->challenge);
     free(c);
 }

@@ -100,6 +100,8 @@ static void token_list(struct adm_cf *x, const json_t *v, char *out, size_t cap)
                        adm_cf_quote(&q, s));
         else if (s && o + len + 3 < cap)
             o += (size_t)snprintf(out + o, cap - o, "%s%s", o ? ", " : "", s);
+        else if (s) /* never a name left out silently */
+            adm_cf_err(x, "the list is longer than %zu bytes", cap - 3);
         adm_cf_pop(x, mark);
     }
 }

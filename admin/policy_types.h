@@ -38,6 +38,11 @@ void adm_sha_free(struct adm_sha *s);
  * NULL: the one-shot function, for tests). 0, or -1. */
 int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, unsigned char out[32]);
 
+/* Reads header name <v> (a token, not a hop-by-hop, framing or Proxy-*
+ * field: refused at x's path) into *<out> in lower case, and its length
+ * into *<len>; a name already there is freed. */
+void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len);
+
 /* ---- rate_limit ---- */
 
 /* What a part of the key is made of ("key"). */
@@ -143,7 +148,9 @@ struct adm_ak_key {
 struct adm_ak_conf {
     struct adm_ak_key *keys;
     size_t nkeys;
-    char *header; /* lower case; NULL: none */
+    uint32_t *tab;  /* open addressing over the digests' first 8 bytes: index + 1, 0 free */
+    size_t tab_cap; /* a power of two, at least twice nkeys */
+    char *header;   /* lower case; NULL: none */
     size_t header_len;
     char *query; /* the query parameter's name; NULL: none */
     size_t query_len;
@@ -159,8 +166,10 @@ void adm_ak_conf_free(void *conf);
 void *adm_ak_state_new(const void *conf, unsigned nworkers);
 void adm_ak_state_free(void *state);
 /* The key whose SHA-256 is that of <key> (<n> bytes), hashed with worker
- * <w>'s context of <sha> (may be NULL): its index, or -1. Every key is
- * compared, each in constant time. */
+ * <w>'s context of <sha> (may be NULL): its index (the first given of
+ * equal ones), or -1. Found through the table (the digest comes from the
+ * client's bytes, so where it lands says nothing of the stored keys),
+ * the candidate confirmed in constant time. */
 int adm_ak_find(const struct adm_ak_conf *c, const struct adm_sha *sha, unsigned w, const char *key,
                 size_t n);
 /* Parses a keys_file's text (lines "name:sha256hex", '#' comments and
@@ -179,7 +188,9 @@ struct adm_basic_user {
 struct adm_basic_conf {
     struct adm_basic_user *users;
     size_t nusers;
-    const char *dummy;    /* a user's hash: what an unknown user is checked against */
+    const char *dummy; /* a user's hash: what an unknown user is checked against */
+    char *user_header; /* the user's name upstream (lower case; default x-user) */
+    size_t user_header_len;
     unsigned cache_ttl_s; /* how long a verified Authorization value is trusted (0: never) */
     char *challenge;      /* "WWW-Authenticate: Basic realm=\"...\", charset=\"UTF-8\"\r\n" */
     size_t challenge_len;

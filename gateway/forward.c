@@ -186,10 +186,11 @@ static int path_decoded(const struct h1_request *rq, const struct adm_config *cf
 
 /* Appends the target as the client sent it, in origin-form: an
  * absolute-form target loses its scheme and authority (RFC 9112 3.2.1),
- * and an empty path becomes "/" (RFC 9112 3.2.2). */
-static void add_raw_target(const struct h1_request *rq, struct gw_obuf *o)
+ * and an empty path becomes "/" (RFC 9112 3.2.2). <no_query>: up to its
+ * '?' only. */
+static void add_raw_target(const struct h1_request *rq, int no_query, struct gw_obuf *o)
 {
-    const char *t = rq->target.ptr;
+    const char *t = rq->target.ptr, *q;
     size_t n = rq->target.len;
 
     if (rq->form == H1_TARGET_ABSOLUTE) { /* the path starts where the authority ends */
@@ -199,7 +200,33 @@ static void add_raw_target(const struct h1_request *rq, struct gw_obuf *o)
         n = (size_t)(e - a);
         t = a;
     }
+    if (no_query && (q = memchr(t, '?', n)))
+        n = (size_t)(q - t);
     gw_ob_add(o, t, n);
+}
+
+static void ob_sink(void *ctx, const char *p, size_t n)
+{
+    gw_ob_add(ctx, p, n);
+}
+
+static void count_sink(void *ctx, const char *p, size_t n)
+{
+    (void)ctx, (void)p, (void)n;
+}
+
+/* Appends the query of <f>'s request without the parameter its policies
+ * keep (f->pol_q), with its '?' when anything is left. */
+static void add_stripped_query(const struct gw_forward *f, struct gw_obuf *o)
+{
+    const struct h1_slice *q = &f->rq->query;
+
+    size_t kept = gw_policy_strip_query(q->ptr, q->len, f->pol_q, f->pol_qlen, count_sink, NULL);
+
+    if (!kept && q->len) /* only the parameter: no '?' either */
+        return;
+    gw_ob_add(o, "?", 1);
+    gw_policy_strip_query(q->ptr, q->len, f->pol_q, f->pol_qlen, ob_sink, o);
 }
 
 /* Whether the client's field <n> stays here: the route's request_headers
@@ -227,16 +254,16 @@ void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o)
         gw_ob_add(o, "*", 1);
     } else if (add_rewritten_path(f, o)) {
         query = 1;
-    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED && !path_decoded(rq, cfg) &&
-               !(f->pol_n && f->pol_strip.len)) {
-        add_raw_target(rq, o); /* RFC 9110 7.7: the query with it */
+    } else if (cfg->router.forward_path == ADM_FWD_AS_RECEIVED && !path_decoded(rq, cfg)) {
+        /* RFC 9110 7.7: the query with it, but a parameter a policy keeps */
+        query = f->pol_qlen && rq->query.ptr;
+        add_raw_target(rq, query, o);
     } else {
         gw_ob_add(o, rq->path, rq->path_len);
         query = 1;
     }
-    if (query && rq->query.ptr && f->pol_n && f->pol_strip.len) {
-        /* a policy keeps a parameter (with its '&', or the '?') */
-        gw_policy_add_stripped(o, rq->query.ptr - 1, rq->query.len + 1, &f->pol_strip);
+    if (query && rq->query.ptr && f->pol_qlen) {
+        add_stripped_query(f, o); /* a policy keeps a parameter */
     } else if (query && rq->query.ptr) {
         gw_ob_add(o, "?", 1);
         gw_ob_add(o, rq->query.ptr, rq->query.len);

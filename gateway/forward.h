@@ -89,10 +89,12 @@ struct gw_forward {
     int buffered;               /* the body was read whole (request_buffering): */
     uint64_t buffered_len;      /* it goes with this Content-Length, never chunked */
     /* the route's policies that let the request through (policy.h): how
-     * many, their words, and a query parameter none of them sends up */
+     * many, their words, and the name of a query parameter that never
+     * goes up (pol_qlen 0: none) */
     unsigned pol_n;
     const uint64_t *pol_val;
-    struct h1_slice pol_strip;
+    const char *pol_q;
+    size_t pol_qlen;
 };
 
 /* Appends the upstream request head of <f> to <o>, up to its blank line,

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "gateway/local.h"
+#include "gateway/policy.h"
 #include "gateway/proxy.h"
 
 /* Fields of a response head or trailers held on the stack; more are
@@ -773,6 +774,8 @@ static size_t c_body_trailers(struct gw_req *r, const char **lines)
 {
     struct gw_h2s *st = r->stream;
 
+    if (r->pol_n && st->rtr_len) /* a forged X-Consumer as a trailer stays here too */
+        st->rtr_len = gw_policy_drop_lines(r, st->rtr, st->rtr_len);
     *lines = st->rtr;
     return st->rtr_len;
 }

@@ -11,6 +11,7 @@
 #include "gateway/log.h"
 #include "gateway/clientip.h"
 #include "gateway/conn.h"
+#include "gateway/policy.h"
 #include "admin/http1/token.h"
 
 #include <errno.h>
@@ -673,25 +674,45 @@ struct gw_log_later {
     char text[]; /* the route's id and the server's address, NUL-terminated */
 };
 
-/* The target of <rec> without the part <s> (a query parameter a policy
- * kept from the upstream), copied to <buf>; cut where <s> starts when it
- * does not fit. */
-static void strip_target(struct gw_log_rec *rec, const struct h1_slice *s, char *buf, size_t cap)
-{
-    const char *t = rec->target;
-    size_t n = rec->target_len, head;
+struct tgt_buf {
+    char *b;
+    size_t n, cap;
+};
 
-    if (!t || s->ptr < t || s->ptr + s->len > t + n)
+/* Bytes past the buffer are left out: what is cut is never the stripped
+ * parameter, which the sink never sees. */
+static void tgt_sink(void *ctx, const char *p, size_t n)
+{
+    struct tgt_buf *t = ctx;
+
+    if (n > t->cap - t->n)
+        n = t->cap - t->n;
+    memcpy(t->b + t->n, p, n);
+    t->n += n;
+}
+
+/* The target of <rec> without every query parameter named <name> (an
+ * api_key's, kept from the upstream), copied to <buf> (<cap> bytes) when
+ * one was there; cut at <cap> bytes. */
+static void strip_target(struct gw_log_rec *rec, const char *name, size_t nlen, char *buf,
+                         size_t cap)
+{
+    const char *t = rec->target, *q = t ? memchr(t, '?', rec->target_len) : NULL;
+    struct tgt_buf tb = {buf, 0, cap};
+    size_t head, qn;
+
+    if (!q)
         return;
-    head = (size_t)(s->ptr - t);
-    if (n - s->len > cap) {
-        rec->target_len = head;
-        return;
-    }
-    memcpy(buf, t, head);
-    memcpy(buf + head, s->ptr + s->len, n - head - s->len);
+    head = (size_t)(q - t);
+    qn = rec->target_len - head - 1;
+    tgt_sink(&tb, t, head);
+    tgt_sink(&tb, "?", 1);
+    if (gw_policy_strip_query(q + 1, qn, name, nlen, tgt_sink, &tb) == qn)
+        return;                          /* nothing stripped: the target as it is */
+    if (tb.n == head + 1 && tb.n <= cap) /* nothing left but the '?' */
+        tb.n--;
     rec->target = buf;
-    rec->target_len = n - s->len;
+    rec->target_len = tb.n;
 }
 
 /* <c>'s line, in the format <src> names, into the worker's buffer. */
@@ -750,8 +771,8 @@ static void log_line(struct gw_req *r, double duration_ms, const struct log_src 
     size_t need;
     char tgt[4096];
 
-    if (r->pol_n && r->pol_strip.len) /* a policy's credential stays out of the log */
-        strip_target(&rec, &r->pol_strip, tgt, sizeof(tgt));
+    if (r->pol_qlen) /* a policy's credential stays out of the log, whatever happened */
+        strip_target(&rec, r->pol_q, r->pol_qlen, tgt, sizeof(tgt));
     need = gw_log_json_max(&rec);
     if (w->log_cap - w->log_len < need)
         gw_access_flush(w);

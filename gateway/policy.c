@@ -6,6 +6,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/policy.h"
+#include "admin/http1/token.h"
+#include "admin/policy_types.h"
 #include "admin/snapshot.h"
 #include "gateway/encoding.h"
 
@@ -22,14 +24,51 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_COMPRESS] = &gw_policy_compress,
 };
 
+/* The query parameter r's route keeps from the upstream and the log (an
+ * api_key's "query"), copied into the request: decided before any policy
+ * runs, so that it holds whichever of them answers, and kept after the
+ * snapshot is released (a tunnel's line is written at its close). */
+static void strip_decide(struct gw_req *r)
+{
+    const struct adm_sroute *sr = r->sr;
+
+    r->pol_qlen = 0;
+    for (unsigned i = 0; i < sr->npol; i++) {
+        const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
+        const struct adm_ak_conf *c = p->conf;
+        if (p->type != ADM_POL_API_KEY || !c->query || c->query_len > sizeof(r->pol_q))
+            continue;
+        memcpy(r->pol_q, c->query, c->query_len);
+        r->pol_qlen = (unsigned char)c->query_len;
+        return;
+    }
+}
+
+/* A preflight carries no credentials (browsers never send them on one):
+ * before the authentication policy at <i>, a cors policy listed after it
+ * answers an OPTIONS that is one. 1 when it did. */
+static int preflight_first(struct gw_req *r, unsigned i)
+{
+    const struct adm_sroute *sr = r->sr;
+
+    for (unsigned j = i + 1; j < sr->npol; j++) {
+        const struct adm_spolicy *p = r->snap->policies[sr->pol[j]];
+        if (p->type == ADM_POL_CORS)
+            return ops[p->type]->request(p, r, &r->pol_val[j]) == GW_POL_ANSWERED;
+    }
+    return 0;
+}
+
 int gw_policy_request(struct gw_req *r)
 {
     const struct adm_sroute *sr = r->sr;
 
-    r->pol_strip.ptr = NULL;
-    r->pol_strip.len = 0;
+    strip_decide(r);
     for (unsigned i = 0; i < sr->npol; i++) {
         const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
+        if (adm_pol_kinds[p->type].auth && r->rp->req.method_id == HTTP_OPTIONS &&
+            preflight_first(r, i))
+            return 1;
         r->pol_val[i] = 0;
         if (ops[p->type]->request(p, r, &r->pol_val[i]) == GW_POL_ANSWERED)
             return 1;
@@ -60,6 +99,41 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
     return 0;
 }
 
+int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name)
+{
+    int type;
+
+    if (name->len >= 15 && h1_ci_eq(name->ptr, 15, "access-control-"))
+        type = ADM_POL_CORS;
+    else if (name->len >= 9 && h1_ci_eq(name->ptr, 9, "ratelimit"))
+        type = ADM_POL_RATE_LIMIT;
+    else
+        return 0;
+    for (unsigned i = 0; i < r->pol_n; i++)
+        if (r->snap->policies[r->sr->pol[i]]->type == type)
+            return 1;
+    return 0;
+}
+
+size_t gw_policy_drop_lines(const struct gw_req *r, char *lines, size_t n)
+{
+    char *p = lines, *end = lines + n, *d = lines;
+
+    while (p < end) {
+        char *eol = memchr(p, '\n', (size_t)(end - p)), *colon;
+        size_t len = eol ? (size_t)(eol + 1 - p) : (size_t)(end - p);
+        struct h1_slice name = {p, 0};
+        if ((colon = memchr(p, ':', len)))
+            name.len = (size_t)(colon - p);
+        if (!colon || !gw_policy_drops(r->snap, r->sr, r->pol_n, &name)) {
+            memmove(d, p, len);
+            d += len;
+        }
+        p += len;
+    }
+    return (size_t)(d - lines);
+}
+
 void gw_policy_response(struct gw_req *r, struct gw_obuf *o)
 {
     for (unsigned i = 0; i < r->pol_n; i++) {
@@ -69,14 +143,64 @@ void gw_policy_response(struct gw_req *r, struct gw_obuf *o)
     }
 }
 
-void gw_policy_add_stripped(struct gw_obuf *o, const char *p, size_t n, const struct h1_slice *s)
+int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n)
 {
-    if (!s->len || s->ptr < p || s->ptr + s->len > p + n) {
-        gw_ob_add(o, p, n);
-        return;
+    if (name->len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = h1_lower((unsigned char)name->ptr[i]);
+        if (ch != (unsigned char)lc[i] && !(ch == '_' && lc[i] == '-'))
+            return 0;
     }
-    gw_ob_add(o, p, (size_t)(s->ptr - p));
-    gw_ob_add(o, s->ptr + s->len, (size_t)(p + n - (s->ptr + s->len)));
+    return 1;
+}
+
+/* Whether query parameter <p> (<n> bytes, "name" or "name=value") is
+ * <name>: its name percent-decoded ('+' a space) and compared without
+ * case, so that no spelling of it gets past. */
+static int param_named(const char *p, size_t n, const char *name, size_t nlen)
+{
+    size_t i = 0, k = 0;
+
+    while (i < n && p[i] != '=') {
+        unsigned char ch = (unsigned char)p[i++];
+        if (ch == '%' && i + 1 < n && h1_hex_value((unsigned char)p[i]) >= 0 &&
+            h1_hex_value((unsigned char)p[i + 1]) >= 0) {
+            ch = (unsigned char)(h1_hex_value((unsigned char)p[i]) * 16 +
+                                 h1_hex_value((unsigned char)p[i + 1]));
+            i += 2;
+        } else if (ch == '+') {
+            ch = ' ';
+        }
+        if (k >= nlen || h1_lower(ch) != h1_lower((unsigned char)name[k]))
+            return 0;
+        k++;
+    }
+    return k == nlen;
+}
+
+size_t gw_policy_strip_query(const char *q, size_t n, const char *name, size_t nlen,
+                             void (*add)(void *ctx, const char *p, size_t n), void *ctx)
+{
+    const char *p = q, *end = q + n;
+    size_t kept = 0;
+    int first = 1;
+
+    for (;;) {
+        const char *amp = memchr(p, '&', (size_t)(end - p)), *e = amp ? amp : end;
+        if (!param_named(p, (size_t)(e - p), name, nlen)) {
+            if (!first) {
+                add(ctx, "&", 1);
+                kept++;
+            }
+            add(ctx, p, (size_t)(e - p));
+            kept += (size_t)(e - p);
+            first = 0;
+        }
+        if (!amp)
+            return kept;
+        p = amp + 1;
+    }
 }
 
 int gw_policy_body(struct gw_req *r, const char *in, size_t n, int last)

@@ -7,9 +7,10 @@
  * - request: once the route is decided (an upstream, a direct response
  *   or a redirect alike; both HTTP/1.1 and HTTP/2 clients), each policy in
  *   the route's order either lets the request go on, leaving a word in
- *   *<val> for its later phases (and maybe r->pol_strip, a query
- *   parameter kept from the upstream), or answers it here (through
- *   gateway/local.h) and stops the chain;
+ *   *<val> for its later phases, or answers it here (through
+ *   gateway/local.h) and stops the chain; before the chain, the query
+ *   parameter an api_key policy reads is set aside (r->pol_q): it never
+ *   goes upstream nor into the access log, whatever the chain does;
  * - upstream: the fields it adds to the upstream request head, and the
  *   client fields it keeps from going up (drops);
  * - response: the fields it adds to the client's answer head, proxied or
@@ -69,9 +70,30 @@ int gw_policy_drops(const struct adm_snapshot *snap, const struct adm_sroute *sr
 /* The answer head's fields of the policies that let <r> through
  * (r->pol_n > 0). */
 void gw_policy_response(struct gw_req *r, struct gw_obuf *o);
-/* Appends <n> bytes at <p> but the part in r->pol_strip (a stripped query
- * parameter), when it lies within them. */
-void gw_policy_add_stripped(struct gw_obuf *o, const char *p, size_t n, const struct h1_slice *s);
+/* Removes from the "Name: value\r\n" lines at <lines> (<n> bytes; a
+ * request's trailers) those the policies that let <r> through keep from
+ * the upstream (r->pol_n > 0), in place: the length left. */
+size_t gw_policy_drop_lines(const struct gw_req *r, char *lines, size_t n);
+
+/* Whether the upstream's response field <name> stays here: its
+ * Access-Control-* fields when a cors policy let <r> through (ours are
+ * the truth: a second Allow-Origin makes browsers refuse the answer, and
+ * a disallowed origin gets none), its RateLimit* fields when a rate_limit
+ * did. */
+int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name);
+
+/* Whether field <name> is <lc> (<n> bytes, lower case) in any case, an
+ * '_' standing for a '-' (CGI, WSGI, PHP and nginx's underscores fold
+ * X_User into the same variable as X-User): a client's copy of a field a
+ * policy sets never gets past in another spelling. */
+int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n);
+
+/* Writes query <q> (<n> bytes, without its '?') through <add> without
+ * any parameter named <name> (<nlen> bytes; every occurrence, in any
+ * case or percent-encoding of its name); the parameters kept are joined
+ * by '&'. Returns how many bytes it wrote: <n> when none was named. */
+size_t gw_policy_strip_query(const char *q, size_t n, const char *name, size_t nlen,
+                             void (*add)(void *ctx, const char *p, size_t n), void *ctx);
 
 /* An answer head's fields as a body policy edits them. */
 #define GW_POL_HEAD_MAX (H1_RESP_MAX_HEADERS + 2)

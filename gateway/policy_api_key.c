@@ -4,9 +4,9 @@
  * against the stored hashes in constant time (admin/policy_types.h); 401
  * with WWW-Authenticate: ApiKey realm="..." without a known one. A known
  * key's consumer name goes upstream in consumer_header; the client's own
- * copies of that header, and the key's header, stay here, and so does the
- * key's query parameter (r->pol_strip), which the access log leaves out
- * too.
+ * copies of that header, and the key's header, stay here, and so does
+ * every copy of the key's query parameter, which the access log leaves
+ * out too (r->pol_q, set aside by policy.c before the chain runs).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/policy_types.h"
@@ -15,11 +15,9 @@
 
 #include <string.h>
 
-/* The value of parameter <name> in query <q>, and in *<strip> the part
- * to remove with it: "name=value" and one '&' beside it, or the whole
- * query with its '?'. */
+/* The value of the first parameter <name> (as sent) in query <q>. */
 static int query_param(const struct h1_slice *q, const char *name, size_t nlen,
-                       struct h1_slice *val, struct h1_slice *strip)
+                       struct h1_slice *val)
 {
     const char *p = q->ptr, *end = q->ptr + q->len;
 
@@ -28,16 +26,6 @@ static int query_param(const struct h1_slice *q, const char *name, size_t nlen,
         if ((size_t)(e - p) > nlen && p[nlen] == '=' && !memcmp(p, name, nlen)) {
             val->ptr = p + nlen + 1;
             val->len = (size_t)(e - val->ptr);
-            if (amp) { /* "k=v&" */
-                strip->ptr = p;
-                strip->len = (size_t)(amp + 1 - p);
-            } else if (p > q->ptr) { /* "&k=v" at the end */
-                strip->ptr = p - 1;
-                strip->len = (size_t)(e - p + 1);
-            } else { /* the whole query, and its '?' */
-                strip->ptr = q->ptr - 1;
-                strip->len = q->len + 1;
-            }
             return 1;
         }
         p = e + 1;
@@ -49,7 +37,7 @@ static int ak_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
 {
     const struct adm_ak_conf *c = p->conf;
     const struct h1_request *rq = &r->rp->req;
-    struct h1_slice key = {NULL, 0}, qv, strip;
+    struct h1_slice key = {NULL, 0}, qv;
     int found = -1;
 
     for (size_t i = 0; c->header && i < rq->nheaders; i++) {
@@ -59,11 +47,9 @@ static int ak_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
             break;
         }
     }
-    if (c->query && rq->query.ptr && query_param(&rq->query, c->query, c->query_len, &qv, &strip)) {
-        r->pol_strip = strip; /* never upstream, never logged, whichever key counts */
-        if (!key.ptr)
-            key = qv;
-    }
+    if (!key.ptr && c->query && rq->query.ptr &&
+        query_param(&rq->query, c->query, c->query_len, &qv))
+        key = qv;
     if (key.ptr && key.len && key.len <= 4096)
         found = adm_ak_find(c, p->state, r->c->w->id, key.ptr, key.len);
     if (found < 0) {
@@ -90,8 +76,8 @@ static int ak_drops(const struct adm_spolicy *p, const struct h1_slice *name)
 {
     const struct adm_ak_conf *c = p->conf;
 
-    return (c->consumer && name->len == c->consumer_len && h1_name_is(name, c->consumer)) ||
-           (c->header && name->len == c->header_len && h1_name_is(name, c->header));
+    return (c->consumer && gw_policy_field_is(name, c->consumer, c->consumer_len)) ||
+           (c->header && gw_policy_field_is(name, c->header, c->header_len));
 }
 
 const struct gw_policy_ops gw_policy_api_key = {

@@ -5,14 +5,18 @@
  * realm="...", charset="UTF-8" otherwise.
  *
  * Time says nothing about who exists: an unknown user's password is
- * checked against a real hash of the file (its first user's) and then
- * refused, so it costs what a wrong password costs, and hashes are
- * compared in constant time. A bcrypt check at cost 10 takes tens of
+ * checked against a real hash of the file (of its users' most common
+ * algorithm and cost) and then refused, so it costs what a wrong password
+ * costs, and hashes are compared in constant time. A bcrypt check at cost 10 takes tens of
  * milliseconds, during which this worker's loop serves nothing else: so
  * each worker remembers the last ADM_BASIC_CACHE Authorization values it
  * verified (their SHA-256, never the password) for cache_ttl_s. Failures
  * are never remembered: put a rate_limit before a basic policy on a route
  * that guessing could reach.
+ *
+ * The credentials stay here (nginx's auth_basic with proxy_set_header
+ * Authorization ""): the upstream gets the user's name in user_header,
+ * and a client's own copies of that field are dropped.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/policy_types.h"
@@ -142,6 +146,26 @@ static int basic_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t
     return GW_POL_NEXT;
 }
 
+static void basic_upstream(const struct adm_spolicy *p, const struct h1_request *rq, uint64_t val,
+                           struct gw_obuf *o)
+{
+    (void)rq;
+    const struct adm_basic_conf *c = p->conf;
+    const char *name = c->users[val].name;
+
+    gw_ob_field(o, c->user_header, c->user_header_len, name, strlen(name));
+}
+
+static int basic_drops(const struct adm_spolicy *p, const struct h1_slice *name)
+{
+    const struct adm_basic_conf *c = p->conf;
+
+    return gw_policy_field_is(name, "authorization", 13) ||
+           gw_policy_field_is(name, c->user_header, c->user_header_len);
+}
+
 const struct gw_policy_ops gw_policy_basic = {
     .request = basic_request,
+    .upstream = basic_upstream,
+    .drops = basic_drops,
 };

@@ -297,6 +297,8 @@ void gw_proxy_head(struct gw_req *r, const struct gw_resp_head *rh, struct gw_ob
             continue;
         if (rs && gw_hdrs_drops(rs, &h->name)) /* the route's response_headers */
             continue;
+        if (r->pol_n && gw_policy_resp_drops(r, &h->name)) /* a cors policy's own */
+            continue;
         if ((!raw || !r->codec->http1) && h1_name_is(&h->name, "transfer-encoding"))
             continue;
         if (h1_name_is(&h->name, "x-request-id"))
@@ -847,7 +849,8 @@ void gw_proxy_forward_of(struct gw_req *r, struct gw_forward *f, char subject[51
     f->buffered = r->body != NULL;
     f->pol_n = r->pol_n;
     f->pol_val = r->pol_val;
-    f->pol_strip = r->pol_strip;
+    f->pol_q = r->pol_q;
+    f->pol_qlen = r->pol_qlen;
     f->buffered_len = r->body ? evbuffer_get_length(r->body) : 0;
     f->client_subject = f->client_sha256 = NULL;
     if (gw_tls_client_cert(&r->c->io, subject, 512, sha256)) {

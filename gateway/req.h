@@ -117,10 +117,10 @@ struct gw_req {
     uint64_t ro;
     /* route policies (policy.h): how many let it through (0: none ran,
      * the only field read when the route has none), the word each left,
-     * and a query parameter kept from the upstream and the access log */
+     * and the name of a query parameter kept from the upstream and the
+     * access log (pol_qlen 0: none; policy.c) */
     unsigned char pol_n;
     uint64_t pol_val[8];
-    struct h1_slice pol_strip;
     /* The response body through a route's body policy (compress): its
      * encoder and what it produced not yet given to the codec, both NULL
      * when the body passes as it is (gw_policy_body_begin); freed when
@@ -130,6 +130,8 @@ struct gw_req {
     struct gw_encoder *enc;
     struct evbuffer *enc_out;
     unsigned char pol_body, body_failed, chunk_out;
+    unsigned char pol_qlen;
+    char pol_q[128];
 };
 
 /* How a request's answer is written and its body read: one per protocol

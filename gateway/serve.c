@@ -143,6 +143,7 @@ void gw_req_start(struct gw_req *r)
     r->up_ms = -1;
     r->pol_n = 0;
     r->chunk_out = 0;
+    r->pol_qlen = 0;
     gw_req_phase(r, GW_REQ_HEAD);
 
     need = rt_table_max_params(s->rt);

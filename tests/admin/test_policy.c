@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <check.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,110 @@ START_TEST(api_keys)
     for (size_t i = 0; i < f.nkeys; i++)
         free(f.keys[i].name);
     free(f.keys);
+    free(f.tab);
+    adm_config_free(c);
+}
+END_TEST
+
+/* Review 27: a bad key cost a compare with every stored one. Through the
+ * table now: every key found at its index, a repeated digest at its
+ * first, through the table's growth. */
+START_TEST(api_key_table)
+{
+    struct adm_ak_conf f = {0};
+    size_t n = 3000, len = 0, cap = (n + 1) * 80;
+    char *text = malloc(cap), why[128], key[32];
+    unsigned char sha[32];
+
+    ck_assert_ptr_nonnull(text);
+    for (size_t i = 0; i <= n; i++) {
+        snprintf(key, sizeof(key), "key-%zu", i < n ? i : 7);
+        adm_sha256(NULL, 0, key, strlen(key), sha);
+        len += (size_t)snprintf(text + len, cap - len, "u%zu:", i);
+        for (size_t b = 0; b < 32; b++)
+            len += (size_t)snprintf(text + len, cap - len, "%02x", sha[b]);
+        text[len++] = '\n';
+    }
+    ck_assert_int_eq(adm_ak_parse_file(&f, text, len, why, sizeof(why)), 0);
+    ck_assert_uint_eq(f.nkeys, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "key-%zu", i);
+        ck_assert_int_eq(adm_ak_find(&f, NULL, 0, key, strlen(key)), (int)i);
+    }
+    ck_assert_int_eq(adm_ak_find(&f, NULL, 0, "key-3000", 8), -1);
+    free(text);
+    for (size_t i = 0; i < f.nkeys; i++)
+        free(f.keys[i].name);
+    free(f.keys);
+    free(f.tab);
+}
+END_TEST
+
+/* Writes <text> to /tmp/sy-<tag>-PID.txt, its path into <path>: one path
+ * a run, so that the JSON naming it stays the same. */
+static void write_tmp(char *path, size_t cap, const char *tag, const char *text)
+{
+    int fd;
+
+    snprintf(path, cap, "/tmp/sy-%s-%ld.txt", tag, (long)getpid());
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+/* The identity of an api_key policy reading keys_file <text>. */
+static uint64_t ak_file_hash(const char *text)
+{
+    char path[64], pol[256];
+    struct adm_config *c;
+    uint64_t h;
+
+    write_tmp(path, sizeof(path), "ak", text);
+    snprintf(pol, sizeof(pol), "{\"k\": {\"type\": \"api_key\", \"keys_file\": \"%s\"}}", path);
+    c = parse(pol);
+    unlink(path);
+    ck_assert_ptr_nonnull(c);
+    h = c->policies[0].hash;
+    adm_config_free(c);
+    return h;
+}
+
+/* Review 27: names swapped in the file kept the old policy (and the old
+ * consumer names) across a push. */
+START_TEST(api_key_identity_has_names)
+{
+    const char *h1 = "6ab9f1eb8f7d3388f4f9d586f66e99fd54080df2c446f0e58668b09c08a16dd0",
+               *h2 = "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824";
+    char a[256], b[256], a2[256];
+
+    snprintf(a, sizeof(a), "admin:%s\nguest:%s\n", h1, h2);
+    snprintf(b, sizeof(b), "guest:%s\nadmin:%s\n", h1, h2);
+    snprintf(a2, sizeof(a2), "# a comment\nadmin:%s\nguest:%s\n", h1, h2);
+    ck_assert_uint_eq(ak_file_hash(a), ak_file_hash(a));
+    ck_assert_uint_ne(ak_file_hash(a), ak_file_hash(b));
+    ck_assert_uint_ne(ak_file_hash(a), ak_file_hash(a2)); /* the file's bytes, as basic */
+}
+END_TEST
+
+/* Review 27: the dummy was the first user's hash, whatever the others
+ * cost: an unknown user now costs what most users cost. */
+START_TEST(basic_dummy_is_typical)
+{
+    char path[64], pol[256];
+    const char *text =
+        "y:$y$j9T$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0\n"
+        "a:$2y$05$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n"
+        "b:$2y$05$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n";
+    struct adm_config *c;
+
+    write_tmp(path, sizeof(path), "ht", text);
+    snprintf(pol, sizeof(pol), "{\"s\": {\"type\": \"basic\", \"htpasswd\": \"%s\"}}", path);
+    c = parse(pol);
+    unlink(path);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(strncmp(((struct adm_basic_conf *)c->policies[0].conf)->dummy, "$2y$05$", 7),
+                     0);
     adm_config_free(c);
 }
 END_TEST
@@ -275,6 +380,22 @@ START_TEST(htpasswd_lines)
     ck_assert_str_eq(c.users[1].name, "bob");
     ck_assert_int_eq(adm_basic_parse_file(&c, "carol:$apr1$x$y\n", 16, why, sizeof(why)), -1);
     ck_assert_ptr_nonnull(strstr(why, "line 1: only bcrypt"));
+    /* Review 27: one guess at $2y$31$ stalls a worker for hours */
+    const char *costly[] = {
+        "c:$2y$15$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n",
+        "c:$2b$31$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n",
+        "c:$y$jCT$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0\n",
+        "c:$y$jzT$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0\n",
+    };
+    for (size_t i = 0; i < sizeof(costly) / sizeof(*costly); i++) {
+        ck_assert_int_eq(adm_basic_parse_file(&c, costly[i], strlen(costly[i]), why, sizeof(why)),
+                         -1);
+        ck_assert_ptr_nonnull(strstr(why, "too costly"));
+    }
+    const char *fine =
+        "d:$2b$14$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n"
+        "e:$y$jBT$HSGw8OpibIfxN5OYWf8/A0$k1pj7WbiDu14XSoi2WBccbw.p.shNJzdCqBNujv7mF0";
+    ck_assert_int_eq(adm_basic_parse_file(&c, fine, strlen(fine), why, sizeof(why)), 0);
     ck_assert_int_eq(adm_basic_parse_file(&c, "nocolon\n", 8, why, sizeof(why)), -1);
     ck_assert_str_eq(why, "line 1: expected user:hash");
     for (size_t i = 0; i < c.nusers; i++) {
@@ -334,6 +455,66 @@ START_TEST(compress_settings)
                                 "\"policies\": [\"p\", \"q\"]}]",
                                 b, sizeof(b)),
                      "/routes/0/policies/1");
+}
+END_TEST
+
+/* A config of <n> rate limits "p0".."p<n-1>", one route naming the last:
+ * the first error's path ("" when it parses), and the route's index. */
+static const char *many_policies(size_t n, char *buf, size_t cap, int *idx)
+{
+    size_t len = 0, room = 256 + n * 64;
+    char *doc = malloc(room);
+    struct adm_errors e;
+    struct adm_config *c;
+
+    ck_assert_ptr_nonnull(doc);
+    len += (size_t)snprintf(doc + len, room - len,
+                            "{\"listeners\": [{\"address\": \"127.0.0.1:8080\"}], \"upstreams\": "
+                            "{\"b\": {\"servers\": [{\"address\": \"127.0.0.1:9\"}]}}, "
+                            "\"policies\": {");
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(doc + len, room - len,
+                                "%s\"p%zu\": {\"type\": \"rate_limit\", \"rate\": 1}",
+                                i ? ", " : "", i);
+    snprintf(doc + len, room - len,
+             "}, \"routes\": [{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+             "\"policies\": [\"p%zu\"]}]}",
+             n - 1);
+    adm_errors_init(&e);
+    c = adm_config_parse(doc, strlen(doc), &e);
+    snprintf(buf, cap, "%s", c || !e.n ? "" : e.v[0].path);
+    *idx = c ? c->routes[0].policy_idx[0] : -1;
+    if (!c && e.n)
+        ck_assert_ptr_nonnull(strstr(e.v[0].msg, "at most 255 policies"));
+    adm_config_free(c);
+    adm_errors_clear(&e);
+    free(doc);
+    return buf;
+}
+
+/* Review 27: policy #260 was stored as 4, another policy (maybe no auth). */
+START_TEST(policy_count_capped)
+{
+    char b[256];
+    int idx;
+
+    ck_assert_str_eq(many_policies(255, b, sizeof(b), &idx), "");
+    ck_assert_int_eq(idx, 254);
+    ck_assert_str_eq(many_policies(261, b, sizeof(b), &idx), "/policies");
+}
+END_TEST
+
+/* Review 27: names past the field's room were dropped silently. */
+START_TEST(cors_list_overflow_refused)
+{
+    char pol[3600], b[256];
+    size_t n = (size_t)snprintf(
+        pol, sizeof(pol), "{\"c\": {\"type\": \"cors\", \"origins\": [\"*\"], \"headers\": [");
+
+    for (int i = 0; i < 60; i++)
+        n += (size_t)snprintf(pol + n, sizeof(pol) - n, "%s\"x-%050d\"", i ? ", " : "", i);
+    snprintf(pol + n, sizeof(pol) - n, "]}}");
+    ck_assert_str_eq(error_path(pol, "[]", b, sizeof(b)), "/policies/c/headers/37");
 }
 END_TEST
 
@@ -499,10 +680,15 @@ int main(void)
     tcase_add_test(tc, threads_one_key_exact);
     tcase_add_test(tc, cors_origins);
     tcase_add_test(tc, api_keys);
+    tcase_add_test(tc, api_key_table);
     tcase_add_test(tc, htpasswd_lines);
     tcase_add_test(tc, compress_settings);
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, jwt_definition);
+    tcase_add_test(tc, policy_count_capped);
+    tcase_add_test(tc, cors_list_overflow_refused);
+    tcase_add_test(tc, api_key_identity_has_names);
+    tcase_add_test(tc, basic_dummy_is_typical);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

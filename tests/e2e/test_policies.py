@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(HERE, "admin"))
 
 from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
 from harness import (Client, GatewayCase, gateway_config, h1_only,  # noqa: E402
-                     main, metrics_text, upstream_cfg, wait_for)
+                     main, metrics_text, upstream_cfg, wait_for, ws_frame, ws_handshake,
+                     ws_read)
 
 KEY = "s3cret-key-alice"
 
@@ -80,6 +81,8 @@ class PoliciesTest(PolicyCase):
             "web": {"type": "cors", "origins": ["https://app.example", "https://*.corp.example"],
                     "methods": ["GET", "POST"], "headers": ["Content-Type"],
                     "expose_headers": ["X-Total"], "credentials": True, "max_age_s": 600},
+            "tight": {"type": "rate_limit", "rate": 1, "per_ms": 60000, "burst": 0,
+                      "key": "header:X-T"},
             "keys": {"type": "api_key", "keys": [{"name": "alice", "sha256": sha(KEY)}],
                      "keys_file": keys_file, "query": "api_key", "header": "X-API-Key",
                      "consumer_header": "X-Consumer"},
@@ -90,6 +93,10 @@ class PoliciesTest(PolicyCase):
             {"id": "cors", "path": "/cors/*{rest}", "upstream": "b", "policies": ["web"]},
             {"id": "local", "path": "/hello", "response": {"body": "hi"}, "policies": ["web"]},
             {"id": "key", "path": "/key/*{rest}", "upstream": "b", "policies": ["keys"]},
+            {"id": "keyweb", "path": "/keyweb/*{rest}", "upstream": "b",
+             "policies": ["keys", "web"]},
+            {"id": "rlkey", "path": "/rlkey/*{rest}", "upstream": "b",
+             "policies": ["tight", "keys"]},
             {"id": "open", "path": "/open", "upstream": "b"},
         ]
         cls.start_gateway(routes)
@@ -109,6 +116,13 @@ class PoliciesTest(PolicyCase):
         self.assertEqual(r.header("RateLimit"), '"slow";r=0;t=180')
         # another tenant is another key
         self.assertEqual(self.get("/rl/x", [("X-Tenant", "t-other")]).status, 200)
+
+    def test_upstream_ratelimit_fields_dropped(self):
+        r = self.get("/rl/u?mode=headers&h=RateLimit:bogus&h=RateLimit-Policy:bogus",
+                     [("X-Tenant", "up-fields")])
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn("bogus", r.headers_all("RateLimit") + r.headers_all("RateLimit-Policy"))
+        self.assertEqual(len(r.headers_all("RateLimit")), 1)
 
     def test_rate_limit_key_flood_is_bounded(self):
         for i in range(300):
@@ -151,6 +165,32 @@ class PoliciesTest(PolicyCase):
         self.assertIsNone(r.header("Access-Control-Allow-Origin"))
         self.assertIsNone(r.header("Access-Control-Allow-Methods"))
         self.assertEqual(self.b.stats()["requests"], before)
+
+    def test_preflight_before_auth(self):
+        """A preflight never carries the key: cors answers it even when
+        listed after the api_key; other requests still need the key."""
+        r = self.get("/keyweb/a", [("Origin", "https://app.example"),
+                                   ("Access-Control-Request-Method", "POST")], method="OPTIONS")
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "https://app.example")
+        self.assertEqual(self.get("/keyweb/a", [("Origin", "https://app.example")],
+                                  method="OPTIONS").status, 401)
+        r = self.get("/keyweb/a", [("Origin", "https://app.example"), ("X-API-Key", KEY)])
+        self.assertEqual(r.status, 200, r)
+
+    def test_upstream_cors_fields_dropped(self):
+        q = ("/cors/a?mode=headers&h=Access-Control-Allow-Origin:*"
+             "&h=Access-Control-Allow-Credentials:true&h=X-Other:kept")
+        r = self.get(q, [("Origin", "https://evil.example")])
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.header("Access-Control-Allow-Origin"))
+        self.assertIsNone(r.header("Access-Control-Allow-Credentials"))
+        self.assertEqual(r.header("X-Other"), "kept")
+        r = self.get(q, [("Origin", "https://app.example")])
+        self.assertEqual(r.headers_all("Access-Control-Allow-Origin"), ["https://app.example"])
+        # a route without cors passes them on
+        r = self.get(q.replace("/cors/a", "/open"))
+        self.assertEqual(r.header("Access-Control-Allow-Origin"), "*")
 
     def test_cors_on_answers(self):
         r = self.get("/cors/a", [("Origin", "https://x.y.corp.example")])
@@ -199,6 +239,58 @@ class PoliciesTest(PolicyCase):
             self.assertEqual(r.status, 401)
             self.assertEqual(r.header("WWW-Authenticate"), 'ApiKey realm="keys"')
 
+    def test_forged_consumer_in_any_spelling(self):
+        r = self.get("/key/a", [("X-API-Key", KEY), ("X_Consumer", "mallory"),
+                                ("x-CONSUMER", "mallory"), ("X_API_KEY", "k")])
+        self.assertEqual(r.status, 200, r)
+        e = r.json()
+        self.assertEqual([v for k, v in e["headers"]
+                          if k.lower().replace("_", "-") == "x-consumer"], ["alice"])
+        self.assertEqual([k for k, v in e["headers"]
+                          if k.lower().replace("_", "-") == "x-api-key"], [])
+
+    def test_forged_consumer_in_trailers(self):
+        """HTTP/2 request trailers go upstream: the policy's fields are
+        dropped from them as from the head (runs where python3-h2 is: the
+        HTTP/2 run)."""
+        import socket
+        try:
+            import h2.config
+            import h2.connection
+            import h2.events
+        except ImportError:
+            self.skipTest("python3-h2 is not installed for this interpreter")
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.send_headers(1, [(":method", "POST"), (":scheme", "http"),
+                              (":authority", "localhost"), (":path", "/key/t"),
+                              ("x-api-key", KEY), ("te", "trailers")])
+        conn.send_data(1, b"hello")
+        conn.send_headers(1, [("x-consumer", "mallory"), ("x_consumer", "mallory"),
+                              ("x-kept", "yes")], end_stream=True)
+        sock.sendall(conn.data_to_send())
+        body, done = b"", False
+        deadline = time.monotonic() + 10
+        while not done and time.monotonic() < deadline:
+            data = sock.recv(65536)
+            if not data:
+                break
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived):
+                    body += ev.data
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamEnded):
+                    done = True
+            sock.sendall(conn.data_to_send())
+        sock.close()
+        self.assertTrue(done, body)
+        e = json.loads(body)
+        names = [k.lower() for k, v in e["trailers"]]
+        self.assertIn("x-kept", names)
+        self.assertEqual([n for n in names if n.replace("_", "-") == "x-consumer"], [])
+        self.assertEqual(values(e, "X-Consumer"), ["alice"])
+
     def test_api_key_query_stripped(self):
         for target, up in (("/key/q?api_key=%s" % KEY, "/key/q"),
                            ("/key/q?a=1&api_key=%s" % KEY, "/key/q?a=1"),
@@ -224,6 +316,56 @@ class PoliciesTest(PolicyCase):
         with open(self.log) as f:
             self.assertNotIn(KEY, f.read())
 
+    def logged_target(self, rid=None, prefix=None):
+        def find():
+            try:
+                with open(self.log) as f:
+                    for line in f:
+                        rec = json.loads(line)
+                        if (rid and rec["request_id"] == rid) or \
+                                (prefix and rec["target"].startswith(prefix)):
+                            return rec
+            except OSError:
+                return None
+            return None
+        return wait_for(find, what="the access-log line")["target"]
+
+    def test_api_key_never_logged(self):
+        """Whatever answers (a rate limit before the key, the key's own 401)
+        and however the request ends (a WebSocket, logged at its close after
+        its snapshot is released), no copy nor spelling of the parameter
+        goes upstream or into the log."""
+        secrets = ["dupe-secret-1", "enc-secret-2", "wrong-secret-3", "ws-secret-4"]
+        # every copy, any case or percent-encoding of the name
+        r = self.get("/key/d?api_key=%s&api_key=%s&a=1&API%%5fkey=%s" % (KEY, *secrets[:2]))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["target"], "/key/d?a=1")
+        self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/key/d?a=1")
+        # a wrong key's 401
+        r = self.get("/key/w?api_key=%s&b=2" % secrets[2])
+        self.assertEqual(r.status, 401)
+        self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/key/w?b=2")
+        # a rate limit listed before the key answers 429: the valid key stays out
+        for want in (200, 429):
+            r = self.get("/rlkey/x?api_key=%s" % KEY, [("X-T", "never-logged")])
+            self.assertEqual(r.status, want, r)
+            self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/rlkey/x")
+        # a WebSocket with the key in its query (browsers cannot set its headers)
+        with Client(self.gw.port) as c:
+            r, _ = ws_handshake(c, "/key/ws?api_key=%s&x=%s" % (KEY, "1"))
+            self.assertEqual(r.status, 101, r)
+            c.send(ws_frame(b"hi"))
+            self.assertEqual(ws_read(c)[2], b"hi")
+        self.assertEqual(self.logged_target(prefix="/key/ws"), "/key/ws?x=1")
+        with Client(self.gw.port) as c:
+            r, _ = ws_handshake(c, "/key/ws2?api_key=%s" % secrets[3])
+            self.assertEqual(r.status, 401, r)
+        self.assertEqual(self.logged_target(prefix="/key/ws2"), "/key/ws2")
+        with open(self.log) as f:
+            text = f.read()
+        for s in [KEY] + secrets:
+            self.assertNotIn(s, text)
+
     # ---- refusals ----
 
     def test_bad_pushes_refused_at_their_paths(self):
@@ -238,6 +380,10 @@ class PoliciesTest(PolicyCase):
              "/routes/0/policies/1", None),
             ({"p": {"type": "rate_limit", "rate": 1, "key": "cookie:x"}}, ["p"],
              "/policies/p/key", None),
+            ({"p": dict(self.policies["keys"], consumer_header="Transfer-Encoding")}, ["p"],
+             "/policies/p/consumer_header", "hop-by-hop"),
+            ({"p": dict(self.policies["keys"], header="Proxy-Authorization")}, ["p"],
+             "/policies/p/header", "hop-by-hop"),
         ]
         for pols, names, path, hint in cases:
             with self.subTest(path=path):
@@ -311,6 +457,18 @@ class BasicTest(GatewayCase):
             text = f.read()
         self.assertNotIn("alice-pw", text)
         self.assertNotIn(base64.b64encode(b"alice:alice-pw").decode(), text)
+
+    def test_credentials_stay_user_goes_up(self):
+        """The password never goes upstream (nginx's proxy_set_header
+        Authorization ""); the user does, in user_header, and a client's own
+        copies of it in any spelling (X_User: '_' folds into '-') are dropped."""
+        r = self.get("/staff/x", [basic("alice", "alice-pw"), ("X-User", "root"),
+                                  ("x_user", "root"), ("X-USER", "root")])
+        self.assertEqual(r.status, 200, r)
+        e = r.json()
+        self.assertEqual([v for k, v in e["headers"] if k.lower() in ("x-user", "x_user")],
+                         ["alice"])
+        self.assertEqual(values(e, "Authorization"), [])
 
     def test_refused(self):
         bad = [[], [basic("alice", "wrong")], [basic("mallory", "alice-pw")],
