@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 _Static_assert(ADM_POL_MAX == sizeof(((struct adm_route *)0)->policy_idx), "policy_idx");
 _Static_assert(ADM_POL_MAX_ALL <= (unsigned char)-1, "a policy's index fits a route's byte");
@@ -310,4 +311,34 @@ void adm_spolicy_release(struct adm_spolicy *sp)
         adm_pol_kinds[sp->type].free(sp->conf);
     free(sp->name);
     free(sp);
+}
+
+size_t adm_policies_log_query(struct adm_spolicy *const *p, size_t n, char *out, size_t cap,
+                              int *whole)
+{
+    size_t len = 0;
+
+    *whole = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct adm_ak_conf *c = p[i]->conf;
+        if (p[i]->type != ADM_POL_API_KEY || !c->query)
+            continue;
+        int seen = 0;
+        for (const char *q = out, *e = out + len; q < e && !seen;) {
+            const char *amp = memchr(q, '&', (size_t)(e - q)), *qe = amp ? amp : e;
+            seen = (size_t)(qe - q) == c->query_len && !strncasecmp(q, c->query, c->query_len);
+            q = qe + 1;
+        }
+        if (seen)
+            continue;
+        if (len + (len > 0) + c->query_len > cap) {
+            *whole = 1;
+            return 0;
+        }
+        if (len)
+            out[len++] = '&';
+        memcpy(out + len, c->query, c->query_len);
+        len += c->query_len;
+    }
+    return len;
 }

@@ -99,4 +99,13 @@ struct adm_spolicy *adm_spolicy_for(struct adm_policy *p, struct adm_spolicy *co
                                     size_t nprev, unsigned nworkers);
 void adm_spolicy_release(struct adm_spolicy *sp);
 
+/* The query parameters that never reach the access log, whatever route a
+ * request takes (none, or one without the policy): the names of the
+ * api_key policies' "query" among <p>[0..<n>), distinct, joined by '&'
+ * (which no name holds) into <out> (<cap> bytes). Returns their length;
+ * when they do not fit, *<whole> is set and the log leaves out every
+ * query (a credential is never logged for want of room). */
+size_t adm_policies_log_query(struct adm_spolicy *const *p, size_t n, char *out, size_t cap,
+                              int *whole);
+
 #endif

@@ -763,6 +763,16 @@ static up_pool *pool_for(const struct adm_config *cfg, size_t i, const struct ad
     return p;
 }
 
+/* What the access log leaves out of every request's query. */
+static void set_log_query(struct adm_snapshot *s)
+{
+    int whole;
+
+    s->log_qlen = (unsigned char)adm_policies_log_query(s->policies, s->npolicies, s->log_q,
+                                                        sizeof(s->log_q), &whole);
+    s->log_q_whole = (unsigned char)whole;
+}
+
 /* The policies of s->cfg: those of <prev> whose name and definition stay
  * carried over, state and all (a push resets no rate limit); the others
  * new, taking their compiled definitions from the config. */
@@ -783,6 +793,7 @@ static int build_policies(struct adm_snapshot *s, const struct adm_snapshot *pre
             goto nomem;
         s->policies[s->npolicies] = sp;
     }
+    set_log_query(s);
     return 0;
 nomem:
     adm_errors_add(errs, "", "out of memory building the policies");
@@ -909,6 +920,7 @@ struct adm_snapshot *adm_snapshot_derive(const struct adm_snapshot *cur, rt_tabl
             s->policies[s->npolicies] = cur->policies[s->npolicies];
             s->policies[s->npolicies]->refs++;
         }
+        set_log_query(s);
     }
     s->build_ms = adm_now_ms() - t0;
     return s;

@@ -152,6 +152,10 @@ struct adm_snapshot {
      * name and definition stay is the same object (its state kept) */
     struct adm_spolicy **policies;
     size_t npolicies;
+    /* the query parameters kept out of the access log on every request
+     * (adm_policies_log_query): log_qlen 0 and log_q_whole 0: none */
+    char log_q[128];
+    unsigned char log_qlen, log_q_whole;
     struct adm_tls_ctx *const *tls; /* = base->tls: index = cfg->listeners index */
     SSL_CTX *const *uptls;          /* = base->uptls: index = cfg->upstreams index */
     unsigned nworkers;

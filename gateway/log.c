@@ -694,6 +694,13 @@ static void tgt_sink(void *ctx, const char *p, size_t n)
 /* The target of <rec> without every query parameter named <name> (an
  * api_key's, kept from the upstream), copied to <buf> (<cap> bytes) when
  * one was there; cut at <cap> bytes. */
+/* The length of target <t> (<n> bytes) before its query. */
+static size_t target_head(const char *t, size_t n)
+{
+    const char *q = memchr(t, '?', n);
+    return q ? (size_t)(q - t) : n;
+}
+
 static void strip_target(struct gw_log_rec *rec, const char *name, size_t nlen, char *buf,
                          size_t cap)
 {
@@ -773,6 +780,8 @@ static void log_line(struct gw_req *r, double duration_ms, const struct log_src 
 
     if (r->pol_qlen) /* a policy's credential stays out of the log, whatever happened */
         strip_target(&rec, r->pol_q, r->pol_qlen, tgt, sizeof(tgt));
+    else if (r->pol_q_whole && rec.target) /* too many names to list: no query at all */
+        rec.target_len = target_head(rec.target, rec.target_len);
     need = gw_log_json_max(&rec);
     if (w->log_cap - w->log_len < need)
         gw_access_flush(w);

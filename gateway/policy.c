@@ -24,22 +24,19 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_COMPRESS] = &gw_policy_compress,
 };
 
-/* The query parameter r's route keeps from the upstream and the log (an
- * api_key's "query"), copied into the request: decided before any policy
- * runs, so that it holds whichever of them answers, and kept after the
- * snapshot is released (a tunnel's line is written at its close). */
+/* The query parameter r's route keeps from the upstream (an api_key's
+ * "query"; the access log leaves out every such name, serve.c). */
 static void strip_decide(struct gw_req *r)
 {
     const struct adm_sroute *sr = r->sr;
 
-    r->pol_qlen = 0;
     for (unsigned i = 0; i < sr->npol; i++) {
         const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
         const struct adm_ak_conf *c = p->conf;
-        if (p->type != ADM_POL_API_KEY || !c->query || c->query_len > sizeof(r->pol_q))
+        if (p->type != ADM_POL_API_KEY || !c->query)
             continue;
-        memcpy(r->pol_q, c->query, c->query_len);
-        r->pol_qlen = (unsigned char)c->query_len;
+        r->up_q = c->query;
+        r->up_qlen = (unsigned char)c->query_len; /* at most 128: policy_api_key.c */
         return;
     }
 }
@@ -158,7 +155,7 @@ int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n)
 /* Whether query parameter <p> (<n> bytes, "name" or "name=value") is
  * <name>: its name percent-decoded ('+' a space) and compared without
  * case, so that no spelling of it gets past. */
-static int param_named(const char *p, size_t n, const char *name, size_t nlen)
+static int param_is(const char *p, size_t n, const char *name, size_t nlen)
 {
     size_t i = 0, k = 0;
 
@@ -177,6 +174,21 @@ static int param_named(const char *p, size_t n, const char *name, size_t nlen)
         k++;
     }
     return k == nlen;
+}
+
+/* Whether <p> is one of the '&'-separated names at <names>. */
+static int param_named(const char *p, size_t n, const char *names, size_t nlen)
+{
+    const char *end = names + nlen;
+
+    for (;;) {
+        const char *amp = memchr(names, '&', (size_t)(end - names)), *e = amp ? amp : end;
+        if (param_is(p, n, names, (size_t)(e - names)))
+            return 1;
+        if (!amp)
+            return 0;
+        names = amp + 1;
+    }
 }
 
 size_t gw_policy_strip_query(const char *q, size_t n, const char *name, size_t nlen,

@@ -9,8 +9,9 @@
  *   the route's order either lets the request go on, leaving a word in
  *   *<val> for its later phases, or answers it here (through
  *   gateway/local.h) and stops the chain; before the chain, the query
- *   parameter an api_key policy reads is set aside (r->pol_q): it never
- *   goes upstream nor into the access log, whatever the chain does;
+ *   parameter an api_key policy reads is set aside (r->up_q): it never
+ *   goes upstream, whatever the chain does (nor into the access log, on
+ *   any request: serve.c);
  * - upstream: the fields it adds to the upstream request head, and the
  *   client fields it keeps from going up (drops);
  * - response: the fields it adds to the client's answer head, proxied or
@@ -89,8 +90,9 @@ int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name);
 int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n);
 
 /* Writes query <q> (<n> bytes, without its '?') through <add> without
- * any parameter named <name> (<nlen> bytes; every occurrence, in any
- * case or percent-encoding of its name); the parameters kept are joined
+ * any parameter named <name> (<nlen> bytes, or several names joined by
+ * '&'; every occurrence, in any case or percent-encoding of its name);
+ * the parameters kept are joined
  * by '&'. Returns how many bytes it wrote: <n> when none was named. */
 size_t gw_policy_strip_query(const char *q, size_t n, const char *name, size_t nlen,
                              void (*add)(void *ctx, const char *p, size_t n), void *ctx);

@@ -6,7 +6,8 @@
  * key's consumer name goes upstream in consumer_header; the client's own
  * copies of that header, and the key's header, stay here, and so does
  * every copy of the key's query parameter, which the access log leaves
- * out too (r->pol_q, set aside by policy.c before the chain runs).
+ * out too (r->up_q, set aside by policy.c before the chain runs; the
+ * log leaves every api_key query name out of every request: serve.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/policy_types.h"

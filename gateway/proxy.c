@@ -849,8 +849,8 @@ void gw_proxy_forward_of(struct gw_req *r, struct gw_forward *f, char subject[51
     f->buffered = r->body != NULL;
     f->pol_n = r->pol_n;
     f->pol_val = r->pol_val;
-    f->pol_q = r->pol_q;
-    f->pol_qlen = r->pol_qlen;
+    f->pol_q = r->up_q;
+    f->pol_qlen = r->up_qlen;
     f->buffered_len = r->body ? evbuffer_get_length(r->body) : 0;
     f->client_subject = f->client_sha256 = NULL;
     if (gw_tls_client_cert(&r->c->io, subject, 512, sha256)) {

@@ -117,8 +117,8 @@ struct gw_req {
     uint64_t ro;
     /* route policies (policy.h): how many let it through (0: none ran,
      * the only field read when the route has none), the word each left,
-     * and the name of a query parameter kept from the upstream and the
-     * access log (pol_qlen 0: none; policy.c) */
+     * and the name of the query parameter kept from the upstream (up_q,
+     * in the pinned snapshot; up_qlen 0: none; policy.c) */
     unsigned char pol_n;
     uint64_t pol_val[8];
     /* The response body through a route's body policy (compress): its
@@ -130,7 +130,12 @@ struct gw_req {
     struct gw_encoder *enc;
     struct evbuffer *enc_out;
     unsigned char pol_body, body_failed, chunk_out;
-    unsigned char pol_qlen;
+    unsigned char up_qlen;
+    const char *up_q;
+    /* the query parameters kept out of the access log: the snapshot's
+     * log_q, copied for a line written after it is released (a tunnel's);
+     * pol_q_whole: every query is */
+    unsigned char pol_qlen, pol_q_whole;
     char pol_q[128];
 };
 

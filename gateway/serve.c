@@ -143,7 +143,11 @@ void gw_req_start(struct gw_req *r)
     r->up_ms = -1;
     r->pol_n = 0;
     r->chunk_out = 0;
-    r->pol_qlen = 0;
+    r->up_qlen = 0;
+    r->pol_qlen = s->log_qlen;
+    r->pol_q_whole = s->log_q_whole;
+    if (s->log_qlen) /* the config has an api_key reading a query parameter */
+        memcpy(r->pol_q, s->log_q, s->log_qlen);
     gw_req_phase(r, GW_REQ_HEAD);
 
     need = rt_table_max_params(s->rt);

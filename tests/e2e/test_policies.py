@@ -47,7 +47,8 @@ class PolicyCase(GatewayCase):
     @classmethod
     def start_gateway(cls, routes):
         cls.cfg = gateway_config(upstreams={"b": upstream_cfg(cls.b)}, routes=routes,
-                                 policies=cls.policies, access_log=cls.log)
+                                 policies=cls.policies, access_log=cls.log,
+                                 router={"trailing_slash": "redirect"})
         cls.gw = cls.shared_gateway(cls.cfg)
         wait_ready(cls.gw)
         cls.api = Admin(admin_port(cls.cfg))
@@ -86,6 +87,8 @@ class PoliciesTest(PolicyCase):
             "keys": {"type": "api_key", "keys": [{"name": "alice", "sha256": sha(KEY)}],
                      "keys_file": keys_file, "query": "api_key", "header": "X-API-Key",
                      "consumer_header": "X-Consumer"},
+            "tokens": {"type": "api_key", "keys": [{"name": "carol", "sha256": sha("t")}],
+                       "query": "token"},
         }
         routes = [
             {"id": "rl", "path": "/rl/*{rest}", "upstream": "b", "policies": ["slow"]},
@@ -364,6 +367,27 @@ class PoliciesTest(PolicyCase):
         with open(self.log) as f:
             text = f.read()
         for s in [KEY] + secrets:
+            self.assertNotIn(s, text)
+
+    def test_api_key_never_logged_off_its_routes(self):
+        """The log leaves the parameter out whatever answers: the router (a
+        404, a trailing-slash redirect) or a route without the policy, which
+        still gets the query as sent (the parameter may be its own)."""
+        secrets = ["nf-secret-5", "ts-secret-6", "open-secret-7", "tok-secret-8"]
+        r = self.get("/nowhere?api_key=%s&z=1&Token=%s" % (secrets[0], secrets[3]))
+        self.assertEqual(r.status, 404)
+        self.assertEqual(self.logged_target(r.header("X-Request-Id") or None,
+                                            prefix="/nowhere"), "/nowhere?z=1")
+        r = self.get("/open/?API_KEY=%s" % secrets[1])
+        self.assertIn(r.status, (301, 308), r)
+        self.assertEqual(self.logged_target(prefix="/open/"), "/open/")
+        r = self.get("/open?api_key=%s&o=1" % secrets[2])
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["target"], "/open?api_key=%s&o=1" % secrets[2])
+        self.assertEqual(self.logged_target(r.header("X-Request-Id")), "/open?o=1")
+        with open(self.log) as f:
+            text = f.read()
+        for s in secrets:
             self.assertNotIn(s, text)
 
     # ---- refusals ----
