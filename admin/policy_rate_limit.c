@@ -248,31 +248,36 @@ static struct adm_rl_slot *slot_of(struct adm_rl_table *t, uint64_t key, uint64_
 
     for (int attempt = 0; attempt < 4; attempt++) {
         struct adm_rl_slot *pick = NULL;
-        uint64_t pick_key = 0, pick_tat = UINT64_MAX;
+        uint64_t pick_key = 0, pick_tat = UINT64_MAX, pick_raw = 0;
         for (size_t i = 0, k = home; i < PROBE && i < t->cap;
              i++, k = k + 1 == t->cap ? 0 : k + 1) {
             struct adm_rl_slot *s = &t->slots[k];
             uint64_t sk = atomic_load_explicit(&s->key, memory_order_acquire);
-            uint64_t st;
+            uint64_t raw, st;
             if (sk == key)
                 return s;
-            st = sk ? atomic_load_explicit(&s->tat, memory_order_relaxed) : 0;
-            if (st <= now) /* empty, or nothing left to remember */
-                st = 0;
+            raw = sk ? atomic_load_explicit(&s->tat, memory_order_relaxed) : 0;
+            st = raw > now ? raw : 0; /* empty, or nothing left to remember */
             if (st < pick_tat) {
                 pick = s;
                 pick_key = sk;
                 pick_tat = st;
+                pick_raw = raw;
             }
         }
         if (atomic_compare_exchange_strong_explicit(&pick->key, &pick_key, key,
                                                     memory_order_acq_rel, memory_order_relaxed)) {
-            /* a new key starts with no history: the TAT of the one it
-             * replaces is forgotten (a racing update of that key may still
-             * land: only while a live key is being evicted) */
-            atomic_store_explicit(&pick->tat, 0, memory_order_relaxed);
-            if (pick_tat)
+            /* A new key starts with no history. A TAT already past is
+             * none (GCRA starts from max(TAT, now)), so only a live key's is
+             * forgotten, and only if it is still the one seen: a take of the
+             * new key another worker made since is never wiped (an update
+             * of the evicted key that lands first is kept: the new key then
+             * starts with its history, only while a live key is evicted). */
+            if (pick_tat) {
+                atomic_compare_exchange_strong_explicit(&pick->tat, &pick_raw, 0,
+                                                        memory_order_relaxed, memory_order_relaxed);
                 count(&ctr->evictions);
+            }
             return pick;
         }
     }

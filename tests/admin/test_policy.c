@@ -205,6 +205,46 @@ START_TEST(threads_one_key_exact)
 }
 END_TEST
 
+#define FRESH_KEYS 20000
+
+static void *fresh_run(void *arg)
+{
+    struct hammer *h = arg;
+    struct adm_rl_verdict v;
+
+    for (uint64_t k = 1; k <= FRESH_KEYS; k++) {
+        adm_rl_take(h->t, h->rl, k * 0x9e3779b97f4a7c15ULL, 7 * MS, h->w, &v);
+        h->allowed += (unsigned)v.allowed;
+    }
+    return NULL;
+}
+
+/* Workers meeting a key for the first time at once: the one claiming its
+ * slot never wipes a take another made there meanwhile. */
+START_TEST(threads_new_keys_exact)
+{
+    struct adm_config *c = parse("{\"p\": {\"type\": \"rate_limit\", \"rate\": 1, \"per_ms\": "
+                                 "60000, \"burst\": 0, \"max_keys\": 100000}}");
+    const struct adm_rl_conf *rl = c->policies[0].conf;
+    struct adm_rl_table *t = adm_rl_table_new(rl, 4);
+    struct hammer h[4];
+    pthread_t th[4];
+    unsigned sum = 0;
+
+    for (unsigned i = 0; i < 4; i++) {
+        h[i] = (struct hammer){t, rl, i, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, fresh_run, &h[i]), 0);
+    }
+    for (unsigned i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        sum += h[i].allowed;
+    }
+    ck_assert_uint_eq(sum, FRESH_KEYS); /* one each */
+    adm_rl_table_free(t);
+    adm_config_free(c);
+}
+END_TEST
+
 START_TEST(cors_origins)
 {
     struct adm_config *c = parse("{\"w\": {\"type\": \"cors\", \"origins\": "
@@ -678,6 +718,7 @@ int main(void)
     tcase_add_test(tc, huge_burst_saturates);
     tcase_add_test(tc, table_flood_bounded);
     tcase_add_test(tc, threads_one_key_exact);
+    tcase_add_test(tc, threads_new_keys_exact);
     tcase_add_test(tc, cors_origins);
     tcase_add_test(tc, api_keys);
     tcase_add_test(tc, api_key_table);
