@@ -43,6 +43,13 @@ int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, uns
  * into *<len>; a name already there is freed. */
 void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len);
 
+/* Whether header <name> is one the gateway writes itself (X-Forwarded-*,
+ * X-Real-IP, X-Request-Id, Forwarded, Via, Host) or names credentials
+ * (Authorization, Proxy-*), or is hop-by-hop: a policy that sets fields
+ * from what it verified (jwt's claims, forward_auth's answer) may write
+ * none of them. */
+int adm_pol_header_owned(const char *name);
+
 /* ---- rate_limit ---- */
 
 /* What a part of the key is made of ("key"). */
