@@ -116,6 +116,7 @@ void gw_req_account_tunnel(struct gw_req *r)
 
 void gw_req_done(struct gw_req *r)
 {
+    gw_policy_abandon(r); /* answered while a policy waited (a timeout of the client's) */
     gw_req_account(r);
     gw_req_unpin(r);
     r->sr = NULL;
@@ -137,6 +138,10 @@ void gw_req_release(struct gw_req *r)
         r->replay = NULL;
     }
     gw_policy_body_free(r);
+    gw_policy_abandon(r);
+    free(r->pol_fields);
+    r->pol_fields = NULL;
+    r->pol_fields_cap = 0;
     free(r->params);
     r->params = NULL;
     r->params_cap = 0;

@@ -43,6 +43,7 @@ enum gw_cip_state {
 /* Where a request is: the codec may follow it (HTTP/1's connection state). */
 enum gw_req_phase {
     GW_REQ_HEAD = 0, /* its head is being read or decided on */
+    GW_REQ_WAIT,     /* a policy waits on a subrequest: its body is not read */
     GW_REQ_PROXY,    /* it went upstream */
     GW_REQ_LOCAL,    /* answered here; its body is read away */
 };
@@ -132,6 +133,16 @@ struct gw_req {
     unsigned char pol_body, body_failed, chunk_out;
     unsigned char pol_qlen;
     char pol_q[128];
+    /* A policy waiting on a subrequest (policy.h): the subrequest, NULL
+     * when none runs; the policy's index; whether the route answers
+     * locally once its policies let it through (else it proxies). And
+     * the fields a forward_auth answer sends upstream, "Name: value\r\n"
+     * lines NUL-ended (the policy's word points at them): kept between
+     * requests, freed with the request (gw_req_release). */
+    struct gw_subreq *sub;
+    unsigned char pol_wait, pol_local;
+    char *pol_fields;
+    size_t pol_fields_cap;
 };
 
 /* How a request's answer is written and its body read: one per protocol
@@ -209,6 +220,10 @@ static inline void gw_req_phase(struct gw_req *r, enum gw_req_phase ph)
     if (r->codec->phase)
         r->codec->phase(r, ph);
 }
+/* Every policy of <r>'s route let it through after one waited
+ * (gw_policy_resume): it goes where the route sends it, upstream or to
+ * its local answer, as gw_req_start would have sent it. */
+void gw_req_proceed(struct gw_req *r);
 /* The request ends: logged and counted, its snapshot released, then
  * codec->done. */
 void gw_req_done(struct gw_req *r);

@@ -167,12 +167,23 @@ void gw_req_start(struct gw_req *r)
         r->keep = 0; /* no 100 Continue from us: the body may come or not, so the
                       * answer says the connection closes (RFC 9110 10.1.1) */
     /* the route's policies, whatever it does (one branch without any) */
-    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL) && gw_policy_request(r))
-        return;
+    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL)) {
+        r->pol_local = v == GW_V_LOCAL; /* for a chain that waits (gw_req_proceed) */
+        if (gw_policy_request(r))
+            return;
+    }
     if (v == GW_V_UPSTREAM)
         gw_proxy_start(r);
     else
         gw_local_answer(r, v, &m);
+}
+
+void gw_req_proceed(struct gw_req *r)
+{
+    if (r->pol_local)
+        gw_local_answer(r, GW_V_LOCAL, NULL); /* the route's own answer: no match read */
+    else
+        gw_proxy_start(r);
 }
 
 void gw_req_drained(struct gw_req *r)
@@ -183,6 +194,7 @@ void gw_req_drained(struct gw_req *r)
 
 void gw_req_cancel(struct gw_req *r)
 {
+    gw_policy_abandon(r);
     gw_proxy_detach(r);
     if (r->snap) {
         r->status = r->status ? r->status : 499;
