@@ -24,6 +24,7 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_BASIC] = &gw_policy_basic,
     [ADM_POL_JWT] = &gw_policy_jwt,
     [ADM_POL_COMPRESS] = &gw_policy_compress,
+    [ADM_POL_FORWARD_AUTH] = &gw_policy_forward_auth,
 };
 
 /* The query parameter r's route keeps from the upstream and the log (an

@@ -65,7 +65,7 @@ struct gw_policy_ops {
 
 /* Indexed by enum adm_pol_type. */
 extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key,
-    gw_policy_basic, gw_policy_jwt, gw_policy_compress;
+    gw_policy_basic, gw_policy_jwt, gw_policy_compress, gw_policy_forward_auth;
 
 /* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
  * (it is finished then) or waits on a subrequest, 0 to go on. */
