@@ -76,8 +76,8 @@ static int run_from(struct gw_req *r, unsigned i)
             preflight_first(r, i))
             return GW_POL_ANSWERED;
         r->pol_val[i] = 0;
+        r->pol_wait = (unsigned char)i; /* the policy running: one that waits is there */
         if ((rc = ops[p->type]->request(p, r, &r->pol_val[i])) == GW_POL_PENDING) {
-            r->pol_wait = (unsigned char)i;
             r->codec->body_read(r, 0);
             gw_req_phase(r, GW_REQ_WAIT);
             return rc;

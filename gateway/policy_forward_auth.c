@@ -57,10 +57,13 @@ static int named(const struct h1_slice *n, const struct adm_fa_name *names, size
     return 0;
 }
 
-/* The subrequest's head for <r> into <o>, but for Host and the blank line
- * (subreq.h). */
-static void build_head(const struct adm_fa_conf *c, struct gw_req *r, struct gw_obuf *o)
+/* The subrequest's head for request <arg> into <o>, but for Host and the
+ * blank line (subreq.h): written straight into the connection's output,
+ * and again for a retry, never kept. */
+static void build_head(void *arg, struct gw_obuf *o)
 {
+    struct gw_req *r = arg; /* its policy is the one running, or waiting (policy.c) */
+    const struct adm_fa_conf *c = r->snap->policies[r->sr->pol[r->pol_wait]]->conf;
     const struct h1_request *rq = &r->rp->req;
     size_t iplen;
     const char *ip = gw_client_ip_text(r, &iplen);
@@ -101,25 +104,14 @@ static int fa_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
     const struct adm_fa_conf *c = p->conf;
     const struct adm_upstream *def = &r->snap->cfg->upstreams[c->up];
     struct adm_fa_wctr *k = &((struct adm_fa_state *)p->state)->ctr[r->c->w->id];
-    struct evbuffer *b = evbuffer_new();
-    struct gw_sub_spec spec = {
-        .no_body = r->is_head, .timeout_ms = c->timeout_ms, .body_max = BODY_MAX};
-    struct gw_obuf ob;
+    struct gw_sub_spec spec = {.head = build_head,
+                               .no_body = r->is_head,
+                               .hash = def->balance == ADM_BALANCE_HASH ? gw_hashkey(r, def) : 0,
+                               .timeout_ms = c->timeout_ms,
+                               .body_max = BODY_MAX};
 
     (void)val;
-    if (b) {
-        gw_ob_init(&ob, b);
-        build_head(c, r, &ob);
-        gw_ob_flush(&ob);
-        spec.head_len = evbuffer_get_length(b);
-        spec.head = (const char *)evbuffer_pullup(b, -1);
-        spec.hash = def->balance == ADM_BALANCE_HASH ? gw_hashkey(r, def) : 0;
-    }
-    if (spec.head)
-        r->sub = gw_subreq_start(r->c->w, r->snap, c->up, &spec, sub_done, r);
-    if (b)
-        evbuffer_free(b);
-    if (r->sub)
+    if ((r->sub = gw_subreq_start(r->c->w, r->snap, c->up, &spec, sub_done, r)))
         return GW_POL_PENDING;
     /* no server up or free, no connection, or out of memory */
     gw_count(&k->errors, 1);

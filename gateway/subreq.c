@@ -30,13 +30,12 @@ struct gw_subreq {
     struct event *timer;
     gw_sub_done_fn done;
     void *arg;
-    struct gw_sub_spec spec; /* spec.head points at <head> below */
-    unsigned char retried;   /* once on a fresh connection (a pooled one died idle) */
-    unsigned char interim;   /* 1xx heads skipped */
-    unsigned char big;       /* the body passed body_max */
-    char *ahead;             /* the final head's bytes, the parser's slices rebased there */
-    struct evbuffer *body;   /* decoded, at most spec.body_max */
-    char head[];
+    struct gw_sub_spec spec;
+    unsigned char retried; /* once on a fresh connection (a pooled one died idle) */
+    unsigned char interim; /* 1xx heads skipped */
+    unsigned char big;     /* the body passed body_max */
+    char *ahead;           /* the final head's bytes, the parser's slices rebased there */
+    struct evbuffer *body; /* decoded, at most spec.body_max; NULL until a byte comes */
 };
 
 /* Gives back what <q> holds but its connection, and frees it. */
@@ -101,9 +100,9 @@ static void body_cb(void *ctx, const char *data, size_t len)
 {
     struct gw_subreq *q = ctx;
 
-    if (q->big || evbuffer_get_length(q->body) + len > q->spec.body_max)
+    if (q->big || (q->body ? evbuffer_get_length(q->body) : 0) + len > q->spec.body_max)
         q->big = 1;
-    else if (evbuffer_add(q->body, data, len) < 0)
+    else if ((!q->body && !(q->body = evbuffer_new())) || evbuffer_add(q->body, data, len) < 0)
         q->big = 1; /* out of memory: as good as too big, the connection closes */
 }
 
@@ -114,7 +113,7 @@ static int keep_head(struct gw_subreq *q, const char *p, size_t n)
 {
     struct h1_resp *rp = &q->u->resp;
 
-    if (!(q->ahead = malloc(n)) || !(q->body = evbuffer_new()))
+    if (!(q->ahead = malloc(n)))
         return -1;
     memcpy(q->ahead, p, n);
     for (size_t i = 0; i < rp->nhdr; i++) {
@@ -253,7 +252,7 @@ static int send_head(struct gw_subreq *q, int fresh)
     u->holder = &q->u;
     q->u = u;
     gw_ob_init_io(&ob, &u->io);
-    gw_ob_add(&ob, q->spec.head, q->spec.head_len);
+    q->spec.head(q->arg, &ob);
     gw_ob_field(&ob, "Host", 4, addr, strlen(addr));
     gw_ob_lit(&ob, "\r\n");
     gw_ob_flush(&ob);
@@ -266,7 +265,7 @@ struct gw_subreq *gw_subreq_start(struct gw_worker *w, const struct adm_snapshot
                                   const struct gw_sub_spec *spec, gw_sub_done_fn done, void *arg)
 {
     const struct adm_upstream *def = &s->cfg->upstreams[up];
-    struct gw_subreq *q = calloc(1, sizeof(*q) + spec->head_len);
+    struct gw_subreq *q = calloc(1, sizeof(*q));
     struct timeval tv = {spec->timeout_ms / 1000, (spec->timeout_ms % 1000) * 1000};
     struct up_pick pk = {.hash = spec->hash,
                          .now_ms = def->slow_start_ms ? (uint64_t)gw_now_ms() : 0};
@@ -275,8 +274,6 @@ struct gw_subreq *gw_subreq_start(struct gw_worker *w, const struct adm_snapshot
         return NULL;
     *q = (struct gw_subreq){
         .w = w, .s = s, .up = up, .pool = s->pools[up], .done = done, .arg = arg, .spec = *spec};
-    memcpy(q->head, spec->head, spec->head_len);
-    q->spec.head = q->head;
     if (def->max_connections && !(q->plim = gw_plim_get(w, q->pool, def, gw_proxy_dispatch)))
         goto fail;
     q->server = gw_plim_pick(q->plim, q->pool, w->id, &pk);

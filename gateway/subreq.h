@@ -23,6 +23,7 @@
 #define GW_SUB_HEAD_MAX (16 * 1024) /* an answer's head, 1xx heads included */
 
 struct gw_worker;
+struct gw_obuf;
 struct adm_snapshot;
 struct gw_subreq;
 
@@ -46,13 +47,13 @@ struct gw_sub_answer {
 };
 
 typedef void (*gw_sub_done_fn)(void *arg, const struct gw_sub_answer *a);
+/* Writes the request line and fields into <o>, each line ending in CRLF:
+ * Host (the server's address, as nginx's $proxy_host) and the blank line
+ * are added. Called once a try, from gw_subreq_start() or the loop. */
+typedef void (*gw_sub_head_fn)(void *arg, struct gw_obuf *o);
 
 struct gw_sub_spec {
-    /* The request line and fields, each line ending in CRLF: Host (the
-     * server's address, as nginx's $proxy_host) and the blank line are
-     * added. Copied. */
-    const char *head;
-    size_t head_len;
+    gw_sub_head_fn head; /* with the <arg> of gw_subreq_start() */
     int no_body;         /* the answer has no body whatever it says: a HEAD's */
     uint64_t hash;       /* the key of a hash balancer */
     unsigned timeout_ms; /* the whole subrequest, from its start */
