@@ -11,6 +11,7 @@ connection), answering each request by its Authorization field:
     Bearer moved     302 with a Location
     Bearer garbage   "HTTP/1.1 20 OK" (no valid status line), then a close
     Bearer big       401 with a 70000-byte body
+    Bearer bigok     200 with a 70000-byte body
     Bearer slow      waits 3 s, then 200
     Bearer hangup    closes the connection without an answer
     anything else    401
@@ -96,6 +97,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         elif auth == "Bearer big":
             self.answer(401, b"x" * 70000, [("Content-Type", "text/plain")])
+        elif auth == "Bearer bigok":
+            self.answer(200, b"x" * 70000, [("X-User", "bob")])
         elif auth == "Bearer slow":
             time.sleep(3)
             self.answer(200, b"late")

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -84,6 +85,8 @@ class ForwardAuthTest(GatewayCase):
         cls.addClassCleanup(cls.auth.stop)
         cls.auth2 = AuthService(cls.tmp, "auth2").start()
         cls.addClassCleanup(cls.auth2.stop)
+        cls.auth3 = AuthService(cls.tmp, "auth3").start()  # behind health checks
+        cls.addClassCleanup(cls.auth3.stop)
         cls.log = cls.tmp.file("access.log")
         policies = {
             "authsvc": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
@@ -91,19 +94,31 @@ class ForwardAuthTest(GatewayCase):
                         "response_headers": ["X-User"], "timeout_ms": TIMEOUT_MS},
             "authdown": {"type": "forward_auth", "upstream": "auth2",
                          "request_headers": ["Authorization"]},
+            "authhc": {"type": "forward_auth", "upstream": "auth3",
+                       "request_headers": ["Authorization"]},
         }
         routes = [
             {"id": "fa", "path": "/fa/*{rest}", "upstream": "app", "policies": ["authsvc"]},
             {"id": "fa-local", "path": "/hello", "response": {"body": "hi"},
              "policies": ["authsvc"]},
             {"id": "down", "path": "/down", "upstream": "app", "policies": ["authdown"]},
+            {"id": "hc", "path": "/hc", "upstream": "app", "policies": ["authhc"]},
             {"id": "open", "path": "/open", "upstream": "app"},
         ]
         cls.cfg = gateway_config(
             upstreams={"app": upstream_cfg(cls.b), "auth": upstream_cfg(cls.auth.addr),
-                       "auth2": upstream_cfg(cls.auth2.addr)},
+                       "auth2": upstream_cfg(cls.auth2.addr),
+                       # a server that refuses connections, which its checks mark down
+                       "auth3": upstream_cfg(cls.auth3.addr, "127.0.0.1:%d" % harness.free_port(),
+                                             health_check={"path": "/__stats",
+                                                           "interval_ms": 100, "timeout_ms": 100},
+                                             initially_unhealthy=True)},
             routes=routes, policies=policies, access_log=cls.log)
         cls.cfg["listeners"][0]["protocols"] = ["h1", "h2c"]
+        cls.tls_port = harness.free_port()
+        cls.cfg["listeners"].append({
+            "address": "127.0.0.1:%d" % cls.tls_port,
+            "tls": {"certificates": [harness.self_signed(cls.tmp)]}})
         cls.gw = cls.shared_gateway(cls.cfg)
         wait_ready(cls.gw)
         cls.api = Admin(admin_port(cls.cfg))
@@ -245,6 +260,26 @@ class ForwardAuthTest(GatewayCase):
         # one connection per worker at most, and this stats one
         self.assertLessEqual(st["connections"], self.gw.nworkers + 2, st["connections"])
 
+    def test_connection_kept_only_after_a_whole_answer(self):
+        self.auth.control("/__reset")
+        for _ in range(3):
+            self.assertEqual(self.get("/fa/w", "good").status, 200)
+        kept = self.auth.control("/__stats")["connections"]
+        n = 6
+        for _ in range(n):  # a body over 64 KiB is not read: each connection closes
+            r = self.get("/fa/w", "bigok")
+            self.assertEqual(r.status, 200)
+            self.assertEqual(values(r.json(), "X-User"), ["bob"])
+        # but for the first on each worker, which may find one parked before
+        self.assertGreaterEqual(self.auth.control("/__stats")["connections"],
+                                kept + n - self.gw.nworkers)
+
+    def test_servers_down_are_not_asked(self):
+        harness.wait_for(lambda: self.get("/hc", "good").status == 200,
+                         what="the auth server checked up")
+        # round robin over the two would send every other one to the dead server
+        self.assertEqual([self.get("/hc", "good").status for _ in range(10)], [200] * 10)
+
     # ---- HTTP/2 clients ----
 
     def test_http2_client(self):
@@ -264,6 +299,27 @@ class ForwardAuthTest(GatewayCase):
             self.assertEqual(r.json()["body_sha256"], hashlib.sha256(body).hexdigest())
             self.assertEqual(c.request("GET", "/fa/h2", headers=[
                 ("authorization", "Bearer slow")]).status, 503)
+
+    def test_over_tls(self):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.set_alpn_protocols(["http/1.1"])
+        s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", self.tls_port),
+                                                     timeout=harness.TIMEOUT))
+        with Client(self.tls_port, sock=s) as c:
+            r = c.request("GET", "/fa/tls", headers=[("Authorization", "Bearer good")])
+            self.assertEqual(r.status, 200)
+            self.assertEqual(values(r.json(), "X-User"), ["alice"])
+            self.assertEqual(values(self.last_auth_request(), "X-Forwarded-Proto"), ["https"])
+            r = c.request("GET", "/fa/tls", headers=[("Authorization", "Bearer deny")])
+            self.assertEqual((r.status, r.body), (401, b"who are you"))
+        with h2client.Client(self.tls_port, tls=True) as c:  # ALPN h2
+            r = c.request("POST", "/fa/tls2", headers=[("authorization", "Bearer good")],
+                          body=b"x" * 100000)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.json()["body_bytes"], 100000)
+            self.assertEqual(values(self.last_auth_request(), "X-Forwarded-Proto"), ["https"])
 
     def test_http2_streams_at_once(self):
         h = h2client.H2Client(self.gw.port)
