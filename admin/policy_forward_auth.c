@@ -176,31 +176,19 @@ void adm_fa_conf_free(void *conf)
 void adm_fa_check(struct adm_cf *x, struct adm_policy *p)
 {
     struct adm_fa_conf *c = p->conf;
-    const struct adm_config *cfg = x->c;
-    const char *near = NULL;
-    size_t best = 3, mark;
+    const json_t *u = json_object_get(x->upstream_index, c->upstream);
+    const char *near;
+    size_t mark = adm_cf_push_key(x, "upstream");
     struct adm_cf_qbuf q, qn;
 
-    if (!c)
-        return;
-    for (size_t i = 0; i < cfg->nupstreams; i++) {
-        size_t d;
-        if (!strcmp(cfg->upstreams[i].name, c->upstream)) {
-            c->up = i;
-            break;
-        }
-        if ((d = adm_cf_edit_distance(c->upstream, cfg->upstreams[i].name)) < best) {
-            best = d;
-            near = cfg->upstreams[i].name;
-        }
-    }
-    mark = adm_cf_push_key(x, "upstream");
-    if (c->up == (size_t)-1 && near)
+    if (u)
+        c->up = (size_t)json_integer_value(u);
+    if (!u && (near = adm_cf_nearest_upstream(x->c, c->upstream)))
         adm_cf_err(x, "unknown upstream %s (did you mean %s?)", adm_cf_quote(&q, c->upstream),
                    adm_cf_quote(&qn, near));
-    else if (c->up == (size_t)-1)
+    else if (!u)
         adm_cf_err(x, "unknown upstream %s", adm_cf_quote(&q, c->upstream));
-    else if (cfg->upstreams[c->up].protocol != ADM_UP_H1)
+    else if (x->c->upstreams[c->up].protocol != ADM_UP_H1)
         adm_cf_err(x,
                    "upstream %s speaks HTTP/2: a forward_auth subrequest is HTTP/1.1 "
                    "(plain or TLS)",

@@ -110,6 +110,10 @@ START_TEST(pool_refusals)
     expect_error(with_policy(""), "/policies/p/upstream", "missing");
     expect_error(with_policy("'upstream': 7"), "/policies/p/upstream", "string");
     expect_error(with_policy("'upstream': ''"), "/policies/p/upstream", "");
+    /* an upstream refused for its name has none: never compared */
+    expect_error(doc("'upstreams': {'bad name': {'servers': [{'address': '127.0.0.1:9'}]}}, "
+                     "'policies': {'p': {'type': 'forward_auth', 'upstream': 'bad nam'}}"),
+                 "/policies/p/upstream", "unknown upstream \"bad nam\"");
 }
 END_TEST
 
