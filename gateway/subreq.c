@@ -69,6 +69,8 @@ static void finish(struct gw_subreq *q, enum gw_sub_outcome outcome)
         a.nhdr = u->resp.nhdr;
         reuse = outcome == GW_SUB_ANSWERED && u->resp.msg_done && !u->eof &&
                 h1_resp_keep_alive(&u->resp) && !evbuffer_get_length(u->io.in);
+        /* an answer, as a proxied one: a failure only when outlier.statuses has it */
+        gw_health_status(q->w->id, q->s, q->up, q->server, (unsigned)a.status);
     }
     if (outcome == GW_SUB_ANSWERED && q->body && evbuffer_get_length(q->body)) {
         a.body_len = evbuffer_get_length(q->body);
