@@ -122,6 +122,22 @@ static int fa_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *v
     return GW_POL_ANSWERED;
 }
 
+/* Writes field <h> as "Name: value\r\n" at <d>, its value without the
+ * whitespace around it: the bytes written, at most its name's and
+ * value's lengths and 4. */
+static size_t put_field(char *d, const struct h1_header *h)
+{
+    struct h1_slice v = h->value;
+    size_t n = h->name.len;
+
+    h1_trim_ows(&v);
+    memcpy(d, h->name.ptr, n);
+    memcpy(d + n, ": ", 2);
+    memcpy(d + n + 2, v.ptr, v.len);
+    memcpy(d + n + 2 + v.len, "\r\n", 2);
+    return n + v.len + 4;
+}
+
 /* Keeps the fields of 2xx answer <a> that response_headers names, as
  * lines in r->pol_fields, and points *<val> at them (0: none). -1 when
  * out of memory. */
@@ -142,20 +158,9 @@ static int keep_fields(const struct adm_fa_conf *c, struct gw_req *r, const stru
         r->pol_fields = f;
         r->pol_fields_cap = need;
     }
-    for (size_t i = 0; i < a->nhdr; i++) {
-        const struct h1_header *h = &a->hdr[i];
-        struct h1_slice v = h->value;
-        h1_trim_ows(&v);
-        if (!named(&h->name, c->resp, c->nresp))
-            continue;
-        memcpy(r->pol_fields + n, h->name.ptr, h->name.len);
-        n += h->name.len;
-        memcpy(r->pol_fields + n, ": ", 2);
-        memcpy(r->pol_fields + n + 2, v.ptr, v.len);
-        n += 2 + v.len;
-        memcpy(r->pol_fields + n, "\r\n", 2);
-        n += 2;
-    }
+    for (size_t i = 0; i < a->nhdr; i++)
+        if (named(&a->hdr[i].name, c->resp, c->nresp))
+            n += put_field(r->pol_fields + n, &a->hdr[i]);
     r->pol_fields[n] = '\0';
     *val = (uint64_t)(uintptr_t)r->pol_fields;
     return 0;
@@ -165,25 +170,16 @@ static int keep_fields(const struct adm_fa_conf *c, struct gw_req *r, const stru
  * the fields of it a client acts on. */
 static void refuse(struct gw_req *r, const struct gw_sub_answer *a)
 {
-    char extra[GW_SUB_HEAD_MAX];
+    /* each line is at most its field's in the head ("Name:value\r\n"), and
+     * one byte more: the head's limit and one byte a field bound them */
+    char extra[GW_SUB_HEAD_MAX + H1_RESP_MAX_HEADERS];
     size_t n = 0;
 
     for (size_t i = 0; i < a->nhdr; i++) {
         const struct h1_slice *name = &a->hdr[i].name;
-        struct h1_slice v = a->hdr[i].value;
-        h1_trim_ows(&v);
-        if (!(a->status == 401 && h1_name_is(name, "www-authenticate")) &&
-            !h1_name_is(name, "content-type") && !h1_name_is(name, "set-cookie"))
-            continue;
-        if (n + name->len + v.len + 4 > sizeof(extra)) /* cannot be: the head is smaller */
-            break;
-        memcpy(extra + n, name->ptr, name->len);
-        n += name->len;
-        memcpy(extra + n, ": ", 2);
-        memcpy(extra + n + 2, v.ptr, v.len);
-        n += 2 + v.len;
-        memcpy(extra + n, "\r\n", 2);
-        n += 2;
+        if ((a->status == 401 && h1_name_is(name, "www-authenticate")) ||
+            h1_name_is(name, "content-type") || h1_name_is(name, "set-cookie"))
+            n += put_field(extra + n, &a->hdr[i]);
     }
     gw_local_body(r, a->status, extra, n, a->body, a->body_len);
 }

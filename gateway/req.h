@@ -134,11 +134,12 @@ struct gw_req {
     unsigned char pol_qlen;
     char pol_q[128];
     /* A policy waiting on a subrequest (policy.h): the subrequest, NULL
-     * when none runs; the policy's index (set as each policy runs); whether the route answers
-     * locally once its policies let it through (else it proxies). And
-     * the fields a forward_auth answer sends upstream, "Name: value\r\n"
-     * lines NUL-ended (the policy's word points at them): kept between
-     * requests, freed with the request (gw_req_release). */
+     * when none runs; the policy's index (set as each policy runs);
+     * whether the route answers locally once its policies let it through
+     * (else it proxies). And the fields a forward_auth answer sends
+     * upstream, "Name: value\r\n" lines NUL-ended (the policy's word
+     * points at them): kept between requests, freed with the request
+     * (gw_req_release). */
     struct gw_subreq *sub;
     unsigned char pol_wait, pol_local;
     char *pol_fields;
