@@ -89,9 +89,10 @@ static int run_from(struct gw_req *r, unsigned i)
     return GW_POL_NEXT;
 }
 
-int gw_policy_request(struct gw_req *r)
+int gw_policy_request(struct gw_req *r, void (*go)(struct gw_req *r))
 {
     strip_decide(r);
+    r->pol_go = go;
     return run_from(r, 0) != GW_POL_NEXT;
 }
 
@@ -106,7 +107,7 @@ void gw_policy_resume(struct gw_req *r, const void *answer)
         return;
     r->pol_n = (unsigned char)(i + 1);
     if (run_from(r, i + 1) == GW_POL_NEXT)
-        gw_req_proceed(r);
+        r->pol_go(r);
 }
 
 void gw_policy_cancel(struct gw_req *r)

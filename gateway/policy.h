@@ -68,12 +68,13 @@ extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_polic
     gw_policy_basic, gw_policy_jwt, gw_policy_compress, gw_policy_forward_auth;
 
 /* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
- * (it is finished then) or waits on a subrequest, 0 to go on. */
-int gw_policy_request(struct gw_req *r);
+ * (it is finished then) or waits on a subrequest, 0 to go on. <go>: where
+ * the caller sends <r> when every policy let it through after one waited
+ * (the caller's own continuation: policy.c never calls up). */
+int gw_policy_request(struct gw_req *r, void (*go)(struct gw_req *r));
 /* The subrequest r->sub of the policy that waits came back with <answer>
  * (r->sub is NULL again): the body may be read again, and the chain goes
- * on from that policy; when every policy let <r> through, it goes where
- * its route sends it (gw_req_proceed). */
+ * on from that policy; when every policy let <r> through, r->pol_go(r). */
 void gw_policy_resume(struct gw_req *r, const void *answer);
 /* <r> ends while a policy waits: its subrequest is cancelled (its
  * connection closed, its slot given back), r->sub NULL after. */

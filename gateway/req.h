@@ -134,14 +134,15 @@ struct gw_req {
     unsigned char pol_qlen;
     char pol_q[128];
     /* A policy waiting on a subrequest (policy.h): the subrequest, NULL
-     * when none runs; the policy's index (set as each policy runs);
-     * whether the route answers locally once its policies let it through
-     * (else it proxies). And the fields a forward_auth answer sends
-     * upstream, "Name: value\r\n" lines NUL-ended (the policy's word
-     * points at them): kept between requests, freed with the request
-     * (gw_req_release). */
+     * when none runs; the policy's index (set as each policy runs); where
+     * the request goes once its policies let it through after one waited
+     * (serve.c's continuation: upstream, or the route's own answer). And
+     * the fields a forward_auth answer sends upstream, "Name: value\r\n"
+     * lines NUL-ended (the policy's word points at them): kept between
+     * requests, freed with the request (gw_req_release). */
     struct gw_subreq *sub;
-    unsigned char pol_wait, pol_local;
+    unsigned char pol_wait;
+    void (*pol_go)(struct gw_req *r);
     char *pol_fields;
     size_t pol_fields_cap;
 };
@@ -221,10 +222,6 @@ static inline void gw_req_phase(struct gw_req *r, enum gw_req_phase ph)
     if (r->codec->phase)
         r->codec->phase(r, ph);
 }
-/* Every policy of <r>'s route let it through after one waited
- * (gw_policy_resume): it goes where the route sends it, upstream or to
- * its local answer, as gw_req_start would have sent it. */
-void gw_req_proceed(struct gw_req *r);
 /* The request ends: logged and counted, its snapshot released, then
  * codec->done. */
 void gw_req_done(struct gw_req *r);

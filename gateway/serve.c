@@ -107,6 +107,13 @@ static void pick_arm(struct gw_req *r)
 
 _Static_assert(H1_METHOD_OTHER == ADM_SAMPLE_METHOD_OTHER, "the sample names methods by id");
 
+/* The route's direct response or redirect, once its policies let <r>
+ * through after one of them waited (no router match is read for it). */
+static void answer_route(struct gw_req *r)
+{
+    gw_local_answer(r, GW_V_LOCAL, NULL);
+}
+
 void gw_req_start(struct gw_req *r)
 {
     struct gw_worker *w = r->c->w;
@@ -167,23 +174,13 @@ void gw_req_start(struct gw_req *r)
         r->keep = 0; /* no 100 Continue from us: the body may come or not, so the
                       * answer says the connection closes (RFC 9110 10.1.1) */
     /* the route's policies, whatever it does (one branch without any) */
-    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL)) {
-        r->pol_local = v == GW_V_LOCAL; /* for a chain that waits (gw_req_proceed) */
-        if (gw_policy_request(r))
-            return;
-    }
+    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL) &&
+        gw_policy_request(r, v == GW_V_UPSTREAM ? gw_proxy_start : answer_route))
+        return;
     if (v == GW_V_UPSTREAM)
         gw_proxy_start(r);
     else
         gw_local_answer(r, v, &m);
-}
-
-void gw_req_proceed(struct gw_req *r)
-{
-    if (r->pol_local)
-        gw_local_answer(r, GW_V_LOCAL, NULL); /* the route's own answer: no match read */
-    else
-        gw_proxy_start(r);
 }
 
 void gw_req_drained(struct gw_req *r)
