@@ -186,6 +186,25 @@ class ForwardAuthTest(GatewayCase):
             self.assertEqual(r.status, 401)
             self.assertEqual(c.request("GET", "/open").status, 200)
 
+    def test_expect_100_continue_only_after_a_yes(self):
+        body = b"e" * 50000
+        with Client(self.gw.port) as c:
+            c.send(harness.build_request("POST", "/fa/e", [
+                ("Expect", "100-continue"), ("Content-Length", str(len(body))),
+                ("Authorization", "Bearer good")]))
+            self.assertEqual(c.read_head().status, 100)  # after the service said yes
+            c.send(body)
+            r = c.read_response("POST")
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.json()["body_bytes"], len(body))
+        with Client(self.gw.port) as c:  # refused: no 100, the body never asked for
+            c.send(harness.build_request("POST", "/fa/e", [
+                ("Expect", "100-continue"), ("Content-Length", str(len(body))),
+                ("Authorization", "Bearer deny")]))
+            r = c.read_response("POST")
+            self.assertEqual((r.status, r.body), (401, b"who are you"))
+            self.assertClosed(c)  # the body may come or not: the connection ends
+
     # ---- refused ----
 
     def test_401_with_body_and_challenge(self):
