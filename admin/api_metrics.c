@@ -126,6 +126,35 @@ static void policy_metrics(struct evbuffer *b, const struct adm_snapshot *s)
     }
 }
 
+/* Per forward_auth policy: subrequests whose answer let the request
+ * through, refused it (401, 403), failed (no server, a connect, a
+ * status other than 2xx/401/403, a malformed answer: 503 or 500), or
+ * ran out of timeout_ms. */
+static void forward_auth_metrics(struct evbuffer *b, const struct adm_snapshot *s)
+{
+    static const char *const m[][2] = {
+        {"allowed_total", "Requests a forward_auth policy's answer (2xx) let through."},
+        {"denied_total", "Requests a forward_auth policy's answer (401, 403) refused."},
+        {"errors_total", "forward_auth subrequests that failed (answered 503 or 500)."},
+        {"timeouts_total", "forward_auth subrequests that ran out of timeout_ms (503)."},
+    };
+
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        evbuffer_add_printf(
+            b, "# HELP switchyard_forward_auth_%s %s\n# TYPE switchyard_forward_auth_%s counter\n",
+            m[i][0], m[i][1], m[i][0]);
+        for (size_t j = 0; j < s->npolicies; j++) {
+            const struct adm_spolicy *p = s->policies[j];
+            uint64_t v[4];
+            if (p->type != ADM_POL_FORWARD_AUTH)
+                continue;
+            adm_fa_counts(p->state, v);
+            evbuffer_add_printf(b, "switchyard_forward_auth_%s{policy=\"%s\"} %llu\n", m[i][0],
+                                p->name, (unsigned long long)v[i]);
+        }
+    }
+}
+
 /* One line per upstream server: <name>, whose value <get> reads. */
 static void per_server(struct evbuffer *b, const struct adm_snapshot *s, const char *name,
                        const char *type, const char *help, uint64_t (*get)(const up_pool *, size_t))
@@ -337,6 +366,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
     server_metrics(b, s);
     limits_metrics(b, s);
     policy_metrics(b, s);
+    forward_auth_metrics(b, s);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);
     if (api->pipe->fleet)

@@ -68,9 +68,7 @@ static const struct adm_cf_field root_fields[] = {
 
 /* ---- checks across the sections ---- */
 
-/* The upstream of <c> nearest to the unknown name <name> (at most two edits
- * away), or NULL: what a route that names <name> probably meant. */
-static const char *nearest_upstream(const struct adm_config *c, const char *name)
+const char *adm_cf_nearest_upstream(const struct adm_config *c, const char *name)
 {
     const char *best = NULL;
     size_t bestd = 3;
@@ -133,7 +131,7 @@ static void check_cross(struct adm_cf *x)
             if (!r->max_buffered_body_bytes)
                 r->max_buffered_body_bytes = pool->max_buffered_body_bytes;
         } else {
-            const char *near = nearest_upstream(c, r->upstream);
+            const char *near = adm_cf_nearest_upstream(c, r->upstream);
             struct adm_cf_qbuf qn;
             snprintf(path, sizeof(path), "/routes/%zu/upstream", i);
             if (near)

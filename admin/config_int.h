@@ -89,6 +89,10 @@ const char *adm_cf_quote(struct adm_cf_qbuf *q, const char *s);
 /* The edits (case aside) between <a> and <b>, each at most 32 bytes (99 for
  * a longer one): how near a misspelt name is to a real one. */
 size_t adm_cf_edit_distance(const char *a, const char *b);
+/* The upstream of <c> nearest to the unknown name <name> (at most two edits
+ * away), or NULL: what a route or a policy that names <name> probably
+ * meant (config.c). */
+const char *adm_cf_nearest_upstream(const struct adm_config *c, const char *name);
 
 /* ---- typed getters: each reports its own error and returns failure ---- */
 

@@ -49,7 +49,18 @@ const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES] = {
                           .body = 1,
                           .configure = adm_cz_configure,
                           .free = adm_cz_conf_free},
+    [ADM_POL_FORWARD_AUTH] = {.name = "forward_auth",
+                              .auth = 1,
+                              .configure = adm_fa_configure,
+                              .free = adm_fa_conf_free,
+                              .state_new = adm_fa_state_new,
+                              .state_free = adm_fa_state_free,
+                              .check = adm_fa_check},
 };
+
+/* The "type" values, as the errors list them. */
+#define TYPE_NAMES                                                                                 \
+    "\"rate_limit\", \"cors\", \"api_key\", \"basic\", \"jwt\", \"compress\", \"forward_auth\""
 
 void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n)
 {
@@ -73,10 +84,7 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     struct adm_cf_qbuf q;
 
     if (!t) {
-        adm_cf_err_key(
-            x, "type",
-            "missing (required): one of \"rate_limit\", \"cors\", \"api_key\", \"basic\", "
-            "\"jwt\", \"compress\"");
+        adm_cf_err_key(x, "type", "missing (required): one of " TYPE_NAMES);
         return -1;
     }
     size_t mark = adm_cf_push_key(x, "type");
@@ -95,10 +103,7 @@ static int policy_type(struct adm_cf *x, const json_t *v)
     if (s && near)
         adm_cf_err(x, "unknown policy type %s (did you mean \"%s\"?)", adm_cf_quote(&q, s), near);
     else if (s)
-        adm_cf_err(x,
-                   "unknown policy type %s (one of \"rate_limit\", \"cors\", \"api_key\", "
-                   "\"basic\", \"jwt\", \"compress\")",
-                   adm_cf_quote(&q, s));
+        adm_cf_err(x, "unknown policy type %s (one of " TYPE_NAMES ")", adm_cf_quote(&q, s));
     adm_cf_pop(x, mark);
     return -1;
 }
@@ -197,11 +202,30 @@ static int policy_index(const struct adm_config *c, const char *name, const char
     return -1;
 }
 
+/* What each policy names in other sections (its kind's check op), at
+ * /policies/NAME. */
+static void check_references(struct adm_cf *x)
+{
+    const struct adm_config *c = x->c;
+
+    for (size_t k = 0; k < c->npolicies; k++) {
+        struct adm_policy *p = &c->policies[k];
+        if (p->type < 0 || !p->name || !p->conf || !adm_pol_kinds[p->type].check)
+            continue;
+        size_t mark = adm_cf_push_key(x, "policies");
+        adm_cf_push_key(x, p->name);
+        adm_pol_kinds[p->type].check(x, p);
+        adm_cf_pop(x, mark);
+    }
+}
+
 void adm_cf_policies_check(struct adm_cf *x)
 {
     const struct adm_config *c = x->c;
     char path[96];
     struct adm_cf_qbuf q, qn;
+
+    check_references(x);
 
     for (size_t i = 0; i < c->nroutes; i++) {
         struct adm_route *r = &c->routes[i];

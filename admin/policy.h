@@ -11,7 +11,7 @@
  * worker side of each type (what it does to a request and its answer) is
  * gateway/policy.h. Each type's definition is its own file:
  * policy_rate_limit.c, policy_cors.c, policy_api_key.c, policy_basic.c, policy_jwt.c,
- * policy_compress.c.
+ * policy_compress.c, policy_forward_auth.c.
  *
  * Nothing here does I/O but reading the files a policy names at parse
  * time (as every config key that names a file does).
@@ -36,6 +36,7 @@ enum adm_pol_type {
     ADM_POL_BASIC,          /* "basic": policy_basic.c */
     ADM_POL_JWT,            /* "jwt": policy_jwt.c */
     ADM_POL_COMPRESS,       /* "compress": policy_compress.c */
+    ADM_POL_FORWARD_AUTH,   /* "forward_auth": policy_forward_auth.c */
     ADM_POL_NTYPES,
 };
 
@@ -67,6 +68,9 @@ struct adm_pol_kind {
      * policy (NULL: out of memory); NULL op: none. <nworkers> counters. */
     void *(*state_new)(const void *conf, unsigned nworkers);
     void (*state_free)(void *state);
+    /* Checks what <p> names in other sections once every section is read
+     * (at the path of <p>); NULL op: it names none. */
+    void (*check)(struct adm_cf *x, struct adm_policy *p);
 };
 
 /* The kinds table, indexed by enum adm_pol_type. */

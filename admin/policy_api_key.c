@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -247,6 +248,27 @@ void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *
         for (char *d = *out; *d; d++)
             *d = to_lower(*d);
     }
+}
+
+int adm_pol_header_owned(const char *name)
+{
+    static const char *const owned[] = {"host",
+                                        "authorization",
+                                        "x-forwarded-for",
+                                        "x-forwarded-proto",
+                                        "x-forwarded-host",
+                                        "x-real-ip",
+                                        "x-request-id",
+                                        "forwarded",
+                                        "via"};
+    const struct h1_slice n = {name, strlen(name)};
+
+    if (h1_conn_field(&n) >= 0 || !strncasecmp(name, "proxy-", 6))
+        return 1;
+    for (size_t i = 0; i < NFIELDS(owned); i++)
+        if (!strcasecmp(name, owned[i]))
+            return 1;
+    return 0;
 }
 
 static void ak_header(struct adm_cf *x, const json_t *v, void *target)

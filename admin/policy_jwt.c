@@ -173,29 +173,6 @@ static void jw_algorithms(struct adm_cf *x, const json_t *v, void *target)
     }
 }
 
-/* The fields the gateway owns or that name the credentials: no claim may
- * write them. */
-static int header_refused(const char *name)
-{
-    static const char *const owned[] = {"host",
-                                        "authorization",
-                                        "x-forwarded-for",
-                                        "x-forwarded-proto",
-                                        "x-forwarded-host",
-                                        "x-real-ip",
-                                        "x-request-id",
-                                        "forwarded",
-                                        "via"};
-    const struct h1_slice n = {name, strlen(name)};
-
-    if (h1_conn_field(&n) >= 0 || !strncasecmp(name, "proxy-", 6))
-        return 1;
-    for (size_t i = 0; i < NFIELDS(owned); i++)
-        if (!strcasecmp(name, owned[i]))
-            return 1;
-    return 0;
-}
-
 static void jw_claims(struct adm_cf *x, const json_t *v, void *target)
 {
     struct jwt_parse *jp = target;
@@ -223,7 +200,7 @@ static void jw_claims(struct adm_cf *x, const json_t *v, void *target)
             adm_cf_err(x, "a claim name of 1 to 128 bytes");
         else if (h && (!h1_is_token(h, strlen(h)) || strlen(h) > 128))
             adm_cf_err(x, "invalid header name %s (an HTTP token)", adm_cf_quote(&q, h));
-        else if (h && header_refused(h))
+        else if (h && adm_pol_header_owned(h))
             adm_cf_err(x,
                        "%s is a hop-by-hop field, Host, Authorization or written by the "
                        "gateway itself: no claim may set it",

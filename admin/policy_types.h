@@ -3,9 +3,10 @@
  * one file each: policy_rate_limit.c (GCRA and its shared table),
  * policy_cors.c (origins, pre-encoded fields), policy_api_key.c (hashed
  * keys), policy_basic.c (htpasswd users), policy_jwt.c (a JWT policy's keys
- * and checks), policy_compress.c (codings, types, levels). The kinds table
- * (config_policies.c) holds their configure and
- * free; the worker side is gateway/policy_<type>.c.
+ * and checks), policy_compress.c (codings, types, levels),
+ * policy_forward_auth.c (the pool, path and fields of an auth
+ * subrequest). The kinds table (config_policies.c) holds their configure
+ * and free; the worker side is gateway/policy_<type>.c.
  */
 #ifndef SY_ADMIN_POLICY_TYPES_H
 #define SY_ADMIN_POLICY_TYPES_H
@@ -42,6 +43,13 @@ int adm_sha256(const struct adm_sha *s, unsigned w, const void *p, size_t n, uns
  * field: refused at x's path) into *<out> in lower case, and its length
  * into *<len>; a name already there is freed. */
 void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *len);
+
+/* Whether header <name> is one the gateway writes itself (X-Forwarded-*,
+ * X-Real-IP, X-Request-Id, Forwarded, Via, Host) or names credentials
+ * (Authorization, Proxy-*), or is hop-by-hop: a policy that sets fields
+ * from what it verified (jwt's claims, forward_auth's answer) may write
+ * none of them. */
+int adm_pol_header_owned(const char *name);
 
 /* ---- rate_limit ---- */
 
@@ -277,5 +285,54 @@ struct adm_cz_conf {
 
 void *adm_cz_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
 void adm_cz_conf_free(void *conf);
+
+/* ---- forward_auth ---- */
+
+#define ADM_FA_MAX_FIELDS 32     /* names in request_headers, and in response_headers */
+#define ADM_FA_TIMEOUT_MS 1000   /* timeout_ms's default */
+#define ADM_FA_TIMEOUT_MAX 60000 /* and its largest */
+#define ADM_FA_PATH_MAX 1024
+
+/* A field name, lower case. */
+struct adm_fa_name {
+    char *name;
+    size_t len;
+};
+
+struct adm_fa_conf {
+    char *upstream; /* the pool's name */
+    size_t up;      /* its index in the config's upstreams (adm_fa_check) */
+    char *path;     /* origin-form: '/', then visible ASCII but '#' */
+    size_t path_len;
+    struct adm_fa_name req[ADM_FA_MAX_FIELDS]; /* copied from the client's request */
+    size_t nreq;
+    struct adm_fa_name resp[ADM_FA_MAX_FIELDS]; /* copied from a 2xx answer upstream */
+    size_t nresp;
+    unsigned timeout_ms; /* the whole subrequest: connect, send, answer */
+};
+
+/* Counters of one worker (a single writer each). */
+struct adm_fa_wctr {
+    _Atomic uint64_t allowed, denied, errors, timeouts;
+    char pad[64 - 4 * sizeof(uint64_t)];
+};
+
+/* Its state: the workers' counters. */
+struct adm_fa_state {
+    unsigned nworkers;
+    struct adm_fa_wctr *ctr;
+};
+
+void *adm_fa_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
+void adm_fa_conf_free(void *conf);
+/* Resolves "upstream" against the config's pools (an HTTP/1.1 one),
+ * once every section is read; the pool's index joins the identity, since
+ * the conf keeps it. */
+void adm_fa_check(struct adm_cf *x, struct adm_policy *p);
+void *adm_fa_state_new(const void *conf, unsigned nworkers);
+void adm_fa_state_free(void *state);
+/* Sums of the workers' counters into v[0..4): allowed, denied, errors,
+ * timeouts. */
+void adm_fa_counts(const struct adm_fa_state *s, uint64_t v[4]);
 
 #endif

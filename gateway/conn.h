@@ -9,8 +9,10 @@
  *               each a request handed on the same way (h2.h)
  *   serve.c     the one request entry (gw_req_start): decide, then proxy or answer
  *   policy.c    the route's policies (policy_<type>.c): their request phase, run by
- *               serve.c, may answer through local.c; proxy.c, local.c and forward.c
- *               reach only the head phases (fields added or dropped), which are pure
+ *               serve.c, may answer through local.c, or wait on a subrequest and go
+ *               on through the continuation serve.c gave; proxy.c, local.c and
+ *               forward.c reach only the head phases (fields added or dropped)
+ *   subreq.c    a policy's own request to a pool (forward_auth), on upconn.c
  *   proxy.c     streams a request upstream and its response back
  *   local.c     answers a request here (grpc.c: a gRPC call's status, pure)
  *   tunnel.c    bytes both ways after a 101

@@ -205,6 +205,11 @@ static void add_raw_target(const struct h1_request *rq, int no_query, struct gw_
     gw_ob_add(o, t, n);
 }
 
+void gw_forward_target(const struct h1_request *rq, struct gw_obuf *o)
+{
+    add_raw_target(rq, 0, o);
+}
+
 static void ob_sink(void *ctx, const char *p, size_t n)
 {
     gw_ob_add(ctx, p, n);

@@ -97,6 +97,10 @@ struct gw_forward {
     size_t pol_qlen;
 };
 
+/* Appends the path and query of <rq>'s target as received (an
+ * absolute-form target's, after its authority) to <o>. */
+void gw_forward_target(const struct h1_request *rq, struct gw_obuf *o);
+
 /* Appends the upstream request head of <f> to <o>, up to its blank line,
  * without flushing <o>. */
 void gw_forward_head(const struct gw_forward *f, struct gw_obuf *o);

@@ -202,9 +202,12 @@ static void h1_phase(struct gw_req *r, enum gw_req_phase ph)
     if (ph == GW_REQ_HEAD && !r->body_done) { /* the pinned snapshot's body timeout */
         const struct adm_config *cfg = r->snap->cfg;
         gw_tmo_set(&r->c->tmo, cfg->timeouts.client_body_ms, cfg->timeouts.client_idle_ms);
-    } else if (ph == GW_REQ_PROXY)
+    } else if ((ph == GW_REQ_PROXY || ph == GW_REQ_WAIT) && r->c->st != GW_CONN_PROXY) {
+        /* a policy's wait is spent there too, its reading stopped: no
+         * next head is parsed from the body's bytes, and the request then
+         * proxies (or answers) from where it is */
         gw_conn_set_state(r->c, GW_CONN_PROXY);
-    else if (ph == GW_REQ_LOCAL)
+    } else if (ph == GW_REQ_LOCAL)
         gw_conn_set_state(r->c, GW_CONN_LOCAL);
 }
 

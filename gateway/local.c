@@ -265,6 +265,28 @@ void gw_local_simple_grpc(struct gw_req *r, int status, int code, const char *ms
     simple_tail(&ob, r, status);
 }
 
+void gw_local_body(struct gw_req *r, int status, const char *extra, size_t extra_len,
+                   const char *body, size_t blen)
+{
+    struct gw_obuf ob;
+
+    if (r->rp->req.grpc && !r->codec->http1) {
+        gw_local_simple(r, status, NULL, 0);
+        return;
+    }
+    if (!r->reqid_len)
+        gw_req_make_reqid(r);
+    simple_head(&ob, r, status);
+    gw_ob_add(&ob, extra, extra_len);
+    if (r->pol_n)
+        gw_policy_response(r, &ob);
+    gw_ob_field(&ob, "X-Request-Id", 12, r->reqid, r->reqid_len);
+    gw_ob_lit(&ob, "Content-Length: ");
+    gw_ob_u64(&ob, blen);
+    gw_ob_lit(&ob, "\r\n");
+    local_end(&ob, r, status, body, blen);
+}
+
 /* A bad request head: answer and close. */
 void gw_local_error_close(struct gw_req *r, int status)
 {

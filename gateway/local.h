@@ -22,6 +22,13 @@ void gw_local_simple(struct gw_req *r, int status, const char *extra, size_t ext
  * RESOURCE_EXHAUSTED when the pool's queue is full. */
 void gw_local_simple_grpc(struct gw_req *r, int status, int code, const char *msg,
                           const char *extra, size_t extra_len);
+/* An answer another service decided (a forward_auth refusal): <status>
+ * with its <extra> fields ("Name: value\r\n" lines) and <body> (<blen>
+ * bytes, framed by Content-Length here), the route's policy fields and
+ * X-Request-Id added. A gRPC request over HTTP/2 hears the status alone
+ * (gw_local_simple). */
+void gw_local_body(struct gw_req *r, int status, const char *extra, size_t extra_len,
+                   const char *body, size_t blen);
 /* A bad request: answer <status> and close. */
 void gw_local_error_close(struct gw_req *r, int status);
 /* After a local answer is queued (GW_CONN_LOCAL): read the request's body

@@ -1,6 +1,7 @@
 /*
  * policy.c - the chain of a route's policies: the request phase in the
- * route's order, stopping at the first that answers; the upstream and
+ * route's order, stopping at the first that answers, and suspended while
+ * one waits on a subrequest, resumed by its answer; the upstream and
  * response phases for those that let the request through. Each type's
  * ops are gateway/policy_<type>.c.
  */
@@ -10,6 +11,7 @@
 #include "admin/policy_types.h"
 #include "admin/snapshot.h"
 #include "gateway/encoding.h"
+#include "gateway/subreq.h"
 
 #include <event2/buffer.h>
 
@@ -22,6 +24,7 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_BASIC] = &gw_policy_basic,
     [ADM_POL_JWT] = &gw_policy_jwt,
     [ADM_POL_COMPRESS] = &gw_policy_compress,
+    [ADM_POL_FORWARD_AUTH] = &gw_policy_forward_auth,
 };
 
 /* The query parameter r's route keeps from the upstream (an api_key's
@@ -56,22 +59,58 @@ static int preflight_first(struct gw_req *r, unsigned i)
     return 0;
 }
 
-int gw_policy_request(struct gw_req *r)
+/* Runs r's policies from the one at <i> on: GW_POL_NEXT when each let it
+ * through, GW_POL_ANSWERED when one answered it, GW_POL_PENDING when one
+ * waits (its body is not read meanwhile). */
+static int run_from(struct gw_req *r, unsigned i)
 {
     const struct adm_sroute *sr = r->sr;
 
-    strip_decide(r);
-    for (unsigned i = 0; i < sr->npol; i++) {
+    for (; i < sr->npol; i++) {
         const struct adm_spolicy *p = r->snap->policies[sr->pol[i]];
+        int rc;
         if (adm_pol_kinds[p->type].auth && r->rp->req.method_id == HTTP_OPTIONS &&
             preflight_first(r, i))
-            return 1;
+            return GW_POL_ANSWERED;
         r->pol_val[i] = 0;
-        if (ops[p->type]->request(p, r, &r->pol_val[i]) == GW_POL_ANSWERED)
-            return 1;
+        r->pol_wait = (unsigned char)i; /* the policy running: one that waits is there */
+        if ((rc = ops[p->type]->request(p, r, &r->pol_val[i])) == GW_POL_PENDING) {
+            r->codec->body_read(r, 0);
+            gw_req_phase(r, GW_REQ_WAIT);
+            return rc;
+        }
+        if (rc == GW_POL_ANSWERED)
+            return rc;
         r->pol_n = (unsigned char)(i + 1);
     }
-    return 0;
+    return GW_POL_NEXT;
+}
+
+int gw_policy_request(struct gw_req *r, void (*go)(struct gw_req *r))
+{
+    strip_decide(r);
+    r->pol_go = go;
+    return run_from(r, 0) != GW_POL_NEXT;
+}
+
+void gw_policy_resume(struct gw_req *r, const void *answer)
+{
+    unsigned i = r->pol_wait;
+    const struct adm_spolicy *p = r->snap->policies[r->sr->pol[i]];
+
+    /* read again before any answer: a local one reads the body away */
+    r->codec->body_read(r, 1);
+    if (ops[p->type]->resume(p, r, &r->pol_val[i], answer) != GW_POL_NEXT)
+        return;
+    r->pol_n = (unsigned char)(i + 1);
+    if (run_from(r, i + 1) == GW_POL_NEXT)
+        r->pol_go(r);
+}
+
+void gw_policy_cancel(struct gw_req *r)
+{
+    gw_subreq_cancel(r->sub);
+    r->sub = NULL;
 }
 
 void gw_policy_upstream(const struct adm_snapshot *snap, const struct adm_sroute *sr,

@@ -8,7 +8,11 @@
  *   or a redirect alike; both HTTP/1.1 and HTTP/2 clients), each policy in
  *   the route's order either lets the request go on, leaving a word in
  *   *<val> for its later phases, or answers it here (through
- *   gateway/local.h) and stops the chain; before the chain, the query
+ *   gateway/local.h) and stops the chain, or waits on a subrequest
+ *   (forward_auth): the chain is suspended, the request's body not read
+ *   meanwhile (HTTP/1.1: the connection is not read; HTTP/2: the
+ *   stream's window stays shut), and its answer resumes it
+ *   (gw_policy_resume) where it stopped; before the chain, the query
  *   parameter an api_key policy reads is set aside (r->up_q): it never
  *   goes upstream, whatever the chain does (nor into the access log, on
  *   any request: serve.c);
@@ -32,13 +36,19 @@
 #include "admin/policy.h"
 #include "gateway/conn.h"
 
-enum { GW_POL_NEXT = 0, GW_POL_ANSWERED = 1 };
+enum { GW_POL_NEXT = 0, GW_POL_ANSWERED = 1, GW_POL_PENDING = 2 };
+
+struct gw_subreq;
 
 struct gw_policy_ops {
     /* The request head of <r> (its route, parameters and client address
      * known): GW_POL_NEXT, or GW_POL_ANSWERED once <r> is answered and
-     * finished (gw_local_finish). */
+     * finished (gw_local_finish), or GW_POL_PENDING with r->sub started,
+     * whose answer comes to gw_policy_resume(). */
     int (*request)(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val);
+    /* After GW_POL_PENDING: what the subrequest's <answer> means, as
+     * request says (but GW_POL_PENDING); NULL: the type never waits. */
+    int (*resume)(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val, const void *answer);
     /* "Name: value\r\n" lines for the upstream head of request <rq> (the
      * head the request phase saw); NULL: none. */
     void (*upstream)(const struct adm_spolicy *p, const struct h1_request *rq, uint64_t val,
@@ -56,11 +66,26 @@ struct gw_policy_ops {
 
 /* Indexed by enum adm_pol_type. */
 extern const struct gw_policy_ops gw_policy_rate_limit, gw_policy_cors, gw_policy_api_key,
-    gw_policy_basic, gw_policy_jwt, gw_policy_compress;
+    gw_policy_basic, gw_policy_jwt, gw_policy_compress, gw_policy_forward_auth;
 
 /* Runs r->sr's policies on <r> (r->sr->npol > 0): 1 when one answered it
- * (it is finished then), 0 to go on. */
-int gw_policy_request(struct gw_req *r);
+ * (it is finished then) or waits on a subrequest, 0 to go on. <go>: where
+ * the caller sends <r> when every policy let it through after one waited
+ * (the caller's own continuation: policy.c never calls up). */
+int gw_policy_request(struct gw_req *r, void (*go)(struct gw_req *r));
+/* The subrequest r->sub of the policy that waits came back with <answer>
+ * (r->sub is NULL again): the body may be read again, and the chain goes
+ * on from that policy; when every policy let <r> through, r->pol_go(r). */
+void gw_policy_resume(struct gw_req *r, const void *answer);
+/* <r> ends while a policy waits: its subrequest is cancelled (its
+ * connection closed, its slot given back), r->sub NULL after. */
+void gw_policy_cancel(struct gw_req *r);
+/* gw_policy_cancel when a policy waits: one branch when none does. */
+static inline void gw_policy_abandon(struct gw_req *r)
+{
+    if (r->sub)
+        gw_policy_cancel(r);
+}
 /* The upstream fields of the <n> policies that let request <rq> through,
  * their words <val>, of route <sr> in <snap>. */
 void gw_policy_upstream(const struct adm_snapshot *snap, const struct adm_sroute *sr,

@@ -955,7 +955,7 @@ static void wait_for_slot(struct gw_req *r)
  * request queued now gets one go: a retry whose free server is the one it
  * failed on finds its untried ones still full and is queued again, behind,
  * until the next slot frees (looping on it would never return). */
-static void dispatch_cb(evutil_socket_t fd, short what, void *arg)
+void gw_proxy_dispatch(evutil_socket_t fd, short what, void *arg)
 {
     struct gw_worker *w = arg;
 
@@ -1047,7 +1047,8 @@ void gw_proxy_start(struct gw_req *r)
     gw_req_phase(r, GW_REQ_PROXY);
     r->interim = 0;
     if ((def->retries || def->max_connections) &&
-        !(r->plim = gw_plim_get(r->c->w, r->snap->pools[r->sr->upstream], def, dispatch_cb))) {
+        !(r->plim =
+              gw_plim_get(r->c->w, r->snap->pools[r->sr->upstream], def, gw_proxy_dispatch))) {
         gw_proxy_fail(r, 503); /* out of memory */
         return;
     }

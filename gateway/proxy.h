@@ -61,6 +61,9 @@ void gw_proxy_drained(struct gw_req *r);
 /* Fails the proxied request: a <status> answer when nothing was sent yet,
  * else the client connection closes (it cannot be told otherwise). */
 void gw_proxy_fail(struct gw_req *r, int status);
+/* The worker's wake event (gw_plim_get's <wake>): each pool's queue goes
+ * on while a slot is free. */
+void gw_proxy_dispatch(evutil_socket_t fd, short what, void *arg);
 /* Frees <c>'s upstream connection, if any. */
 void gw_proxy_detach(struct gw_req *r);
 

@@ -7,6 +7,7 @@
 #include "gateway/conn.h"
 #include "gateway/policy.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,10 @@ void gw_req_account_tunnel(struct gw_req *r)
 
 void gw_req_done(struct gw_req *r)
 {
+    /* a request whose policy waits is not read (no client timeout ends
+     * it) and ends only through its answer, a cancel or its connection's
+     * close: a route without policies pays nothing here */
+    assert(!r->sub);
     gw_req_account(r);
     gw_req_unpin(r);
     r->sr = NULL;
@@ -137,6 +142,10 @@ void gw_req_release(struct gw_req *r)
         r->replay = NULL;
     }
     gw_policy_body_free(r);
+    gw_policy_abandon(r);
+    free(r->pol_fields);
+    r->pol_fields = NULL;
+    r->pol_fields_cap = 0;
     free(r->params);
     r->params = NULL;
     r->params_cap = 0;

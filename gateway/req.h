@@ -43,6 +43,7 @@ enum gw_cip_state {
 /* Where a request is: the codec may follow it (HTTP/1's connection state). */
 enum gw_req_phase {
     GW_REQ_HEAD = 0, /* its head is being read or decided on */
+    GW_REQ_WAIT,     /* a policy waits on a subrequest: its body is not read */
     GW_REQ_PROXY,    /* it went upstream */
     GW_REQ_LOCAL,    /* answered here; its body is read away */
 };
@@ -137,6 +138,18 @@ struct gw_req {
      * pol_q_whole: every query is */
     unsigned char pol_qlen, pol_q_whole;
     char pol_q[128];
+    /* A policy waiting on a subrequest (policy.h): the subrequest, NULL
+     * when none runs; the policy's index (set as each policy runs); where
+     * the request goes once its policies let it through after one waited
+     * (serve.c's continuation: upstream, or the route's own answer). And
+     * the fields a forward_auth answer sends upstream, "Name: value\r\n"
+     * lines NUL-ended (the policy's word points at them): kept between
+     * requests, freed with the request (gw_req_release). */
+    struct gw_subreq *sub;
+    unsigned char pol_wait;
+    void (*pol_go)(struct gw_req *r);
+    char *pol_fields;
+    size_t pol_fields_cap;
 };
 
 /* How a request's answer is written and its body read: one per protocol

@@ -107,6 +107,13 @@ static void pick_arm(struct gw_req *r)
 
 _Static_assert(H1_METHOD_OTHER == ADM_SAMPLE_METHOD_OTHER, "the sample names methods by id");
 
+/* The route's direct response or redirect, once its policies let <r>
+ * through after one of them waited (no router match is read for it). */
+static void answer_route(struct gw_req *r)
+{
+    gw_local_answer(r, GW_V_LOCAL, NULL);
+}
+
 void gw_req_start(struct gw_req *r)
 {
     struct gw_worker *w = r->c->w;
@@ -171,7 +178,8 @@ void gw_req_start(struct gw_req *r)
         r->keep = 0; /* no 100 Continue from us: the body may come or not, so the
                       * answer says the connection closes (RFC 9110 10.1.1) */
     /* the route's policies, whatever it does (one branch without any) */
-    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL) && gw_policy_request(r))
+    if (r->sr && r->sr->npol && (v == GW_V_UPSTREAM || v == GW_V_LOCAL) &&
+        gw_policy_request(r, v == GW_V_UPSTREAM ? gw_proxy_start : answer_route))
         return;
     if (v == GW_V_UPSTREAM)
         gw_proxy_start(r);
@@ -187,6 +195,7 @@ void gw_req_drained(struct gw_req *r)
 
 void gw_req_cancel(struct gw_req *r)
 {
+    gw_policy_abandon(r);
     gw_proxy_detach(r);
     if (r->snap) {
         r->status = r->status ? r->status : 499;

@@ -92,6 +92,8 @@ void gw_upconn_free(struct gw_upconn *u)
     gw_upconn_session_keep(u);
     if (u->r && u->r->up == u)
         u->r->up = NULL;
+    if (u->holder)
+        *u->holder = NULL;
     LIST_REMOVE(u, link);
     gw_io_close(&u->io);
     up_pool_release(u->pool);

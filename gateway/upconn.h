@@ -30,6 +30,10 @@ struct gw_upconn {
     SSL_CTX *tls; /* a TLS upstream's client context (its snapshot's), NULL: plain */
     enum gw_upconn_state st;
     struct gw_req *r; /* the request served; NULL while idle */
+    /* a subrequest's pointer to it (subreq.c), set to NULL when <u> is
+     * freed under it (the worker's shutdown frees its connections before
+     * its clients); NULL: none */
+    struct gw_upconn **holder;
     int reused, got_bytes, raw, keep, read_paused;
     int lent; /* a request started on it (up_request_start) and has not ended */
     int eof;  /* the upstream closed: what is buffered is all that comes */

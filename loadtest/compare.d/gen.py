@@ -36,12 +36,14 @@ ACCESS_LOG = os.environ.get("ACCESS_LOG") == "1"
 # (once a second, off the workers); HEALTH=2 adds outlier detection, which
 # the workers feed on every response: the cost of both on a proxied hit.
 HEALTH = os.environ.get("HEALTH", "0")
-# POLICY=rate_limit, cors, api_key, basic or jwt (loadtest/compare): every
-# Switchyard route gets that policy (a rate limit per client address that
-# never refuses; CORS for one origin, which the requests do not send; an API
-# key, Basic credentials or an HS256 token that client.py and the curl check send, for the
-# callgrind runs only: BENCH=0), to measure its cost per request. Empty:
-# no policies.
+# POLICY=rate_limit, cors, api_key, basic, jwt or forward_auth
+# (loadtest/compare): every Switchyard route gets that policy (a rate limit
+# per client address that never refuses; CORS for one origin, which the
+# requests do not send; an API key, Basic credentials or an HS256 token that
+# client.py and the curl check send, for the callgrind runs only: BENCH=0;
+# a forward_auth subrequest to the same bench_upstream, which answers it 200,
+# with the Authorization field the client sends, and nginx gets the same
+# through auth_request), to measure its cost per request. Empty: no policies.
 POLICY = os.environ.get("POLICY", "")
 POLICIES = {
     "rate_limit": {"type": "rate_limit", "rate": 1000000000, "burst": 1000000000},
@@ -56,6 +58,11 @@ POLICIES = {
     # same token on every request: this measures the worker's cached path)
     "jwt": {"type": "jwt", "hs256_secret_file": "bench.secret", "issuer": "https://id.example",
             "audiences": ["api"], "claims_to_headers": {"sub": "X-User"}},
+    # a subrequest per request, to its own pool on the bench upstream
+    # (keep-alive, as nginx's auth_request to the same upstream block);
+    # bench_upstream sends no X-User: the lookup runs, nothing is copied
+    "forward_auth": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
+                     "request_headers": ["Authorization"], "response_headers": ["X-User"]},
 }
 BENCH_SECRET = b"bench-secret-of-at-least-32-bytes-long"
 
@@ -72,7 +79,8 @@ def bench_token():
 
 POLICY_HEADERS = {"api_key": "X-API-Key: bench-key",
                   "basic": "Authorization: Basic YmVuY2g6YmVuY2gtcHc=",
-                  "jwt": "Authorization: Bearer " + bench_token()}
+                  "jwt": "Authorization: Bearer " + bench_token(),
+                  "forward_auth": "Authorization: Bearer bench"}
 POLICY_HEADER = POLICY_HEADERS.get(POLICY)
 BENCH_HTPASSWD = "bench:$2b$10$L8Ye855YqzRzFV3wq/fu5eTfzAUYnVI.CvhORTnU1jW88pNO8n9Dm\n"
 
@@ -187,6 +195,26 @@ def nginx_conf(routes, listen_port, upstream_port, prefix):
         "    server {",
         f"        listen 127.0.0.1:{listen_port};",
     ]
+    if POLICY == "forward_auth":  # what Switchyard's forward_auth does, the nginx way
+        lines += [
+            "        auth_request /_auth;",
+            "        auth_request_set $auth_user $upstream_http_x_user;",
+            '        proxy_set_header Connection "";',  # a level's own list replaces http's
+            "        proxy_set_header X-User $auth_user;",
+            "        location = /_auth {",
+            "            internal;",
+            "            auth_request off;",
+            "            proxy_pass http://bench/verify;",
+            "            proxy_pass_request_body off;",
+            '            proxy_set_header Content-Length "";',
+            '            proxy_set_header Connection "";',
+            "            proxy_set_header X-Forwarded-Method $request_method;",
+            "            proxy_set_header X-Forwarded-Uri $request_uri;",
+            "            proxy_set_header X-Forwarded-Host $host;",
+            "            proxy_set_header X-Forwarded-Proto $scheme;",
+            "            proxy_set_header X-Forwarded-For $remote_addr;",
+            "        }",
+        ]
     groups = group_patterns(routes)
     # Exact locations win over regexes in nginx, as static routes win in fox;
     # regexes are tried in order, so the most specific comes first.
@@ -283,6 +311,8 @@ def switchyard_json(routes, listen_port, upstream_port, admin_port, log_dir):
             sec = os.path.join(log_dir, "bench.secret")
             write(sec, BENCH_SECRET.decode())
             doc["policies"]["p"]["hs256_secret_file"] = sec
+        if POLICY == "forward_auth":
+            doc["upstreams"]["auth"] = dict(pool)
         for r in doc["routes"]:
             r["policies"] = ["p"]
     return json.dumps(doc, indent=1) + "\n"
