@@ -2,7 +2,7 @@
  * test_jwks_fetch.c - the JWKS URL fetcher (admin/jwks_fetch.c) against a
  * real HTTPS server on 127.0.0.1 (jwks_server.py, Python's http.server in
  * ssl with a certificate made by the openssl CLI): the first fetch, a
- * changed document, an unchanged one (no callback), a broken document and
+ * changed document, an unchanged one (confirmed, no new set), a broken document and
  * a 404 that keep the last good set, a body over the bound, a server too
  * slow for the timeout, a certificate not trusted; and which URLs pass.
  */
@@ -57,7 +57,7 @@ static void serve(const char *name, const char *text)
 /* What the callback saw. */
 struct seen {
     struct event_base *base;
-    int sets, errors;
+    int sets, errors, same;
     size_t count; /* keys in the last set */
     char err[512];
     int want_sets, want_errors; /* break the loop once reached */
@@ -70,9 +70,11 @@ static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
     if (set) {
         s->sets++;
         s->count = adm_jwks_count(set);
-    } else {
+    } else if (err) {
         s->errors++;
         snprintf(s->err, sizeof(s->err), "%s", err);
+    } else {
+        s->same++;
     }
     if (s->sets >= s->want_sets && s->errors >= s->want_errors)
         event_base_loopbreak(s->base);
@@ -136,10 +138,12 @@ START_TEST(refresh_keeps_the_last_good_set)
     run_until(&s, 1, 0, 10000);
     ck_assert_int_eq(s.sets, 1);
     ck_assert_uint_eq(s.count, 1);
-    /* the same document, refreshed every 200 ms for a second: no callback */
+    /* the same document, refreshed every 200 ms for a second: confirmed,
+     * never a new set */
     run_until(&s, 99, 99, 1000);
     ck_assert_int_eq(s.sets, 1);
     ck_assert_int_eq(s.errors, 0);
+    ck_assert_int_ge(s.same, 2);
     /* a changed document */
     serve("jwks.json", "{\"keys\": [" KEY_A ", " KEY_B "]}");
     run_until(&s, 2, 0, 10000);
