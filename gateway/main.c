@@ -19,6 +19,7 @@
  * to the admin API, the reload (persist.c) and a fleet node's etcd sync.
  */
 #define _GNU_SOURCE
+#include "admin/jwks_remote.h"
 #include "gateway/gateway.h"
 #include "gateway/health.h"
 #include "gateway/heap.h"
@@ -926,15 +927,20 @@ static void resolver_log(void *arg, int warn, const char *line)
     gw_log(warn ? GW_LOG_WARN : GW_LOG_NOTICE, "%s", line);
 }
 
-/* The admin event_base and the resolver on it: the first snapshot looks
- * its host names up there. -1 after logging why. */
+/* The admin event_base, the resolver on it and the keeper of the jwt
+ * policies' remote key sets: the first snapshot looks its host names up
+ * there, and starts fetching the jwks_url it names. -1 after logging why. */
 static int start_resolver(void)
 {
     struct adm_resolver_hooks hooks = {resolved_cb, resolver_log, &proc};
+    struct adm_rjwks_hooks jhooks = {resolver_log, &proc};
 
     if (!(proc.admin_base = event_base_new()) ||
-        !(resolver = adm_resolver_new(proc.admin_base, &hooks))) {
+        !(resolver = adm_resolver_new(proc.admin_base, &hooks)) ||
+        adm_rjwks_start(proc.admin_base, &proc.swap, &jhooks) < 0) {
         gw_log(GW_LOG_ERROR, "admin event base: out of memory");
+        adm_resolver_free(resolver);
+        resolver = NULL;
         if (proc.admin_base)
             event_base_free(proc.admin_base);
         proc.admin_base = NULL;
@@ -943,8 +949,11 @@ static int start_resolver(void)
     return 0;
 }
 
+/* After the swap is destroyed: the snapshots' policies have let their
+ * remote key sets go. */
 static void stop_resolver(void)
 {
+    adm_rjwks_stop();
     adm_resolver_free(resolver);
     resolver = NULL;
     if (proc.admin_base)
