@@ -27,10 +27,13 @@
 #include <event2/buffer.h>
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/util.h>
+#include <sys/socket.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "admin/errors.h"
 #include "admin/etcd_int.h"
 #include "admin/jwks_fetch.h"
 #include "admin/policy_types.h"
@@ -71,13 +74,13 @@ static struct {
     struct event_base *base;
     struct adm_swap *sw;
     struct adm_rjwks_hooks hooks;
-    struct evdns_base *dns; /* made with the first fetcher */
+    struct evdns_base *dns; /* made with the first fetcher of a host name */
     struct event *tick;
     struct fetcher *fetchers;
     struct retired *retired;
 } R;
 
-static void say(int warn, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(int warn, const char *fmt, ...) ADM_PRINTF(2, 3);
 static void say(int warn, const char *fmt, ...)
 {
     char line[1024];
@@ -219,6 +222,24 @@ static void fetcher_free(struct fetcher *fe)
     free(fe);
 }
 
+/* Whether <url> names its host rather than an address: then it is looked
+ * up with evdns, not a getaddrinfo() that would hold the admin thread. */
+static int names_host(const char *url)
+{
+    struct etcd_ep ep;
+    unsigned char a[16];
+    char *path = NULL, why[8];
+    int named = 1;
+
+    if (adm_jwks_url_split(url, &ep, &path, why, sizeof(why)) == 0) {
+        named = evutil_inet_pton(AF_INET, ep.host, a) != 1 &&
+                evutil_inet_pton(AF_INET6, ep.host, a) != 1;
+        etcd_ep_clear(&ep);
+        free(path);
+    }
+    return named;
+}
+
 /* A fetcher for policy <c>, started (its first fetch from the loop). */
 static struct fetcher *fetcher_new(const struct adm_jwt_conf *c)
 {
@@ -234,7 +255,7 @@ static struct fetcher *fetcher_new(const struct adm_jwt_conf *c)
 
     if (!fe || !(fe->key = strdup(c->fetch_key)) || !(fe->url = strdup(c->url)))
         goto fail;
-    if (!R.dns && !(R.dns = etcd_http_dns_new(R.base)))
+    if (!R.dns && names_host(c->url) && !(R.dns = etcd_http_dns_new(R.base)))
         goto fail;
     if (!(fe->ctx = client_ctx(c->cas, why, sizeof(why))))
         goto fail_why;

@@ -20,6 +20,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -84,7 +85,7 @@ class JwksUrlTest(PolicyCase):
         openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
                 "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1")
         with open(ext, "w") as f:
-            f.write("subjectAltName=IP:127.0.0.1\n")
+            f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         openssl("x509", "-req", "-in", csr, "-CA", cls.ca, "-CAkey", cakey,
                 "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
         cls.ka = Keys(d, "a")
@@ -104,6 +105,11 @@ class JwksUrlTest(PolicyCase):
         cls.url = "https://127.0.0.1:%d/jwks.json" % cls.srv_port
         cls.late_url = "https://127.0.0.1:%d/jwks.json" % cls.late_port
         cls.slow_url = "https://127.0.0.1:%d/slow.json" % cls.srv_port
+        # a host name: looked up with evdns (/etc/hosts), checked against the
+        # certificate; only where localhost is 127.0.0.1 alone (the server
+        # listens there, and the fetch dials the first address)
+        cls.named_url = "https://localhost:%d/jwks.json" % cls.srv_port
+        cls.named = {a[4][0] for a in socket.getaddrinfo("localhost", 0)} == {"127.0.0.1"}
         common = {"type": "jwt", "jwks_ca_file": cls.ca, "jwks_refresh_s": 1,
                   "jwks_timeout_ms": 2000, "issuer": ISS, "audiences": ["api"],
                   "claims_to_headers": {"sub": "X-User"}}
@@ -113,12 +119,17 @@ class JwksUrlTest(PolicyCase):
             "mixed": dict(common, jwks_url=cls.late_url, hs256_secret_file=cls.secret),
             "slow": dict(common, jwks_url=cls.slow_url, jwks_refresh_s=3600),
         }
+        if cls.named:
+            cls.policies["named"] = dict(common, jwks_url=cls.named_url)
         cls.routes = [
             {"id": "remote", "path": "/remote", "upstream": "b", "policies": ["remote"]},
             {"id": "late", "path": "/late", "upstream": "b", "policies": ["late"]},
             {"id": "mixed", "path": "/mixed", "upstream": "b", "policies": ["mixed"]},
             {"id": "slow", "path": "/slow", "upstream": "b", "policies": ["slow"]},
         ]
+        if cls.named:
+            cls.routes.append({"id": "named", "path": "/named", "upstream": "b",
+                               "policies": ["named"]})
         cls.start_gateway(cls.routes)
         cls.tok_a = cls.ka.sign("RS256", claims(sub="alice"))
         cls.tok_b = cls.kb.sign("RS256", claims(sub="bob"))
@@ -304,6 +315,13 @@ class JwksUrlTest(PolicyCase):
         time.sleep(0.5)  # ticks of the admin thread (100 ms) that must not fetch
         self.assertEqual(early(), before + 1)
         self.refused("/slow", self.tok_a, "no key fits the token's alg and kid")
+
+    def test_f_host_name(self):
+        if not self.named:
+            self.skipTest("localhost is not 127.0.0.1 alone here")
+        wait_for(lambda: self.status("/named", self.tok_a) == 200, timeout=SETTLE,
+                 what="the first fetch of " + self.named_url)
+        self.refused("/named", self.tok_b, "no key fits the token's alg and kid")
 
 
 if __name__ == "__main__":
