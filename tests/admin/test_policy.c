@@ -23,6 +23,7 @@
 
 #include "admin/config.h"
 #include "admin/policy_types.h"
+#include "b64u.h"
 
 #define MS 1000000ull /* ns */
 
@@ -566,17 +567,6 @@ START_TEST(refusals_at_paths)
                      "");
 }
 END_TEST
-
-/* base64url without padding of <n> bytes at <in> into <out>. */
-static void b64u(const unsigned char *in, size_t n, char *out)
-{
-    int len = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-    while (len && out[len - 1] == '=')
-        len--;
-    out[len] = '\0';
-    for (char *p = out; *p; p++)
-        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
-}
 
 static void write_file(const char *path, const char *text)
 {
