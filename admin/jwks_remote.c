@@ -166,7 +166,10 @@ static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
     struct fetcher *fe = arg;
 
     if (err) {
+        size_t n = strlen(fe->url);
         fe->failed++;
+        if (!strncmp(err, fe->url, n) && !strncmp(err + n, ": ", 2))
+            err += n + 2; /* the line names the URL once */
         if (!fe->failing) /* once a streak: a retry every few seconds is no news */
             say(1, "jwks_url %s: %s; %s", fe->url, err,
                 adm_jwks_fetch_current(fe->f)
