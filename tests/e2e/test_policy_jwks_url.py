@@ -15,7 +15,10 @@ openssl CLI and named by jwks_ca_file, refreshed every second:
   keys arrive;
 - a push that keeps the URL keeps the fetcher and its set (no new fetch,
   no window without keys); a push that drops it stops the fetcher;
-- a kid the set lacks fetches early, at most once in 30 s."""
+- a kid the set lacks fetches early, at most once in 30 s;
+- a push, a dry run and --check naming a server whose connects hang
+  answer at once: nothing waits on the network but the admin thread's
+  fetch."""
 import json
 import os
 import re
@@ -28,7 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
-from harness import TIMEOUT, Client, free_port, main, metrics_text, wait_for  # noqa: E402
+from harness import (SY_BIN, TIMEOUT, Client, free_port, main, metrics_text,  # noqa: E402
+                     wait_for)
 from test_policies import PolicyCase, values  # noqa: E402
 from test_policy_jwt import ISS, SECRET, Keys, bearer, claims, openssl  # noqa: E402
 
@@ -322,6 +326,31 @@ class JwksUrlTest(PolicyCase):
         wait_for(lambda: self.status("/named", self.tok_a) == 200, timeout=SETTLE,
                  what="the first fetch of " + self.named_url)
         self.refused("/named", self.tok_b, "no key fits the token's alg and kid")
+
+    def test_g_nothing_waits_on_the_network(self):
+        hang = self.hanging_server()
+        url = "https://%s/jwks.json" % hang
+        new = json.loads(json.dumps(self.cfg))
+        new["policies"]["hang"] = {"type": "jwt", "jwks_url": url, "jwks_timeout_ms": 60000}
+        new["routes"].append({"id": "hang", "path": "/hang", "upstream": "b",
+                              "policies": ["hang"]})
+        path = self.tmp.file("hang.json")
+        with open(path, "w") as f:
+            json.dump(new, f)
+        t0 = time.monotonic()
+        p = subprocess.run([SY_BIN, "--check", path], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.api.put("/config?dry_run=1", new).status, 200)
+        self.addCleanup(self.api.put, "/config", self.cfg)
+        r = self.api.put("/config", new)
+        self.assertEqual(r.status, 200, r)
+        # the connect hangs for up to a minute: none of the above waited for it
+        self.assertLess(time.monotonic() - t0, 5)
+        r = self.get("/hang", [bearer(self.tok_a)])
+        self.assertEqual(r.status, 503, r)
+        self.assertEqual(self.status("/remote", self.tok_a), 200)
+        self.assertLess(time.monotonic() - t0, 5)
 
 
 if __name__ == "__main__":
