@@ -202,10 +202,14 @@ static void close_access_log(void)
 
 /* Every publish (on the admin thread): log_level and the access log follow
  * the config (the push was checked for a target that opens), the health
- * checker gets the new pools, then worker <w> hears of the swap. */
+ * checker gets the new pools, then worker <w> hears of the swap. A
+ * publication that brings no new snapshot (a canary's going, a jwt
+ * policy's new key set: adm_swap_fence) sends the checker nothing. */
 static void publish_notify(void *arg, unsigned w)
 {
-    const struct adm_config *cfg = atomic_load(&proc.swap.current)->cfg;
+    static uint64_t planned; /* the seq of the snapshot the checker last got */
+    const struct adm_snapshot *cur = atomic_load(&proc.swap.current);
+    const struct adm_config *cfg = cur->cfg;
     const struct adm_access_log *a = &cfg->access_log;
 
     if (w == 0)
@@ -216,7 +220,9 @@ static void publish_notify(void *arg, unsigned w)
         access_reopen(a) == 0)
         gw_log(GW_LOG_NOTICE, "access log: %s", access_name(a));
     if (w == 0) {
-        gw_health_update(atomic_load(&proc.swap.current));
+        if (cur->seq != planned)
+            gw_health_update(cur);
+        planned = cur->seq;
         gw_worker_fd_limit(cfg, 0);
     }
     gw_worker_notify(arg, w);
