@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* admin/clock.h, through api_int.h */
 #include "admin/api_int.h"
 #include "admin/fleet_sync.h"
+#include "admin/jwks_remote.h"
 #include "admin/policy_types.h"
 
 #include <stdio.h>
@@ -367,6 +368,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
     limits_metrics(b, s);
     policy_metrics(b, s);
     forward_auth_metrics(b, s);
+    adm_rjwks_metrics(b);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);
     if (api->pipe->fleet)

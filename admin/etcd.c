@@ -912,11 +912,8 @@ oom:
     return -1;
 }
 
-/* An endpoint named by a host name is looked up with evdns on the loop:
- * getaddrinfo() would hold the admin thread (the API, every swap) for as
- * long as a dead DNS server takes to time out, at every reconnect. The
- * nameservers of /etc/resolv.conf and the names of /etc/hosts, as the
- * system's resolver has them. */
+/* An endpoint named by a host name is looked up with evdns on the loop
+ * (etcd_http_dns_new); addresses need none. */
 static int dns_new(struct adm_etcd *e, char *why, size_t cap)
 {
     unsigned char a[16];
@@ -928,27 +925,11 @@ static int dns_new(struct adm_etcd *e, char *why, size_t cap)
             break;
     if (i == e->neps)
         return 0; /* addresses only */
-    if (!(e->dns = evdns_base_new(e->base, EVDNS_BASE_DISABLE_WHEN_INACTIVE))) {
+    if (!(e->dns = etcd_http_dns_new(e->base))) {
         snprintf(why, cap, "out of memory");
         return -1;
     }
-    /* a missing resolv.conf leaves evdns its default (127.0.0.1), as the
-     * system's resolver does */
-    evdns_base_resolv_conf_parse(e->dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
-    if (evdns_base_load_hosts(e->dns, NULL) < 0)
-        evdns_base_load_hosts(e->dns, "/dev/null"); /* localhost, at least */
     return 0;
-}
-
-/* Every request is gone, its lookup cancelled with its bufferevent; evdns
- * answers a cancelled lookup later, from the loop, through <dns>: the loop
- * runs those answers first, then <dns> is freed, as adm_resolver_free()
- * does. adm_etcd_free() is never called from inside the loop (etcd.h). */
-static void dns_free(struct event_base *base, struct evdns_base *dns)
-{
-    for (int i = 0; i < 10; i++)
-        event_base_loop(base, EVLOOP_NONBLOCK | EVLOOP_ONCE);
-    evdns_base_free(dns, 1);
 }
 
 struct adm_etcd *adm_etcd_new(struct event_base *base, const struct adm_etcd_opts *o,
@@ -1008,7 +989,7 @@ void adm_etcd_free(struct adm_etcd *e)
         etcd_ep_clear(&e->eps[i]);
     free(e->eps);
     if (e->dns)
-        dns_free(e->base, e->dns);
+        etcd_http_dns_free(e->base, e->dns);
     SSL_CTX_free(e->ssl_ctx);
     free(e->key64);
     free(e->end64);

@@ -402,3 +402,27 @@ fail:
     ERR_clear_error();
     return NULL;
 }
+
+struct evdns_base *etcd_http_dns_new(struct event_base *base)
+{
+    struct evdns_base *dns = evdns_base_new(base, EVDNS_BASE_DISABLE_WHEN_INACTIVE);
+
+    if (!dns)
+        return NULL;
+    /* a missing resolv.conf leaves evdns its default (127.0.0.1), as the
+     * system's resolver does */
+    evdns_base_resolv_conf_parse(dns, DNS_OPTIONS_ALL, "/etc/resolv.conf");
+    if (evdns_base_load_hosts(dns, NULL) < 0)
+        evdns_base_load_hosts(dns, "/dev/null"); /* localhost, at least */
+    return dns;
+}
+
+/* evdns answers a cancelled lookup later, from the loop, through <dns>:
+ * the loop runs those answers first, then <dns> is freed, as
+ * adm_resolver_free() does. */
+void etcd_http_dns_free(struct event_base *base, struct evdns_base *dns)
+{
+    for (int i = 0; i < 10; i++)
+        event_base_loop(base, EVLOOP_NONBLOCK | EVLOOP_ONCE);
+    evdns_base_free(dns, 1);
+}

@@ -75,4 +75,14 @@ struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size
 /* Ends a request without calling its done. NULL is a no-op. */
 void etcd_http_cancel(struct etcd_http *h);
 
+/* A resolver for the requests' host names on <base>: getaddrinfo() would
+ * hold the admin thread (the API, every swap) for as long as a dead DNS
+ * server takes to time out, at every request. The nameservers of
+ * /etc/resolv.conf and the names of /etc/hosts, as the system's resolver
+ * has them. NULL when out of memory. */
+struct evdns_base *etcd_http_dns_new(struct event_base *base);
+/* Frees <dns> once the lookups cancelled with their requests have been
+ * answered; never from inside the loop of <base>. */
+void etcd_http_dns_free(struct event_base *base, struct evdns_base *dns);
+
 #endif /* SY_ADMIN_ETCD_INT_H */

@@ -34,80 +34,8 @@ struct adm_jwks_fetch {
     unsigned char digest[32];
     int have_digest;
     unsigned wait_ms; /* the next wait after a failure */
+    int failing;      /* the last fetch failed */
 };
-
-/* Splits https://host[:port]/path into <ep> and <*path> (both owned by the
- * caller); with NULL outputs, only checks. */
-static int url_parse(const char *url, struct etcd_ep *ep, char **path, char *err, size_t cap)
-{
-    const char *p, *hs, *he, *after, *pe;
-    unsigned long port = 443;
-
-    if (strncasecmp(url, "https://", 8) != 0) {
-        snprintf(err, cap, "\"%s\": not an https:// URL", url);
-        return -1;
-    }
-    p = url + 8;
-    if (*p == '[') { /* an IPv6 literal */
-        hs = p + 1;
-        he = strchr(hs, ']');
-        after = he ? he + 1 : NULL;
-    } else {
-        hs = p;
-        he = after = p + strcspn(p, ":/?#");
-    }
-    if (!he || he == hs || memchr(hs, '@', (size_t)(he - hs))) {
-        snprintf(err, cap, "\"%s\": expected https://host[:port]/path", url);
-        return -1;
-    }
-    if (*after == ':') {
-        char *end;
-        port = strtoul(after + 1, &end, 10);
-        if (end == after + 1 || port == 0 || port > 65535 || (*end && *end != '/' && *end != '?')) {
-            snprintf(err, cap, "\"%s\": a bad port", url);
-            return -1;
-        }
-        after = end;
-    }
-    if (*after && *after != '/' && *after != '?') {
-        snprintf(err, cap, "\"%s\": expected https://host[:port]/path", url);
-        return -1;
-    }
-    /* the path goes into the request line as it is */
-    for (pe = after; *pe; pe++) {
-        if ((unsigned char)*pe <= 0x20 || *pe == 0x7f || *pe == '#') {
-            snprintf(err, cap, "\"%s\": a space, control character or fragment in the path", url);
-            return -1;
-        }
-    }
-    if (!ep)
-        return 0;
-    memset(ep, 0, sizeof(*ep));
-    ep->url = strdup(url);
-    ep->host = strndup(hs, (size_t)(he - hs));
-    ep->port = (unsigned)port;
-    ep->tls = 1;
-    if (*after == '?') {
-        *path = malloc(strlen(after) + 2);
-        if (*path)
-            sprintf(*path, "/%s", after);
-    } else {
-        *path = strdup(*after ? after : "/");
-    }
-    if (!ep->url || !ep->host || !*path) {
-        etcd_ep_clear(ep);
-        free(*path);
-        *path = NULL;
-        snprintf(err, cap, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-int adm_jwks_url_check(const char *url, char *err, size_t cap)
-{
-    return url_parse(url, NULL, NULL, err, cap);
-}
 
 static void schedule(struct adm_jwks_fetch *f, unsigned ms)
 {
@@ -120,6 +48,7 @@ static void schedule(struct adm_jwks_fetch *f, unsigned ms)
  * the last thing done (it may free <f>). */
 static void fetch_failed(struct adm_jwks_fetch *f, const char *why)
 {
+    f->failing = 1;
     schedule(f, f->wait_ms);
     f->wait_ms = f->wait_ms * 2 < f->conf.refresh_ms ? f->wait_ms * 2 : f->conf.refresh_ms;
     f->conf.cb(f->conf.arg, NULL, why);
@@ -146,9 +75,12 @@ static void on_done(void *arg, int status, const char *body, size_t len, const c
         fetch_failed(f, "out of memory");
         return;
     }
-    f->wait_ms = f->conf.retry_ms;
     if (f->have_digest && memcmp(digest, f->digest, sizeof(digest)) == 0) {
-        schedule(f, f->conf.refresh_ms); /* the same document: nothing to do */
+        /* the same document: the set in use is confirmed, nothing to publish */
+        f->wait_ms = f->conf.retry_ms;
+        f->failing = 0;
+        schedule(f, f->conf.refresh_ms);
+        f->conf.cb(f->conf.arg, NULL, NULL);
         return;
     }
     if (!(set = adm_jwks_parse(body, len, perr, sizeof(perr)))) {
@@ -160,6 +92,8 @@ static void on_done(void *arg, int status, const char *body, size_t len, const c
     f->set = set;
     memcpy(f->digest, digest, sizeof(digest));
     f->have_digest = 1;
+    f->wait_ms = f->conf.retry_ms;
+    f->failing = 0;
     schedule(f, f->conf.refresh_ms);
     f->conf.cb(f->conf.arg, set, NULL);
 }
@@ -190,6 +124,18 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
         fetch_failed(f, why);
 }
 
+/* <refresh_ms>, <retry_ms> and <timeout_ms> into <c>, 0 taking the
+ * defaults; the first wait after a failure never exceeds the refresh. */
+static void set_times(struct adm_jwks_fetch_conf *c, unsigned refresh_ms, unsigned retry_ms,
+                      unsigned timeout_ms)
+{
+    c->refresh_ms = refresh_ms ? refresh_ms : DEFAULT_REFRESH_MS;
+    c->retry_ms = retry_ms ? retry_ms : DEFAULT_RETRY_MS;
+    if (c->retry_ms > c->refresh_ms)
+        c->retry_ms = c->refresh_ms;
+    c->timeout_ms = timeout_ms ? timeout_ms : DEFAULT_TIMEOUT_MS;
+}
+
 struct adm_jwks_fetch *adm_jwks_fetch_new(const struct adm_jwks_fetch_conf *conf, char *err,
                                           size_t cap)
 {
@@ -201,16 +147,11 @@ struct adm_jwks_fetch *adm_jwks_fetch_new(const struct adm_jwks_fetch_conf *conf
     }
     f->conf = *conf;
     f->conf.url = NULL; /* f->ep.url is the copy */
-    if (!f->conf.refresh_ms)
-        f->conf.refresh_ms = DEFAULT_REFRESH_MS;
-    if (!f->conf.retry_ms || f->conf.retry_ms > f->conf.refresh_ms)
-        f->conf.retry_ms = f->conf.retry_ms ? f->conf.refresh_ms : DEFAULT_RETRY_MS;
-    if (!f->conf.timeout_ms)
-        f->conf.timeout_ms = DEFAULT_TIMEOUT_MS;
+    set_times(&f->conf, conf->refresh_ms, conf->retry_ms, conf->timeout_ms);
     if (!f->conf.max_bytes || f->conf.max_bytes > ADM_JWKS_MAX_BYTES)
         f->conf.max_bytes = ADM_JWKS_MAX_BYTES;
     f->wait_ms = f->conf.retry_ms;
-    if (url_parse(conf->url, &f->ep, &f->path, err, cap) < 0) {
+    if (adm_jwks_url_split(conf->url, &f->ep, &f->path, err, cap) < 0) {
         free(f);
         return NULL;
     }
@@ -227,6 +168,24 @@ struct adm_jwks_fetch *adm_jwks_fetch_new(const struct adm_jwks_fetch_conf *conf
 struct adm_jwks *adm_jwks_fetch_current(const struct adm_jwks_fetch *f)
 {
     return f->set;
+}
+
+void adm_jwks_fetch_tune(struct adm_jwks_fetch *f, unsigned refresh_ms, unsigned timeout_ms)
+{
+    unsigned was = f->conf.refresh_ms;
+
+    set_times(&f->conf, refresh_ms, 0, timeout_ms);
+    if (f->wait_ms > f->conf.retry_ms)
+        f->wait_ms = f->conf.retry_ms;
+    /* re-arming a pending timer replaces its deadline */
+    if (f->conf.refresh_ms < was && !f->req && !f->failing)
+        schedule(f, f->conf.refresh_ms);
+}
+
+void adm_jwks_fetch_now(struct adm_jwks_fetch *f)
+{
+    if (!f->req)
+        schedule(f, 0);
 }
 
 void adm_jwks_fetch_free(struct adm_jwks_fetch *f)

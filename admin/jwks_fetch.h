@@ -9,7 +9,7 @@
  * a failed fetch (unreachable, a timeout, not 200, too large, a document
  * that does not parse) changes nothing and is retried sooner, the wait
  * doubling from retry_ms up to refresh_ms. The owner publishes a new set to
- * the workers (by a snapshot swap: key sets never change under them).
+ * the workers (jwks_remote.h: key sets never change under them).
  */
 #ifndef SY_ADMIN_JWKS_FETCH_H
 #define SY_ADMIN_JWKS_FETCH_H
@@ -24,11 +24,12 @@ struct event_base;
 struct evdns_base;
 struct adm_jwks_fetch;
 
-/* A fetch's outcome. <set> is the new key set (borrowed: adm_jwks_hold it
- * to keep it past the call) when a fetch brought a document different from
- * the last good one; NULL with <err> saying why ("https://...: timed out
- * waiting for the answer") when it failed. A fetch that brings the same
- * bytes again calls nothing. */
+/* A fetch's outcome, after every fetch. <set> is the new key set (borrowed:
+ * adm_jwks_hold it to keep it past the call) when a fetch brought a
+ * document different from the last good one; NULL with <err> saying why
+ * ("https://...: timed out waiting for the answer") when it failed; both
+ * NULL when it brought the same bytes again (the set in use is confirmed:
+ * nothing to publish). */
 typedef void (*adm_jwks_fetch_cb)(void *arg, struct adm_jwks *set, const char *err);
 
 struct adm_jwks_fetch_conf {
@@ -45,8 +46,12 @@ struct adm_jwks_fetch_conf {
 };
 
 /* Checks <url> (https, a host, an optional port, a path): 0, or -1 with the
- * reason in <err>. For the config parser. */
+ * reason in <err>. For the config parser (jwks_url.c). */
 int adm_jwks_url_check(const char *url, char *err, size_t cap);
+/* adm_jwks_url_check, splitting <url> into <ep> and <*path> (both owned by
+ * the caller: etcd_ep_clear, free) for the fetcher. */
+struct etcd_ep;
+int adm_jwks_url_split(const char *url, struct etcd_ep *ep, char **path, char *err, size_t cap);
 
 /* Starts fetching (the first fetch at once, its callback from the loop,
  * never from inside this call). NULL with the reason in <err> when the URL
@@ -56,6 +61,16 @@ struct adm_jwks_fetch *adm_jwks_fetch_new(const struct adm_jwks_fetch_conf *conf
 
 /* The last good key set (borrowed), or NULL before the first good fetch. */
 struct adm_jwks *adm_jwks_fetch_current(const struct adm_jwks_fetch *f);
+
+/* New <refresh_ms> and <timeout_ms> (0: the defaults) for the fetches to
+ * come. A shorter refresh takes effect at once when the last fetch was
+ * good (the wait under way is cut short); a longer one from the next
+ * fetch. */
+void adm_jwks_fetch_tune(struct adm_jwks_fetch *f, unsigned refresh_ms, unsigned timeout_ms);
+
+/* Fetches again now unless a fetch is under way (a token named a kid
+ * that the set lacks: the owner rate-limits these). */
+void adm_jwks_fetch_now(struct adm_jwks_fetch *f);
 
 /* Stops fetching and drops the fetcher's reference to its set. NULL is a
  * no-op. */

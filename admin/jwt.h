@@ -29,15 +29,20 @@
  *     error after the key's path); hs256_secret_file's bytes, without a
  *     final newline, into adm_jwks_add_hs256 on adm_jwks_new() or the file's
  *     set (adm_jwks_merge to combine); jwks_url checked by
- *     adm_jwks_url_check, fetched by jwks_fetch.h at run time, its new sets
- *     published by a snapshot swap (a worker's set never changes under it);
- *     "algorithms" through adm_jwt_alg_parse into opts.algs.
+ *     adm_jwks_url_check, fetched by jwks_fetch.h at run time (never at
+ *     parse time), each new set merged with the policy's own keys into a
+ *     new set that jwks_remote.h publishes through the policy state's
+ *     pointer (a set never changes under a worker: a new one replaces it,
+ *     the old one freed after a grace period); "algorithms" through
+ *     adm_jwt_alg_parse into opts.algs.
  *   - per request (worker): adm_jwt_bearer on the Authorization value, then
- *     adm_jwt_verify_cached with the worker's own adm_jwt_cache; on OK,
+ *     adm_jwt_verify_cached with the worker's own adm_jwt_cache against the
+ *     state's current set (one acquire load); on OK,
  *     claims_to_headers from adm_jwt_claim_str (after removing the client's
  *     own copies of those headers). No token: 401 with WWW-Authenticate:
  *     Bearer realm=...; a refused one: 401 with error="invalid_token" (RFC
- *     6750 3.1), whose <why> goes to the log, not to the client; NOMEM: 503.
+ *     6750 3.1), whose <why> goes to the log, not to the client; NOMEM: 503;
+ *     no key fitting before a jwks_url's first set: 503 with Retry-After.
  */
 #ifndef SY_ADMIN_JWT_H
 #define SY_ADMIN_JWT_H

@@ -13,8 +13,14 @@
  * default accepts exactly what the configured keys can verify, and never
  * "none", which no list can name.
  *
- * "jwks_url" is refused for now: admin/jwks_fetch.h can fetch a set, but
- * publishing each new set to the workers is not wired yet.
+ * "jwks_url" is only checked here (its form, jwks_ca_file's certificates
+ * read; never fetched: a push, --check and a dry run never wait on the
+ * network). The admin thread fetches it at run time (admin/jwks_remote.h),
+ * from the moment a snapshot first holds the policy (adm_jwtp_state_new,
+ * through the seam adm_jwtp_set_remote);
+ * until the first good fetch the policy verifies with its other keys only,
+ * and the worker answers 503 where the URL's keys might have verified
+ * (gateway/policy_jwt.c).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/config_int.h"
@@ -28,9 +34,19 @@
 #include <strings.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include "admin/jwks_fetch.h"
 
 #define MAX_AUDIENCES 16
 #define MAX_SECRET 4096
+#define MAX_CA_FILE (1u << 20)
+/* Envoy's remote_jwks defaults: a cache_duration of 5 minutes; our fetch
+ * timeout is jwks_fetch.c's */
+#define DEFAULT_REFRESH_S 300
+#define DEFAULT_TIMEOUT_MS 5000
 
 /* What the keys read so far; combined into the definition's set at the
  * end. */
@@ -41,6 +57,8 @@ struct jwt_parse {
     int have_secret, have_algs;
     unsigned leeway_s;
     int require_exp;
+    unsigned refresh_s, timeout_ms;
+    char ca_digest[65]; /* jwks_ca_file's SHA-256 in hex; "" : none */
 };
 
 static void jw_type(struct adm_cf *x, const json_t *v, void *target)
@@ -112,9 +130,59 @@ static void jw_secret_file(struct adm_cf *x, const json_t *v, void *target)
 
 static void jw_jwks_url(struct adm_cf *x, const json_t *v, void *target)
 {
-    (void)v, (void)target;
-    adm_cf_err(x, "not supported yet: the keys of a jwt policy come from jwks_file or "
-                  "hs256_secret_file (push the config again to load a new key set)");
+    struct jwt_parse *jp = target;
+    char why[600];
+    const char *s = adm_cf_str(x, v, 1);
+
+    if (!s)
+        return;
+    if (adm_jwks_url_check(s, why, sizeof(why)) < 0)
+        adm_cf_err(x, "%s", why);
+    else
+        jp->c->url = adm_cf_strdup(x, s);
+}
+
+/* The certificates of PEM text <pem>[0..len), at least one; NULL when
+ * none parses. */
+static STACK_OF(X509) * read_certs(const char *pem, size_t len)
+{
+    STACK_OF(X509) *sk = sk_X509_new_null();
+    BIO *b = BIO_new_mem_buf(pem, (int)len);
+    X509 *cert;
+
+    while (sk && b && (cert = PEM_read_bio_X509(b, NULL, NULL, NULL)))
+        if (!sk_X509_push(sk, cert)) {
+            X509_free(cert);
+            break;
+        }
+    BIO_free(b);
+    if (sk && !sk_X509_num(sk)) {
+        sk_X509_free(sk);
+        sk = NULL;
+    }
+    return sk;
+}
+
+/* jwks_ca_file: read now, like every file a config names, so that a bad
+ * one is refused at its path and a changed one is a changed policy. */
+static void jw_ca_file(struct adm_cf *x, const json_t *v, void *target)
+{
+    struct jwt_parse *jp = target;
+    unsigned char md[32];
+    const char *path;
+    size_t len;
+    char *text = read_keys_file(x, v, jp, MAX_CA_FILE, &len, &path);
+
+    if (!text)
+        return;
+    if (!(jp->c->cas = read_certs(text, len)))
+        adm_cf_err(x, "%s holds no PEM certificate", path);
+    else if (EVP_Digest(text, len, md, NULL, EVP_sha256(), NULL) != 1)
+        x->nomem = 1;
+    else
+        for (int i = 0; i < 32; i++)
+            snprintf(jp->ca_digest + 2 * i, 3, "%02x", md[i]);
+    free(text);
 }
 
 static void jw_issuer(struct adm_cf *x, const json_t *v, void *target)
@@ -236,6 +304,17 @@ static const struct adm_cf_field jw_fields[] = {
     {.key = "type", .kind = FK_FN, .fn = jw_type},
     {.key = "jwks_file", .kind = FK_FN, .fn = jw_jwks_file},
     {.key = "jwks_url", .kind = FK_FN, .fn = jw_jwks_url},
+    {.key = "jwks_refresh_s",
+     .kind = FK_UINT,
+     .off = offsetof(struct jwt_parse, refresh_s),
+     .min = 1,
+     .max = 86400},
+    {.key = "jwks_timeout_ms",
+     .kind = FK_UINT,
+     .off = offsetof(struct jwt_parse, timeout_ms),
+     .min = 100,
+     .max = 60000},
+    {.key = "jwks_ca_file", .kind = FK_FN, .fn = jw_ca_file},
     {.key = "hs256_secret_file", .kind = FK_FN, .fn = jw_secret_file},
     {.key = "issuer", .kind = FK_FN, .fn = jw_issuer},
     {.key = "audiences", .kind = FK_FN, .fn = jw_audiences},
@@ -265,18 +344,48 @@ static int merge_keys(struct jwt_parse *jp)
     return adm_jwks_merge(c->set, jp->file_set);
 }
 
+/* The keys that only mean something with jwks_url, refused without one;
+ * with one, what a fetcher is told and known by: one fetcher serves every
+ * policy naming the same URL under the same CA (jwks_remote.c). */
+static void url_settings(struct adm_cf *x, const json_t *v, struct jwt_parse *jp)
+{
+    static const char *const only[] = {"jwks_refresh_s", "jwks_timeout_ms", "jwks_ca_file"};
+    struct adm_jwt_conf *c = jp->c;
+    size_t n;
+
+    if (!json_object_get(v, "jwks_url")) {
+        for (size_t i = 0; i < NFIELDS(only); i++)
+            if (json_object_get(v, only[i]))
+                adm_cf_err_key(x, only[i], "only with \"jwks_url\"");
+        return;
+    }
+    if (!c->url)
+        return;
+    c->refresh_s = jp->refresh_s;
+    c->timeout_ms = jp->timeout_ms;
+    n = strlen(c->url) + sizeof(jp->ca_digest) + 2;
+    if ((c->fetch_key = adm_cf_calloc(x, 1, n)))
+        snprintf(c->fetch_key, n, "%s %s", c->url, jp->ca_digest[0] ? jp->ca_digest : "system");
+}
+
 void *adm_jwtp_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
 {
-    struct jwt_parse jp = {.p = p, .leeway_s = 30, .require_exp = 1};
+    struct jwt_parse jp = {.p = p,
+                           .leeway_s = 30,
+                           .require_exp = 1,
+                           .refresh_s = DEFAULT_REFRESH_S,
+                           .timeout_ms = DEFAULT_TIMEOUT_MS};
     size_t nerr = x->nerr;
     struct adm_jwt_conf *c;
 
     if (!(c = jp.c = adm_cf_calloc(x, 1, sizeof(*c))))
         return NULL;
     adm_cf_fields(x, v, jw_fields, NFIELDS(jw_fields), &jp);
+    url_settings(x, v, &jp);
     if (x->nerr == nerr && !json_object_get(v, "jwks_file") &&
-        !json_object_get(v, "hs256_secret_file"))
-        adm_cf_err(x, "has no key: give \"jwks_file\" and/or \"hs256_secret_file\"");
+        !json_object_get(v, "hs256_secret_file") && !json_object_get(v, "jwks_url"))
+        adm_cf_err(x, "has no key: give \"jwks_file\", \"jwks_url\" and/or "
+                      "\"hs256_secret_file\"");
     if (x->nerr != nerr || x->nomem || !p->name)
         goto fail;
     if (merge_keys(&jp) < 0) {
@@ -307,6 +416,9 @@ void adm_jwtp_conf_free(void *conf)
     if (!c)
         return;
     adm_jwks_free(c->set);
+    free(c->url);
+    free(c->fetch_key);
+    sk_X509_pop_free(c->cas, X509_free);
     free(c->issuer);
     for (size_t i = 0; i < c->naud; i++)
         free(c->audiences[i]);
@@ -320,16 +432,32 @@ void adm_jwtp_conf_free(void *conf)
     free(c);
 }
 
+/* Admin thread only, set while jwks_remote.c runs. */
+static const struct adm_jwtp_remote *remote;
+
+void adm_jwtp_set_remote(const struct adm_jwtp_remote *r)
+{
+    remote = r;
+}
+
 void *adm_jwtp_state_new(const void *conf, unsigned nworkers)
 {
+    const struct adm_jwt_conf *c = conf;
     struct adm_jwt_state *s = calloc(1, sizeof(*s));
 
-    (void)conf;
     if (!s)
         return NULL;
     s->nworkers = nworkers ? nworkers : 1;
     if (!(s->cache = calloc(s->nworkers, sizeof(*s->cache)))) {
         free(s);
+        return NULL;
+    }
+    atomic_init(&s->keys, c->set ? adm_jwks_hold(c->set) : NULL);
+    atomic_init(&s->want_fetch, 0);
+    /* before any worker can see the policy: the URL's last good set, when
+     * a fetcher for it runs already, is in s->keys from the start */
+    if (c->url && remote && remote->attach(s, c) < 0) {
+        adm_jwtp_state_free(s);
         return NULL;
     }
     return s;
@@ -341,6 +469,9 @@ void adm_jwtp_state_free(void *state)
 
     if (!s)
         return;
+    if (s->sub && remote)
+        remote->detach(s);
+    adm_jwks_free(atomic_load_explicit(&s->keys, memory_order_relaxed));
     for (unsigned w = 0; w < s->nworkers; w++)
         adm_jwt_cache_free(s->cache[w]);
     free(s->cache);

@@ -245,7 +245,13 @@ struct adm_jwt_hdr {
 #define ADM_JWT_CACHE_SLOTS 256 /* a worker's verified tokens, each policy */
 
 struct adm_jwt_conf {
-    struct adm_jwks *set; /* one reference: jwks_file's keys and the secret */
+    struct adm_jwks *set; /* one reference: jwks_file's keys and the secret; NULL: none */
+    /* jwks_url (NULL: none), fetched by the admin thread (jwks_remote.h);
+     * fetch_key names its fetcher: the URL and jwks_ca_file's digest */
+    char *url, *fetch_key;
+    struct stack_st_X509 *cas; /* jwks_ca_file's certificates; NULL: the system's store */
+    unsigned refresh_s;        /* jwks_refresh_s */
+    unsigned timeout_ms;       /* jwks_timeout_ms */
     char *issuer;
     char **audiences;
     size_t naud;
@@ -255,13 +261,45 @@ struct adm_jwt_conf {
     char *realm; /* for WWW-Authenticate: realm="..." */
 };
 
+struct adm_rjwks_sub;
+
 /* Its state: one verified-token cache a worker, each made by its worker
  * the first time it needs it (adm_jwt_cache_new) and freed with the
- * state, on the admin thread, once no snapshot holds the policy. */
+ * state, on the admin thread, once no snapshot holds the policy.
+ *
+ * <keys> is the set its workers verify against (one reference): conf->set
+ * as long as the policy has no jwks_url, or until the URL's first good
+ * set; from then on a new set, conf->set's keys and the URL's together,
+ * each time the URL brings other keys, stored by the admin thread
+ * (jwks_remote.c) with a release store and read by a worker with one
+ * acquire load per verification. A replaced set is freed only once every
+ * worker has acknowledged a publication made after the store (the
+ * snapshots' grace period, adm_swap_fence), so a worker that loaded it
+ * has finished with it. Each set has its own id, which the token caches
+ * key on: a token remembered under the old set is verified again under
+ * the new one, and refused when its key is gone. */
 struct adm_jwt_state {
     unsigned nworkers;
     struct adm_jwt_cache **cache;
+    _Atomic(struct adm_jwks *) keys;
+    /* set by a worker when a token named a kid that <keys> lacks: the
+     * admin thread then fetches the URL early (at most once in
+     * ADM_RJWKS_EARLY_S) and clears it */
+    atomic_int want_fetch;
+    struct adm_rjwks_sub *sub; /* admin thread: its jwks_url's fetcher; NULL: none */
 };
+
+/* What keeps the sets of the jwks_url of the jwt policies: the admin
+ * thread's jwks_remote.c registers it when it starts. A state with a
+ * jwks_url attaches (before any worker sees it; <keys> may be replaced
+ * then, or -1 when out of memory) and detaches when it is freed. Through
+ * this seam the config parser links without the admin loop (the config
+ * fuzzer); NULL (--check, unit tests): nothing is fetched. */
+struct adm_jwtp_remote {
+    int (*attach)(struct adm_jwt_state *s, const struct adm_jwt_conf *c);
+    void (*detach)(struct adm_jwt_state *s);
+};
+void adm_jwtp_set_remote(const struct adm_jwtp_remote *r);
 
 void *adm_jwtp_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p);
 void adm_jwtp_conf_free(void *conf);

@@ -1120,11 +1120,27 @@ void adm_swap_republish(struct adm_swap *sw, struct adm_snapshot *s)
     publish(sw, s);
 }
 
-static int can_free(const struct adm_swap *sw, const struct adm_snapshot *s)
+uint64_t adm_swap_fence(struct adm_swap *sw)
+{
+    /* after the caller's stores: a worker that acknowledges this number
+     * loads what they stored */
+    atomic_store_explicit(&sw->epoch, ++sw->seq, memory_order_seq_cst);
+    notify_all(sw);
+    return sw->seq;
+}
+
+int adm_swap_fenced(const struct adm_swap *sw, uint64_t seq)
 {
     for (unsigned w = 0; w < sw->nworkers; w++)
-        if (atomic_load_explicit(&sw->acks[w].seq, memory_order_acquire) < s->replaced_by)
+        if (atomic_load_explicit(&sw->acks[w].seq, memory_order_acquire) < seq)
             return 0;
+    return 1;
+}
+
+static int can_free(const struct adm_swap *sw, const struct adm_snapshot *s)
+{
+    if (!adm_swap_fenced(sw, s->replaced_by))
+        return 0;
     for (unsigned w = 0; w < s->nworkers; w++)
         if (atomic_load_explicit(&s->pins[w].n, memory_order_acquire) != 0)
             return 0;

@@ -289,6 +289,14 @@ void adm_swap_canary_drop(struct adm_swap *sw);
  * its start (published as adm_swap_publish does: the baseline is retired)
  * and the rollout ends. */
 void adm_swap_canary_promote(struct adm_swap *sw);
+/* A publication that changes no snapshot (admin thread): a new epoch, every
+ * worker notified. Returns its number: once adm_swap_fenced() says so,
+ * every worker has been between request steps since, so none still uses a
+ * pointer that the admin thread replaced before the fence (a jwt policy's
+ * key set: jwks_remote.c), and none can load it again. */
+uint64_t adm_swap_fence(struct adm_swap *sw);
+/* Whether every worker acknowledged publication <seq>. */
+int adm_swap_fenced(const struct adm_swap *sw, uint64_t seq);
 /* Frees retired snapshots past their grace period with no pins left.
  * Returns how many remain retired. Admin thread. */
 size_t adm_swap_reclaim(struct adm_swap *sw);

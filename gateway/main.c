@@ -19,6 +19,7 @@
  * to the admin API, the reload (persist.c) and a fleet node's etcd sync.
  */
 #define _GNU_SOURCE
+#include "admin/jwks_remote.h"
 #include "gateway/gateway.h"
 #include "gateway/health.h"
 #include "gateway/heap.h"
@@ -201,10 +202,14 @@ static void close_access_log(void)
 
 /* Every publish (on the admin thread): log_level and the access log follow
  * the config (the push was checked for a target that opens), the health
- * checker gets the new pools, then worker <w> hears of the swap. */
+ * checker gets the new pools, then worker <w> hears of the swap. A
+ * publication that brings no new snapshot (a canary's going, a jwt
+ * policy's new key set: adm_swap_fence) sends the checker nothing. */
 static void publish_notify(void *arg, unsigned w)
 {
-    const struct adm_config *cfg = atomic_load(&proc.swap.current)->cfg;
+    static uint64_t planned; /* the seq of the snapshot the checker last got */
+    const struct adm_snapshot *cur = atomic_load(&proc.swap.current);
+    const struct adm_config *cfg = cur->cfg;
     const struct adm_access_log *a = &cfg->access_log;
 
     if (w == 0)
@@ -215,7 +220,9 @@ static void publish_notify(void *arg, unsigned w)
         access_reopen(a) == 0)
         gw_log(GW_LOG_NOTICE, "access log: %s", access_name(a));
     if (w == 0) {
-        gw_health_update(atomic_load(&proc.swap.current));
+        if (cur->seq != planned)
+            gw_health_update(cur);
+        planned = cur->seq;
         gw_worker_fd_limit(cfg, 0);
     }
     gw_worker_notify(arg, w);
@@ -926,15 +933,20 @@ static void resolver_log(void *arg, int warn, const char *line)
     gw_log(warn ? GW_LOG_WARN : GW_LOG_NOTICE, "%s", line);
 }
 
-/* The admin event_base and the resolver on it: the first snapshot looks
- * its host names up there. -1 after logging why. */
+/* The admin event_base, the resolver on it and the keeper of the jwt
+ * policies' remote key sets: the first snapshot looks its host names up
+ * there, and starts fetching the jwks_url it names. -1 after logging why. */
 static int start_resolver(void)
 {
     struct adm_resolver_hooks hooks = {resolved_cb, resolver_log, &proc};
+    struct adm_rjwks_hooks jhooks = {resolver_log, &proc};
 
     if (!(proc.admin_base = event_base_new()) ||
-        !(resolver = adm_resolver_new(proc.admin_base, &hooks))) {
+        !(resolver = adm_resolver_new(proc.admin_base, &hooks)) ||
+        adm_rjwks_start(proc.admin_base, &proc.swap, &jhooks) < 0) {
         gw_log(GW_LOG_ERROR, "admin event base: out of memory");
+        adm_resolver_free(resolver);
+        resolver = NULL;
         if (proc.admin_base)
             event_base_free(proc.admin_base);
         proc.admin_base = NULL;
@@ -943,8 +955,11 @@ static int start_resolver(void)
     return 0;
 }
 
+/* After the swap is destroyed: the snapshots' policies have let their
+ * remote key sets go. */
 static void stop_resolver(void)
 {
+    adm_rjwks_stop();
     adm_resolver_free(resolver);
     resolver = NULL;
     if (proc.admin_base)

@@ -10,6 +10,16 @@
  * written anywhere but to the upstream, in the Authorization field it came
  * in.
  *
+ * The key set is the policy state's <keys> (admin/policy_types.h), one
+ * acquire load per verification: with a jwks_url the admin thread swaps
+ * in each new set the URL brings. Until the URL's first good set arrives
+ * (<keys> is still the policy's own set), a token that no key of ours
+ * fits or verifies is answered 503 with Retry-After: a key the gateway
+ * has not loaded yet is our fault, not the client's. Once the set is
+ * there, a token whose kid it lacks is a 401, and asks the admin thread
+ * for an early fetch (a flag, written only when not yet set: the rate
+ * limit is the admin thread's, jwks_remote.h).
+ *
  * The claims named in claims_to_headers go up as fields: the upstream
  * phase decodes the claims of the same token again (adm_jwt_claims_read,
  * no signature: the request phase verified these very bytes of the head,
@@ -81,9 +91,29 @@ static struct adm_jwt_cache *worker_cache(struct adm_jwt_state *s, unsigned w)
     return s->cache[w];
 }
 
+/* Whether <res> under <set> says the URL's keys are missing rather than
+ * the token being bad: <c> has a jwks_url whose first set has not come
+ * (the state still holds the policy's own set), and no key fitted or
+ * none verified. Else, on a kid the set lacks, asks for an early fetch. */
+static int keys_missing(const struct adm_jwt_conf *c, struct adm_jwt_state *s,
+                        const struct adm_jwks *set, enum adm_jwt_result res)
+{
+    if (!c->url || (res != ADM_JWT_NO_KEY && res != ADM_JWT_BAD_SIGNATURE))
+        return 0;
+    if (set == c->set)
+        return 1;
+    if (res == ADM_JWT_NO_KEY && !atomic_load_explicit(&s->want_fetch, memory_order_relaxed))
+        atomic_store_explicit(&s->want_fetch, 1, memory_order_relaxed);
+    return 0;
+}
+
 static int jwt_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *val)
 {
+    /* the fetcher's first retry comes within 5 s (admin/jwks_fetch.c) */
+    static const char retry[] = "Retry-After: 5\r\n";
     const struct adm_jwt_conf *c = p->conf;
+    struct adm_jwt_state *s = p->state;
+    const struct adm_jwks *set;
     struct adm_jwt_claims claims;
     struct h1_slice auth;
     enum adm_jwt_result res;
@@ -101,16 +131,18 @@ static int jwt_request(const struct adm_spolicy *p, struct gw_req *r, uint64_t *
             return refuse(r, c, NULL);
         return refuse(r, c, "the Authorization field is not one Bearer token");
     }
-    res = adm_jwt_verify_cached(worker_cache(p->state, r->c->w->id), c->set, &c->opts, tok, n,
-                                time(NULL), &claims, &why);
+    set = atomic_load_explicit(&s->keys, memory_order_acquire);
+    res = adm_jwt_verify_cached(worker_cache(s, r->c->w->id), set, &c->opts, tok, n, time(NULL),
+                                &claims, &why);
     if (res == ADM_JWT_OK) {
         /* the token's offset in the value and its length (at most
          * ADM_JWT_TOKEN_MAX) */
         *val = (uint64_t)(tok - auth.ptr) << 32 | n;
         return GW_POL_NEXT;
     }
-    if (res == ADM_JWT_NOMEM) {
-        gw_local_simple(r, 503, NULL, 0);
+    if (res == ADM_JWT_NOMEM || keys_missing(c, s, set, res)) {
+        gw_local_simple(r, 503, res == ADM_JWT_NOMEM ? NULL : retry,
+                        res == ADM_JWT_NOMEM ? 0 : sizeof(retry) - 1);
         gw_local_finish(r);
         return GW_POL_ANSWERED;
     }

@@ -2,7 +2,7 @@
  * test_jwks_fetch.c - the JWKS URL fetcher (admin/jwks_fetch.c) against a
  * real HTTPS server on 127.0.0.1 (jwks_server.py, Python's http.server in
  * ssl with a certificate made by the openssl CLI): the first fetch, a
- * changed document, an unchanged one (no callback), a broken document and
+ * changed document, an unchanged one (confirmed, no new set), a broken document and
  * a 404 that keep the last good set, a body over the bound, a server too
  * slow for the timeout, a certificate not trusted; and which URLs pass.
  */
@@ -20,14 +20,7 @@
 #include <event2/event.h>
 
 #include "admin/jwks_fetch.h"
-
-#ifndef SY_TEST_DIR
-#define SY_TEST_DIR "tests/admin"
-#endif
-
-static char dir[256];
-static unsigned port;
-static pid_t server;
+#include "jwks_server.h"
 
 /* Two oct keys (32 bytes each) for HS256. */
 #define KEY_A                                                                                      \
@@ -35,29 +28,10 @@ static pid_t server;
 #define KEY_B                                                                                      \
     "{\"kty\": \"oct\", \"kid\": \"b\", \"k\": \"ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA\"}"
 
-static void serve(const char *name, const char *text)
-{
-    char path[512], tmp[520];
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/www/%s", dir, name);
-    if (!text) {
-        unlink(path);
-        return;
-    }
-    /* whole or not at all: the server may be reading it */
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    f = fopen(tmp, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-    ck_assert_int_eq(rename(tmp, path), 0);
-}
-
 /* What the callback saw. */
 struct seen {
     struct event_base *base;
-    int sets, errors;
+    int sets, errors, same;
     size_t count; /* keys in the last set */
     char err[512];
     int want_sets, want_errors; /* break the loop once reached */
@@ -70,9 +44,11 @@ static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
     if (set) {
         s->sets++;
         s->count = adm_jwks_count(set);
-    } else {
+    } else if (err) {
         s->errors++;
         snprintf(s->err, sizeof(s->err), "%s", err);
+    } else {
+        s->same++;
     }
     if (s->sets >= s->want_sets && s->errors >= s->want_errors)
         event_base_loopbreak(s->base);
@@ -96,7 +72,7 @@ static SSL_CTX *client_ctx(int trust)
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 
     ck_assert_ptr_nonnull(ctx);
-    snprintf(ca, sizeof(ca), "%s/cert.pem", dir);
+    snprintf(ca, sizeof(ca), "%s/cert.pem", jwks_dir);
     if (trust)
         ck_assert_int_eq(SSL_CTX_load_verify_locations(ctx, ca, NULL), 1);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -118,7 +94,7 @@ static struct adm_jwks_fetch *fetcher(struct seen *s, SSL_CTX *ctx, const char *
                                     .arg = s};
     struct adm_jwks_fetch *f;
 
-    snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", port, path);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", jwks_port, path);
     f = adm_jwks_fetch_new(&c, err, sizeof(err));
     ck_assert_msg(f, "%s", err);
     return f;
@@ -130,34 +106,36 @@ START_TEST(refresh_keeps_the_last_good_set)
     SSL_CTX *ctx = client_ctx(1);
     struct adm_jwks_fetch *f;
 
-    serve("jwks.json", "{\"keys\": [" KEY_A "]}");
+    jwks_serve("jwks.json", "{\"keys\": [" KEY_A "]}");
     f = fetcher(&s, ctx, "/jwks.json", 2000, 0);
     ck_assert_ptr_null(adm_jwks_fetch_current(f));
     run_until(&s, 1, 0, 10000);
     ck_assert_int_eq(s.sets, 1);
     ck_assert_uint_eq(s.count, 1);
-    /* the same document, refreshed every 200 ms for a second: no callback */
+    /* the same document, refreshed every 200 ms for a second: confirmed,
+     * never a new set */
     run_until(&s, 99, 99, 1000);
     ck_assert_int_eq(s.sets, 1);
     ck_assert_int_eq(s.errors, 0);
+    ck_assert_int_ge(s.same, 2);
     /* a changed document */
-    serve("jwks.json", "{\"keys\": [" KEY_A ", " KEY_B "]}");
+    jwks_serve("jwks.json", "{\"keys\": [" KEY_A ", " KEY_B "]}");
     run_until(&s, 2, 0, 10000);
     ck_assert_int_eq(s.sets, 2);
     ck_assert_uint_eq(s.count, 2);
     /* a broken one: reported, the set kept */
-    serve("jwks.json", "{\"keys\": [");
+    jwks_serve("jwks.json", "{\"keys\": [");
     run_until(&s, 2, 1, 10000);
     ck_assert_int_eq(s.errors, 1);
     ck_assert_msg(strstr(s.err, "/jwks.json: line 1"), "%s", s.err);
     ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(f)), 2);
     /* gone: the same */
-    serve("jwks.json", NULL);
+    jwks_serve("jwks.json", NULL);
     run_until(&s, 2, 2, 10000);
     ck_assert_msg(strstr(s.err, "HTTP status 404"), "%s", s.err);
     ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(f)), 2);
     /* back, changed */
-    serve("jwks.json", "{\"keys\": [" KEY_B "]}");
+    jwks_serve("jwks.json", "{\"keys\": [" KEY_B "]}");
     run_until(&s, 3, 2, 10000);
     ck_assert_int_eq(s.sets, 3);
     ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(f)), 1);
@@ -173,7 +151,7 @@ START_TEST(bounds_and_trust)
     SSL_CTX *ctx = client_ctx(1), *untrusting = client_ctx(0);
     struct adm_jwks_fetch *f;
 
-    serve("big.json", "{\"keys\": [" KEY_A ", " KEY_B "]}");
+    jwks_serve("big.json", "{\"keys\": [" KEY_A ", " KEY_B "]}");
     f = fetcher(&s, ctx, "/big.json", 2000, 100);
     run_until(&s, 0, 1, 10000);
     ck_assert_msg(strstr(s.err, "answer too large"), "%s", s.err);
@@ -247,75 +225,15 @@ START_TEST(urls)
 }
 END_TEST
 
-/* The certificate, the served directory and the server, once per process. */
-static void start_server(void)
-{
-    char cmd[1024], portfile[300], buf[16];
-    FILE *f;
-
-    snprintf(dir, sizeof(dir), "/tmp/sy-jwks-test-XXXXXX");
-    if (!mkdtemp(dir))
-        exit(EXIT_FAILURE);
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && mkdir www && openssl req -x509 -newkey ec -pkeyopt "
-             "ec_paramgen_curve:P-256 -nodes -keyout key.pem -out cert.pem -subj /CN=127.0.0.1 "
-             "-addext subjectAltName=IP:127.0.0.1 -days 2 >gen.log 2>&1",
-             dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "openssl failed: see %s/gen.log\n", dir);
-        exit(EXIT_FAILURE);
-    }
-    snprintf(portfile, sizeof(portfile), "%s/port", dir);
-    server = fork();
-    if (server == 0) {
-        char cert[300], key[300], www[300];
-        snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-        snprintf(key, sizeof(key), "%s/key.pem", dir);
-        snprintf(www, sizeof(www), "%s/www", dir);
-        execl("/usr/bin/python3", "python3", SY_TEST_DIR "/jwks_server.py", cert, key, www,
-              portfile, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 200 && !port; i++) { /* 10 s at most */
-        struct timespec ms50 = {0, 50000000};
-        if ((f = fopen(portfile, "r"))) {
-            if (fgets(buf, sizeof(buf), f))
-                port = (unsigned)atoi(buf);
-            fclose(f);
-        }
-        if (!port)
-            nanosleep(&ms50, NULL);
-    }
-    if (!port) {
-        fprintf(stderr, "jwks_server.py did not start\n");
-        kill(server, SIGTERM);
-        exit(EXIT_FAILURE);
-    }
-}
-
 int main(void)
 {
     Suite *s = suite_create("jwks_fetch");
     TCase *tc = tcase_create("core");
-    SRunner *sr;
-    int failed;
-    char cmd[300];
 
-    signal(SIGPIPE, SIG_IGN);
-    start_server();
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, refresh_keeps_the_last_good_set);
     tcase_add_test(tc, bounds_and_trust);
     tcase_add_test(tc, urls);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    kill(server, SIGTERM);
-    waitpid(server, NULL, 0);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return jwks_run(s);
 }

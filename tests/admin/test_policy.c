@@ -23,6 +23,7 @@
 
 #include "admin/config.h"
 #include "admin/policy_types.h"
+#include "b64u.h"
 
 #define MS 1000000ull /* ns */
 
@@ -43,7 +44,10 @@ static struct adm_config *parse(const char *policies)
 }
 
 /* The first error's path for <policies>, or "" when it parses. */
-static const char *error_path(const char *policies, const char *routes, char *buf, size_t cap)
+/* The first error of a config with <policies> and <routes>: its path, and
+ * with <msg> ": " and its message ("" when it parses). */
+static const char *first_error(const char *policies, const char *routes, int msg, char *buf,
+                               size_t cap)
 {
     char doc[4096];
     struct adm_errors e;
@@ -55,10 +59,18 @@ static const char *error_path(const char *policies, const char *routes, char *bu
              policies, routes);
     adm_errors_init(&e);
     c = adm_config_parse(doc, strlen(doc), &e);
-    snprintf(buf, cap, "%s", c || !e.n ? "" : e.v[0].path);
+    if (c || !e.n)
+        snprintf(buf, cap, "%s", "");
+    else
+        snprintf(buf, cap, "%s%s%s", e.v[0].path, msg ? ": " : "", msg ? e.v[0].msg : "");
     adm_config_free(c);
     adm_errors_clear(&e);
     return buf;
+}
+
+static const char *error_path(const char *policies, const char *routes, char *buf, size_t cap)
+{
+    return first_error(policies, routes, 0, buf, cap);
 }
 
 START_TEST(gcra_arithmetic)
@@ -596,17 +608,6 @@ START_TEST(refusals_at_paths)
 }
 END_TEST
 
-/* base64url without padding of <n> bytes at <in> into <out>. */
-static void b64u(const unsigned char *in, size_t n, char *out)
-{
-    int len = EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-    while (len && out[len - 1] == '=')
-        len--;
-    out[len] = '\0';
-    for (char *p = out; *p; p++)
-        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
-}
-
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -677,7 +678,7 @@ START_TEST(jwt_definition)
 
     /* refusals at their paths */
     ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\"}}", "[]", b, sizeof(b)), "/policies/p");
-    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\", \"jwks_url\": \"https://a/k\"}}", "[]",
+    ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\", \"jwks_url\": \"http://a/k\"}}", "[]",
                                 b, sizeof(b)),
                      "/policies/p/jwks_url");
     ck_assert_str_eq(error_path("{\"p\": {\"type\": \"jwt\", \"jwks_file\": \"/nonexistent/j\"}}",
@@ -705,6 +706,127 @@ START_TEST(jwt_definition)
 }
 END_TEST
 
+/* Whether <s> begins with <prefix>. */
+static int starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* jwks_url and its keys, refused: the keys of the policy, and the start
+ * of the error. */
+static const struct {
+    const char *keys, *error;
+} refused[] = {
+    {"\"jwks_url\": \"http://a/k\"", "/policies/p/jwks_url: \"http://a/k\": not an https:// URL"},
+    {"\"jwks_url\": \"https://a/k#x\"", "/policies/p/jwks_url: "},
+    {"\"jwks_url\": \"https://u@a/k\"", "/policies/p/jwks_url: "},
+    {"\"jwks_url\": \"\"", "/policies/p/jwks_url: "},
+    {"\"jwks_url\": 7", "/policies/p/jwks_url: "},
+    {"\"jwks_url\": \"https://a/k\", \"jwks_ca_file\": \"/nonexistent/ca.pem\"",
+     "/policies/p/jwks_ca_file: "},
+    {"\"jwks_url\": \"https://a/k\", \"jwks_refresh_s\": 0", "/policies/p/jwks_refresh_s: "},
+    {"\"jwks_url\": \"https://a/k\", \"jwks_refresh_s\": 86401", "/policies/p/jwks_refresh_s: "},
+    {"\"jwks_url\": \"https://a/k\", \"jwks_timeout_ms\": 99", "/policies/p/jwks_timeout_ms: "},
+    {"\"jwks_url\": \"https://a/k\", \"jwks_timeout_ms\": 60001", "/policies/p/jwks_timeout_ms: "},
+    {"\"jwks_url\": \"https://a/k\", \"jwks_timeout_ms\": \"5s\"", "/policies/p/jwks_timeout_ms: "},
+};
+#define NREFUSED (sizeof(refused) / sizeof(refused[0]))
+
+START_TEST(jwt_url_definition)
+{
+    char dir[] = "/tmp/sy-test-jwku-XXXXXX", ca[64], junk[64], sec[64], pol[1024], b[1024];
+    char cmd[512];
+    const struct adm_jwt_conf *jc;
+    struct adm_config *c;
+    struct adm_spolicy *sp;
+    struct adm_jwt_state *st;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    snprintf(junk, sizeof(junk), "%s/junk.pem", dir);
+    snprintf(sec, sizeof(sec), "%s/hs.secret", dir);
+    snprintf(cmd, sizeof(cmd),
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
+             "%s/ca.key -out %s -subj /CN=test-ca -days 2 >/dev/null 2>&1",
+             dir, ca);
+    ck_assert_int_eq(system(cmd), 0);
+    write_file(junk, "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n");
+    write_file(sec, "0123456789abcdef0123456789abcdef\n");
+
+    /* alone, with the defaults: no keys of its own, fetched every 300 s,
+     * the system's trust store; asymmetric algorithms only */
+    ck_assert_ptr_nonnull(
+        c = parse("{\"t\": {\"type\": \"jwt\", \"jwks_url\": \"https://id.example/jwks\"}}"));
+    jc = c->policies[0].conf;
+    ck_assert_str_eq(jc->url, "https://id.example/jwks");
+    ck_assert_ptr_null(jc->set);
+    ck_assert_ptr_null(jc->cas);
+    ck_assert_uint_eq(jc->refresh_s, 300);
+    ck_assert_uint_eq(jc->timeout_ms, 5000);
+    ck_assert_str_eq(jc->fetch_key, "https://id.example/jwks system");
+    ck_assert_uint_eq(jc->opts.algs, ADM_JWT_ALGS_ALL & ~ADM_JWT_HS256);
+    /* a snapshot's state without the admin loop (no fetcher): the policy's
+     * own keys, none here */
+    ck_assert_ptr_nonnull(sp = adm_spolicy_for(&c->policies[0], NULL, 0, 2));
+    st = sp->state;
+    ck_assert_ptr_null(atomic_load(&st->keys));
+    ck_assert_ptr_null(st->sub);
+    adm_spolicy_release(sp);
+    adm_config_free(c);
+
+    /* beside a secret, with its CA and its times: the CA's digest names the
+     * fetcher, the secret's set is what the state starts with */
+    snprintf(pol, sizeof(pol),
+             "{\"t\": {\"type\": \"jwt\", \"jwks_url\": \"https://127.0.0.1:8443/k\", "
+             "\"hs256_secret_file\": \"%s\", \"jwks_ca_file\": \"%s\", \"jwks_refresh_s\": 1, "
+             "\"jwks_timeout_ms\": 100}}",
+             sec, ca);
+    ck_assert_ptr_nonnull(c = parse(pol));
+    jc = c->policies[0].conf;
+    ck_assert_ptr_nonnull(jc->cas);
+    ck_assert_uint_eq(jc->refresh_s, 1);
+    ck_assert_uint_eq(jc->timeout_ms, 100);
+    ck_assert(starts(jc->fetch_key, "https://127.0.0.1:8443/k "));
+    ck_assert_uint_eq(strlen(jc->fetch_key), strlen("https://127.0.0.1:8443/k ") + 64);
+    ck_assert_uint_eq(adm_jwks_count(jc->set), 1);
+    ck_assert_ptr_nonnull(sp = adm_spolicy_for(&c->policies[0], NULL, 0, 1));
+    st = sp->state;
+    ck_assert_ptr_eq(atomic_load(&st->keys), ((const struct adm_jwt_conf *)sp->conf)->set);
+    adm_spolicy_release(sp);
+    adm_config_free(c);
+
+    /* refused, each at its path and saying why */
+    for (size_t i = 0; i < NREFUSED; i++) {
+        snprintf(pol, sizeof(pol), "{\"p\": {\"type\": \"jwt\", %s}}", refused[i].keys);
+        ck_assert_msg(starts(first_error(pol, "[]", 1, b, sizeof(b)), refused[i].error), "%s: %s",
+                      refused[i].keys, b);
+    }
+    snprintf(pol, sizeof(pol),
+             "{\"p\": {\"type\": \"jwt\", \"jwks_url\": \"https://a/k\", \"jwks_ca_file\": "
+             "\"%s\"}}",
+             junk);
+    ck_assert_msg(starts(first_error(pol, "[]", 1, b, sizeof(b)), "/policies/p/jwks_ca_file: "),
+                  "%s", b);
+    ck_assert_msg(strstr(b, "holds no PEM certificate"), "%s", b);
+    /* the bounds themselves pass */
+    ck_assert_str_eq(first_error("{\"p\": {\"type\": \"jwt\", \"jwks_url\": \"https://a/k\", "
+                                 "\"jwks_refresh_s\": 86400, \"jwks_timeout_ms\": 60000}}",
+                                 "[]", 1, b, sizeof(b)),
+                     "");
+    /* the URL's settings without a URL */
+    snprintf(pol, sizeof(pol),
+             "{\"p\": {\"type\": \"jwt\", \"hs256_secret_file\": \"%s\", \"jwks_refresh_s\": 5}}",
+             sec);
+    ck_assert_str_eq(first_error(pol, "[]", 1, b, sizeof(b)),
+                     "/policies/p/jwks_refresh_s: only with \"jwks_url\"");
+    ck_assert_str_eq(first_error("{\"p\": {\"type\": \"jwt\"}}", "[]", 1, b, sizeof(b)),
+                     "/policies/p: has no key: give \"jwks_file\", \"jwks_url\" and/or "
+                     "\"hs256_secret_file\"");
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("policy");
@@ -726,6 +848,7 @@ int main(void)
     tcase_add_test(tc, compress_settings);
     tcase_add_test(tc, refusals_at_paths);
     tcase_add_test(tc, jwt_definition);
+    tcase_add_test(tc, jwt_url_definition);
     tcase_add_test(tc, policy_count_capped);
     tcase_add_test(tc, cors_list_overflow_refused);
     tcase_add_test(tc, api_key_identity_has_names);
