@@ -149,6 +149,9 @@ void *adm_fa_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p)
     c->timeout_ms = ADM_FA_TIMEOUT_MS;
     c->up = (size_t)-1;
     adm_cf_fields(x, v, fa_fields, NFIELDS(fa_fields), c);
+    /* as nginx's auth_request and Traefik's ForwardAuth: without a list,
+     * the service sees the client's fields (an empty list: none) */
+    c->all_req = !json_object_get(v, "request_headers");
     if (!c->path && !x->nomem && (c->path = adm_cf_strdup(x, "/")))
         c->path_len = 1;
     if (x->nerr != nerr || x->nomem) {

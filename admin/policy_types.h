@@ -344,6 +344,7 @@ struct adm_fa_conf {
     size_t path_len;
     struct adm_fa_name req[ADM_FA_MAX_FIELDS]; /* copied from the client's request */
     size_t nreq;
+    int all_req; /* no request_headers: every end-to-end field of the client's */
     struct adm_fa_name resp[ADM_FA_MAX_FIELDS]; /* copied from a 2xx answer upstream */
     size_t nresp;
     unsigned timeout_ms; /* the whole subrequest: connect, send, answer */

@@ -3,7 +3,9 @@
  * auth_request, Traefik's ForwardAuth): the request waits while a
  * subrequest (subreq.c) asks the policy's pool, with the request's method,
  * at the policy's path, without a body, carrying the client's fields named
- * in request_headers and X-Forwarded-Method, -Uri, -Host, -Proto and -For.
+ * in request_headers (without that key, all but its connection's own and
+ * framing fields: asked) and X-Forwarded-Method, -Uri, -Host, -Proto and
+ * -For.
  * Its answer decides:
  * - 2xx: the request goes on; the answer's fields named in
  *   response_headers go upstream with it (kept in r->pol_fields, which the
@@ -57,6 +59,30 @@ static int named(const struct h1_slice *n, const struct adm_fa_name *names, size
     return 0;
 }
 
+/* Whether the client's field <n> goes to the service of <c>: one named
+ * in request_headers; without that list, any but the connection's own and
+ * framing fields (no body goes), Host and Expect (the subrequest's own),
+ * and the X-Forwarded-* fields it sets itself, in any spelling. */
+static int asked(const struct adm_fa_conf *c, const struct h1_request *rq, const struct h1_slice *n)
+{
+    static const char *const own[] = {"host",
+                                      "expect",
+                                      "x-forwarded-method",
+                                      "x-forwarded-uri",
+                                      "x-forwarded-host",
+                                      "x-forwarded-proto",
+                                      "x-forwarded-for"};
+
+    if (!c->all_req)
+        return named(n, c->req, c->nreq);
+    if (h1_conn_field(n) >= 0 || gw_forward_named_in(n, rq->connection, rq->nconnection))
+        return 0;
+    for (size_t i = 0; i < sizeof(own) / sizeof(*own); i++)
+        if (gw_policy_field_is(n, own[i], strlen(own[i]))) /* X_Forwarded_For too */
+            return 0;
+    return 1;
+}
+
 /* The subrequest's head for request <arg> into <o>, but for Host and the
  * blank line (subreq.h): written straight into the connection's output,
  * and again for a retry, never kept. */
@@ -73,7 +99,7 @@ static void build_head(void *arg, struct gw_obuf *o)
     gw_ob_add(o, c->path, c->path_len);
     gw_ob_lit(o, " HTTP/1.1\r\n");
     for (size_t i = 0; i < rq->nheaders; i++) /* every copy, in order */
-        if (named(&rq->headers[i].name, c->req, c->nreq))
+        if (asked(c, rq, &rq->headers[i].name))
             gw_ob_field(o, rq->headers[i].name.ptr, rq->headers[i].name.len,
                         rq->headers[i].value.ptr, rq->headers[i].value.len);
     gw_ob_field(o, "X-Forwarded-Method", 18, rq->method.ptr, rq->method.len);

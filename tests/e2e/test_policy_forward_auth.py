@@ -96,6 +96,9 @@ class ForwardAuthTest(GatewayCase):
                          "request_headers": ["Authorization"]},
             "authhc": {"type": "forward_auth", "upstream": "auth3",
                        "request_headers": ["Authorization"]},
+            "authall": {"type": "forward_auth", "upstream": "auth", "path": "/verify"},
+            "authnone": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
+                         "request_headers": []},
         }
         routes = [
             {"id": "fa", "path": "/fa/*{rest}", "upstream": "app", "policies": ["authsvc"]},
@@ -104,6 +107,8 @@ class ForwardAuthTest(GatewayCase):
             {"id": "down", "path": "/down", "upstream": "app", "policies": ["authdown"]},
             {"id": "hc", "path": "/hc", "upstream": "app", "policies": ["authhc"]},
             {"id": "open", "path": "/open", "upstream": "app"},
+            {"id": "all", "path": "/all", "upstream": "app", "policies": ["authall"]},
+            {"id": "none", "path": "/none", "upstream": "app", "policies": ["authnone"]},
         ]
         cls.cfg = gateway_config(
             upstreams={"app": upstream_cfg(cls.b), "auth": upstream_cfg(cls.auth.addr),
@@ -156,6 +161,36 @@ class ForwardAuthTest(GatewayCase):
         self.assertEqual(values(a, "X-User"), [])  # not in request_headers
         self.assertEqual(values(a, "Content-Length"), [])  # a GET has no content
         self.assertEqual(values(a, "Host"), [self.auth.addr])
+
+    def test_request_headers_default_every_end_to_end_field(self):
+        """Without request_headers the service sees the client's fields, as
+        with nginx's auth_request and Traefik's ForwardAuth, but for the
+        connection's own, framing, Host, Expect and forged X-Forwarded-*;
+        an empty list sends none."""
+        r = self.get("/all", "good", [("Cookie", "c=1"), ("X-Custom", "a"), ("X-Custom", "b"),
+                                      ("X_Forwarded_For", "6.6.6.6"),
+                                      ("X-Forwarded-Uri", "/forged"), ("Connection", "X-Hop"),
+                                      ("X-Hop", "1")],
+                     method="POST", body=b"data")
+        self.assertEqual(r.status, 200, r.body)
+        a = self.last_auth_request()
+        self.assertEqual(values(a, "Authorization"), ["Bearer good"])
+        self.assertEqual(values(a, "Cookie"), ["c=1"])
+        self.assertEqual(values(a, "X-Custom"), ["a", "b"])
+        self.assertEqual([k for k, v in a["headers"]
+                          if k.lower().replace("_", "-") == "x-forwarded-for"],
+                         ["X-Forwarded-For"])
+        self.assertEqual(values(a, "X-Forwarded-For"), ["127.0.0.1"])
+        self.assertEqual(values(a, "X-Forwarded-Uri"), ["/all"])
+        self.assertEqual(values(a, "X-Hop"), [])
+        self.assertEqual(values(a, "Content-Length"), ["0"])  # no body goes
+        self.assertEqual(values(a, "Host"), [self.auth.addr])
+        self.assertEqual(r.json()["body_sha256"], hashlib.sha256(b"data").hexdigest())
+        r = self.get("/none", "good", [("Cookie", "c=1")])
+        self.assertEqual(r.status, 401, r.body)  # the service never saw the token
+        a = self.last_auth_request()
+        self.assertEqual(values(a, "Authorization"), [])
+        self.assertEqual(values(a, "Cookie"), [])
 
     def test_allow_other_methods(self):
         r = self.get("/fa/h", "good", method="HEAD")
