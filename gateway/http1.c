@@ -193,6 +193,9 @@ static int h1_body_feed(struct gw_req *r, h1_req_body_cb cb, void *ctx)
 
 static void h1_body_read(struct gw_req *r, int on)
 {
+    if (on && r->c->read_paused) /* not read meanwhile by our choice: the body
+                                  * timeout counts from now, not from the head */
+        r->c->tmo.last_rd = gw_now_ms();
     gw_io_read(&r->c->io, on);
     r->c->read_paused = !on;
 }

@@ -184,8 +184,8 @@ int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n)
     if (name->len != n)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = h1_lower((unsigned char)name->ptr[i]);
-        if (ch != (unsigned char)lc[i] && !(ch == '_' && lc[i] == '-'))
+        unsigned char ch = h1_lower((unsigned char)name->ptr[i]), want = (unsigned char)lc[i];
+        if (ch != want && !((ch == '_' || ch == '-') && (want == '_' || want == '-')))
             return 0;
     }
     return 1;

@@ -109,7 +109,7 @@ size_t gw_policy_drop_lines(const struct gw_req *r, char *lines, size_t n);
 int gw_policy_resp_drops(const struct gw_req *r, const struct h1_slice *name);
 
 /* Whether field <name> is <lc> (<n> bytes, lower case) in any case, an
- * '_' standing for a '-' (CGI, WSGI, PHP and nginx's underscores fold
+ * '_' and a '-' the same either way (CGI, WSGI, PHP and nginx's underscores fold
  * X_User into the same variable as X-User): a client's copy of a field a
  * policy sets never gets past in another spelling. */
 int gw_policy_field_is(const struct h1_slice *name, const char *lc, size_t n);

@@ -132,6 +132,7 @@ void gw_req_release(struct gw_req *r)
 {
     if (r->log_later) /* a tunnel's line: its fields, its io and its clock still here */
         gw_log_access_kept(r, gw_elapsed_ms(&r->t0));
+    gw_policy_abandon(r); /* a subrequest reads the snapshot: before the unpin */
     gw_req_unpin(r);
     if (r->body) { /* a buffered body at shutdown; try.c frees it otherwise */
         evbuffer_free(r->body);
@@ -142,7 +143,6 @@ void gw_req_release(struct gw_req *r)
         r->replay = NULL;
     }
     gw_policy_body_free(r);
-    gw_policy_abandon(r);
     free(r->pol_fields);
     r->pol_fields = NULL;
     r->pol_fields_cap = 0;

@@ -62,6 +62,7 @@ static void finish(struct gw_subreq *q, enum gw_sub_outcome outcome)
     struct gw_upconn *u = q->u;
     struct gw_sub_answer a = {.outcome = outcome};
     int reuse = 0;
+    unsigned idle_ms;
 
     if (u && (outcome == GW_SUB_ANSWERED || outcome == GW_SUB_BIG)) {
         a.status = u->resp.status;
@@ -77,10 +78,12 @@ static void finish(struct gw_subreq *q, enum gw_sub_outcome outcome)
         if (!(a.body = (const char *)evbuffer_pullup(q->body, -1)))
             a.outcome = GW_SUB_FAILED; /* out of memory gathering it */
     }
+    /* read before done(): it may end the request, unpinning q->s */
+    idle_ms = q->s->cfg->upstreams[q->up].idle_timeout_ms;
     q->done(q->arg, &a);
     if (u) {
         u->holder = NULL;
-        gw_upconn_release(u, reuse, q->s->cfg->upstreams[q->up].idle_timeout_ms);
+        gw_upconn_release(u, reuse, idle_ms);
     }
     sub_free(q);
 }

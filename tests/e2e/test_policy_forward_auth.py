@@ -97,6 +97,8 @@ class ForwardAuthTest(GatewayCase):
             "authhc": {"type": "forward_auth", "upstream": "auth3",
                        "request_headers": ["Authorization"]},
             "authall": {"type": "forward_auth", "upstream": "auth", "path": "/verify"},
+            "patient": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
+                        "timeout_ms": 6000},
             "authnone": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
                          "request_headers": []},
         }
@@ -108,6 +110,7 @@ class ForwardAuthTest(GatewayCase):
             {"id": "hc", "path": "/hc", "upstream": "app", "policies": ["authhc"]},
             {"id": "open", "path": "/open", "upstream": "app"},
             {"id": "all", "path": "/all", "upstream": "app", "policies": ["authall"]},
+            {"id": "patient", "path": "/patient", "upstream": "app", "policies": ["patient"]},
             {"id": "none", "path": "/none", "upstream": "app", "policies": ["authnone"]},
         ]
         cls.cfg = gateway_config(
@@ -118,7 +121,9 @@ class ForwardAuthTest(GatewayCase):
                                              health_check={"path": "/__stats",
                                                            "interval_ms": 100, "timeout_ms": 100},
                                              initially_unhealthy=True)},
-            routes=routes, policies=policies, access_log=cls.log)
+            routes=routes, policies=policies, access_log=cls.log,
+            # shorter than the slow service's answer: waiting on it is not the client's delay
+            timeouts={"client_body_ms": 1500})
         cls.cfg["listeners"][0]["protocols"] = ["h1", "h2c"]
         cls.tls_port = harness.free_port()
         cls.cfg["listeners"].append({
@@ -239,6 +244,21 @@ class ForwardAuthTest(GatewayCase):
             r = c.read_response("POST")
             self.assertEqual((r.status, r.body), (401, b"who are you"))
             self.assertClosed(c)  # the body may come or not: the connection ends
+
+    def test_body_timeout_counts_from_the_answer(self):
+        """A wait on the service longer than client_body_ms is ours, not the
+        client's: the body's clock starts when reading starts again."""
+        body = b"p" * 1000
+        with Client(self.gw.port) as c:
+            c.send(harness.build_request("POST", "/patient", [
+                ("Expect", "100-continue"), ("Content-Length", str(len(body))),
+                ("Authorization", "Bearer slow")]))
+            self.assertEqual(c.read_head().status, 100)  # about 3 s later
+            time.sleep(0.2)
+            c.send(body)
+            r = c.read_response("POST")
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(r.json()["body_bytes"], len(body))
 
     # ---- refused ----
 
