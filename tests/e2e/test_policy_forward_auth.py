@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.join(HERE, "admin"))
 import harness  # noqa: E402
 import h2client  # noqa: E402
 from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
-from harness import Client, GatewayCase, gateway_config, main, metrics_text, upstream_cfg  # noqa: E402
+from harness import (Client, GatewayCase, gateway_config, h1_only, main,  # noqa: E402
+                     metrics_text, upstream_cfg)
 
 AUTH_BACKEND = os.path.join(HERE, "auth_backend.py")
 TIMEOUT_MS = 500
@@ -259,6 +260,45 @@ class ForwardAuthTest(GatewayCase):
             r = c.read_response("POST")
             self.assertEqual(r.status, 200, r.body)
             self.assertEqual(r.json()["body_bytes"], len(body))
+
+    @h1_only("pipelining is HTTP/1.1's")
+    def test_pipelined_request_waits_its_turn(self):
+        """A request sent behind one that waits on the service is neither
+        parsed onto it nor timed out: it is answered after it, in order."""
+        with Client(self.gw.port) as c:
+            c.send(harness.build_request("GET", "/patient", [("Authorization", "Bearer slow")]) +
+                   harness.build_request("GET", "/open?second=1", []))
+            r1 = c.read_response("GET")
+            self.assertEqual(r1.status, 200, r1.body)
+            self.assertEqual(r1.json()["target"], "/patient")
+            r2 = c.read_response("GET")
+            self.assertEqual(r2.status, 200, r2.body)
+            self.assertEqual(r2.json()["target"], "/open?second=1")
+
+    def test_pushes_while_a_subrequest_waits(self):
+        """Config swaps during a subrequest: the request ends on the snapshot
+        it started with, whichever answers (under ASan in CI)."""
+        out = {}
+
+        def slow(i):
+            out[i] = self.get("/patient", "slow").status
+
+        ts = [threading.Thread(target=slow, args=(i,)) for i in range(3)]
+        for t in ts:
+            t.start()
+        time.sleep(0.3)
+        for k in range(6):  # each push a new snapshot; the old ones retire
+            new = json.loads(json.dumps(self.cfg))
+            new["routes"].append({"id": "extra%d" % k, "path": "/extra%d" % k,
+                                  "response": {"body": "x"}})
+            r = self.api.put("/config", new)
+            self.assertEqual(r.status, 200, r)
+            time.sleep(0.2)
+        for t in ts:
+            t.join(harness.TIMEOUT)
+        self.assertEqual(out, {0: 200, 1: 200, 2: 200})
+        r = self.api.put("/config", self.cfg)
+        self.assertEqual(r.status, 200, r)
 
     # ---- refused ----
 
