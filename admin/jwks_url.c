@@ -8,6 +8,7 @@
 
 #include "admin/jwks_fetch.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,15 @@ int adm_jwks_url_split(const char *url, struct etcd_ep *ep, char **path, char *e
     if (!he || he == hs || memchr(hs, '@', (size_t)(he - hs))) {
         snprintf(err, cap, "\"%s\": expected https://host[:port]/path", url);
         return -1;
+    }
+    /* the host goes into the Host field and the TLS name as it is */
+    for (pe = hs; pe < he; pe++) {
+        unsigned char c = (unsigned char)*pe;
+        if (!(isalnum(c) || c == '-' || c == '.' || c == '_' || (*p == '[' && c == ':'))) {
+            snprintf(err, cap, "\"%s\": a host name may hold letters, digits, '-', '.' and '_'",
+                     url);
+            return -1;
+        }
     }
     if (*after == ':') {
         char *end;

@@ -212,7 +212,11 @@ START_TEST(urls)
                                       "https://[::1/j",
                                       "id.example/jwks",
                                       "",
-                                      "https://h/\x01"};
+                                      "https://h/\x01",
+                                      "https://id.example\r\nX-Evil: 1/j",
+                                      "https://id example/j",
+                                      "https://[::1\n]/j",
+                                      "https://h\x7f/"};
     char err[256];
 
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
