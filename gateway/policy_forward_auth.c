@@ -4,8 +4,8 @@
  * subrequest (subreq.c) asks the policy's pool, with the request's method,
  * at the policy's path, without a body, carrying the client's fields named
  * in request_headers (without that key, all but its connection's own and
- * framing fields: asked) and X-Forwarded-Method, -Uri, -Host, -Proto and
- * -For.
+ * framing fields: asked), X-Forwarded-Method, -Uri, -Host, -Proto and
+ * -For, and the request's X-Request-Id.
  * Its answer decides:
  * - 2xx: the request goes on; the answer's fields named in
  *   response_headers go upstream with it (kept in r->pol_fields, which the
@@ -93,13 +93,15 @@ static void build_head(void *arg, struct gw_obuf *o)
     const struct h1_request *rq = &r->rp->req;
     size_t iplen;
     const char *ip = gw_client_ip_text(r, &iplen);
+    const struct h1_header *cid;
 
     gw_ob_slice(o, &rq->method);
     gw_ob_lit(o, " ");
     gw_ob_add(o, c->path, c->path_len);
     gw_ob_lit(o, " HTTP/1.1\r\n");
-    for (size_t i = 0; i < rq->nheaders; i++) /* every copy, in order */
-        if (asked(c, rq, &rq->headers[i].name))
+    for (size_t i = 0; i < rq->nheaders; i++) /* every copy, in order; one id, below */
+        if (asked(c, rq, &rq->headers[i].name) &&
+            !(rq->headers[i].name.len == 12 && h1_name_is(&rq->headers[i].name, "x-request-id")))
             gw_ob_field(o, rq->headers[i].name.ptr, rq->headers[i].name.len,
                         rq->headers[i].value.ptr, rq->headers[i].value.len);
     gw_ob_field(o, "X-Forwarded-Method", 18, rq->method.ptr, rq->method.len);
@@ -113,6 +115,16 @@ static void build_head(void *arg, struct gw_obuf *o)
     else
         gw_ob_lit(o, "X-Forwarded-Proto: http\r\n");
     gw_ob_field(o, "X-Forwarded-For", 15, ip, iplen);
+    /* the id the upstream request and the access log will carry (as
+     * Envoy's ext_authz does), so the service's log lines join them: the
+     * client's (forward.c's choice), else the one made for it now */
+    if ((cid = gw_forward_client_id(rq, sizeof(r->reqid)))) { /* as proxy.c takes it */
+        r->reqid_len = cid->value.len;
+        memcpy(r->reqid, cid->value.ptr, r->reqid_len);
+    } else if (!r->reqid_len) {
+        gw_req_make_reqid(r);
+    }
+    gw_ob_field(o, "X-Request-Id", 12, r->reqid, r->reqid_len);
     if (expects_content(rq))
         gw_ob_lit(o, "Content-Length: 0\r\n");
 }

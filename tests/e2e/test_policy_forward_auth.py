@@ -198,6 +198,24 @@ class ForwardAuthTest(GatewayCase):
         self.assertEqual(values(a, "Authorization"), [])
         self.assertEqual(values(a, "Cookie"), [])
 
+    def test_request_id_joins_service_and_upstream(self):
+        """The service gets the X-Request-Id the upstream and the client
+        get: the one made for the request, or the client's own, once."""
+        for path in ("/fa/x", "/all", "/none"):
+            r = self.get(path, "good")
+            a = self.last_auth_request()
+            ids = values(a, "X-Request-Id")
+            self.assertEqual(len(ids), 1, a)
+            self.assertEqual(r.header("X-Request-Id"), ids[0], path)
+            if r.status == 200:
+                self.assertEqual(values(r.json(), "X-Request-Id"), ids)
+            r = self.get(path, "good", [("X-Request-Id", "abc-123"), ("X-Request-Id", "second")])
+            a = self.last_auth_request()
+            self.assertEqual(values(a, "X-Request-Id"), ["abc-123"])
+            self.assertEqual(r.header("X-Request-Id"), "abc-123", path)
+            if r.status == 200:
+                self.assertEqual(values(r.json(), "X-Request-Id"), ["abc-123"])
+
     def test_allow_other_methods(self):
         r = self.get("/fa/h", "good", method="HEAD")
         self.assertEqual(r.status, 200)
