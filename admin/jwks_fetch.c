@@ -10,6 +10,7 @@
 
 #include "admin/jwks_fetch.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,8 @@ struct adm_jwks_fetch {
     struct event *timer;
     struct etcd_http *req; /* the fetch under way, or NULL */
     struct adm_jwks *set;  /* the last good set, or NULL */
+    char *doc;             /* its document (NULL: none, or out of memory) */
+    size_t doc_len;
     unsigned char digest[32];
     int have_digest;
     unsigned wait_ms; /* the next wait after a failure */
@@ -52,6 +55,20 @@ static void fetch_failed(struct adm_jwks_fetch *f, const char *why)
     schedule(f, f->wait_ms);
     f->wait_ms = f->wait_ms * 2 < f->conf.refresh_ms ? f->wait_ms * 2 : f->conf.refresh_ms;
     f->conf.cb(f->conf.arg, NULL, why);
+}
+
+/* <set>, parsed from <doc> of SHA-256 <digest>, as the last good set. */
+static void keep(struct adm_jwks_fetch *f, struct adm_jwks *set, const unsigned char digest[32],
+                 const char *doc, size_t len)
+{
+    adm_jwks_free(f->set);
+    f->set = set;
+    memcpy(f->digest, digest, 32);
+    f->have_digest = 1;
+    free(f->doc); /* kept for an upgrade to carry; without it, the new process fetches */
+    if ((f->doc = malloc(len ? len : 1)))
+        memcpy(f->doc, doc, len);
+    f->doc_len = len;
 }
 
 static void on_done(void *arg, int status, const char *body, size_t len, const char *err)
@@ -88,10 +105,7 @@ static void on_done(void *arg, int status, const char *body, size_t len, const c
         fetch_failed(f, why);
         return;
     }
-    adm_jwks_free(f->set);
-    f->set = set;
-    memcpy(f->digest, digest, sizeof(digest));
-    f->have_digest = 1;
+    keep(f, set, digest, body, len);
     f->wait_ms = f->conf.retry_ms;
     f->failing = 0;
     schedule(f, f->conf.refresh_ms);
@@ -170,6 +184,47 @@ struct adm_jwks *adm_jwks_fetch_current(const struct adm_jwks_fetch *f)
     return f->set;
 }
 
+const char *adm_jwks_fetch_doc(const struct adm_jwks_fetch *f, size_t *len)
+{
+    *len = f->doc_len;
+    return f->set ? f->doc : NULL;
+}
+
+int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, char *err,
+                        size_t cap)
+{
+    unsigned char digest[32];
+    struct adm_jwks *set;
+
+    if (f->set)
+        return 0;
+    if (len > f->conf.max_bytes) {
+        snprintf(err, cap, "a document of %zu bytes, over the bound", len);
+        return -1;
+    }
+    if (!EVP_Digest(doc, len, digest, NULL, EVP_sha256(), NULL)) {
+        snprintf(err, cap, "out of memory");
+        return -1;
+    }
+    if (!(set = adm_jwks_parse(doc, len, err, cap)))
+        return -1;
+    keep(f, set, digest, doc, len);
+    return 1;
+}
+
+/* Milliseconds until the pending fetch (UINT_MAX: none is). */
+static unsigned due_ms(const struct adm_jwks_fetch *f)
+{
+    struct timeval at, now;
+    double ms;
+
+    if (!event_pending(f->timer, EV_TIMEOUT, &at))
+        return UINT_MAX;
+    evutil_gettimeofday(&now, NULL);
+    ms = (double)(at.tv_sec - now.tv_sec) * 1000.0 + (double)(at.tv_usec - now.tv_usec) / 1000.0;
+    return ms <= 0 ? 0 : ms >= UINT_MAX ? UINT_MAX : (unsigned)ms;
+}
+
 void adm_jwks_fetch_tune(struct adm_jwks_fetch *f, unsigned refresh_ms, unsigned timeout_ms)
 {
     unsigned was = f->conf.refresh_ms;
@@ -177,8 +232,9 @@ void adm_jwks_fetch_tune(struct adm_jwks_fetch *f, unsigned refresh_ms, unsigned
     set_times(&f->conf, refresh_ms, 0, timeout_ms);
     if (f->wait_ms > f->conf.retry_ms)
         f->wait_ms = f->conf.retry_ms;
-    /* re-arming a pending timer replaces its deadline */
-    if (f->conf.refresh_ms < was && !f->req && !f->failing)
+    /* re-arming a pending timer replaces its deadline: only ever a sooner
+     * one (not the first fetch, due at once, put off by a refresh) */
+    if (f->conf.refresh_ms < was && !f->req && !f->failing && f->conf.refresh_ms < due_ms(f))
         schedule(f, f->conf.refresh_ms);
 }
 
@@ -196,6 +252,7 @@ void adm_jwks_fetch_free(struct adm_jwks_fetch *f)
     if (f->timer)
         event_free(f->timer);
     adm_jwks_free(f->set);
+    free(f->doc);
     etcd_ep_clear(&f->ep);
     free(f->path);
     free(f);

@@ -429,6 +429,50 @@ static void detach(struct adm_jwt_state *s)
     fetcher_free(fe);
 }
 
+json_t *adm_rjwks_export(void)
+{
+    json_t *o = json_object();
+    const char *doc;
+    size_t len;
+
+    for (const struct fetcher *fe = R.fetchers; o && fe; fe = fe->next) {
+        json_t *d;
+        if (!(doc = adm_jwks_fetch_doc(fe->f, &len)) || !(d = json_stringn(doc, len)))
+            continue; /* none yet; or not UTF-8: the new process fetches it */
+        json_object_set_new(
+            o, fe->key,
+            json_pack("{s:o,s:f}", "doc", d, "age_s", (adm_now_ms() - fe->last_ok_ms) / 1000.0));
+    }
+    return o;
+}
+
+void adm_rjwks_import(const json_t *carried)
+{
+    char why[256];
+
+    for (struct fetcher *fe = R.fetchers; fe; fe = fe->next) {
+        const json_t *e = json_object_get(carried, fe->key);
+        const json_t *doc = json_object_get(e, "doc");
+        int r;
+
+        if (!json_is_string(doc))
+            continue;
+        r = adm_jwks_fetch_seed(fe->f, json_string_value(doc), json_string_length(doc), why,
+                                sizeof(why));
+        if (r < 0) {
+            say(1, "jwks_url %s: the running process's key set was not taken: %s", fe->url, why);
+            continue;
+        }
+        if (r == 0)
+            continue;
+        fe->last_ok_ms = adm_now_ms() - 1000.0 * json_number_value(json_object_get(e, "age_s"));
+        say(0, "jwks_url %s: the running process's key set of %zu key%s, until a fetch", fe->url,
+            adm_jwks_count(adm_jwks_fetch_current(fe->f)),
+            adm_jwks_count(adm_jwks_fetch_current(fe->f)) == 1 ? "" : "s");
+        publish(fe, adm_jwks_fetch_current(fe->f));
+    }
+}
+
 /* <s> as a Prometheus label value: '"' and '\' escaped (a URL has no
  * newline). */
 static void label(struct evbuffer *b, const char *s)

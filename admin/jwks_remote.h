@@ -29,6 +29,8 @@
 #ifndef SY_ADMIN_JWKS_REMOTE_H
 #define SY_ADMIN_JWKS_REMOTE_H
 
+#include <jansson.h>
+
 struct event_base;
 struct evbuffer;
 struct adm_swap;
@@ -55,6 +57,15 @@ int adm_rjwks_start(struct event_base *base, struct adm_swap *sw,
 /* Stops every fetcher and frees the replaced sets: only once no worker
  * runs. Policy states still attached are let go (their sets stay theirs). */
 void adm_rjwks_stop(void);
+
+/* An upgrade (gateway/upgrade.h) carries each fetcher's last good set,
+ * so the new process verifies from its first request, whether or not the
+ * JWKS server answers it then: the old process exports {fetch key:
+ * {"doc", "age_s"}} (a new reference); the new one, once its first
+ * snapshot made its fetchers, imports those its fetchers have no set for
+ * yet and publishes them. Fetching goes on as ever. */
+json_t *adm_rjwks_export(void);
+void adm_rjwks_import(const json_t *carried);
 
 /* The /metrics lines: per fetcher, fetches by result, keys, the age of
  * the set in use and the early fetches. */

@@ -606,9 +606,10 @@ static json_t *up_state(void *arg)
 
     (void)arg;
     state_hash(h, sizeof(h));
-    return json_pack("{s:I,s:s,s:I,s:o*,s:o*,s:o*}", "gen", (json_int_t)s->gen, "hash", h, "swaps",
-                     (json_int_t)proc.swap.swaps, "counters", gw_stats_export(&proc), "tickets",
-                     tickets_export(), "health", gw_health_export());
+    return json_pack("{s:I,s:s,s:I,s:o*,s:o*,s:o*,s:o*}", "gen", (json_int_t)s->gen, "hash", h,
+                     "swaps", (json_int_t)proc.swap.swaps, "counters", gw_stats_export(&proc),
+                     "tickets", tickets_export(), "health", gw_health_export(), "jwks",
+                     adm_rjwks_export());
 }
 
 /* The workers' duplicates taken out of <proc>, or all closed. */
@@ -850,6 +851,7 @@ static int upgrade_take_over(const struct adm_config *cfg, const struct adm_addr
     if (gw_health_import(json_object_get(st, "health")) < 0)
         gw_log(GW_LOG_WARN, "upgrade: the health state was not carried: servers start as a "
                             "start would");
+    adm_rjwks_import(json_object_get(st, "jwks")); /* before the first request it verifies */
     adopt_admin(fds, n, admin_addr);
     adm_errors_init(&errs);
     got = gw_listen_adopt(&proc, cfg, fds, n, &errs);

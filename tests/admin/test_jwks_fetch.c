@@ -193,6 +193,47 @@ START_TEST(bounds_and_trust)
 }
 END_TEST
 
+/* What an upgrade carries: the last good document, taken by a new fetcher
+ * before its first fetch; the same bytes fetched then publish nothing. A
+ * seed never replaces a set, nor takes what does not parse. */
+START_TEST(seeded_from_a_carried_document)
+{
+    struct seen s = {.base = event_base_new()};
+    SSL_CTX *ctx = client_ctx(1);
+    struct adm_jwks_fetch *f, *g;
+    const char *doc;
+    char err[256];
+    size_t len;
+
+    jwks_serve("seed.json", "{\"keys\": [" KEY_A ", " KEY_B "]}");
+    f = fetcher(&s, ctx, "/seed.json", 2000, 0);
+    ck_assert_ptr_null(adm_jwks_fetch_doc(f, &len));
+    run_until(&s, 1, 0, 10000);
+    ck_assert_int_eq(s.sets, 1);
+    doc = adm_jwks_fetch_doc(f, &len);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_uint_eq(len, strlen("{\"keys\": [" KEY_A ", " KEY_B "]}"));
+
+    g = fetcher(&s, ctx, "/seed.json", 2000, 0);
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, "{\"keys\": [", 11, err, sizeof(err)), -1);
+    ck_assert_ptr_null(adm_jwks_fetch_current(g));
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, err, sizeof(err)), 1);
+    ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(g)), 2);
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, err, sizeof(err)), 0);
+    adm_jwks_fetch_free(f);
+    s.sets = s.same = 0;
+    for (int i = 0; i < 100 && !s.same && !s.sets && !s.errors; i++)
+        run_until(&s, 99, 99, 100); /* g's first fetch: the same bytes */
+    ck_assert_int_eq(s.sets, 0);
+    ck_assert_int_eq(s.errors, 0);
+    ck_assert_int_eq(s.same, 1);
+    adm_jwks_fetch_free(g);
+
+    SSL_CTX_free(ctx);
+    event_base_free(s.base);
+}
+END_TEST
+
 START_TEST(urls)
 {
     static const char *const good[] = {"https://id.example/.well-known/jwks.json",
@@ -237,6 +278,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, refresh_keeps_the_last_good_set);
     tcase_add_test(tc, bounds_and_trust);
+    tcase_add_test(tc, seeded_from_a_carried_document);
     tcase_add_test(tc, urls);
     suite_add_tcase(s, tc);
     return jwks_run(s);

@@ -31,8 +31,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
-from harness import (SY_BIN, TIMEOUT, Client, free_port, main, metrics_text,  # noqa: E402
-                     wait_for)
+from harness import (SY_BIN, TIMEOUT, Client, Gateway, free_port, gateway_config,  # noqa: E402
+                     main, metrics_text, upstream_cfg, wait_for)
 from test_policies import PolicyCase, values  # noqa: E402
 from test_policy_jwt import ISS, SECRET, Keys, bearer, claims, openssl  # noqa: E402
 
@@ -92,6 +92,7 @@ class JwksUrlTest(PolicyCase):
             f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
         openssl("x509", "-req", "-in", csr, "-CA", cls.ca, "-CAkey", cakey,
                 "-CAcreateserial", "-out", cert, "-days", "2", "-extfile", ext)
+        cls.cert, cls.key = cert, key
         cls.ka = Keys(d, "a")
         cls.kb = Keys(d, "b")
         cls.www = cls.tmp.file("www")
@@ -114,7 +115,7 @@ class JwksUrlTest(PolicyCase):
         # listens there, and the fetch dials the first address)
         cls.named_url = "https://localhost:%d/jwks.json" % cls.srv_port
         cls.named = {a[4][0] for a in socket.getaddrinfo("localhost", 0)} == {"127.0.0.1"}
-        common = {"type": "jwt", "jwks_ca_file": cls.ca, "jwks_refresh_s": 1,
+        cls.common = common = {"type": "jwt", "jwks_ca_file": cls.ca, "jwks_refresh_s": 1,
                   "jwks_timeout_ms": 2000, "issuer": ISS, "audiences": ["api"],
                   "claims_to_headers": {"sub": "X-User"}}
         cls.policies = {
@@ -175,6 +176,42 @@ class JwksUrlTest(PolicyCase):
         self.serve("jwks.json", self.ka)
         wait_for(lambda: self.status("/remote", self.tok_a) == 200, timeout=SETTLE,
                  what="key A back")
+
+    def test_upgrade_carries_the_key_set(self):
+        """An upgrade (--upgrade) carries each jwks_url's last good set: the
+        new process verifies from its first request, though the JWKS
+        server is gone by then (it would answer 503 until a fetch)."""
+        srv = JwksServer(self.tmp, self.cert, self.key, self.www, free_port()).start()
+        self.addCleanup(srv.stop)
+        url = "https://127.0.0.1:%d/jwks.json" % srv.port
+        cfg = gateway_config(
+            upstreams={"b": upstream_cfg(self.b)},
+            routes=[{"id": "up", "path": "/up", "upstream": "b", "policies": ["up"]}],
+            policies={"up": dict(self.common, jwks_url=url, jwks_refresh_s=3600)})
+        cfg["admin"]["state_dir"] = self.tmp.file("state-upgrade")
+
+        def status(g):
+            with Client(g.port) as c:
+                return c.request("GET", "/up", headers=[bearer(self.tok_a)]).status
+
+        old = Gateway(self.tmp, cfg, name="jwks-old")
+        self.addCleanup(old.stop)
+        old.start()
+        old.wait_log(r"switchyard [0-9.]+: ")
+        wait_for(lambda: status(old) == 200, timeout=SETTLE, what="the old process's keys")
+        srv.stop()
+        new = Gateway(self.tmp, cfg, name="jwks-new", args=["--upgrade"])
+        self.addCleanup(new.stop)
+        new.start()
+        new.wait_log(r"switchyard [0-9.]+: ")
+        self.assertEqual(old.proc.wait(TIMEOUT + 10), 0, old.log())
+        old.rc = 0
+        for _ in range(4):  # every worker
+            self.assertEqual(status(new), 200, new.log())
+        self.assertRegex(new.log(), r"the running process.s key set of [0-9]+ keys?, until a fetch")
+        age = float(re.search(r'^switchyard_jwks_age_seconds\{url="%s",[^}]*\} (\S+)$'
+                              % re.escape(url), metrics_text(new), re.M).group(1))
+        self.assertTrue(0 <= age < 60, age)
 
     def test_a_rotation_refuses_the_old_key_even_cached(self):
         for _ in range(3):  # the later ones from the workers' caches
