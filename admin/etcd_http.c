@@ -27,9 +27,27 @@
 
 enum phase { PH_DIAL, PH_HEAD, PH_BODY };
 
+/* A host name's lookup: its answer comes through here, even after the
+ * request it was for ended (then <h> is NULL and the answer is dropped). */
+struct lookup {
+    struct etcd_http *h;
+    struct evdns_getaddrinfo_request *req;
+    int done, result;
+    struct evutil_addrinfo *res;
+};
+
 struct etcd_http {
     struct bufferevent *bev;
     struct event *timer;
+    struct event *kick; /* dials from the loop, after a lookup's answer too */
+    struct event_base *base;
+    SSL_CTX *ssl_ctx;
+    struct evdns_base *dns;
+    struct evbuffer *req;       /* the request's bytes, for each address tried */
+    struct lookup *lookup;      /* the host name's, under way; or NULL */
+    struct evutil_addrinfo *ai; /* the addresses, once known */
+    struct evutil_addrinfo *at; /* the one being tried */
+    char first_err[300];        /* why the first address failed */
     struct h1_resp *resp;
     struct evbuffer *buf; /* a unary body, or a stream's partial line */
     enum phase phase;
@@ -101,10 +119,26 @@ void etcd_ep_clear(struct etcd_ep *ep)
 
 static void http_free(struct etcd_http *h)
 {
+    struct lookup *l = h->lookup;
+
+    if (l && l->done) {
+        if (l->res)
+            evutil_freeaddrinfo(l->res);
+        free(l);
+    } else if (l) { /* its answer frees it */
+        l->h = NULL;
+        evdns_getaddrinfo_cancel(l->req);
+    }
+    if (h->ai)
+        evutil_freeaddrinfo(h->ai);
     if (h->bev)
         bufferevent_free(h->bev);
     if (h->timer)
         event_free(h->timer);
+    if (h->kick)
+        event_free(h->kick);
+    if (h->req)
+        evbuffer_free(h->req);
     if (h->buf)
         evbuffer_free(h->buf);
     free(h->resp);
@@ -256,12 +290,9 @@ static void on_read(struct bufferevent *bev, void *arg)
 static void bev_error(struct bufferevent *bev, char *out, size_t cap)
 {
     unsigned long e;
-    int dns = bufferevent_socket_get_dns_error(bev);
     SSL *ssl = bufferevent_openssl_get_ssl(bev);
 
-    if (dns) {
-        snprintf(out, cap, "cannot resolve: %s", evutil_gai_strerror(dns));
-    } else if (ssl && SSL_get_verify_result(ssl) != X509_V_OK) {
+    if (ssl && SSL_get_verify_result(ssl) != X509_V_OK) {
         snprintf(out, cap, "TLS: certificate verify failed: %s",
                  X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
     } else if (ssl && (e = bufferevent_get_openssl_error(bev)) != 0) {
@@ -276,11 +307,27 @@ static void bev_error(struct bufferevent *bev, char *out, size_t cap)
     }
 }
 
+static int dial_next(struct etcd_http *h);
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct etcd_http *h = arg;
     char msg[300];
 
+    if (h->phase == PH_DIAL && !(what & BEV_EVENT_CONNECTED)) {
+        /* this address failed (no connection, or no handshake): the next */
+        if (what & BEV_EVENT_EOF)
+            snprintf(msg, sizeof(msg), "connection closed early");
+        else
+            bev_error(bev, msg, sizeof(msg));
+        if (!h->first_err[0])
+            snprintf(h->first_err, sizeof(h->first_err), "%s", msg);
+        bufferevent_free(h->bev);
+        h->bev = NULL;
+        h->at = h->at->ai_next;
+        dial_next(h);
+        return;
+    }
     if (what & BEV_EVENT_CONNECTED) {
         struct timeval tv = {h->request_ms / 1000, (h->request_ms % 1000) * 1000};
         h->phase = PH_HEAD;
@@ -328,9 +375,128 @@ fail:
     return NULL;
 }
 
+/* Dials h->at, then each address after it, until one takes the connect:
+ * 0; or, once none is left, ends <h> with the first address's error: -1. */
+static int dial_next(struct etcd_http *h)
+{
+    /* deferred callbacks: none runs inside bufferevent_socket_connect() */
+    const int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
+    char msg[300];
+
+    for (; h->at; h->at = h->at->ai_next) {
+        struct evbuffer *out;
+        if (h->ep->tls) {
+            SSL *ssl = tls_session(h->ssl_ctx, h->ep);
+            if (!ssl) {
+                http_fail(h, "cannot set up a TLS session");
+                return -1;
+            }
+            h->bev =
+                bufferevent_openssl_socket_new(h->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
+            if (!h->bev) {
+                SSL_free(ssl);
+                break;
+            }
+            bufferevent_openssl_set_allow_dirty_shutdown(h->bev, 1);
+        } else if (!(h->bev = bufferevent_socket_new(h->base, -1, opts))) {
+            break;
+        }
+        bufferevent_setcb(h->bev, on_read, NULL, on_event, h);
+        out = bufferevent_get_output(h->bev);
+        if (evbuffer_add(out, evbuffer_pullup(h->req, -1), evbuffer_get_length(h->req)) < 0 ||
+            bufferevent_enable(h->bev, EV_READ | EV_WRITE) < 0)
+            break;
+        if (bufferevent_socket_connect(h->bev, h->at->ai_addr, (int)h->at->ai_addrlen) == 0)
+            return 0;
+        bev_error(h->bev, msg, sizeof(msg));
+        if (!h->first_err[0])
+            snprintf(h->first_err, sizeof(h->first_err), "%s", msg);
+        bufferevent_free(h->bev);
+        h->bev = NULL;
+    }
+    if (h->at) {
+        http_fail(h, "out of memory");
+        return -1;
+    }
+    http_fail(h, h->first_err[0] ? h->first_err : "no address to connect to");
+    return -1;
+}
+
+static void on_resolved(int result, struct evutil_addrinfo *res, void *arg)
+{
+    struct lookup *l = arg;
+
+    if (!l->h) { /* the request ended meanwhile */
+        if (res)
+            evutil_freeaddrinfo(res);
+        free(l);
+        return;
+    }
+    l->done = 1;
+    l->result = result;
+    l->res = res;
+    event_active(l->h->kick, EV_TIMEOUT, 1); /* maybe inside evdns_getaddrinfo() */
+}
+
+/* From the loop: the addresses (a literal's, /etc/hosts' or DNS's), then
+ * the first dial. */
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+    struct etcd_http *h = arg;
+    struct evutil_addrinfo hints, *res = NULL;
+    struct lookup *l = h->lookup;
+    char port[8], msg[300];
+    unsigned char ip[16];
+    int rc;
+
+    (void)fd;
+    (void)what;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_protocol = IPPROTO_TCP;
+    hints.ai_flags = EVUTIL_AI_NUMERICSERV;
+    snprintf(port, sizeof(port), "%u", h->ep->port);
+    if (l) { /* the lookup's answer */
+        h->lookup = NULL;
+        rc = l->result;
+        res = l->res;
+        free(l);
+    } else if (h->dns && inet_pton(AF_INET, h->ep->host, ip) != 1 &&
+               inet_pton(AF_INET6, h->ep->host, ip) != 1) {
+        if (!(l = calloc(1, sizeof(*l)))) {
+            http_fail(h, "out of memory");
+            return;
+        }
+        l->h = h;
+        h->lookup = l;
+        l->req = evdns_getaddrinfo(h->dns, h->ep->host, port, &hints, on_resolved, l);
+        if (!l->req && !l->done) { /* cannot happen: a NULL means answered */
+            h->lookup = NULL;
+            free(l);
+            http_fail(h, "cannot resolve: out of memory");
+        }
+        return;
+    } else {
+        /* an address; or a name without evdns (a caller's choice: it blocks) */
+        rc = evutil_getaddrinfo(h->ep->host, port, &hints, &res);
+    }
+    if (rc != 0 || !res) {
+        snprintf(msg, sizeof(msg), "cannot resolve: %s",
+                 rc ? evutil_gai_strerror(rc) : "no address");
+        if (res)
+            evutil_freeaddrinfo(res);
+        http_fail(h, msg);
+        return;
+    }
+    h->ai = h->at = res;
+    dial_next(h);
+}
+
+/* The request's bytes into h->req, sent on each address tried. */
 static int write_request(struct etcd_http *h, const struct etcd_http_req *r)
 {
-    struct evbuffer *out = bufferevent_get_output(h->bev);
+    struct evbuffer *out = h->req;
     size_t blen = r->body ? strlen(r->body) : 0;
     int v6 = strchr(r->ep->host, ':') != NULL;
 
@@ -352,47 +518,35 @@ struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size
 {
     struct etcd_http *h = calloc(1, sizeof(*h));
     struct timeval tv = {r->dial_ms / 1000, (r->dial_ms % 1000) * 1000};
-    /* deferred callbacks: none runs inside etcd_http_start() */
-    const int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
 
     if (!h || !(h->resp = malloc(sizeof(*h->resp))) || !(h->buf = evbuffer_new()) ||
-        !(h->timer = evtimer_new(r->base, on_timer, h)))
+        !(h->req = evbuffer_new()) || !(h->timer = evtimer_new(r->base, on_timer, h)) ||
+        !(h->kick = evtimer_new(r->base, on_kick, h)))
         goto fail_oom;
     h1_resp_init(h->resp);
     h->ep = r->ep;
+    h->base = r->base;
+    h->ssl_ctx = r->ssl_ctx;
+    h->dns = r->dns;
     h->request_ms = r->request_ms;
     h->body_max = r->body_max ? r->body_max : ETCD_BODY_MAX;
     h->line = r->line;
     h->done = r->done;
     h->arg = r->arg;
-    if (r->ep->tls) {
-        SSL *ssl = tls_session(r->ssl_ctx, r->ep);
+    if (r->ep->tls) { /* each address gets a session of its own: try one now */
+        SSL *ssl = r->ssl_ctx ? tls_session(r->ssl_ctx, r->ep) : NULL;
         if (!ssl) {
             snprintf(why, cap, "%s: cannot set up a TLS session", r->ep->url);
             goto fail;
         }
-        h->bev = bufferevent_openssl_socket_new(r->base, -1, ssl, BUFFEREVENT_SSL_CONNECTING, opts);
-        if (!h->bev) {
-            SSL_free(ssl);
-            goto fail_oom;
-        }
-        bufferevent_openssl_set_allow_dirty_shutdown(h->bev, 1);
-    } else if (!(h->bev = bufferevent_socket_new(r->base, -1, opts))) {
-        goto fail_oom;
+        SSL_free(ssl);
     }
-    bufferevent_setcb(h->bev, on_read, NULL, on_event, h);
-    if (write_request(h, r) < 0 || bufferevent_enable(h->bev, EV_READ | EV_WRITE) < 0)
+    if (write_request(h, r) < 0)
         goto fail_oom;
+    /* the lookup (evdns for a host name) and every address tried are
+     * under the dial timeout; none of it runs inside this call */
     event_add(h->timer, &tv);
-    /* A host name is resolved by evdns (r->dns) under the dial timeout; an
-     * address needs no lookup */
-    if (bufferevent_socket_connect_hostname(h->bev, r->dns, AF_UNSPEC, r->ep->host,
-                                            (int)r->ep->port) < 0) {
-        char msg[300];
-        bev_error(h->bev, msg, sizeof(msg));
-        snprintf(why, cap, "%s: %s", r->ep->url, msg);
-        goto fail;
-    }
+    event_active(h->kick, EV_TIMEOUT, 1);
     return h;
 fail_oom:
     snprintf(why, cap, "out of memory");

@@ -2,7 +2,10 @@
  * etcd_int.h - the private half of the etcd client (etcd.c): one HTTP/1.1
  * request to one endpoint on a connection of its own (etcd_http.c).
  *
- * Each request dials, sends one POST with "Connection: close", and reads
+ * Each request dials (each address of the endpoint's host in turn, as
+ * curl does, until one connects and, over TLS, completes its handshake:
+ * a name with an IPv4 and an IPv6 address whose server listens on one),
+ * sends one POST with "Connection: close", and reads
  * the answer with the project's response parser (admin/http1/response.h).
  * A unary request (a range, a txn, auth) collects its body, bounded, and
  * ends once; a stream (the watch) hands each line of its body over as it
