@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "admin/fleet_sync.h"
+#include "admin/file_replace.h"
 #include "admin/api_int.h"
 
 #include <errno.h>
@@ -91,46 +92,28 @@ static const char *errors_line(const struct adm_errors *e, char *buf, size_t cap
 
 /* ---- persistence ---- */
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* fleet.json: the good fleet and the node document, written whole and
  * renamed into place. */
 static void persist(struct adm_fleet_sync *fs)
 {
-    char tmp[4096];
     json_t *j;
     char *js = NULL;
-    int fd = -1, ok = 0;
+    int ok = 0;
 
     if (!fs->path)
         return;
-    snprintf(tmp, sizeof(tmp), "%s.tmp", fs->path);
+    errno = ENOMEM;
     j = json_pack("{s:s,s:o,s:O}", "prefix", fs->prefix, "fleet", adm_fleet_save(fs->good), "node",
                   fs->node);
-    if (j && (js = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)) &&
-        (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) >= 0 &&
-        write_all(fd, js, strlen(js)) == 0 && write_all(fd, "\n", 1) == 0 && fsync(fd) == 0 &&
-        rename(tmp, fs->path) == 0)
-        ok = 1;
+    if (j && (js = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS))) {
+        size_t n = strlen(js);
+        js[n] = '\n'; /* over the NUL: the file ends with a newline */
+        ok = adm_file_replace(fs->path, js, n + 1) == 0;
+        js[n] = '\0';
+    }
     if (!ok)
         say(fs, 2, "fleet: cannot write %s: %s; a restart with etcd down serves an older config",
-            fs->path, js ? strerror(errno) : "out of memory");
-    if (fd >= 0)
-        close(fd);
-    if (!ok && fd >= 0)
-        unlink(tmp);
+            fs->path, strerror(errno));
     free(js);
     json_decref(j);
 }

@@ -36,6 +36,7 @@
 #include "admin/errors.h"
 #include "admin/etcd_int.h"
 #include "admin/jwks_fetch.h"
+#include "admin/jwks_save.h"
 #include "admin/policy_types.h"
 #include "admin/snapshot.h"
 
@@ -78,6 +79,7 @@ static struct {
     struct event *tick;
     struct fetcher *fetchers;
     struct retired *retired;
+    int serving; /* adm_rjwks_serving */
 } R;
 
 static void say(int warn, const char *fmt, ...) ADM_PRINTF(2, 3);
@@ -161,6 +163,23 @@ static void publish(struct fetcher *fe, struct adm_jwks *set)
     }
 }
 
+static const char *state_dir(void)
+{
+    return R.hooks.state_dir ? R.hooks.state_dir(R.hooks.arg) : NULL;
+}
+
+/* <fe>'s new set into the state directory, for the next start. */
+static void save(struct fetcher *fe)
+{
+    char why[512];
+    size_t len;
+    const char *doc = adm_jwks_fetch_doc(fe->f, &len);
+
+    if (doc && adm_jwks_save(state_dir(), fe->key, fe->url, doc, len, why, sizeof(why)) < 0)
+        say(1, "jwks_url %s: %s; a restart while it does not answer has no keys from it", fe->url,
+            why);
+}
+
 static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
 {
     struct fetcher *fe = arg;
@@ -187,6 +206,9 @@ static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
         say(0, "jwks_url %s: a new key set of %zu key%s", fe->url, adm_jwks_count(set),
             adm_jwks_count(set) == 1 ? "" : "s");
         publish(fe, set);
+        save(fe);
+    } else if (adm_jwks_save_touch(state_dir(), fe->key) < 0) {
+        save(fe);
     }
 }
 
@@ -243,6 +265,26 @@ static int names_host(const char *url)
     return named;
 }
 
+/* The set the state directory kept for <fe>'s URL, if any, until a fetch
+ * (a start while the JWKS server does not answer still verifies). */
+static void take_saved(struct fetcher *fe)
+{
+    char why[512];
+    double age_s = 0;
+    size_t len = 0;
+    char *doc = adm_jwks_saved(state_dir(), fe->key, &len, &age_s, why, sizeof(why));
+
+    if (doc && adm_jwks_fetch_seed(fe->f, doc, len, why, sizeof(why)) > 0) {
+        size_t n = adm_jwks_count(adm_jwks_fetch_current(fe->f));
+        fe->last_ok_ms = adm_now_ms() - 1000.0 * age_s;
+        say(0, "jwks_url %s: the key set saved %.0f s ago, of %zu key%s, until a fetch", fe->url,
+            age_s, n, n == 1 ? "" : "s");
+    } else if (why[0]) {
+        say(1, "jwks_url %s: the saved key set is not used: %s", fe->url, why);
+    }
+    free(doc);
+}
+
 /* A fetcher for policy <c>, started (its first fetch from the loop). */
 static struct fetcher *fetcher_new(const struct adm_jwt_conf *c)
 {
@@ -268,6 +310,7 @@ static struct fetcher *fetcher_new(const struct adm_jwt_conf *c)
     if (!(fe->f = adm_jwks_fetch_new(&fc, why, sizeof(why))))
         goto fail_why;
     say(0, "jwks_url %s: fetching every %u s", c->url, c->refresh_s);
+    take_saved(fe);
     return fe;
 fail:
     snprintf(why, sizeof(why), "out of memory");
@@ -426,7 +469,14 @@ static void detach(struct adm_jwt_state *s)
         ;
     *fp = fe->next;
     say(0, "jwks_url %s: no policy names it any more: fetching stops", fe->url);
+    if (R.serving)
+        adm_jwks_save_forget(state_dir(), fe->key);
     fetcher_free(fe);
+}
+
+void adm_rjwks_serving(int on)
+{
+    R.serving = on;
 }
 
 json_t *adm_rjwks_export(void)
@@ -470,6 +520,7 @@ void adm_rjwks_import(const json_t *carried)
             adm_jwks_count(adm_jwks_fetch_current(fe->f)),
             adm_jwks_count(adm_jwks_fetch_current(fe->f)) == 1 ? "" : "s");
         publish(fe, adm_jwks_fetch_current(fe->f));
+        save(fe); /* the old process's file may be what was missing */
     }
 }
 

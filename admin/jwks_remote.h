@@ -44,6 +44,10 @@ struct adm_rjwks_hooks {
     /* one line for the error log (<warn>: a warning, else information) */
     void (*log)(void *arg, int warn, const char *line);
     void *arg;
+    /* the state directory, where each URL's last good set is saved
+     * (jwks_save.h) and taken by the next start; NULL hook or answer:
+     * none */
+    const char *(*state_dir)(void *arg);
 };
 
 /* Starts keeping remote key sets on <base>, replaced sets freed after the
@@ -57,6 +61,11 @@ int adm_rjwks_start(struct event_base *base, struct adm_swap *sw,
 /* Stops every fetcher and frees the replaced sets: only once no worker
  * runs. Policy states still attached are let go (their sets stay theirs). */
 void adm_rjwks_stop(void);
+
+/* Whether the process serves (between its start and its exit): only then
+ * does a URL no policy names any more lose its saved set. A start that
+ * fails, and the exit's freeing of every snapshot, keep them. */
+void adm_rjwks_serving(int on);
 
 /* An upgrade (gateway/upgrade.h) carries each fetcher's last good set,
  * so the new process verifies from its first request, whether or not the

@@ -935,13 +935,22 @@ static void resolver_log(void *arg, int warn, const char *line)
     gw_log(warn ? GW_LOG_WARN : GW_LOG_NOTICE, "%s", line);
 }
 
+/* Where the jwt policies' remote key sets are saved: the state directory
+ * (read as the first snapshot is built; written only from the loop, once
+ * the start made it ready), or nowhere. */
+static const char *jwks_state_dir(void *arg)
+{
+    (void)arg;
+    return gw_persist_state()->dir;
+}
+
 /* The admin event_base, the resolver on it and the keeper of the jwt
  * policies' remote key sets: the first snapshot looks its host names up
  * there, and starts fetching the jwks_url it names. -1 after logging why. */
 static int start_resolver(void)
 {
     struct adm_resolver_hooks hooks = {resolved_cb, resolver_log, &proc};
-    struct adm_rjwks_hooks jhooks = {resolver_log, &proc};
+    struct adm_rjwks_hooks jhooks = {resolver_log, &proc, jwks_state_dir};
 
     if (!(proc.admin_base = event_base_new()) ||
         !(resolver = adm_resolver_new(proc.admin_base, &hooks)) ||
@@ -1254,7 +1263,9 @@ int main(int argc, char **argv)
         gw_sd_notify("READY=1");
     }
 
+    adm_rjwks_serving(1);
     run(cfg_path);
+    adm_rjwks_serving(0);
     rc = 0;
 
 out_fail_admin:

@@ -20,6 +20,7 @@
 #include <event2/event.h>
 
 #include "admin/jwks_fetch.h"
+#include "admin/jwks_save.h"
 #include "jwks_server.h"
 
 /* Two oct keys (32 bytes each) for HS256. */
@@ -234,6 +235,49 @@ START_TEST(seeded_from_a_carried_document)
 }
 END_TEST
 
+/* jwks_save.c: a set saved, read back by its key only, touched, and
+ * forgotten; a file of another key or broken is not used, and says why. */
+START_TEST(saved_in_the_state_directory)
+{
+    char dir[] = "/tmp/sy-jwks-save-XXXXXX", why[512], path[600], *doc;
+    const char *text = "{\"keys\": [" KEY_A "]}";
+    double age = -1;
+    size_t len = 0;
+
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_null(adm_jwks_saved(dir, "https://a/j system", &len, &age, why, sizeof(why)));
+    ck_assert_str_eq(why, ""); /* simply none */
+    ck_assert_int_eq(adm_jwks_save_touch(dir, "https://a/j system"), -1);
+    ck_assert_int_eq(adm_jwks_save(dir, "https://a/j system", "https://a/j", text, strlen(text),
+                                   why, sizeof(why)),
+                     0);
+    ck_assert_int_eq(adm_jwks_save_touch(dir, "https://a/j system"), 0);
+    doc = adm_jwks_saved(dir, "https://a/j system", &len, &age, why, sizeof(why));
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_uint_eq(len, strlen(text));
+    ck_assert(!memcmp(doc, text, len));
+    ck_assert(age >= 0 && age < 60);
+    free(doc);
+    /* another CA's fetcher of the same URL has a file of its own */
+    ck_assert_ptr_null(adm_jwks_saved(dir, "https://a/j 0123abcd", &len, &age, why, sizeof(why)));
+    ck_assert_str_eq(why, "");
+    adm_jwks_save_forget(dir, "https://a/j system");
+    ck_assert_ptr_null(adm_jwks_saved(dir, "https://a/j system", &len, &age, why, sizeof(why)));
+    /* a broken file is named, not used */
+    ck_assert_int_eq(adm_jwks_save(dir, "k", "u", text, strlen(text), why, sizeof(why)), 0);
+    snprintf(path, sizeof(path), "%s/jwks-", dir);
+    {
+        char cmd[700];
+        snprintf(cmd, sizeof(cmd), "for f in %s/jwks-*.json; do printf '{' > \"$f\"; done", dir);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    ck_assert_ptr_null(adm_jwks_saved(dir, "k", &len, &age, why, sizeof(why)));
+    ck_assert_msg(strstr(why, path), "%s", why);
+    adm_jwks_save_forget(dir, "k");
+    ck_assert_int_eq(rmdir(dir), 0); /* nothing left behind, no .tmp */
+}
+END_TEST
+
 START_TEST(urls)
 {
     static const char *const good[] = {"https://id.example/.well-known/jwks.json",
@@ -279,6 +323,7 @@ int main(void)
     tcase_add_test(tc, refresh_keeps_the_last_good_set);
     tcase_add_test(tc, bounds_and_trust);
     tcase_add_test(tc, seeded_from_a_carried_document);
+    tcase_add_test(tc, saved_in_the_state_directory);
     tcase_add_test(tc, urls);
     suite_add_tcase(s, tc);
     return jwks_run(s);

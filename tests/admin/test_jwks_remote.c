@@ -165,7 +165,7 @@ static int stopped_once(void)
 
 START_TEST(sets_published_under_workers)
 {
-    struct adm_rjwks_hooks hooks = {on_log, NULL};
+    struct adm_rjwks_hooks hooks = {on_log, NULL, NULL};
     pthread_t th[NW];
     struct adm_snapshot *s;
     const struct adm_jwt_state *st;

@@ -31,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
+from adminlib import Admin, admin_port  # noqa: E402
 from harness import (SY_BIN, TIMEOUT, Client, Gateway, free_port, gateway_config,  # noqa: E402
                      main, metrics_text, upstream_cfg, wait_for)
 from test_policies import PolicyCase, values  # noqa: E402
@@ -177,10 +178,12 @@ class JwksUrlTest(PolicyCase):
         wait_for(lambda: self.status("/remote", self.tok_a) == 200, timeout=SETTLE,
                  what="key A back")
 
-    def test_upgrade_carries_the_key_set(self):
-        """An upgrade (--upgrade) carries each jwks_url's last good set: the
-        new process verifies from its first request, though the JWKS
-        server is gone by then (it would answer 503 until a fetch)."""
+    def test_upgrade_and_restart_keep_the_key_set(self):
+        """Each jwks_url's last good set is saved in the state directory and
+        carried by an upgrade (--upgrade): a new process verifies from its
+        first request, though the JWKS server is gone by then (it would
+        answer 503 until a fetch). A URL no policy names any more loses its
+        saved set; a process's exit does not."""
         srv = JwksServer(self.tmp, self.cert, self.key, self.www, free_port()).start()
         self.addCleanup(srv.stop)
         url = "https://127.0.0.1:%d/jwks.json" % srv.port
@@ -188,22 +191,29 @@ class JwksUrlTest(PolicyCase):
             upstreams={"b": upstream_cfg(self.b)},
             routes=[{"id": "up", "path": "/up", "upstream": "b", "policies": ["up"]}],
             policies={"up": dict(self.common, jwks_url=url, jwks_refresh_s=3600)})
-        cfg["admin"]["state_dir"] = self.tmp.file("state-upgrade")
+        state = cfg["admin"]["state_dir"] = self.tmp.file("state-upgrade")
 
         def status(g):
             with Client(g.port) as c:
                 return c.request("GET", "/up", headers=[bearer(self.tok_a)]).status
 
-        old = Gateway(self.tmp, cfg, name="jwks-old")
-        self.addCleanup(old.stop)
-        old.start()
-        old.wait_log(r"switchyard [0-9.]+: ")
+        def saved():
+            return [n for n in os.listdir(state) if re.match(r"jwks-[0-9a-f]{16}\.json$", n)]
+
+        def started(name, args=None):
+            g = Gateway(self.tmp, cfg, name=name, args=args)
+            self.addCleanup(g.stop)
+            g.start()
+            g.wait_log(r"switchyard [0-9.]+: ")
+            return g
+
+        old = started("jwks-old")
         wait_for(lambda: status(old) == 200, timeout=SETTLE, what="the old process's keys")
+        wait_for(lambda: len(saved()) == 1, what="the set saved")
         srv.stop()
-        new = Gateway(self.tmp, cfg, name="jwks-new", args=["--upgrade"])
-        self.addCleanup(new.stop)
-        new.start()
-        new.wait_log(r"switchyard [0-9.]+: ")
+        # an upgrade carries the set, the saved file gone (a full disk)
+        os.unlink(os.path.join(state, saved()[0]))
+        new = started("jwks-new", ["--upgrade"])
         self.assertEqual(old.proc.wait(TIMEOUT + 10), 0, old.log())
         old.rc = 0
         for _ in range(4):  # every worker
@@ -212,6 +222,20 @@ class JwksUrlTest(PolicyCase):
         age = float(re.search(r'^switchyard_jwks_age_seconds\{url="%s",[^}]*\} (\S+)$'
                               % re.escape(url), metrics_text(new), re.M).group(1))
         self.assertTrue(0 <= age < 60, age)
+        self.assertEqual(len(saved()), 1)  # and saved again
+        # a stop keeps it; a plain start while the server is down uses it
+        self.assertEqual(new.stop(), 0, new.log())
+        self.assertEqual(len(saved()), 1)
+        again = started("jwks-again")
+        for _ in range(4):
+            self.assertEqual(status(again), 200, again.log())
+        self.assertRegex(again.log(), r"the key set saved [0-9]+ s ago, of [0-9]+ keys?, until")
+        # a push that drops the URL drops its saved set
+        api = Admin(admin_port(cfg))
+        r = api.put("/config", dict(cfg, routes=[], policies={}))
+        self.assertEqual(r.status, 200, r)
+        wait_for(lambda: not saved(), what="the saved set dropped")
+        self.assertEqual(again.stop(), 0, again.log())
 
     def test_a_rotation_refuses_the_old_key_even_cached(self):
         for _ in range(3):  # the later ones from the workers' caches
