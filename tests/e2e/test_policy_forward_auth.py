@@ -34,6 +34,7 @@ from harness import (Client, GatewayCase, gateway_config, h1_only, main,  # noqa
 
 AUTH_BACKEND = os.path.join(HERE, "auth_backend.py")
 TIMEOUT_MS = 500
+RAW_TIMEOUT_MS = 5000  # RawAuth answers at once: only a bug waits this long
 
 
 class AuthService:
@@ -71,6 +72,151 @@ class AuthService:
         self.proc = None
 
 
+class RawAuth:
+    """An auth service of the test's own that writes exact bytes where
+    http.server cannot (chunked and close-delimited bodies, 1xx heads, long
+    heads, bytes after an answer): a listening socket on 127.0.0.1 and a
+    thread per connection that reads request heads (a subrequest has no
+    body but a POST's "Content-Length: 0") and answers each by its token
+    ("Authorization: Bearer TOKEN") with the steps of scripts[TOKEN] (a
+    401 without one): bytes are written as they are, a float sleeps that
+    long between two writes (an answer in pieces, never a synchronization),
+    a threading.Event is waited for (at most harness.TIMEOUT), "close"
+    closes the connection. It numbers its connections and records each
+    request's (connection, token) and each connection the gateway closed;
+    every wait is bounded."""
+
+    DENY = [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n"]
+
+    def __init__(self, scripts):
+        self.scripts = scripts
+        self.cv = threading.Condition()
+        self.nconn = 0  # connections accepted, ever: their numbers
+        self.base = 0  # nconn at the last reset()
+        self.requests = []  # (connection, token) since the last reset()
+        self.gone = set()  # connections the gateway closed
+        self.open = {}  # connection -> socket, while open
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            with self.cv:
+                self.nconn += 1
+                n = self.nconn
+                self.open[n] = s
+            threading.Thread(target=self.serve, args=(s, n), daemon=True).start()
+
+    @staticmethod
+    def recv(s):
+        d = s.recv(65536)
+        if not d:
+            raise ConnectionResetError("the gateway closed")
+        return d
+
+    def serve(self, s, n):
+        s.settimeout(harness.TIMEOUT)
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    buf += self.recv(s)
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                token, length = "", 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"authorization":
+                        token = v.strip().decode().replace("Bearer ", "")
+                    elif k.strip().lower() == b"content-length":
+                        length = int(v)
+                while len(buf) < length:
+                    buf += self.recv(s)
+                buf = buf[length:]
+                with self.cv:
+                    if n > self.base:  # not one that reset() closed
+                        self.requests.append((n, token))
+                        self.cv.notify_all()
+                for step in self.scripts.get(token, self.DENY):
+                    if step == "close":
+                        return
+                    if isinstance(step, float):
+                        time.sleep(step)
+                    elif isinstance(step, threading.Event):
+                        step.wait(harness.TIMEOUT)
+                    else:
+                        s.sendall(step)
+        except socket.timeout:
+            pass
+        except OSError:  # a close, or a reset: bytes it never read
+            with self.cv:
+                if n > self.base:  # not one that reset() closed
+                    self.gone.add(n)
+                    self.cv.notify_all()
+        finally:
+            with self.cv:
+                self.open.pop(n, None)
+            s.close()
+
+    def reset(self):
+        """Closes every connection (the gateway's parked ones die: the next
+        subrequest opens one) and forgets the records."""
+        with self.cv:
+            for s in self.open.values():
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.base = self.nconn
+            self.requests = []
+
+    def wait_gone(self, n):
+        """Waits until the gateway closes connection <n>."""
+        with self.cv:
+            return self.cv.wait_for(lambda: n in self.gone, harness.TIMEOUT)
+
+    def close(self):
+        self.reset()
+        self.lsock.close()
+
+
+CLOSE_BODY = harness.pattern_bytes(40000)  # over two of the gateway's reads
+
+
+def raw_scripts():
+    """RawAuth's answers for ForwardAuthTest, by token."""
+    chunked401 = (b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"raw\"\r\n"
+                  b"Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"5\r\nwho a\r\n6;ext=1\r\nre you\r\n0\r\nX-Trailer: t\r\n\r\n")
+    cut = chunked401.index(b"6;ext")
+    return {
+        # chunked
+        "chunked401": [chunked401],
+        "chunked401-pieces": [chunked401[:40], 0.02, chunked401[40:cut + 3], 0.02,
+                              chunked401[cut + 3:-3], 0.02, chunked401[-3:]],
+        "chunked200": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"2\r\nok\r\n0\r\n\r\n"],
+        "chunked-cut": [chunked401[:cut + 5], "close"],
+        # close-delimited
+        "close401": [b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\n"
+                     b"Connection: close\r\n\r\n", 0.02, CLOSE_BODY[:20000], 0.02,
+                     CLOSE_BODY[20000:], "close"],
+        "close200": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nConnection: close\r\n\r\nok", "close"],
+        "close200-http10": [b"HTTP/1.0 200 OK\r\nX-User: carol\r\n\r\nok", "close"],
+        # framed by Content-Length, but not to be kept: the service does not close
+        "length-close401": [b"HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n"
+                            b"Content-Length: 3\r\n\r\nwho"],
+        "length-http10": [b"HTTP/1.0 200 OK\r\nX-User: carol\r\nContent-Length: 2\r\n\r\nok"],
+        "length-cut": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 100\r\n\r\nwho", "close"],
+    }
+
+
 def values(msg, name):
     """The values of field <name> in <msg>: the upstream's echo, or a
     request the auth service saw."""
@@ -88,6 +234,8 @@ class ForwardAuthTest(GatewayCase):
         cls.addClassCleanup(cls.auth2.stop)
         cls.auth3 = AuthService(cls.tmp, "auth3").start()  # behind health checks
         cls.addClassCleanup(cls.auth3.stop)
+        cls.raw = RawAuth(raw_scripts())  # exact bytes
+        cls.addClassCleanup(cls.raw.close)
         cls.log = cls.tmp.file("access.log")
         policies = {
             "authsvc": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
@@ -102,6 +250,9 @@ class ForwardAuthTest(GatewayCase):
                         "timeout_ms": 6000},
             "authnone": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
                          "request_headers": []},
+            "rawauth": {"type": "forward_auth", "upstream": "raw", "path": "/check",
+                        "request_headers": ["Authorization"], "response_headers": ["X-User"],
+                        "timeout_ms": RAW_TIMEOUT_MS},
         }
         routes = [
             {"id": "fa", "path": "/fa/*{rest}", "upstream": "app", "policies": ["authsvc"]},
@@ -113,10 +264,12 @@ class ForwardAuthTest(GatewayCase):
             {"id": "all", "path": "/all", "upstream": "app", "policies": ["authall"]},
             {"id": "patient", "path": "/patient", "upstream": "app", "policies": ["patient"]},
             {"id": "none", "path": "/none", "upstream": "app", "policies": ["authnone"]},
+            {"id": "raw", "path": "/raw/*{rest}", "upstream": "app", "policies": ["rawauth"]},
         ]
         cls.cfg = gateway_config(
             upstreams={"app": upstream_cfg(cls.b), "auth": upstream_cfg(cls.auth.addr),
                        "auth2": upstream_cfg(cls.auth2.addr),
+                       "raw": upstream_cfg(cls.raw.addr),
                        # a server that refuses connections, which its checks mark down
                        "auth3": upstream_cfg(cls.auth3.addr, "127.0.0.1:%d" % harness.free_port(),
                                              health_check={"path": "/__stats",
@@ -393,6 +546,69 @@ class ForwardAuthTest(GatewayCase):
                          what="the auth server checked up")
         # round robin over the two would send every other one to the dead server
         self.assertEqual([self.get("/hc", "good").status for _ in range(10)], [200] * 10)
+
+    # ---- answers framed every way (RawAuth's exact bytes) ----
+
+    def raw_get(self, c, token, target="/raw/x"):
+        """<c>'s request, which RawAuth answers with script <token>: one
+        client connection keeps its subrequests on one worker, so that
+        RawAuth's connection numbers show which it reused."""
+        return c.request("GET", target, headers=[("Authorization", "Bearer " + token)])
+
+    def raw_conns(self):
+        return [n for n, _ in self.raw.requests]
+
+    def test_chunked_answers(self):
+        """A chunked answer is decoded: a 401's body reaches the client
+        whole and framed anew (without the chunks' sizes, extensions and
+        trailer), also when it comes in pieces; a chunked 200 lets the
+        request through; each answer read whole, the one connection serves
+        every subrequest. An answer cut mid-chunk is a 503."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("chunked401", "chunked401-pieces"):
+                r = self.raw_get(c, token)
+                self.assertEqual((r.status, r.body), (401, b"who are you"), token)
+                self.assertEqual(r.header("Content-Length"), "11")
+                self.assertEqual(r.header("WWW-Authenticate"), 'Bearer realm="raw"')
+                self.assertEqual(r.header("Content-Type"), "text/plain")
+                self.assertIsNone(r.header("X-Trailer"))
+                r = self.raw_get(c, "chunked200")
+                self.assertEqual(r.status, 200, r.body)
+                self.assertEqual(values(r.json(), "X-User"), ["carol"])
+        conns = self.raw_conns()
+        self.assertEqual(len(conns), 4, self.raw.requests)
+        self.assertEqual(set(conns), {conns[0]}, "reused after each whole chunked answer")
+        self.assertEqual(self.get("/raw/x", "chunked-cut").status, 503)
+
+    def test_close_delimited_answers(self):
+        """An answer with neither Content-Length nor chunked ends at the
+        close: a 401's 40000 bytes reach the client whole, a 200 (HTTP/1.1
+        with Connection: close, or HTTP/1.0) lets the request through, and
+        the next subrequest opens a new connection. An answer with a
+        length but Connection: close, or HTTP/1.0 without keep-alive, is
+        used, and the gateway closes its connection though the service
+        keeps it open. One cut before its Content-Length is a 503."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            r = self.raw_get(c, "close401")
+            self.assertEqual(r.status, 401)
+            self.assertEqual(r.body, CLOSE_BODY)
+            self.assertEqual(r.header("Content-Type"), "text/plain")
+            for token in ("close200", "close200-http10"):
+                r = self.raw_get(c, token)
+                self.assertEqual(r.status, 200, r.body)
+                self.assertEqual(values(r.json(), "X-User"), ["carol"])
+            r = self.raw_get(c, "length-close401")
+            self.assertEqual((r.status, r.body), (401, b"who"))
+            self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
+            r = self.raw_get(c, "length-http10")
+            self.assertEqual(r.status, 200, r.body)
+            self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
+            self.assertEqual(self.raw_get(c, "chunked200").status, 200)
+        conns = self.raw_conns()
+        self.assertEqual(len(set(conns)), 6, self.raw.requests)
+        self.assertEqual(self.get("/raw/x", "length-cut").status, 503)
 
     # ---- HTTP/2 clients ----
 
