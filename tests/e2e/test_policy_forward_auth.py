@@ -186,7 +186,21 @@ class RawAuth:
         self.lsock.close()
 
 
+def sized_head(size, first, fields=(), pad=b"X-Pad"):
+    """An answer's head of exactly <size> bytes, its blank line included:
+    status line <first>, <fields>, then field <pad> filling the rest."""
+    pre = first + b"\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in fields) + pad + b": "
+    n = size - len(pre) - 4
+    assert n > 0
+    return pre + b"p" * n + b"\r\n\r\n"
+
+
+OK_LINE = b"HTTP/1.1 200 OK\r\nX-User: carol\r\nContent-Length: 2\r\n\r\nok"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
 CLOSE_BODY = harness.pattern_bytes(40000)  # over two of the gateway's reads
+GW_SUB_HEAD_MAX = 16 * 1024  # subreq.h: a head, its blank line included
+INTERIM_MAX = 8  # subreq.c: 1xx heads skipped before the final one
 
 
 def raw_scripts():
@@ -214,6 +228,23 @@ def raw_scripts():
                             b"Content-Length: 3\r\n\r\nwho"],
         "length-http10": [b"HTTP/1.0 200 OK\r\nX-User: carol\r\nContent-Length: 2\r\n\r\nok"],
         "length-cut": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 100\r\n\r\nwho", "close"],
+        # 1xx
+        "interim200": [CONTINUE, 0.02, HINTS, 0.02, OK_LINE],
+        "interim401": [CONTINUE + b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 11\r\n\r\n"
+                       b"who are you"],
+        "interim-max": [HINTS * (INTERIM_MAX - 1) + CONTINUE + OK_LINE],
+        "interim-over": [HINTS * INTERIM_MAX + CONTINUE + OK_LINE],
+        "switching": [b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\n\r\n"],
+        "interim-long": [sized_head(GW_SUB_HEAD_MAX + 1, b"HTTP/1.1 103 Early Hints",
+                                    pad=b"Link") + OK_LINE],
+        # the head's bound
+        "head-max": [sized_head(GW_SUB_HEAD_MAX, b"HTTP/1.1 200 OK",
+                                [(b"X-User", b"carol"), (b"Content-Length", b"2")]) + b"ok"],
+        "head-max401": [sized_head(GW_SUB_HEAD_MAX, b"HTTP/1.1 401 Unauthorized",
+                                   [(b"Content-Length", b"3")], pad=b"WWW-Authenticate") + b"who"],
+        "head-over": [sized_head(GW_SUB_HEAD_MAX + 1, b"HTTP/1.1 200 OK",
+                                 [(b"X-User", b"carol"), (b"Content-Length", b"2")]) + b"ok"],
     }
 
 
@@ -609,6 +640,47 @@ class ForwardAuthTest(GatewayCase):
         conns = self.raw_conns()
         self.assertEqual(len(set(conns)), 6, self.raw.requests)
         self.assertEqual(self.get("/raw/x", "length-cut").status, 503)
+
+    def test_interim_heads_are_skipped(self):
+        """1xx heads (100 Continue, 103 Early Hints with a Link) before the
+        final answer are skipped, never passed to the client: the 200 lets
+        the request through with its X-User alone, the 401 comes back.
+        Exactly INTERIM_MAX of them pass; one more, one over the head
+        bound, or a 101 (nothing asked to switch) is a malformed answer
+        (500), whose connection closes."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("interim200", "interim-max"):
+                r = self.raw_get(c, token)
+                self.assertEqual((r.status, r.interim), (200, []), token)
+                e = r.json()
+                self.assertEqual(values(e, "X-User"), ["carol"])
+                self.assertEqual(values(e, "Link"), [])
+            r = self.raw_get(c, "interim401")
+            self.assertEqual((r.status, r.interim, r.body), (401, [], b"who are you"))
+            self.assertEqual(len(set(self.raw_conns())), 1, "reused after the whole answers")
+            for token in ("interim-over", "interim-long", "switching"):
+                self.assertEqual(self.raw_get(c, token).status, 500, token)
+                self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
+
+    def test_head_bound(self):
+        """A final head of exactly GW_SUB_HEAD_MAX bytes (its blank line
+        included) is read, a 401's long WWW-Authenticate passed on whole;
+        one byte more is a malformed answer (500)."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            r = self.raw_get(c, "head-max")
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(values(r.json(), "X-User"), ["carol"])
+            self.assertEqual(values(r.json(), "X-Pad"), [])
+            r = self.raw_get(c, "head-max401")
+            self.assertEqual((r.status, r.body), (401, b"who"))
+            challenge = r.header("WWW-Authenticate")
+            self.assertEqual(len(challenge), GW_SUB_HEAD_MAX - len(
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 3\r\nWWW-Authenticate: \r\n\r\n"))
+            self.assertEqual(set(challenge), {"p"})
+            self.assertEqual(self.raw_get(c, "head-over").status, 500)
+            self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
 
     # ---- HTTP/2 clients ----
 
