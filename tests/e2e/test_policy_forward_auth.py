@@ -245,6 +245,13 @@ def raw_scripts():
                                    [(b"Content-Length", b"3")], pad=b"WWW-Authenticate") + b"who"],
         "head-over": [sized_head(GW_SUB_HEAD_MAX + 1, b"HTTP/1.1 200 OK",
                                  [(b"X-User", b"carol"), (b"Content-Length", b"2")]) + b"ok"],
+        # bytes after a whole answer
+        "then-response": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\n\r\nfirst"
+                          b"HTTP/1.1 200 OK\r\nX-User: mallory\r\nContent-Length: 0\r\n\r\n"],
+        "then-garbage": [OK_LINE + b"garbage\r\n"],
+        "then-late": [OK_LINE, 0.05, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"],
+        "204-body": [b"HTTP/1.1 204 No Content\r\nX-User: carol\r\nContent-Length: 5\r\n\r\n"
+                     b"hello"],
     }
 
 
@@ -681,6 +688,28 @@ class ForwardAuthTest(GatewayCase):
             self.assertEqual(set(challenge), {"p"})
             self.assertEqual(self.raw_get(c, "head-over").status, 500)
             self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
+
+    def test_bytes_after_an_answer_end_its_connection(self):
+        """Bytes after a whole answer (a second, unasked answer; garbage; a
+        204's body; or an answer that comes later, while the connection is
+        parked) are no answer to anything: the first answer decides, and
+        the gateway closes that connection rather than read them as the
+        next subrequest's answer (as nginx and HAProxy do)."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token, status in (("then-response", 401), ("then-garbage", 200),
+                                  ("204-body", 200), ("then-late", 200)):
+                r = self.raw_get(c, token)
+                self.assertEqual(r.status, status, token)
+                if status == 401:
+                    self.assertEqual(r.body, b"first")
+                else:
+                    self.assertEqual(values(r.json(), "X-User"), ["carol"], token)
+                self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
+            r = self.raw_get(c, "chunked200")
+            self.assertEqual(r.status, 200)
+        conns = self.raw_conns()
+        self.assertEqual(len(set(conns)), len(conns), self.raw.requests)
 
     # ---- HTTP/2 clients ----
 
