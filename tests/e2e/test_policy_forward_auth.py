@@ -252,6 +252,15 @@ def raw_scripts():
         "then-late": [OK_LINE, 0.05, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"],
         "204-body": [b"HTTP/1.1 204 No Content\r\nX-User: carol\r\nContent-Length: 5\r\n\r\n"
                      b"hello"],
+        # empty and doubly framed yeses
+        "204": [b"HTTP/1.1 204 No Content\r\nX-User: carol\r\n\r\n"],
+        "200-empty": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nContent-Length: 0\r\n\r\n"],
+        "te-cl": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nTransfer-Encoding: chunked\r\n"
+                  b"Content-Length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
+        "cl-te": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nContent-Length: 3\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
+        "cl-te401": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 3\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n3\r\nwho\r\n0\r\n\r\n"],
     }
 
 
@@ -710,6 +719,33 @@ class ForwardAuthTest(GatewayCase):
             self.assertEqual(r.status, 200)
         conns = self.raw_conns()
         self.assertEqual(len(set(conns)), len(conns), self.raw.requests)
+
+    def test_empty_yes_answers(self):
+        """A 204 and a 200 with Content-Length: 0 let the request through
+        (with X-User), and their connection is reused: neither has a body
+        to wait for."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("204", "200-empty", "204", "200-empty"):
+                r = self.raw_get(c, token)
+                self.assertEqual(r.status, 200, token)
+                self.assertEqual(values(r.json(), "X-User"), ["carol"], token)
+        conns = self.raw_conns()
+        self.assertEqual(len(conns), 4)
+        self.assertEqual(set(conns), {conns[0]}, self.raw.requests)
+
+    def test_both_lengths_are_malformed(self):
+        """An answer with both Transfer-Encoding and Content-Length (either
+        order, a 2xx or a 401) is refused as malformed (500; RFC 9112
+        6.3 lets a recipient reject it): framed either way, it is what
+        response splitting looks like, and a yes must not hang on it. Its
+        connection closes; the next subrequest is framed right."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("te-cl", "cl-te", "cl-te401"):
+                self.assertEqual(self.raw_get(c, token).status, 500, token)
+                self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
+            self.assertEqual(self.raw_get(c, "chunked200").status, 200)
 
     # ---- HTTP/2 clients ----
 
