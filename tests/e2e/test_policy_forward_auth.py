@@ -35,6 +35,7 @@ from harness import (Client, GatewayCase, gateway_config, h1_only, main,  # noqa
 AUTH_BACKEND = os.path.join(HERE, "auth_backend.py")
 TIMEOUT_MS = 500
 RAW_TIMEOUT_MS = 5000  # RawAuth answers at once: only a bug waits this long
+ONE_TIMEOUT_MS = 20000  # longer than any wait of the max_connections test
 
 
 class AuthService:
@@ -176,10 +177,24 @@ class RawAuth:
             self.base = self.nconn
             self.requests = []
 
+    @property
+    def connections(self):
+        """Connections accepted since the last reset()."""
+        with self.cv:
+            return self.nconn - self.base
+
     def wait_gone(self, n):
         """Waits until the gateway closes connection <n>."""
         with self.cv:
             return self.cv.wait_for(lambda: n in self.gone, harness.TIMEOUT)
+
+    def wait_request(self, token):
+        """Waits until a request with <token> came; its connection."""
+        with self.cv:
+            if not self.cv.wait_for(lambda: any(t == token for _, t in self.requests),
+                                    harness.TIMEOUT):
+                raise AssertionError("no request with %r came" % token)
+            return [c for c, t in self.requests if t == token][0]
 
     def close(self):
         self.reset()
@@ -261,6 +276,8 @@ def raw_scripts():
                   b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
         "cl-te401": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 3\r\n"
                      b"Transfer-Encoding: chunked\r\n\r\n3\r\nwho\r\n0\r\n\r\n"],
+        # max_connections (RawAuth rawone; "hold" is the test's)
+        "quick": [OK_LINE],
     }
 
 
@@ -283,6 +300,8 @@ class ForwardAuthTest(GatewayCase):
         cls.addClassCleanup(cls.auth3.stop)
         cls.raw = RawAuth(raw_scripts())  # exact bytes
         cls.addClassCleanup(cls.raw.close)
+        cls.rawone = RawAuth(raw_scripts())  # behind max_connections 1
+        cls.addClassCleanup(cls.rawone.close)
         cls.log = cls.tmp.file("access.log")
         policies = {
             "authsvc": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
@@ -300,6 +319,9 @@ class ForwardAuthTest(GatewayCase):
             "rawauth": {"type": "forward_auth", "upstream": "raw", "path": "/check",
                         "request_headers": ["Authorization"], "response_headers": ["X-User"],
                         "timeout_ms": RAW_TIMEOUT_MS},
+            "rawone": {"type": "forward_auth", "upstream": "rawone", "path": "/check",
+                       "request_headers": ["Authorization"], "response_headers": ["X-User"],
+                       "timeout_ms": ONE_TIMEOUT_MS},
         }
         routes = [
             {"id": "fa", "path": "/fa/*{rest}", "upstream": "app", "policies": ["authsvc"]},
@@ -312,11 +334,15 @@ class ForwardAuthTest(GatewayCase):
             {"id": "patient", "path": "/patient", "upstream": "app", "policies": ["patient"]},
             {"id": "none", "path": "/none", "upstream": "app", "policies": ["authnone"]},
             {"id": "raw", "path": "/raw/*{rest}", "upstream": "app", "policies": ["rawauth"]},
+            {"id": "one", "path": "/one/*{rest}", "upstream": "app", "policies": ["rawone"]},
         ]
         cls.cfg = gateway_config(
             upstreams={"app": upstream_cfg(cls.b), "auth": upstream_cfg(cls.auth.addr),
                        "auth2": upstream_cfg(cls.auth2.addr),
                        "raw": upstream_cfg(cls.raw.addr),
+                       # max_connections is per worker: one HTTP/2 connection's
+                       # streams meet it on theirs
+                       "rawone": upstream_cfg(cls.rawone.addr, max_connections=1),
                        # a server that refuses connections, which its checks mark down
                        "auth3": upstream_cfg(cls.auth3.addr, "127.0.0.1:%d" % harness.free_port(),
                                              health_check={"path": "/__stats",
@@ -746,6 +772,37 @@ class ForwardAuthTest(GatewayCase):
                 self.assertEqual(self.raw_get(c, token).status, 500, token)
                 self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
             self.assertEqual(self.raw_get(c, "chunked200").status, 200)
+
+    def test_full_pool_is_503_at_once(self):
+        """With max_connections 1, a subrequest while another waits on the
+        service gets 503 at once (no queue, no timeout_ms) and never
+        reaches the service; once the first is answered the one connection
+        serves the next ones. One HTTP/2 connection keeps the streams on
+        one worker, whose share of the limit that is."""
+        self.rawone.reset()
+        hold = threading.Event()
+        self.addCleanup(hold.set)
+        self.rawone.scripts["hold"] = [hold, OK_LINE]
+        h = h2client.H2Client(self.gw.port)
+        self.addCleanup(h.close)
+        quick = [("authorization", "Bearer quick")]
+        first = h.start("GET", "/one/first", [("authorization", "Bearer hold")])
+        self.rawone.wait_request("hold")
+        t0 = time.monotonic()
+        sid = h.start("GET", "/one/second", quick)
+        r = h.collect([sid], timeout=ONE_TIMEOUT_MS / 2000.0)[sid]
+        self.assertEqual(r.status, 503)
+        self.assertLess(time.monotonic() - t0, ONE_TIMEOUT_MS / 2000.0)
+        self.assertFalse(h.results[first].ended)  # still waiting on the service
+        hold.set()
+        r = h.collect([first])[first]
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(values(json.loads(r.body), "X-User"), ["carol"])
+        for i in range(3):
+            status, _, body, _ = h.request("GET", "/one/%d" % i, quick)
+            self.assertEqual(status, 200, body)
+        self.assertEqual([t for _, t in self.rawone.requests], ["hold"] + ["quick"] * 3)
+        self.assertEqual(self.rawone.connections, 1)
 
     # ---- HTTP/2 clients ----
 
