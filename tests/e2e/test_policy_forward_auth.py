@@ -12,6 +12,12 @@ a POST body waits and reaches the upstream intact; HTTP/2 clients go
 through it too; clients that leave mid-subrequest leak nothing (the
 ASan build's log is checked at the end); /metrics counts; credentials
 never reach the access log; bad policies are refused at their paths.
+RawAuth, a raw-socket service of the test's own, writes the answers
+http.server cannot: chunked and close-delimited bodies, 1xx heads up to
+the limit and past it, heads at the 16 KiB bound and past it, bytes after
+an answer (its connection never reused), 204 and empty yeses, answers
+with both Transfer-Encoding and Content-Length (500); and a pool at its
+max_connections answers 503 at once.
 Every wait is bounded (harness.TIMEOUT, or less)."""
 import hashlib
 import json
