@@ -12,6 +12,12 @@ a POST body waits and reaches the upstream intact; HTTP/2 clients go
 through it too; clients that leave mid-subrequest leak nothing (the
 ASan build's log is checked at the end); /metrics counts; credentials
 never reach the access log; bad policies are refused at their paths.
+RawAuth, a raw-socket service of the test's own, writes the answers
+http.server cannot: chunked and close-delimited bodies, 1xx heads up to
+the limit and past it, heads at the 16 KiB bound and past it, bytes after
+an answer (its connection never reused), 204 and empty yeses, answers
+with both Transfer-Encoding and Content-Length (500); and a pool at its
+max_connections answers 503 at once.
 Every wait is bounded (harness.TIMEOUT, or less)."""
 import hashlib
 import json
@@ -34,6 +40,8 @@ from harness import (Client, GatewayCase, gateway_config, h1_only, main,  # noqa
 
 AUTH_BACKEND = os.path.join(HERE, "auth_backend.py")
 TIMEOUT_MS = 500
+RAW_TIMEOUT_MS = 5000  # RawAuth answers at once: only a bug waits this long
+ONE_TIMEOUT_MS = 20000  # longer than any wait of the max_connections test
 
 
 class AuthService:
@@ -71,6 +79,214 @@ class AuthService:
         self.proc = None
 
 
+class RawAuth:
+    """An auth service of the test's own that writes exact bytes where
+    http.server cannot (chunked and close-delimited bodies, 1xx heads, long
+    heads, bytes after an answer): a listening socket on 127.0.0.1 and a
+    thread per connection that reads request heads (a subrequest has no
+    body but a POST's "Content-Length: 0") and answers each by its token
+    ("Authorization: Bearer TOKEN") with the steps of scripts[TOKEN] (a
+    401 without one): bytes are written as they are, a float sleeps that
+    long between two writes (an answer in pieces, never a synchronization),
+    a threading.Event is waited for (at most harness.TIMEOUT), "close"
+    closes the connection. It numbers its connections and records each
+    request's (connection, token) and each connection the gateway closed;
+    every wait is bounded."""
+
+    DENY = [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n"]
+
+    def __init__(self, scripts):
+        self.scripts = scripts
+        self.cv = threading.Condition()
+        self.nconn = 0  # connections accepted, ever: their numbers
+        self.base = 0  # nconn at the last reset()
+        self.requests = []  # (connection, token) since the last reset()
+        self.gone = set()  # connections the gateway closed
+        self.open = {}  # connection -> socket, while open
+        self.lsock = socket.socket()
+        self.lsock.bind(("127.0.0.1", 0))
+        self.lsock.listen(64)
+        self.addr = "127.0.0.1:%d" % self.lsock.getsockname()[1]
+        threading.Thread(target=self.run, daemon=True).start()
+
+    def run(self):
+        while True:
+            try:
+                s, _ = self.lsock.accept()
+            except OSError:
+                return
+            with self.cv:
+                self.nconn += 1
+                n = self.nconn
+                self.open[n] = s
+            threading.Thread(target=self.serve, args=(s, n), daemon=True).start()
+
+    @staticmethod
+    def recv(s):
+        d = s.recv(65536)
+        if not d:
+            raise ConnectionResetError("the gateway closed")
+        return d
+
+    def serve(self, s, n):
+        s.settimeout(harness.TIMEOUT)
+        buf = b""
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    buf += self.recv(s)
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                token, length = "", 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"authorization":
+                        token = v.strip().decode().replace("Bearer ", "")
+                    elif k.strip().lower() == b"content-length":
+                        length = int(v)
+                while len(buf) < length:
+                    buf += self.recv(s)
+                buf = buf[length:]
+                with self.cv:
+                    if n > self.base:  # not one that reset() closed
+                        self.requests.append((n, token))
+                        self.cv.notify_all()
+                for step in self.scripts.get(token, self.DENY):
+                    if step == "close":
+                        return
+                    if isinstance(step, float):
+                        time.sleep(step)
+                    elif isinstance(step, threading.Event):
+                        step.wait(harness.TIMEOUT)
+                    else:
+                        s.sendall(step)
+        except socket.timeout:
+            pass
+        except OSError:  # a close, or a reset: bytes it never read
+            with self.cv:
+                if n > self.base:  # not one that reset() closed
+                    self.gone.add(n)
+                    self.cv.notify_all()
+        finally:
+            with self.cv:
+                self.open.pop(n, None)
+            s.close()
+
+    def reset(self):
+        """Closes every connection (the gateway's parked ones die: the next
+        subrequest opens one) and forgets the records."""
+        with self.cv:
+            for s in self.open.values():
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.base = self.nconn
+            self.requests = []
+
+    @property
+    def connections(self):
+        """Connections accepted since the last reset()."""
+        with self.cv:
+            return self.nconn - self.base
+
+    def wait_gone(self, n):
+        """Waits until the gateway closes connection <n>."""
+        with self.cv:
+            return self.cv.wait_for(lambda: n in self.gone, harness.TIMEOUT)
+
+    def wait_request(self, token):
+        """Waits until a request with <token> came; its connection."""
+        with self.cv:
+            if not self.cv.wait_for(lambda: any(t == token for _, t in self.requests),
+                                    harness.TIMEOUT):
+                raise AssertionError("no request with %r came" % token)
+            return [c for c, t in self.requests if t == token][0]
+
+    def close(self):
+        self.reset()
+        self.lsock.close()
+
+
+def sized_head(size, first, fields=(), pad=b"X-Pad"):
+    """An answer's head of exactly <size> bytes, its blank line included:
+    status line <first>, <fields>, then field <pad> filling the rest."""
+    pre = first + b"\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in fields) + pad + b": "
+    n = size - len(pre) - 4
+    assert n > 0
+    return pre + b"p" * n + b"\r\n\r\n"
+
+
+OK_LINE = b"HTTP/1.1 200 OK\r\nX-User: carol\r\nContent-Length: 2\r\n\r\nok"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+HINTS = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload; as=style\r\n\r\n"
+CLOSE_BODY = harness.pattern_bytes(40000)  # over two of the gateway's reads
+GW_SUB_HEAD_MAX = 16 * 1024  # subreq.h: a head, its blank line included
+INTERIM_MAX = 8  # subreq.c: 1xx heads skipped before the final one
+
+
+def raw_scripts():
+    """RawAuth's answers for ForwardAuthTest, by token."""
+    chunked401 = (b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"raw\"\r\n"
+                  b"Content-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"5\r\nwho a\r\n6;ext=1\r\nre you\r\n0\r\nX-Trailer: t\r\n\r\n")
+    cut = chunked401.index(b"6;ext")
+    return {
+        # chunked
+        "chunked401": [chunked401],
+        "chunked401-pieces": [chunked401[:40], 0.02, chunked401[40:cut + 3], 0.02,
+                              chunked401[cut + 3:-3], 0.02, chunked401[-3:]],
+        "chunked200": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       b"2\r\nok\r\n0\r\n\r\n"],
+        "chunked-cut": [chunked401[:cut + 5], "close"],
+        # close-delimited
+        "close401": [b"HTTP/1.1 401 Unauthorized\r\nContent-Type: text/plain\r\n"
+                     b"Connection: close\r\n\r\n", 0.02, CLOSE_BODY[:20000], 0.02,
+                     CLOSE_BODY[20000:], "close"],
+        "close200": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nConnection: close\r\n\r\nok", "close"],
+        "close200-http10": [b"HTTP/1.0 200 OK\r\nX-User: carol\r\n\r\nok", "close"],
+        # framed by Content-Length, but not to be kept: the service does not close
+        "length-close401": [b"HTTP/1.1 401 Unauthorized\r\nConnection: close\r\n"
+                            b"Content-Length: 3\r\n\r\nwho"],
+        "length-http10": [b"HTTP/1.0 200 OK\r\nX-User: carol\r\nContent-Length: 2\r\n\r\nok"],
+        "length-cut": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 100\r\n\r\nwho", "close"],
+        # 1xx
+        "interim200": [CONTINUE, 0.02, HINTS, 0.02, OK_LINE],
+        "interim401": [CONTINUE + b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 11\r\n\r\n"
+                       b"who are you"],
+        "interim-max": [HINTS * (INTERIM_MAX - 1) + CONTINUE + OK_LINE],
+        "interim-over": [HINTS * INTERIM_MAX + CONTINUE + OK_LINE],
+        "switching": [b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\n\r\n"],
+        "interim-long": [sized_head(GW_SUB_HEAD_MAX + 1, b"HTTP/1.1 103 Early Hints",
+                                    pad=b"Link") + OK_LINE],
+        # the head's bound
+        "head-max": [sized_head(GW_SUB_HEAD_MAX, b"HTTP/1.1 200 OK",
+                                [(b"X-User", b"carol"), (b"Content-Length", b"2")]) + b"ok"],
+        "head-max401": [sized_head(GW_SUB_HEAD_MAX, b"HTTP/1.1 401 Unauthorized",
+                                   [(b"Content-Length", b"3")], pad=b"WWW-Authenticate") + b"who"],
+        "head-over": [sized_head(GW_SUB_HEAD_MAX + 1, b"HTTP/1.1 200 OK",
+                                 [(b"X-User", b"carol"), (b"Content-Length", b"2")]) + b"ok"],
+        # bytes after a whole answer
+        "then-response": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 5\r\n\r\nfirst"
+                          b"HTTP/1.1 200 OK\r\nX-User: mallory\r\nContent-Length: 0\r\n\r\n"],
+        "then-garbage": [OK_LINE + b"garbage\r\n"],
+        "then-late": [OK_LINE, 0.05, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"],
+        "204-body": [b"HTTP/1.1 204 No Content\r\nX-User: carol\r\nContent-Length: 5\r\n\r\n"
+                     b"hello"],
+        # empty and doubly framed yeses
+        "204": [b"HTTP/1.1 204 No Content\r\nX-User: carol\r\n\r\n"],
+        "200-empty": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nContent-Length: 0\r\n\r\n"],
+        "te-cl": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nTransfer-Encoding: chunked\r\n"
+                  b"Content-Length: 3\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
+        "cl-te": [b"HTTP/1.1 200 OK\r\nX-User: carol\r\nContent-Length: 3\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"],
+        "cl-te401": [b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 3\r\n"
+                     b"Transfer-Encoding: chunked\r\n\r\n3\r\nwho\r\n0\r\n\r\n"],
+        # max_connections (RawAuth rawone; "hold" is the test's)
+        "quick": [OK_LINE],
+    }
+
+
 def values(msg, name):
     """The values of field <name> in <msg>: the upstream's echo, or a
     request the auth service saw."""
@@ -88,6 +304,10 @@ class ForwardAuthTest(GatewayCase):
         cls.addClassCleanup(cls.auth2.stop)
         cls.auth3 = AuthService(cls.tmp, "auth3").start()  # behind health checks
         cls.addClassCleanup(cls.auth3.stop)
+        cls.raw = RawAuth(raw_scripts())  # exact bytes
+        cls.addClassCleanup(cls.raw.close)
+        cls.rawone = RawAuth(raw_scripts())  # behind max_connections 1
+        cls.addClassCleanup(cls.rawone.close)
         cls.log = cls.tmp.file("access.log")
         policies = {
             "authsvc": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
@@ -102,6 +322,12 @@ class ForwardAuthTest(GatewayCase):
                         "timeout_ms": 6000},
             "authnone": {"type": "forward_auth", "upstream": "auth", "path": "/verify",
                          "request_headers": []},
+            "rawauth": {"type": "forward_auth", "upstream": "raw", "path": "/check",
+                        "request_headers": ["Authorization"], "response_headers": ["X-User"],
+                        "timeout_ms": RAW_TIMEOUT_MS},
+            "rawone": {"type": "forward_auth", "upstream": "rawone", "path": "/check",
+                       "request_headers": ["Authorization"], "response_headers": ["X-User"],
+                       "timeout_ms": ONE_TIMEOUT_MS},
         }
         routes = [
             {"id": "fa", "path": "/fa/*{rest}", "upstream": "app", "policies": ["authsvc"]},
@@ -113,10 +339,16 @@ class ForwardAuthTest(GatewayCase):
             {"id": "all", "path": "/all", "upstream": "app", "policies": ["authall"]},
             {"id": "patient", "path": "/patient", "upstream": "app", "policies": ["patient"]},
             {"id": "none", "path": "/none", "upstream": "app", "policies": ["authnone"]},
+            {"id": "raw", "path": "/raw/*{rest}", "upstream": "app", "policies": ["rawauth"]},
+            {"id": "one", "path": "/one/*{rest}", "upstream": "app", "policies": ["rawone"]},
         ]
         cls.cfg = gateway_config(
             upstreams={"app": upstream_cfg(cls.b), "auth": upstream_cfg(cls.auth.addr),
                        "auth2": upstream_cfg(cls.auth2.addr),
+                       "raw": upstream_cfg(cls.raw.addr),
+                       # max_connections is per worker: one HTTP/2 connection's
+                       # streams meet it on theirs
+                       "rawone": upstream_cfg(cls.rawone.addr, max_connections=1),
                        # a server that refuses connections, which its checks mark down
                        "auth3": upstream_cfg(cls.auth3.addr, "127.0.0.1:%d" % harness.free_port(),
                                              health_check={"path": "/__stats",
@@ -411,6 +643,190 @@ class ForwardAuthTest(GatewayCase):
                          what="the auth server checked up")
         # round robin over the two would send every other one to the dead server
         self.assertEqual([self.get("/hc", "good").status for _ in range(10)], [200] * 10)
+
+    # ---- answers framed every way (RawAuth's exact bytes) ----
+
+    def raw_get(self, c, token, target="/raw/x"):
+        """<c>'s request, which RawAuth answers with script <token>: one
+        client connection keeps its subrequests on one worker, so that
+        RawAuth's connection numbers show which it reused."""
+        return c.request("GET", target, headers=[("Authorization", "Bearer " + token)])
+
+    def raw_conns(self):
+        return [n for n, _ in self.raw.requests]
+
+    def test_chunked_answers(self):
+        """A chunked answer is decoded: a 401's body reaches the client
+        whole and framed anew (without the chunks' sizes, extensions and
+        trailer), also when it comes in pieces; a chunked 200 lets the
+        request through; each answer read whole, the one connection serves
+        every subrequest. An answer cut mid-chunk is a 503."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("chunked401", "chunked401-pieces"):
+                r = self.raw_get(c, token)
+                self.assertEqual((r.status, r.body), (401, b"who are you"), token)
+                self.assertEqual(r.header("Content-Length"), "11")
+                self.assertEqual(r.header("WWW-Authenticate"), 'Bearer realm="raw"')
+                self.assertEqual(r.header("Content-Type"), "text/plain")
+                self.assertIsNone(r.header("X-Trailer"))
+                r = self.raw_get(c, "chunked200")
+                self.assertEqual(r.status, 200, r.body)
+                self.assertEqual(values(r.json(), "X-User"), ["carol"])
+        conns = self.raw_conns()
+        self.assertEqual(len(conns), 4, self.raw.requests)
+        self.assertEqual(set(conns), {conns[0]}, "reused after each whole chunked answer")
+        self.assertEqual(self.get("/raw/x", "chunked-cut").status, 503)
+
+    def test_close_delimited_answers(self):
+        """An answer with neither Content-Length nor chunked ends at the
+        close: a 401's 40000 bytes reach the client whole, a 200 (HTTP/1.1
+        with Connection: close, or HTTP/1.0) lets the request through, and
+        the next subrequest opens a new connection. An answer with a
+        length but Connection: close, or HTTP/1.0 without keep-alive, is
+        used, and the gateway closes its connection though the service
+        keeps it open. One cut before its Content-Length is a 503."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            r = self.raw_get(c, "close401")
+            self.assertEqual(r.status, 401)
+            self.assertEqual(r.body, CLOSE_BODY)
+            self.assertEqual(r.header("Content-Type"), "text/plain")
+            for token in ("close200", "close200-http10"):
+                r = self.raw_get(c, token)
+                self.assertEqual(r.status, 200, r.body)
+                self.assertEqual(values(r.json(), "X-User"), ["carol"])
+            r = self.raw_get(c, "length-close401")
+            self.assertEqual((r.status, r.body), (401, b"who"))
+            self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
+            r = self.raw_get(c, "length-http10")
+            self.assertEqual(r.status, 200, r.body)
+            self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
+            self.assertEqual(self.raw_get(c, "chunked200").status, 200)
+        conns = self.raw_conns()
+        self.assertEqual(len(set(conns)), 6, self.raw.requests)
+        self.assertEqual(self.get("/raw/x", "length-cut").status, 503)
+
+    def test_interim_heads_are_skipped(self):
+        """1xx heads (100 Continue, 103 Early Hints with a Link) before the
+        final answer are skipped, never passed to the client: the 200 lets
+        the request through with its X-User alone, the 401 comes back.
+        Exactly INTERIM_MAX of them pass; one more, one over the head
+        bound, or a 101 (nothing asked to switch) is a malformed answer
+        (500), whose connection closes."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("interim200", "interim-max"):
+                r = self.raw_get(c, token)
+                self.assertEqual((r.status, r.interim), (200, []), token)
+                e = r.json()
+                self.assertEqual(values(e, "X-User"), ["carol"])
+                self.assertEqual(values(e, "Link"), [])
+            r = self.raw_get(c, "interim401")
+            self.assertEqual((r.status, r.interim, r.body), (401, [], b"who are you"))
+            self.assertEqual(len(set(self.raw_conns())), 1, "reused after the whole answers")
+            for token in ("interim-over", "interim-long", "switching"):
+                self.assertEqual(self.raw_get(c, token).status, 500, token)
+                self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
+
+    def test_head_bound(self):
+        """A final head of exactly GW_SUB_HEAD_MAX bytes (its blank line
+        included) is read, a 401's long WWW-Authenticate passed on whole;
+        one byte more is a malformed answer (500)."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            r = self.raw_get(c, "head-max")
+            self.assertEqual(r.status, 200, r.body)
+            self.assertEqual(values(r.json(), "X-User"), ["carol"])
+            self.assertEqual(values(r.json(), "X-Pad"), [])
+            r = self.raw_get(c, "head-max401")
+            self.assertEqual((r.status, r.body), (401, b"who"))
+            challenge = r.header("WWW-Authenticate")
+            self.assertEqual(len(challenge), GW_SUB_HEAD_MAX - len(
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 3\r\nWWW-Authenticate: \r\n\r\n"))
+            self.assertEqual(set(challenge), {"p"})
+            self.assertEqual(self.raw_get(c, "head-over").status, 500)
+            self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]))
+
+    def test_bytes_after_an_answer_end_its_connection(self):
+        """Bytes after a whole answer (a second, unasked answer; garbage; a
+        204's body; or an answer that comes later, while the connection is
+        parked) are no answer to anything: the first answer decides, and
+        the gateway closes that connection rather than read them as the
+        next subrequest's answer (as nginx and HAProxy do)."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token, status in (("then-response", 401), ("then-garbage", 200),
+                                  ("204-body", 200), ("then-late", 200)):
+                r = self.raw_get(c, token)
+                self.assertEqual(r.status, status, token)
+                if status == 401:
+                    self.assertEqual(r.body, b"first")
+                else:
+                    self.assertEqual(values(r.json(), "X-User"), ["carol"], token)
+                self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
+            r = self.raw_get(c, "chunked200")
+            self.assertEqual(r.status, 200)
+        conns = self.raw_conns()
+        self.assertEqual(len(set(conns)), len(conns), self.raw.requests)
+
+    def test_empty_yes_answers(self):
+        """A 204 and a 200 with Content-Length: 0 let the request through
+        (with X-User), and their connection is reused: neither has a body
+        to wait for."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("204", "200-empty", "204", "200-empty"):
+                r = self.raw_get(c, token)
+                self.assertEqual(r.status, 200, token)
+                self.assertEqual(values(r.json(), "X-User"), ["carol"], token)
+        conns = self.raw_conns()
+        self.assertEqual(len(conns), 4)
+        self.assertEqual(set(conns), {conns[0]}, self.raw.requests)
+
+    def test_both_lengths_are_malformed(self):
+        """An answer with both Transfer-Encoding and Content-Length (either
+        order, a 2xx or a 401) is refused as malformed (500; RFC 9112
+        6.3 lets a recipient reject it): framed either way, it is what
+        response splitting looks like, and a yes must not hang on it. Its
+        connection closes; the next subrequest is framed right."""
+        self.raw.reset()
+        with Client(self.gw.port) as c:
+            for token in ("te-cl", "cl-te", "cl-te401"):
+                self.assertEqual(self.raw_get(c, token).status, 500, token)
+                self.assertTrue(self.raw.wait_gone(self.raw_conns()[-1]), token)
+            self.assertEqual(self.raw_get(c, "chunked200").status, 200)
+
+    def test_full_pool_is_503_at_once(self):
+        """With max_connections 1, a subrequest while another waits on the
+        service gets 503 at once (no queue, no timeout_ms) and never
+        reaches the service; once the first is answered the one connection
+        serves the next ones. One HTTP/2 connection keeps the streams on
+        one worker, whose share of the limit that is."""
+        self.rawone.reset()
+        hold = threading.Event()
+        self.addCleanup(hold.set)
+        self.rawone.scripts["hold"] = [hold, OK_LINE]
+        h = h2client.H2Client(self.gw.port)
+        self.addCleanup(h.close)
+        quick = [("authorization", "Bearer quick")]
+        first = h.start("GET", "/one/first", [("authorization", "Bearer hold")])
+        self.rawone.wait_request("hold")
+        t0 = time.monotonic()
+        sid = h.start("GET", "/one/second", quick)
+        r = h.collect([sid], timeout=ONE_TIMEOUT_MS / 2000.0)[sid]
+        self.assertEqual(r.status, 503)
+        self.assertLess(time.monotonic() - t0, ONE_TIMEOUT_MS / 2000.0)
+        self.assertFalse(h.results[first].ended)  # still waiting on the service
+        hold.set()
+        r = h.collect([first])[first]
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(values(json.loads(r.body), "X-User"), ["carol"])
+        for i in range(3):
+            status, _, body, _ = h.request("GET", "/one/%d" % i, quick)
+            self.assertEqual(status, 200, body)
+        self.assertEqual([t for _, t in self.rawone.requests], ["hold"] + ["quick"] * 3)
+        self.assertEqual(self.rawone.connections, 1)
 
     # ---- HTTP/2 clients ----
 
