@@ -20,7 +20,7 @@
 
 #include "admin/http1/response.h"
 
-#define GW_SUB_HEAD_MAX (16 * 1024) /* an answer's head, 1xx heads included */
+#define GW_SUB_HEAD_MAX (16 * 1024) /* each head of an answer, a 1xx's too */
 
 struct gw_worker;
 struct gw_obuf;

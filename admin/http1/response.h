@@ -16,7 +16,10 @@
  * - more than H1_RESP_MAX_HEADERS fields (too_many says so);
  * - Transfer-Encoding other than one field saying exactly "chunked": the
  *   client must frame the body as llhttp did, and "chunked, chunked" or
- *   "gzip, chunked" leave room for doubt.
+ *   "gzip, chunked" leave room for doubt;
+ * - Transfer-Encoding with Content-Length, and Content-Lengths that differ
+ *   (llhttp refuses these itself, outside its lenient flags; the unit test
+ *   holds it to that).
  *
  * Use, per response: h1_resp_parse_head() over the buffered bytes until it
  * returns 1 (again after each 1xx interim head: it starts over every time),

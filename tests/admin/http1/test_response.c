@@ -100,6 +100,10 @@ START_TEST(head_refused)
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n",
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\t\r\n\r\n",
+        /* both framings (RFC 9112 6.3: reject or chunked; a desync either way) */
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
         "garbage\r\n\r\n",
     };
     size_t hl;
