@@ -512,6 +512,18 @@ class ForwardAuthTest(GatewayCase):
         self.assertIn("/routes/0/policies/1", [e["path"] for e in r.json["errors"]])
         self.assertEqual(self.get("/fa/x", "good").status, 200)  # the live config serves
 
+    def test_delete_of_the_auth_pool_names_its_policies(self):
+        # as for a pool routes use: a 409 naming each user, not "unknown upstream"
+        etag = self.api.get("/status").json["etag"]
+        r = self.api.delete("/upstreams/auth2")
+        self.assertEqual(r.status, 409, r)
+        self.assertEqual(r.json["error"], "policies still use this upstream")
+        self.assertEqual(r.json["policies"], ["authdown"])
+        self.assertEqual(r.json["routes"], [])
+        self.assertIn({"path": "/policies/authdown/upstream",
+                       "message": 'forward_auth policy "authdown" asks it'}, r.json["errors"])
+        self.assertEqual(self.api.get("/status").json["etag"], etag)
+
 
 if __name__ == "__main__":
     main()
