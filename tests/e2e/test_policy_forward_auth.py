@@ -16,6 +16,7 @@ Every wait is bounded (harness.TIMEOUT, or less)."""
 import hashlib
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -358,9 +359,13 @@ class ForwardAuthTest(GatewayCase):
     def test_killed_service_is_503(self):
         auth2 = ForwardAuthTest.auth2
         self.assertEqual(self.get("/down", "good").status, 200)
+        since = self.gw.log_size()
         auth2.stop(9)
         for _ in range(3):
             self.assertEqual(self.get("/down", "good").status, 503)
+        # the log names the server and what failed, as a proxied try's does
+        self.gw.wait_log(r"forward_auth authdown route down: upstream auth2 server %s: "
+                         r"Connection refused" % re.escape(auth2.addr), since=since)
 
     # ---- pooling ----
 
