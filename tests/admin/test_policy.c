@@ -610,6 +610,18 @@ START_TEST(refusals_at_paths)
                                 "\"policies\": [\"p\"]}]",
                                 b, sizeof(b)),
                      "");
+    /* an unknown name far from every defined one says what is defined */
+    ck_assert_str_eq(first_error(ak,
+                                 "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                 "\"policies\": [\"per-ip\"]}]",
+                                 1, b, sizeof(b)),
+                     "/routes/0/policies/0: unknown policy \"per-ip\" (the config defines: a, b)");
+    ck_assert_str_eq(first_error("{}",
+                                 "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                 "\"policies\": [\"per-ip\"]}]",
+                                 1, b, sizeof(b)),
+                     "/routes/0/policies/0: unknown policy \"per-ip\" (the config defines none: "
+                     "a route names policies of the top-level \"policies\" object)");
 }
 END_TEST
 
