@@ -102,7 +102,8 @@ void adm_api_upstream_put(struct adm_api *api, struct adm_req *req, const char *
 
 void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const char *name)
 {
-    json_t *doc, *ups, *users, *r;
+    json_t *doc, *ups, *users, *pusers, *r;
+    const char *pname;
     struct adm_errors errs;
     size_t i;
     int dry = adm_api_query_flag(adm_req_query(req), "dry_run");
@@ -118,6 +119,7 @@ void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const cha
     if (!adm_api_if_match_ok(api, req))
         return;
     users = json_array();
+    pusers = json_array();
     adm_errors_init(&errs);
     json_array_foreach(json_object_get(api->st->doc, "routes"), i, r)
     {
@@ -130,14 +132,35 @@ void adm_api_upstream_delete(struct adm_api *api, struct adm_req *req, const cha
                            json_string_value(json_object_get(r, "id")));
         }
     }
-    if (json_array_size(users)) {
-        json_t *o = json_pack("{s:s,s:o,s:o}", "error", "routes still use this upstream", "routes",
-                              users, "errors", adm_errors_json(&errs));
+    /* a forward_auth policy asks the pool's servers: without it, the push
+     * would fail as "unknown upstream", which reads as a typo */
+    json_object_foreach(json_object_get(api->st->doc, "policies"), pname, r)
+    {
+        const char *u = json_string_value(json_object_get(r, "upstream"));
+        const char *type = json_string_value(json_object_get(r, "type"));
+        char path[128];
+        if (u && type && strcmp(type, "forward_auth") == 0 && strcmp(u, name) == 0) {
+            json_array_append_new(pusers, json_string(pname));
+            snprintf(path, sizeof(path), "/policies/%s/upstream", pname);
+            adm_errors_add(&errs, path, "forward_auth policy \"%s\" asks it", pname);
+        }
+    }
+    if (json_array_size(users) || json_array_size(pusers)) {
+        json_t *o = json_pack("{s:s,s:o,s:o}", "error",
+                              !json_array_size(pusers)  ? "routes still use this upstream"
+                              : !json_array_size(users) ? "policies still use this upstream"
+                                                        : "routes and policies still use this "
+                                                          "upstream",
+                              "routes", users, "errors", adm_errors_json(&errs));
+        if (json_array_size(pusers))
+            json_object_set(o, "policies", pusers);
+        json_decref(pusers);
         adm_errors_clear(&errs);
         adm_api_reply(api, req, 409, o);
         return;
     }
     json_decref(users);
+    json_decref(pusers);
     doc = json_copy(api->st->doc);
     ups = json_deep_copy(json_object_get(doc, "upstreams"));
     json_object_del(ups, name);

@@ -321,6 +321,10 @@ static void unknown_key(struct adm_cf *x, const char *key, const struct adm_cf_f
         /* "drain" for "drain_ms", "max_body" for "max_body_bytes" */
         if (klen >= 4 && !strncmp(key, f[i].key, klen))
             d = 1;
+        /* "policy" for "policies": the singular, three edits away */
+        if (klen >= 4 && key[klen - 1] == 'y' && !strncmp(key, f[i].key, klen - 1) &&
+            !strcmp(f[i].key + klen - 1, "ies"))
+            d = 1;
         if (d < bestd || (d == bestd && best && best->misplaced && !f[i].misplaced)) {
             bestd = d;
             best = &f[i];

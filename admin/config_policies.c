@@ -202,6 +202,25 @@ static int policy_index(const struct adm_config *c, const char *name, const char
     return -1;
 }
 
+/* The names of <c>'s policies, joined by ", " into <buf> (<cap> bytes; "..."
+ * ends a list cut short); "" when it has none. */
+static void policy_names(const struct adm_config *c, char *buf, size_t cap)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (size_t k = 0; k < c->npolicies; k++) {
+        const char *n = c->policies[k].name;
+        if (!n)
+            continue;
+        if (o + 2 + strlen(n) + 6 > cap) { /* room left for ", ..." */
+            snprintf(buf + o, cap - o, "%s...", o ? ", " : "");
+            return;
+        }
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? ", " : "", n);
+    }
+}
+
 /* What each policy names in other sections (its kind's check op), at
  * /policies/NAME. */
 static void check_references(struct adm_cf *x)
@@ -240,7 +259,16 @@ void adm_cf_policies_check(struct adm_cf *x)
                 continue;
             }
             if (idx < 0) {
-                adm_cf_err_at(x, path, "unknown policy %s", adm_cf_quote(&q, r->policies[k]));
+                char have[256];
+                policy_names(c, have, sizeof(have));
+                if (have[0])
+                    adm_cf_err_at(x, path, "unknown policy %s (the config defines: %s)",
+                                  adm_cf_quote(&q, r->policies[k]), have);
+                else
+                    adm_cf_err_at(x, path,
+                                  "unknown policy %s (the config defines none: a route names "
+                                  "policies of the top-level \"policies\" object)",
+                                  adm_cf_quote(&q, r->policies[k]));
                 continue;
             }
             r->policy_idx[k] = (unsigned char)idx;

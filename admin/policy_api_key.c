@@ -236,9 +236,21 @@ void adm_pol_header_name(struct adm_cf *x, const json_t *v, char **out, size_t *
         adm_cf_err(x, "invalid header name %s", adm_cf_quote(&q, s));
         return;
     }
+    if (n >= 6 && h1_ci_eq(s, 6, "proxy-")) {
+        adm_cf_err(x, "%s is a Proxy-* field, a client's word to a proxy: not for a policy",
+                   adm_cf_quote(&q, s));
+        return;
+    }
+    if (h1_ci_eq(s, n, "host")) {
+        adm_cf_err(x,
+                   "%s is the gateway's to set (X-Forwarded-Host carries the client's): not for "
+                   "a policy",
+                   adm_cf_quote(&q, s));
+        return;
+    }
     for (size_t i = 0; i < sizeof(reserved) / sizeof(*reserved); i++)
-        if (h1_ci_eq(s, n, reserved[i]) || (n >= 6 && h1_ci_eq(s, 6, "proxy-"))) {
-            adm_cf_err(x, "%s is a hop-by-hop, framing or credential field: not for a policy",
+        if (h1_ci_eq(s, n, reserved[i])) {
+            adm_cf_err(x, "%s is a hop-by-hop or framing field: not for a policy",
                        adm_cf_quote(&q, s));
             return;
         }

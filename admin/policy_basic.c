@@ -32,9 +32,14 @@ struct basic_parse {
     int has_file;
 };
 
+static int is_bcrypt(const char *h, size_t n)
+{
+    return n >= 4 && (!strncmp(h, "$2y$", 4) || !strncmp(h, "$2b$", 4));
+}
+
 static int hash_ok(const char *h, size_t n)
 {
-    if (n >= 7 && (!strncmp(h, "$2y$", 4) || !strncmp(h, "$2b$", 4)))
+    if (is_bcrypt(h, n))
         return n == 60;
     return n > 4 && !strncmp(h, "$y$", 3);
 }
@@ -87,7 +92,15 @@ int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len,
                     snprintf(why, cap, "line %u: a control character in the user name", line);
                     return -1;
                 }
-            if (!hash_ok(colon + 1, n - (size_t)(colon + 1 - p))) {
+            size_t hn = n - (size_t)(colon + 1 - p);
+            if (is_bcrypt(colon + 1, hn) && hn != 60) { /* cut short, or pasted with a space */
+                snprintf(why, cap,
+                         "line %u: a bcrypt hash has 60 characters, this one has %zu (cut "
+                         "short, or more after it)",
+                         line, hn);
+                return -1;
+            }
+            if (!hash_ok(colon + 1, hn)) {
                 snprintf(why, cap,
                          "line %u: only bcrypt ($2y$, $2b$) and yescrypt ($y$) hashes are "
                          "taken (htpasswd -B, mkpasswd -m yescrypt)",
@@ -113,7 +126,7 @@ int adm_basic_parse_file(struct adm_basic_conf *c, const char *text, size_t len,
             }
             struct adm_basic_user *u = &c->users[c->nusers];
             u->name = strndup(p, (size_t)(colon - p));
-            u->hash = strndup(colon + 1, n - (size_t)(colon + 1 - p));
+            u->hash = strndup(colon + 1, hn);
             c->nusers++;
             if (!u->name || !u->hash)
                 goto nomem;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -179,7 +180,8 @@ struct gw_worker {
     struct event *sweep_ev; /* every GW_SWEEP_MS: connection timeouts, access-log flush */
     char date[48];          /* "Date: ...\r\n" */
     size_t date_len;
-    char *log; /* access-log buffer */
+    time_t date_s; /* the second <date> shows */
+    char *log;     /* access-log buffer */
     size_t log_len, log_cap;
     struct gw_log_clock log_clock;       /* the access log's current second, UTC */
     struct gw_log_clock log_clock_local; /* and local, for the combined format */
@@ -353,6 +355,8 @@ int gw_log_enabled(int level);
 /* log_level <l> from now on, for every thread at once (lock-free). */
 void gw_log_set_level(enum adm_log_level l);
 void gw_access_flush(struct gw_worker *w);
+/* The Date field of answers made here, kept to the second (called every
+ * GW_SWEEP_MS; formats only when the second changed). */
 void gw_date_update(struct gw_worker *w);
 
 /* stats.c: the admin API's view of the workers' counters */

@@ -186,6 +186,9 @@ void gw_date_update(struct gw_worker *w)
     time_t now = time(NULL);
     struct tm tm;
 
+    if (now == w->date_s && w->date_len)
+        return;
+    w->date_s = now;
     gmtime_r(&now, &tm);
     w->date_len = strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
 }

@@ -233,18 +233,20 @@ static int fa_resume(const struct adm_spolicy *p, struct gw_req *r, uint64_t *va
     switch (a->outcome) {
     case GW_SUB_TIMEOUT:
         gw_count(&k->timeouts, 1);
-        gw_log(GW_LOG_WARN, "forward_auth %s route %s: upstream %s gave no answer within %u ms",
-               p->name, r->sr->id, c->upstream, c->timeout_ms);
+        gw_log(GW_LOG_WARN,
+               "forward_auth %s route %s: upstream %s server %s gave no answer within %u ms",
+               p->name, r->sr->id, c->upstream, a->server, c->timeout_ms);
         break;
     case GW_SUB_FAILED:
         gw_count(&k->errors, 1);
-        gw_log(GW_LOG_WARN, "forward_auth %s route %s: upstream %s failed before answering",
-               p->name, r->sr->id, c->upstream);
+        gw_log(GW_LOG_WARN, "forward_auth %s route %s: upstream %s server %s: %s", p->name,
+               r->sr->id, c->upstream, a->server, a->why ? a->why : "failed before answering");
         break;
     case GW_SUB_MALFORMED:
         gw_count(&k->errors, 1);
-        gw_log(GW_LOG_WARN, "forward_auth %s route %s: upstream %s gave a malformed answer",
-               p->name, r->sr->id, c->upstream);
+        gw_log(GW_LOG_WARN,
+               "forward_auth %s route %s: upstream %s server %s gave a malformed answer", p->name,
+               r->sr->id, c->upstream, a->server);
         status = 500;
         break;
     case GW_SUB_ANSWERED:
@@ -264,8 +266,8 @@ static int fa_resume(const struct adm_spolicy *p, struct gw_req *r, uint64_t *va
             return GW_POL_ANSWERED;
         }
         gw_count(&k->errors, 1);
-        gw_log(GW_LOG_WARN, "forward_auth %s route %s: upstream %s answered %d%s", p->name,
-               r->sr->id, c->upstream, a->status,
+        gw_log(GW_LOG_WARN, "forward_auth %s route %s: upstream %s server %s answered %d%s",
+               p->name, r->sr->id, c->upstream, a->server, a->status,
                a->outcome == GW_SUB_BIG ? " with a body over 64 KiB" : "");
         if (a->outcome == GW_SUB_BIG && (a->status == 401 || a->status == 403))
             status = 500;

@@ -9,10 +9,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "gateway/subreq.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gateway/health.h"
+#include "gateway/io_tls.h"
 #include "gateway/limits.h"
 #include "gateway/proxy.h"
 #include "gateway/try.h"
@@ -36,6 +39,7 @@ struct gw_subreq {
     unsigned char big;     /* the body passed body_max */
     char *ahead;           /* the final head's bytes, the parser's slices rebased there */
     struct evbuffer *body; /* decoded, at most spec.body_max; NULL until a byte comes */
+    char why[160];         /* why it failed, for the caller's log; "" when unknown */
 };
 
 /* Gives back what <q> holds but its connection, and frees it. */
@@ -60,7 +64,9 @@ static void sub_free(struct gw_subreq *q)
 static void finish(struct gw_subreq *q, enum gw_sub_outcome outcome)
 {
     struct gw_upconn *u = q->u;
-    struct gw_sub_answer a = {.outcome = outcome};
+    struct gw_sub_answer a = {.outcome = outcome,
+                              .server = up_server_address(q->pool, q->server),
+                              .why = outcome == GW_SUB_FAILED && q->why[0] ? q->why : NULL};
     int reuse = 0;
     unsigned idle_ms;
 
@@ -75,8 +81,10 @@ static void finish(struct gw_subreq *q, enum gw_sub_outcome outcome)
     }
     if (outcome == GW_SUB_ANSWERED && q->body && evbuffer_get_length(q->body)) {
         a.body_len = evbuffer_get_length(q->body);
-        if (!(a.body = (const char *)evbuffer_pullup(q->body, -1)))
+        if (!(a.body = (const char *)evbuffer_pullup(q->body, -1))) {
             a.outcome = GW_SUB_FAILED; /* out of memory gathering it */
+            a.why = "out of memory";
+        }
     }
     /* read before done(): it may end the request, unpinning q->s */
     idle_ms = q->s->cfg->upstreams[q->up].idle_timeout_ms;
@@ -158,6 +166,7 @@ static int read_head(struct gw_subreq *q)
             continue;
         }
         if (keep_head(q, p, hl) < 0) {
+            snprintf(q->why, sizeof(q->why), "out of memory");
             finish(q, GW_SUB_FAILED);
             return -1;
         }
@@ -208,6 +217,8 @@ static void event_cb(struct gw_io *io, short what, void *arg)
 {
     struct gw_subreq *q = arg;
     struct gw_upconn *u = q->u;
+    int e = EVUTIL_SOCKET_ERROR(); /* before any other call sets it */
+    char tls[128];
 
     (void)io;
     if (what & GW_IO_CONNECTED) {
@@ -228,10 +239,21 @@ static void event_cb(struct gw_io *io, short what, void *arg)
         u->holder = NULL;
         q->u = NULL;
         gw_upconn_free(u);
-        if (send_head(q, 1) < 0)
+        if (send_head(q, 1) < 0) {
+            snprintf(q->why, sizeof(q->why), "cannot open a connection: %s", strerror(errno));
             fail(q, UP_F_CONNECT, GW_SUB_FAILED);
+        }
         return;
     }
+    /* as a proxied try's failure is logged (proxy.c) */
+    if (gw_tls_error(&u->io, tls, sizeof(tls)))
+        snprintf(q->why, sizeof(q->why), "TLS handshake failed: %s", tls);
+    else
+        snprintf(q->why, sizeof(q->why), "%s",
+                 (what & GW_IO_EOF) ? (u->st == GW_UP_CONNECTING || u->st == GW_UP_WAITING
+                                           ? "closed before answering"
+                                           : "closed before the answer ended")
+                                    : evutil_socket_error_to_string(e));
     if (u->st == GW_UP_CONNECTING)
         fail(q, gw_try_reached(u) ? UP_F_TLS : UP_F_CONNECT, GW_SUB_FAILED);
     else

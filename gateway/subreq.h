@@ -44,6 +44,8 @@ struct gw_sub_answer {
     size_t nhdr;
     const char *body; /* ANSWERED: the decoded body */
     size_t body_len;
+    const char *server; /* the address of the server asked; NULL: none was */
+    const char *why;    /* FAILED: what failed ("Connection refused"); else NULL */
 };
 
 typedef void (*gw_sub_done_fn)(void *arg, const struct gw_sub_answer *a);

@@ -533,6 +533,9 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* every GW_SWEEP_MS, not on the 1 s tick: a tick that fell just before
+     * a second's end left Date that second for 1 s more, up to 2 s behind */
+    gw_date_update(w);
     gw_conn_sweep(w);
     gw_upconn_sweep(w);
     gw_h2up_sweep(w);
@@ -557,7 +560,6 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    gw_date_update(w);
     gw_upconn_sweep_idle(w);
     gw_h2up_sweep_idle(w);
 }

@@ -509,6 +509,7 @@ START_TEST(unknown_keys)
     expect_error(doc("'timeouts': {'client_header': 1}"), "/timeouts/client_header",
                  "did you mean \"client_header_ms\"");
     expect_error(doc("'timeouts': {'drain': 1}"), "/timeouts/drain", "did you mean \"drain_ms\"");
+    expect_error(doc("'policy': {}"), "/policy", "did you mean \"policies\"");
     expect_error(doc("'http2': {'max_concurrent_stream': 1}"), "/http2/max_concurrent_stream",
                  "did you mean \"max_concurrent_streams\"");
     /* header sizes are limits' keys, for HTTP/1.1 and HTTP/2 alike */

@@ -432,6 +432,11 @@ START_TEST(htpasswd_lines)
     ck_assert_str_eq(c.users[1].name, "bob");
     ck_assert_int_eq(adm_basic_parse_file(&c, "carol:$apr1$x$y\n", 16, why, sizeof(why)), -1);
     ck_assert_ptr_nonnull(strstr(why, "line 1: only bcrypt"));
+    /* a bcrypt hash cut short is a bcrypt hash, not another kind */
+    ck_assert_int_eq(adm_basic_parse_file(&c, "#\ncarol:$2y$05$oJN5xulu\n", 24, why, sizeof(why)),
+                     -1);
+    ck_assert_str_eq(why, "line 2: a bcrypt hash has 60 characters, this one has 15 (cut short, "
+                          "or more after it)");
     /* Review 27: one guess at $2y$31$ stalls a worker for hours */
     const char *costly[] = {
         "c:$2y$15$oJN5xuluNz79mCBiE6T2QuxJBRPJ/DV65SjiWmLW1Zbbc0MGXJG0K\n",
@@ -605,6 +610,18 @@ START_TEST(refusals_at_paths)
                                 "\"policies\": [\"p\"]}]",
                                 b, sizeof(b)),
                      "");
+    /* an unknown name far from every defined one says what is defined */
+    ck_assert_str_eq(first_error(ak,
+                                 "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                 "\"policies\": [\"per-ip\"]}]",
+                                 1, b, sizeof(b)),
+                     "/routes/0/policies/0: unknown policy \"per-ip\" (the config defines: a, b)");
+    ck_assert_str_eq(first_error("{}",
+                                 "[{\"id\": \"r\", \"path\": \"/\", \"upstream\": \"b\", "
+                                 "\"policies\": [\"per-ip\"]}]",
+                                 1, b, sizeof(b)),
+                     "/routes/0/policies/0: unknown policy \"per-ip\" (the config defines none: "
+                     "a route names policies of the top-level \"policies\" object)");
 }
 END_TEST
 

@@ -142,7 +142,10 @@ START_TEST(header_refusals)
     expect_error(with_policy("'upstream': 'auth', 'request_headers': ['Connection']"),
                  "/policies/p/request_headers/0", "hop-by-hop");
     expect_error(with_policy("'upstream': 'auth', 'request_headers': ['Proxy-Authorization']"),
-                 "/policies/p/request_headers/0", "hop-by-hop");
+                 "/policies/p/request_headers/0", "a Proxy-* field");
+    /* Host is neither hop-by-hop nor framing: say what it is, and what carries it */
+    expect_error(with_policy("'upstream': 'auth', 'request_headers': ['Host']"),
+                 "/policies/p/request_headers/0", "X-Forwarded-Host carries the client's");
     expect_error(with_policy("'upstream': 'auth', 'response_headers': ['Transfer-Encoding']"),
                  "/policies/p/response_headers/0", "framing");
     expect_error(with_policy("'upstream': 'auth', 'request_headers': ['X-Forwarded-For']"),

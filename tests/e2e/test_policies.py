@@ -407,7 +407,7 @@ class PoliciesTest(PolicyCase):
             ({"p": dict(self.policies["keys"], consumer_header="Transfer-Encoding")}, ["p"],
              "/policies/p/consumer_header", "hop-by-hop"),
             ({"p": dict(self.policies["keys"], header="Proxy-Authorization")}, ["p"],
-             "/policies/p/header", "hop-by-hop"),
+             "/policies/p/header", "a Proxy-* field"),
         ]
         for pols, names, path, hint in cases:
             with self.subTest(path=path):

@@ -22,6 +22,7 @@ Every wait is bounded (harness.TIMEOUT, or less)."""
 import hashlib
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -608,9 +609,13 @@ class ForwardAuthTest(GatewayCase):
     def test_killed_service_is_503(self):
         auth2 = ForwardAuthTest.auth2
         self.assertEqual(self.get("/down", "good").status, 200)
+        since = self.gw.log_size()
         auth2.stop(9)
         for _ in range(3):
             self.assertEqual(self.get("/down", "good").status, 503)
+        # the log names the server and what failed, as a proxied try's does
+        self.gw.wait_log(r"forward_auth authdown route down: upstream auth2 server %s: "
+                         r"Connection refused" % re.escape(auth2.addr), since=since)
 
     # ---- pooling ----
 
@@ -945,6 +950,18 @@ class ForwardAuthTest(GatewayCase):
         self.assertEqual(r.status, 400, r)
         self.assertIn("/routes/0/policies/1", [e["path"] for e in r.json["errors"]])
         self.assertEqual(self.get("/fa/x", "good").status, 200)  # the live config serves
+
+    def test_delete_of_the_auth_pool_names_its_policies(self):
+        # as for a pool routes use: a 409 naming each user, not "unknown upstream"
+        etag = self.api.get("/status").json["etag"]
+        r = self.api.delete("/upstreams/auth2")
+        self.assertEqual(r.status, 409, r)
+        self.assertEqual(r.json["error"], "policies still use this upstream")
+        self.assertEqual(r.json["policies"], ["authdown"])
+        self.assertEqual(r.json["routes"], [])
+        self.assertIn({"path": "/policies/authdown/upstream",
+                       "message": 'forward_auth policy "authdown" asks it'}, r.json["errors"])
+        self.assertEqual(self.api.get("/status").json["etag"], etag)
 
 
 if __name__ == "__main__":

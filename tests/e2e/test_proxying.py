@@ -94,6 +94,19 @@ class ProxyTest(GatewayCase):
             r = c.request("GET", "/e?h=Date:Sun,%2006%20Nov%201994%2008:49:37%20GMT")
             self.assertEqual(r.headers_all("Date"), ["Sun, 06 Nov 1994 08:49:37 GMT"])
 
+    def test_date_is_current(self):
+        # the second it shows is at most one sweep (100 ms) old, not up to 2 s
+        from email.utils import parsedate_to_datetime
+        worst = 0.0
+        with Client(self.gw.port) as c:
+            deadline = time.time() + 2.2
+            while time.time() < deadline:
+                r = c.request("GET", "/e")
+                shown = parsedate_to_datetime(r.header("Date")).timestamp()
+                worst = max(worst, time.time() - shown)
+                time.sleep(0.05)
+        self.assertLess(worst, 1.5, "Date lagged the clock by %.2f s" % worst)
+
     def test_upstream_close_does_not_close_client(self):
         with Client(self.gw.port) as c:
             r = c.request("GET", "/e?close=1")
