@@ -57,6 +57,7 @@ struct jwt_parse {
     int have_secret, have_algs;
     unsigned leeway_s;
     int require_exp;
+    int forward_token;
     unsigned refresh_s, timeout_ms;
     char ca_digest[65]; /* jwks_ca_file's SHA-256 in hex; "" : none */
 };
@@ -325,6 +326,7 @@ static const struct adm_cf_field jw_fields[] = {
      .min = 0,
      .max = ADM_JWT_LEEWAY_MAX},
     {.key = "require_exp", .kind = FK_BOOL, .off = offsetof(struct jwt_parse, require_exp)},
+    {.key = "forward_token", .kind = FK_BOOL, .off = offsetof(struct jwt_parse, forward_token)},
     {.key = "claims_to_headers", .kind = FK_FN, .fn = jw_claims},
     {.key = "realm", .kind = FK_FN, .fn = jw_realm},
 };
@@ -373,6 +375,7 @@ void *adm_jwtp_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p
     struct jwt_parse jp = {.p = p,
                            .leeway_s = 30,
                            .require_exp = 1,
+                           .forward_token = 1,
                            .refresh_s = DEFAULT_REFRESH_S,
                            .timeout_ms = DEFAULT_TIMEOUT_MS};
     size_t nerr = x->nerr;
@@ -399,6 +402,7 @@ void *adm_jwtp_configure(struct adm_cf *x, const json_t *v, struct adm_policy *p
     c->opts.naud = c->naud;
     c->opts.leeway_s = (long)jp.leeway_s;
     c->opts.require_exp = jp.require_exp;
+    c->drop_token = !jp.forward_token;
     if (!c->realm && !(c->realm = adm_cf_strdup(x, p->name)))
         goto fail;
     adm_jwks_free(jp.file_set);

@@ -258,7 +258,8 @@ struct adm_jwt_conf {
     struct adm_jwt_opts opts; /* points into issuer and audiences */
     struct adm_jwt_hdr *hdrs;
     size_t nhdrs;
-    char *realm; /* for WWW-Authenticate: realm="..." */
+    char *realm;    /* for WWW-Authenticate: realm="..." */
+    int drop_token; /* forward_token false: Authorization stays here */
 };
 
 struct adm_rjwks_sub;

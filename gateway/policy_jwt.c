@@ -172,6 +172,8 @@ static int jwt_drops(const struct adm_spolicy *p, const struct h1_slice *name)
 {
     const struct adm_jwt_conf *c = p->conf;
 
+    if (c->drop_token && name->len == 13 && h1_name_is(name, "authorization"))
+        return 1; /* the verified token, and any other copy */
     for (size_t i = 0; i < c->nhdrs; i++) {
         const struct h1_slice h = {c->hdrs[i].header, c->hdrs[i].header_len};
         if (h1_names_eq(name, &h))

@@ -133,11 +133,14 @@ class JwtTest(PolicyCase):
                        "claims_to_headers": {"sub": "X-User", "scope": "X-Scope"}},
             "rsaonly": {"type": "jwt", "jwks_file": cls.jwks, "realm": "RSA only",
                         "claims_to_headers": {"sub": "X-User"}},
+            "kept": {"type": "jwt", "jwks_file": cls.jwks, "forward_token": False,
+                     "claims_to_headers": {"sub": "X-User"}},
             "rot": {"type": "jwt", "jwks_file": cls.rot, "algorithms": ["RS256"]},
         }
         routes = [
             {"id": "api", "path": "/api/*{rest}", "upstream": "b", "policies": ["tokens"]},
             {"id": "rsa", "path": "/rsa", "upstream": "b", "policies": ["rsaonly"]},
+            {"id": "kept", "path": "/kept", "upstream": "b", "policies": ["kept"]},
             {"id": "rot", "path": "/rot", "upstream": "b", "policies": ["rot"]},
             {"id": "open", "path": "/open", "upstream": "b"},
         ]
@@ -173,6 +176,18 @@ class JwtTest(PolicyCase):
         # within the leeway
         r = self.get("/api/x", [bearer(self.k.sign("ES256", claims(exp=int(time.time()) - 10)))])
         self.assertEqual(r.status, 200, r)
+
+    def test_forward_token_false_keeps_the_token(self):
+        """forward_token: false (Envoy's forward: false): the upstream gets the
+        claims it was given, never the token."""
+        tok = self.k.sign("RS256", claims(sub="carol"))
+        for _ in range(2):  # the second from the worker's cache
+            r = self.get("/kept", [bearer(tok), ("authorization", "Bearer second")])
+            self.assertEqual(r.status, 401, r)  # two Authorization fields: refused
+            r = self.get("/kept", [bearer(tok)])
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(values(r.json(), "X-User"), ["carol"])
+            self.assertEqual(values(r.json(), "Authorization"), [])
 
     def test_missing_and_other_schemes(self):
         self.refused("/api/x", [])
