@@ -127,6 +127,30 @@ static void policy_metrics(struct evbuffer *b, const struct adm_snapshot *s)
     }
 }
 
+/* Per policy of every type: what its request phase did, let through
+ * ("passed", always shown) or answered with a status (each shown once
+ * seen): a rate limit's 429s, an authentication's 401s and 403s, a cors
+ * policy's preflights. */
+static void policy_results(struct evbuffer *b, const struct adm_snapshot *s)
+{
+    evbuffer_add_printf(b, "# HELP switchyard_policy_requests_total Requests a route policy let "
+                           "through (result=\"passed\") or answered, by status.\n"
+                           "# TYPE switchyard_policy_requests_total counter\n");
+    for (size_t j = 0; j < s->npolicies; j++) {
+        const struct adm_spolicy *p = s->policies[j];
+        uint64_t v[ADM_POLR_N];
+        adm_spolicy_counts(p, v);
+        for (int i = 0; i < ADM_POLR_N; i++)
+            if (i == ADM_POLR_PASSED || v[i])
+                evbuffer_add_printf(
+                    b,
+                    "switchyard_policy_requests_total{policy=\"%s\",type=\"%s\",result=\"%s\"} "
+                    "%llu\n",
+                    p->name, adm_pol_kinds[p->type].name, adm_pol_result_names[i],
+                    (unsigned long long)v[i]);
+    }
+}
+
 /* Per forward_auth policy: subrequests whose answer let the request
  * through, refused it (401, 403), failed (no server, a connect, a
  * status other than 2xx/401/403, a malformed answer: 503 or 500), or
@@ -368,6 +392,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
     limits_metrics(b, s);
     policy_metrics(b, s);
     forward_auth_metrics(b, s);
+    policy_results(b, s);
     adm_rjwks_metrics(b);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);

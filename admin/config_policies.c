@@ -344,13 +344,55 @@ struct adm_spolicy *adm_spolicy_for(struct adm_policy *p, struct adm_spolicy *co
         goto fail;
     if (k->state_new && !(sp->state = k->state_new(p->conf, nworkers)))
         goto fail;
+    sp->nworkers = nworkers;
+    if (nworkers &&
+        !(sp->ctr = aligned_alloc(_Alignof(struct adm_pol_wctr), nworkers * sizeof(*sp->ctr))))
+        goto fail_state;
+    memset(sp->ctr, 0, nworkers * sizeof(*sp->ctr));
     sp->conf = p->conf;
     p->conf = NULL;
     return sp;
+fail_state:
+    if (sp->state)
+        k->state_free(sp->state);
 fail:
     free(sp->name);
     free(sp);
     return NULL;
+}
+
+const char *const adm_pol_result_names[ADM_POLR_N] = {
+    "passed", "200", "204", "401", "403", "429", "500", "503", "other",
+};
+
+enum adm_pol_result adm_pol_result_of(int status)
+{
+    switch (status) {
+    case 200:
+        return ADM_POLR_200;
+    case 204:
+        return ADM_POLR_204;
+    case 401:
+        return ADM_POLR_401;
+    case 403:
+        return ADM_POLR_403;
+    case 429:
+        return ADM_POLR_429;
+    case 500:
+        return ADM_POLR_500;
+    case 503:
+        return ADM_POLR_503;
+    default:
+        return ADM_POLR_OTHER;
+    }
+}
+
+void adm_spolicy_counts(const struct adm_spolicy *sp, uint64_t *v)
+{
+    memset(v, 0, ADM_POLR_N * sizeof(*v));
+    for (unsigned w = 0; sp->ctr && w < sp->nworkers; w++)
+        for (int i = 0; i < ADM_POLR_N; i++)
+            v[i] += atomic_load_explicit(&sp->ctr[w].n[i], memory_order_relaxed);
 }
 
 void adm_spolicy_release(struct adm_spolicy *sp)
@@ -361,6 +403,7 @@ void adm_spolicy_release(struct adm_spolicy *sp)
         adm_pol_kinds[sp->type].state_free(sp->state);
     if (sp->conf)
         adm_pol_kinds[sp->type].free(sp->conf);
+    free(sp->ctr);
     free(sp->name);
     free(sp);
 }

@@ -20,6 +20,7 @@
 #define SY_ADMIN_POLICY_H
 
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -82,6 +83,33 @@ void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n);
 /* A policy as a snapshot holds it: shared by the snapshots whose policy
  * of that name has the same identity, so that its state (a rate limit's
  * table, its counters) survives a push (refs: admin thread only). */
+/* What became of a request a policy's request phase saw: let through, or
+ * answered with one of these statuses (a rate limit's 429, an
+ * authentication's 401 or 403, a preflight's 204, a forward_auth's 500 or
+ * 503), or another. */
+enum adm_pol_result {
+    ADM_POLR_PASSED,
+    ADM_POLR_200,
+    ADM_POLR_204,
+    ADM_POLR_401,
+    ADM_POLR_403,
+    ADM_POLR_429,
+    ADM_POLR_500,
+    ADM_POLR_503,
+    ADM_POLR_OTHER,
+    ADM_POLR_N
+};
+/* The label of each result in /metrics ("passed", "401", ...). */
+extern const char *const adm_pol_result_names[ADM_POLR_N];
+/* The result of an answer of <status>. */
+enum adm_pol_result adm_pol_result_of(int status);
+
+/* One worker's counts of one policy's results (a single writer each, on a
+ * cache line of its own). */
+struct adm_pol_wctr {
+    _Alignas(64) _Atomic uint64_t n[ADM_POLR_N];
+};
+
 struct adm_spolicy {
     unsigned refs;
     int type;
@@ -89,7 +117,14 @@ struct adm_spolicy {
     uint64_t hash;
     void *conf;  /* owned: adm_pol_kinds[type].free */
     void *state; /* owned: adm_pol_kinds[type].state_free; NULL: none */
+    /* each worker's counts of the results (/metrics
+     * switchyard_policy_requests_total), kept with the state */
+    struct adm_pol_wctr *ctr;
+    unsigned nworkers;
 };
+
+/* The sums over the workers of <sp>'s counts, into v[ADM_POLR_N]. */
+void adm_spolicy_counts(const struct adm_spolicy *sp, uint64_t *v);
 
 /* Whether configs <a> and <b> define the same policies (names, types and
  * identities, files included): an identical document pushed again is a

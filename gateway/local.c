@@ -30,6 +30,7 @@ static int discard_cb(void *ctx, const char *data, size_t len)
  * (HTTP/2) needs no reading away: its gw_req_done ends the stream. */
 void gw_local_finish(struct gw_req *r)
 {
+    gw_policy_count_answer(r);
     gw_req_phase(r, GW_REQ_LOCAL);
     if (r->body_done || !r->codec->http1) {
         gw_req_done(r);

@@ -27,6 +27,27 @@ static const struct gw_policy_ops *const ops[ADM_POL_NTYPES] = {
     [ADM_POL_FORWARD_AUTH] = &gw_policy_forward_auth,
 };
 
+/* Policy <p> is about to decide on <r>: an answer it gives is counted as
+ * it finishes (gw_policy_count_answer), a pass by passed(). */
+static void deciding(const struct adm_spolicy *p, struct gw_req *r)
+{
+    r->pol_ctr = p->ctr ? &p->ctr[r->c->w->id] : NULL;
+}
+
+static void passed(struct gw_req *r)
+{
+    if (r->pol_ctr)
+        gw_count(&r->pol_ctr->n[ADM_POLR_PASSED], 1);
+    r->pol_ctr = NULL;
+}
+
+void gw_policy_count_answer(struct gw_req *r)
+{
+    if (r->pol_ctr)
+        gw_count(&r->pol_ctr->n[adm_pol_result_of(r->status)], 1);
+    r->pol_ctr = NULL;
+}
+
 /* The query parameter r's route keeps from the upstream (an api_key's
  * "query"; the access log leaves out every such name, serve.c). */
 static void strip_decide(struct gw_req *r)
@@ -53,8 +74,14 @@ static int preflight_first(struct gw_req *r, unsigned i)
 
     for (unsigned j = i + 1; j < sr->npol; j++) {
         const struct adm_spolicy *p = r->snap->policies[sr->pol[j]];
-        if (p->type == ADM_POL_CORS)
-            return ops[p->type]->request(p, r, &r->pol_val[j]) == GW_POL_ANSWERED;
+        if (p->type == ADM_POL_CORS) {
+            int rc;
+            deciding(p, r);
+            rc = ops[p->type]->request(p, r, &r->pol_val[j]);
+            if (rc != GW_POL_ANSWERED) /* not a preflight: its turn comes */
+                r->pol_ctr = NULL;
+            return rc == GW_POL_ANSWERED;
+        }
     }
     return 0;
 }
@@ -74,13 +101,15 @@ static int run_from(struct gw_req *r, unsigned i)
             return GW_POL_ANSWERED;
         r->pol_val[i] = 0;
         r->pol_wait = (unsigned char)i; /* the policy running: one that waits is there */
+        deciding(p, r);
         if ((rc = ops[p->type]->request(p, r, &r->pol_val[i])) == GW_POL_PENDING) {
             r->codec->body_read(r, 0);
             gw_req_phase(r, GW_REQ_WAIT);
-            return rc;
+            return rc; /* counted when it resumes */
         }
         if (rc == GW_POL_ANSWERED)
-            return rc;
+            return rc; /* counted, and maybe gone */
+        passed(r);
         r->pol_n = (unsigned char)(i + 1);
     }
     return GW_POL_NEXT;
@@ -101,7 +130,8 @@ void gw_policy_resume(struct gw_req *r, const void *answer)
     /* read again before any answer: a local one reads the body away */
     r->codec->body_read(r, 1);
     if (ops[p->type]->resume(p, r, &r->pol_val[i], answer) != GW_POL_NEXT)
-        return;
+        return; /* counted, and maybe gone */
+    passed(r);
     r->pol_n = (unsigned char)(i + 1);
     if (run_from(r, i + 1) == GW_POL_NEXT)
         r->pol_go(r);

@@ -62,6 +62,7 @@ void gw_req_unpin(struct gw_req *r)
     }
     r->pol_n = 0; /* its policies were the snapshot's: an answer given before the
                    * next request starts (a bad head) has none */
+    r->pol_ctr = NULL;
 }
 
 void gw_req_make_reqid(struct gw_req *r)

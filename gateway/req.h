@@ -122,6 +122,10 @@ struct gw_req {
      * in the pinned snapshot; up_qlen 0: none; policy.c) */
     unsigned char pol_n;
     uint64_t pol_val[8];
+    /* the worker's counts of the policy running (policy.c; in the pinned
+     * snapshot): a local answer it gives is counted by its status as it
+     * finishes (gw_local_finish), since the request may be gone after */
+    struct adm_pol_wctr *pol_ctr;
     /* The response body through a route's body policy (compress): its
      * encoder and what it produced not yet given to the codec, both NULL
      * when the body passes as it is (gw_policy_body_begin); freed when

@@ -149,6 +149,7 @@ void gw_req_start(struct gw_req *r)
     r->reqid_len = 0;
     r->up_ms = -1;
     r->pol_n = 0;
+    r->pol_ctr = NULL;
     r->chunk_out = 0;
     r->up_qlen = 0;
     r->pol_qlen = s->log_qlen;

@@ -89,6 +89,8 @@ class PoliciesTest(PolicyCase):
                      "consumer_header": "X-Consumer"},
             "tokens": {"type": "api_key", "keys": [{"name": "carol", "sha256": sha("t")}],
                        "query": "token"},
+            "cntweb": {"type": "cors", "origins": ["https://app.example"]},
+            "cntkeys": {"type": "api_key", "keys": [{"name": "dave", "sha256": sha("d")}]},
         }
         routes = [
             {"id": "rl", "path": "/rl/*{rest}", "upstream": "b", "policies": ["slow"]},
@@ -101,6 +103,8 @@ class PoliciesTest(PolicyCase):
             {"id": "rlkey", "path": "/rlkey/*{rest}", "upstream": "b",
              "policies": ["tight", "keys"]},
             {"id": "open", "path": "/open", "upstream": "b"},
+            {"id": "counted", "path": "/counted", "upstream": "b",
+             "policies": ["cntkeys", "cntweb"]},
         ]
         cls.start_gateway(routes)
 
@@ -168,6 +172,32 @@ class PoliciesTest(PolicyCase):
         self.assertIsNone(r.header("Access-Control-Allow-Origin"))
         self.assertIsNone(r.header("Access-Control-Allow-Methods"))
         self.assertEqual(self.b.stats()["requests"], before)
+
+    def test_every_policy_counts_its_results(self):
+        """/metrics: switchyard_policy_requests_total{policy,type,result}, a
+        pass or the status a policy answered; a preflight answered before
+        the key is checked counts for cors alone."""
+        def counts():
+            _, m = parse_prometheus(metrics_text(self.gw))
+            return {(p, res): metric(m, "switchyard_policy_requests_total", policy=p,
+                                     type=t, result=res) or 0
+                    for p, t in (("cntkeys", "api_key"), ("cntweb", "cors"))
+                    for res in ("passed", "401", "204")}
+
+        before = counts()
+        origin = [("Origin", "https://app.example")]
+        for _ in range(2):
+            self.assertEqual(self.get("/counted", origin + [("X-API-Key", "d")]).status, 200)
+        for _ in range(3):
+            self.assertEqual(self.get("/counted", origin).status, 401)
+        r = self.get("/counted", origin + [("Access-Control-Request-Method", "GET")],
+                     method="OPTIONS")
+        self.assertEqual(r.status, 204, r)
+        after = counts()
+        self.assertEqual({k: after[k] - before[k] for k in after},
+                         {("cntkeys", "passed"): 2, ("cntkeys", "401"): 3,
+                          ("cntkeys", "204"): 0, ("cntweb", "passed"): 2,
+                          ("cntweb", "401"): 0, ("cntweb", "204"): 1})
 
     def test_preflight_before_auth(self):
         """A preflight never carries the key: cors answers it even when
