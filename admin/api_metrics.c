@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* admin/clock.h, through api_int.h */
 #include "admin/api_int.h"
 #include "admin/fleet_sync.h"
+#include "admin/http1/coding.h"
 #include "admin/jwks_remote.h"
 #include "admin/policy_types.h"
 
@@ -148,6 +149,40 @@ static void policy_results(struct evbuffer *b, const struct adm_snapshot *s)
                     "%llu\n",
                     p->name, adm_pol_kinds[p->type].name, adm_pol_result_names[i],
                     (unsigned long long)v[i]);
+    }
+}
+
+/* Per compress policy: the responses it encoded, by coding, and the body
+ * bytes it took in and gave out (their ratio: what it saves). */
+static void compress_metrics(struct evbuffer *b, const struct adm_snapshot *s)
+{
+    static const char *const m[][2] = {
+        {"responses_total", "Responses a compress policy encoded, by coding."},
+        {"in_bytes_total", "Body bytes a compress policy took in (from the upstream)."},
+        {"out_bytes_total", "Body bytes a compress policy gave out (encoded)."},
+    };
+
+    for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++) {
+        evbuffer_add_printf(
+            b, "# HELP switchyard_compress_%s %s\n# TYPE switchyard_compress_%s counter\n", m[i][0],
+            m[i][1], m[i][0]);
+        for (size_t j = 0; j < s->npolicies; j++) {
+            const struct adm_spolicy *p = s->policies[j];
+            uint64_t coded[4], in, out;
+            if (p->type != ADM_POL_COMPRESS)
+                continue;
+            adm_spolicy_coded(p, coded, &in, &out);
+            if (i == 0) {
+                for (int c = H1_CODING_GZIP; c <= H1_CODING_ZSTD; c++)
+                    evbuffer_add_printf(b,
+                                        "switchyard_compress_responses_total{policy=\"%s\","
+                                        "coding=\"%s\"} %llu\n",
+                                        p->name, h1_codings[c].name, (unsigned long long)coded[c]);
+            } else {
+                evbuffer_add_printf(b, "switchyard_compress_%s{policy=\"%s\"} %llu\n", m[i][0],
+                                    p->name, (unsigned long long)(i == 1 ? in : out));
+            }
+        }
     }
 }
 
@@ -393,6 +428,7 @@ void adm_api_metrics(struct adm_api *api, struct adm_req *req, const char *unuse
     policy_metrics(b, s);
     forward_auth_metrics(b, s);
     policy_results(b, s);
+    compress_metrics(b, s);
     adm_rjwks_metrics(b);
     health_metrics(api, b, s);
     adm_tls_metrics(b, s->cfg, &gs);

@@ -387,6 +387,18 @@ enum adm_pol_result adm_pol_result_of(int status)
     }
 }
 
+void adm_spolicy_coded(const struct adm_spolicy *sp, uint64_t coded[4], uint64_t *in, uint64_t *out)
+{
+    memset(coded, 0, 4 * sizeof(*coded));
+    *in = *out = 0;
+    for (unsigned w = 0; sp->ctr && w < sp->nworkers; w++) {
+        for (int i = 0; i < 4; i++)
+            coded[i] += atomic_load_explicit(&sp->ctr[w].coded[i], memory_order_relaxed);
+        *in += atomic_load_explicit(&sp->ctr[w].bytes_in, memory_order_relaxed);
+        *out += atomic_load_explicit(&sp->ctr[w].bytes_out, memory_order_relaxed);
+    }
+}
+
 void adm_spolicy_counts(const struct adm_spolicy *sp, uint64_t *v)
 {
     memset(v, 0, ADM_POLR_N * sizeof(*v));

@@ -108,6 +108,10 @@ enum adm_pol_result adm_pol_result_of(int status);
  * cache line of its own). */
 struct adm_pol_wctr {
     _Alignas(64) _Atomic uint64_t n[ADM_POLR_N];
+    /* a compress policy's: responses it encoded, by enum h1_coding
+     * (admin/http1/coding.h; [0] unused), and the body bytes it took in
+     * and gave out */
+    _Atomic uint64_t coded[4], bytes_in, bytes_out;
 };
 
 struct adm_spolicy {
@@ -125,6 +129,9 @@ struct adm_spolicy {
 
 /* The sums over the workers of <sp>'s counts, into v[ADM_POLR_N]. */
 void adm_spolicy_counts(const struct adm_spolicy *sp, uint64_t *v);
+/* The same of a compress policy's: coded[4], bytes in and out. */
+void adm_spolicy_coded(const struct adm_spolicy *sp, uint64_t coded[4], uint64_t *in,
+                       uint64_t *out);
 
 /* Whether configs <a> and <b> define the same policies (names, types and
  * identities, files included): an identical document pushed again is a

@@ -298,6 +298,11 @@ int gw_policy_body(struct gw_req *r, const char *in, size_t n, int last)
         r->codec->data_move(r, r->enc_out, len, NULL);
         r->bytes_out += len;
     }
+    if (p->ctr) {
+        struct adm_pol_wctr *k = &p->ctr[r->c->w->id];
+        gw_count(&k->bytes_in, n);
+        gw_count(&k->bytes_out, len);
+    }
     return 0;
 }
 

@@ -147,6 +147,8 @@ int gw_policy_body_begin(struct gw_req *r, int status, const struct h1_header *h
     }
     r->pol_body = (unsigned char)(i - 1);
     r->pol_val[i - 1] = 0; /* nothing in the encoder yet */
+    if (p->ctr)
+        gw_count(&p->ctr[r->c->w->id].coded[coding], 1);
     r->body_failed = 0;
     return 1;
 }

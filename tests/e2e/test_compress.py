@@ -23,10 +23,10 @@ import zlib
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "admin"))
 
-from adminlib import Admin, admin_port, wait_ready  # noqa: E402
+from adminlib import Admin, admin_port, metric, parse_prometheus, wait_ready  # noqa: E402
 from h2_backend import H2Backend  # noqa: E402
 from harness import (TIMEOUT, GatewayCase, HeadServer, free_port, gateway_config,  # noqa: E402
-                     main, pattern_bytes, upstream_cfg, wait_for)
+                     main, metrics_text, pattern_bytes, upstream_cfg, wait_for)
 
 MIN = 1024
 DECODE = {"gzip": ["gzip", "-dc"], "br": ["brotli", "-dc"], "zstd": ["zstd", "-dc"]}
@@ -204,6 +204,29 @@ class CompressTest(GatewayCase):
                             self.assertNotIn("transfer-encoding", h)
                         if name in ("large", "json"):
                             self.assertLess(len(got), len(body) // 2)
+
+    def test_metrics_count_what_was_encoded(self):
+        """/metrics: switchyard_compress_responses_total{policy,coding} and the
+        body bytes in and out; an answer left as it is counts in none."""
+        def counts():
+            _, m = parse_prometheus(metrics_text(self.gw))
+            return ([metric(m, "switchyard_compress_responses_total", policy="squeeze",
+                            coding=c) for c in ("gzip", "br", "zstd")],
+                    metric(m, "switchyard_compress_in_bytes_total", policy="squeeze"),
+                    metric(m, "switchyard_compress_out_bytes_total", policy="squeeze"))
+
+        (n0, in0, out0) = counts()
+        body = self.cases["json"][2]
+        for ae, proto in (("gzip", "1.1"), ("gzip", "2"), ("zstd", "1.1")):
+            status, h, got = self.curl("json", ae, proto)
+            self.assertEqual(h.get("content-encoding"), [ae])
+        self.curl("below", "gzip")  # under min_length: as it is
+        self.curl("json", None)  # no Accept-Encoding: as it is
+        (n1, in1, out1) = counts()
+        self.assertEqual([b - a for a, b in zip(n0, n1)], [2, 0, 1])
+        self.assertEqual(in1 - in0, 3 * len(body))
+        self.assertGreater(out1 - out0, 0)
+        self.assertLess(out1 - out0, (in1 - in0) // 2)
 
     def test_http2_upstream(self):
         # an h2c pool's answers (proxy_h2.c): with and without a length, slow
