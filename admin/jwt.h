@@ -200,7 +200,11 @@ void adm_jwt_cache_stats(const struct adm_jwt_cache *c, unsigned long long *hits
  * the same key set (the same set object, not an equal one: a replaced set
  * starts afresh) is not checked again. Everything else is, every time:
  * size, shape, header (alg against <opts>), claims (exp, nbf, iss, aud), so
- * a remembered token still expires at its exp. Only fully verified tokens
+ * a remembered token still expires at its exp. With <out> NULL (the
+ * claims are not wanted) a token that verified under the same key set and
+ * the same options (<opts>' strings by address: a policy's own) is
+ * checked against the clock alone, its exp and nbf as they were read then:
+ * the rest of its verdict cannot have changed. Only fully verified tokens
  * with an exp, and at most ADM_JWT_CACHE_TOKEN_MAX bytes long, are
  * remembered. */
 enum adm_jwt_result adm_jwt_verify_cached(struct adm_jwt_cache *cache, const struct adm_jwks *set,

@@ -21,6 +21,9 @@ struct cache_slot {
     uint64_t hash;
     uint64_t set_id; /* 0: empty (set ids start at 1) */
     size_t len;
+    /* the options it verified under, and what its claims' times said */
+    struct adm_jwt_opts opts;
+    struct jwt_cached_times times;
     char token[ADM_JWT_CACHE_TOKEN_MAX];
 };
 
@@ -73,27 +76,37 @@ static uint64_t token_hash(const struct adm_jwt_cache *c, const char *token, siz
     return h ^ h >> 29;
 }
 
-int jwt_cache_find(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
-                   size_t len)
+/* The slot holding <token> verified under <set>, or NULL. */
+static const struct cache_slot *lookup(const struct adm_jwt_cache *c, const struct adm_jwks *set,
+                                       const char *token, size_t len)
 {
     uint64_t h;
     const struct cache_slot *s;
 
-    if (len <= ADM_JWT_CACHE_TOKEN_MAX) {
-        h = token_hash(c, token, len);
-        s = &c->slots[h & c->mask];
-        if (s->hash == h && s->set_id == set->id && s->len == len &&
-            memcmp(s->token, token, len) == 0) {
-            c->hits++;
-            return 1;
-        }
+    if (len > ADM_JWT_CACHE_TOKEN_MAX)
+        return NULL;
+    h = token_hash(c, token, len);
+    s = &c->slots[h & c->mask];
+    return s->hash == h && s->set_id == set->id && s->len == len &&
+                   memcmp(s->token, token, len) == 0
+               ? s
+               : NULL;
+}
+
+int jwt_cache_find(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
+                   size_t len)
+{
+    if (lookup(c, set, token, len)) {
+        c->hits++;
+        return 1;
     }
     c->misses++;
     return 0;
 }
 
-void jwt_cache_put(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
-                   size_t len)
+void jwt_cache_put(struct adm_jwt_cache *c, const struct adm_jwks *set,
+                   const struct adm_jwt_opts *opts, const char *token, size_t len,
+                   const struct jwt_cached_times *t)
 {
     uint64_t h;
     struct cache_slot *s;
@@ -105,5 +118,27 @@ void jwt_cache_put(struct adm_jwt_cache *c, const struct adm_jwks *set, const ch
     s->hash = h;
     s->set_id = set->id;
     s->len = len;
+    s->opts = *opts;
+    s->times = *t;
     memcpy(s->token, token, len);
+}
+
+/* Whether options <a> and <b> are the same: the strings by address (a
+ * policy's own, which live as long as its caches). */
+static int same_opts(const struct adm_jwt_opts *a, const struct adm_jwt_opts *b)
+{
+    return a->issuer == b->issuer && a->audiences == b->audiences && a->naud == b->naud &&
+           a->algs == b->algs && a->leeway_s == b->leeway_s && a->require_exp == b->require_exp;
+}
+
+const struct jwt_cached_times *jwt_cache_times(struct adm_jwt_cache *c, const struct adm_jwks *set,
+                                               const struct adm_jwt_opts *opts, const char *token,
+                                               size_t len)
+{
+    const struct cache_slot *s = lookup(c, set, token, len);
+
+    if (!s || !same_opts(&s->opts, opts))
+        return NULL; /* the full path looks it up again, and counts the miss */
+    c->hits++;
+    return &s->times;
 }

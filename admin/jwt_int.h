@@ -74,8 +74,22 @@ int jwt_json_array_next(char *buf, const struct adm_jwt_member *a, size_t *pos, 
 /* Whether <token>[0..len) verified under <set> before (and counts it). */
 int jwt_cache_find(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
                    size_t len);
-/* Records that <token> verified under <set> (nothing when it is too long). */
-void jwt_cache_put(struct adm_jwt_cache *c, const struct adm_jwks *set, const char *token,
-                   size_t len);
+/* What a token's claims said when it verified, for a later hit under the
+ * same options: its times, the only claims whose verdict can change. */
+struct jwt_cached_times {
+    long long exp, nbf;
+    int has_nbf;
+};
+/* Records that <token> verified under <set> and <opts> with times <t>
+ * (nothing when it is too long). */
+void jwt_cache_put(struct adm_jwt_cache *c, const struct adm_jwks *set,
+                   const struct adm_jwt_opts *opts, const char *token, size_t len,
+                   const struct jwt_cached_times *t);
+/* The times of <token> when it verified under <set> and under options
+ * equal to <opts> (the same issuer, audiences and options), NULL when it
+ * did not (and counts it). */
+const struct jwt_cached_times *jwt_cache_times(struct adm_jwt_cache *c, const struct adm_jwks *set,
+                                               const struct adm_jwt_opts *opts, const char *token,
+                                               size_t len);
 
 #endif /* SY_ADMIN_JWT_INT_H */

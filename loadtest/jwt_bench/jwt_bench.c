@@ -13,7 +13,10 @@
  *
  * Keys and tokens are made by the openssl CLI (tests/admin/jwt_keys.h), the
  * claims a typical access token's. "cache hit" is adm_jwt_verify_cached
- * finding the token (everything but the signature still checked); "claims
+ * finding the token (everything but the signature still checked); "no
+ * claims back" is the same asked as the jwt policy asks it (no claims
+ * wanted: a token remembered under the same options is checked against
+ * the clock only); "claims
  * only" is the verification without the signature (against an empty set:
  * it stops at "no key"), the part a cache cannot save.
  */
@@ -108,12 +111,16 @@ static struct adm_jwt_cache *cache;
 
 /* ---- runs ---- */
 
-enum what { VERIFY, CACHE_HIT, CLAIMS_ONLY };
+enum what { VERIFY, CACHE_HIT, CACHE_CLOCK, CLAIMS_ONLY };
 
 static int one(const struct adm_jwks *set, const char *tok, size_t len, enum what w)
 {
     if (w == CACHE_HIT)
         return adm_jwt_verify_cached(cache, set, &opts, tok, len, NOW, &claims, NULL) == ADM_JWT_OK
+                   ? 0
+                   : -1;
+    if (w == CACHE_CLOCK) /* what the jwt policy asks: no claims back */
+        return adm_jwt_verify_cached(cache, set, &opts, tok, len, NOW, NULL, NULL) == ADM_JWT_OK
                    ? 0
                    : -1;
     if (w == CLAIMS_ONLY) {
@@ -192,7 +199,10 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < NALGS; i++) {
             size_t len = strlen(toks[i]);
             const char *what = strchr(only, ':');
-            enum what w = !what ? VERIFY : strcmp(what, ":cache") == 0 ? CACHE_HIT : CLAIMS_ONLY;
+            enum what w = !what                               ? VERIFY
+                          : strcmp(what, ":cache") == 0       ? CACHE_HIT
+                          : strcmp(what, ":cache-clock") == 0 ? CACHE_CLOCK
+                                                              : CLAIMS_ONLY;
 
             if (strncmp(only, algs[i].alg, what ? (size_t)(what - only) : strlen(only)) != 0)
                 continue;
@@ -211,6 +221,7 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < NALGS; i++)
             row(algs[i].alg, set, toks[i], VERIFY, runs);
         row("cache hit (RS256 token)", set, toks[0], CACHE_HIT, runs);
+        row("cache hit, no claims back (RS256 token)", set, toks[0], CACHE_CLOCK, runs);
         row("claims only (no signature)", empty, toks[0], CLAIMS_ONLY, runs);
     }
     for (size_t i = 0; i < NALGS; i++)

@@ -756,6 +756,36 @@ START_TEST(cache_remembers_signatures)
         ck_assert_uint_eq(h2, hits);
         ck_assert_uint_eq(m2 - misses, 2);
     }
+    /* without claims wanted: a token remembered under these very options
+     * is checked against the clock only, and answers as the full path */
+#define FAST(set_, opts_, tok_, now_)                                                              \
+    adm_jwt_verify_cached(c, set_, opts_, tok_, strlen(tok_), now_, NULL, NULL)
+    ck_assert_int_eq(FAST(set, &opts, tok, NOW), ADM_JWT_OK);
+    adm_jwt_cache_stats(c, &hits, &misses);
+    ck_assert_int_eq(FAST(set, &opts, tok, NOW), ADM_JWT_OK);
+    {
+        unsigned long long h2, m2;
+        adm_jwt_cache_stats(c, &h2, &m2);
+        ck_assert_uint_eq(h2 - hits, 1); /* one lookup: the clock-only one */
+        ck_assert_uint_eq(m2, misses);
+    }
+    ck_assert_int_eq(FAST(set, &opts, tok, NOW + 131), ADM_JWT_EXPIRED);
+    ck_assert_int_eq(FAST(set, &opts, tok, NOW), ADM_JWT_OK);
+    strict = opts;
+    strict.issuer = "https://other.example";
+    ck_assert_int_eq(FAST(set, &strict, tok, NOW), ADM_JWT_BAD_ISSUER);
+    strict = opts;
+    strict.algs = ADM_JWT_RS256;
+    ck_assert_int_eq(FAST(set, &strict, tok, NOW), ADM_JWT_ALG_REFUSED);
+    strict = opts;
+    strict.naud = 0;
+    ck_assert_int_eq(FAST(set, &strict, tok, NOW), ADM_JWT_OK); /* remembered anew */
+    ck_assert_int_eq(FAST(set, &opts, tok, NOW), ADM_JWT_OK);
+    ck_assert_int_eq(FAST(set, &opts, forged, NOW), ADM_JWT_BAD_SIGNATURE);
+    ck_assert_int_eq(FAST(other, &opts, tok, NOW), ADM_JWT_OK);
+    ck_assert_int_eq(FAST(set, &opts, noexp, NOW), ADM_JWT_OK);
+    ck_assert_int_eq(FAST(set, &opts, noexp, NOW), ADM_JWT_OK);
+#undef FAST
 #undef CACHED
     free(tok);
     free(noexp);
