@@ -30,22 +30,32 @@ static int write_all(int fd, const char *p, size_t n)
 int adm_file_replace(const char *path, const char *p, size_t n)
 {
     size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    int fd, e;
+    char *tmp = malloc(plen + 12), *dir, *slash;
+    int fd, e, dfd;
 
     if (!tmp) {
         errno = ENOMEM;
         return -1;
     }
+    /* a name of its own: an upgrade's two processes may write at once */
     memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0) {
+    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+    if ((fd = mkstemp(tmp)) < 0) { /* 0600 */
         free(tmp);
         return -1;
     }
     if (write_all(fd, p, n) == 0 && fsync(fd) == 0 && close(fd) == 0) {
         fd = -1;
         if (rename(tmp, path) == 0) {
+            /* the rename itself made durable, as config.json's */
+            if ((dir = strdup(path)) && (slash = strrchr(dir, '/'))) {
+                *slash = '\0';
+                if ((dfd = open(*dir ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) >= 0) {
+                    fsync(dfd);
+                    close(dfd);
+                }
+            }
+            free(dir);
             free(tmp);
             return 0;
         }

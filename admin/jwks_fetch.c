@@ -190,13 +190,13 @@ const char *adm_jwks_fetch_doc(const struct adm_jwks_fetch *f, size_t *len)
     return f->set ? f->doc : NULL;
 }
 
-int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, char *err,
-                        size_t cap)
+int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, int replace,
+                        char *err, size_t cap)
 {
     unsigned char digest[32];
     struct adm_jwks *set;
 
-    if (f->set)
+    if (f->set && !replace)
         return 0;
     if (len > f->conf.max_bytes) {
         snprintf(err, cap, "a document of %zu bytes, over the bound", len);
@@ -206,6 +206,8 @@ int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, c
         snprintf(err, cap, "out of memory");
         return -1;
     }
+    if (f->set && f->have_digest && memcmp(digest, f->digest, sizeof(digest)) == 0)
+        return 0; /* the same document */
     if (!(set = adm_jwks_parse(doc, len, err, cap)))
         return -1;
     keep(f, set, digest, doc, len);

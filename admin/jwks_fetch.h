@@ -65,12 +65,13 @@ struct adm_jwks *adm_jwks_fetch_current(const struct adm_jwks_fetch *f);
 /* The document of the last good set (borrowed, <*len> bytes), or NULL:
  * what an upgrade carries to the new process. */
 const char *adm_jwks_fetch_doc(const struct adm_jwks_fetch *f, size_t *len);
-/* Takes <doc> (a JWKS another process fetched from the same URL) as the
- * last good set when there is none yet: 1; 0 when there is one; -1 with
- * the reason in <err> when it does not parse. Fetching goes on as
- * before: a fetch that brings the same bytes publishes nothing. */
-int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, char *err,
-                        size_t cap);
+/* Takes <doc> (a JWKS saved, or fetched from the same URL by another
+ * process) as the last good set when there is none yet, or with <replace>
+ * when it is another document: 1; 0 when nothing changed; -1 with the
+ * reason in <err> when it does not parse. Fetching goes on as before: a
+ * fetch that brings the same bytes publishes nothing. */
+int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, int replace,
+                        char *err, size_t cap);
 
 /* New <refresh_ms> and <timeout_ms> (0: the defaults) for the fetches to
  * come. A shorter refresh takes effect at once when the last fetch was

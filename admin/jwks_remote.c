@@ -60,6 +60,8 @@ struct fetcher {
     double last_ok_ms; /* adm_now_ms() of the last good fetch */
     double early_ms;   /* of the last early fetch; 0: none */
     int failing;       /* in a streak of failures: logged at its start */
+    int save_owed;     /* a set to save once the process serves */
+    int save_failing;  /* saves failing: logged at the streak's start */
     struct fetcher *next;
 };
 
@@ -168,16 +170,25 @@ static const char *state_dir(void)
     return R.hooks.state_dir ? R.hooks.state_dir(R.hooks.arg) : NULL;
 }
 
-/* <fe>'s new set into the state directory, for the next start. */
+/* <fe>'s new set into the state directory, for the next start: now if the
+ * process serves, else once it does (adm_rjwks_serving). */
 static void save(struct fetcher *fe)
 {
     char why[512];
     size_t len;
     const char *doc = adm_jwks_fetch_doc(fe->f, &len);
 
-    if (doc && adm_jwks_save(state_dir(), fe->key, fe->url, doc, len, why, sizeof(why)) < 0)
+    fe->save_owed = !R.serving;
+    if (!doc || fe->save_owed)
+        return;
+    if (adm_jwks_save(state_dir(), fe->key, fe->url, doc, len, why, sizeof(why)) == 0) {
+        fe->save_failing = 0;
+        return;
+    }
+    if (!fe->save_failing) /* once a streak */
         say(1, "jwks_url %s: %s; a restart while it does not answer has no keys from it", fe->url,
             why);
+    fe->save_failing = 1;
 }
 
 static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
@@ -207,7 +218,7 @@ static void on_fetch(void *arg, struct adm_jwks *set, const char *err)
             adm_jwks_count(set) == 1 ? "" : "s");
         publish(fe, set);
         save(fe);
-    } else if (adm_jwks_save_touch(state_dir(), fe->key) < 0) {
+    } else if (R.serving && adm_jwks_save_touch(state_dir(), fe->key) < 0) {
         save(fe);
     }
 }
@@ -274,7 +285,12 @@ static void take_saved(struct fetcher *fe)
     size_t len = 0;
     char *doc = adm_jwks_saved(state_dir(), fe->key, &len, &age_s, why, sizeof(why));
 
-    if (doc && adm_jwks_fetch_seed(fe->f, doc, len, why, sizeof(why)) > 0) {
+    if (doc && age_s > ADM_JWKS_SAVED_MAX_AGE_S) {
+        say(1,
+            "jwks_url %s: the key set saved %.0f days ago is too old to use: tokens it would "
+            "verify get 503 until a fetch",
+            fe->url, age_s / 86400);
+    } else if (doc && adm_jwks_fetch_seed(fe->f, doc, len, 0, why, sizeof(why)) > 0) {
         size_t n = adm_jwks_count(adm_jwks_fetch_current(fe->f));
         fe->last_ok_ms = adm_now_ms() - 1000.0 * age_s;
         say(0, "jwks_url %s: the key set saved %.0f s ago, of %zu key%s, until a fetch", fe->url,
@@ -476,7 +492,23 @@ static void detach(struct adm_jwt_state *s)
 
 void adm_rjwks_serving(int on)
 {
+    const char **keys;
+    size_t n = 0;
+
     R.serving = on;
+    if (!on)
+        return;
+    for (struct fetcher *fe = R.fetchers; fe; fe = fe->next, n++)
+        if (fe->save_owed)
+            save(fe);
+    /* what an earlier run saved for URLs this config does not name */
+    if ((keys = malloc((n ? n : 1) * sizeof(*keys)))) {
+        n = 0;
+        for (struct fetcher *fe = R.fetchers; fe; fe = fe->next)
+            keys[n++] = fe->key;
+        adm_jwks_save_prune(state_dir(), keys, n);
+        free(keys);
+    }
 }
 
 json_t *adm_rjwks_export(void)
@@ -507,7 +539,9 @@ void adm_rjwks_import(const json_t *carried)
 
         if (!json_is_string(doc))
             continue;
-        r = adm_jwks_fetch_seed(fe->f, json_string_value(doc), json_string_length(doc), why,
+        /* the running process's set in use: newer than any it saved, or
+         * the same (a save that failed leaves an older file) */
+        r = adm_jwks_fetch_seed(fe->f, json_string_value(doc), json_string_length(doc), 1, why,
                                 sizeof(why));
         if (r < 0) {
             say(1, "jwks_url %s: the running process's key set was not taken: %s", fe->url, why);
@@ -520,7 +554,7 @@ void adm_rjwks_import(const json_t *carried)
             adm_jwks_count(adm_jwks_fetch_current(fe->f)),
             adm_jwks_count(adm_jwks_fetch_current(fe->f)) == 1 ? "" : "s");
         publish(fe, adm_jwks_fetch_current(fe->f));
-        save(fe); /* the old process's file may be what was missing */
+        save(fe); /* owed: written once this process serves */
     }
 }
 

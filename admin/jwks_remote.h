@@ -63,8 +63,11 @@ int adm_rjwks_start(struct event_base *base, struct adm_swap *sw,
 void adm_rjwks_stop(void);
 
 /* Whether the process serves (between its start and its exit): only then
- * does a URL no policy names any more lose its saved set. A start that
- * fails, and the exit's freeing of every snapshot, keep them. */
+ * is the state directory written (a set saved, or a URL no policy names
+ * any more losing its saved set); a start that fails writes nothing, and
+ * the exit's freeing of every snapshot keeps them. Serving begins by
+ * writing the sets owed (an upgrade's carried ones) and removing those an
+ * earlier run saved for URLs no live policy names. */
 void adm_rjwks_serving(int on);
 
 /* An upgrade (gateway/upgrade.h) carries each fetcher's last good set,

@@ -6,6 +6,7 @@
 
 #include "admin/jwks_save.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h> /* AT_FDCWD */
 #include <stdio.h>
@@ -109,7 +110,7 @@ int adm_jwks_save_touch(const char *dir, const char *fetch_key)
 
     if (!dir || file_name(dir, fetch_key, "", path, sizeof(path)) < 0)
         return 0;
-    return utimensat(AT_FDCWD, path, NULL, 0) < 0 && errno == ENOENT ? -1 : 0;
+    return utimensat(AT_FDCWD, path, NULL, 0) < 0 ? -1 : 0; /* gone, or not ours: rewrite */
 }
 
 void adm_jwks_save_forget(const char *dir, const char *fetch_key)
@@ -118,4 +119,34 @@ void adm_jwks_save_forget(const char *dir, const char *fetch_key)
 
     if (dir && file_name(dir, fetch_key, "", path, sizeof(path)) == 0)
         unlink(path);
+}
+
+void adm_jwks_save_prune(const char *dir, const char *const *keys, size_t n)
+{
+    char(*keep)[32] = n ? calloc(n, sizeof(*keep)) : NULL, path[4096];
+    struct dirent *e;
+    DIR *d;
+
+    if (!dir || (n && !keep) || !(d = opendir(dir))) {
+        free(keep);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *slash;
+        if (file_name("", keys[i], "", path, sizeof(path)) == 0 && (slash = strrchr(path, '/')))
+            snprintf(keep[i], sizeof(keep[i]), "%s", slash + 1);
+    }
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        int kept = 0;
+        if (strncmp(e->d_name, "jwks-", 5) != 0 || len != 5 + 16 + 5 ||
+            strcmp(e->d_name + len - 5, ".json") != 0)
+            continue;
+        for (size_t i = 0; i < n && !kept; i++)
+            kept = strcmp(e->d_name, keep[i]) == 0;
+        if (!kept && snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+            unlink(path);
+    }
+    closedir(d);
+    free(keep);
 }

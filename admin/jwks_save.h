@@ -7,6 +7,8 @@
  * One file per fetcher, <dir>/jwks-<16 hex digits of SHA-256(fetch
  * key)>.json: {"fetch_key", "url", "doc"}, written whole, 0600, renamed
  * into place, its mtime the last good fetch (a confirmation touches it).
+ * Written only while the process serves (jwks_remote.h), never by a
+ * start that may yet fail.
  * Admin thread only; blocking file I/O of at most a JWKS's 1 MiB, once a
  * set changes (jwks_refresh_s at most).
  */
@@ -29,5 +31,13 @@ int adm_jwks_save(const char *dir, const char *fetch_key, const char *url, const
 int adm_jwks_save_touch(const char *dir, const char *fetch_key);
 /* No policy names <fetch_key> any more. */
 void adm_jwks_save_forget(const char *dir, const char *fetch_key);
+/* Removes every saved set of <dir> but those of <keys>[0..n): what an
+ * earlier run saved for URLs this one does not name. */
+void adm_jwks_save_prune(const char *dir, const char *const *keys, size_t n);
+
+/* A saved set older than this is not used (a set that old, while its
+ * server never answered since, may hold keys the issuer revoked); a
+ * running process's own set is kept whatever its age, as in memory. */
+#define ADM_JWKS_SAVED_MAX_AGE_S (7 * 86400)
 
 #endif /* SY_ADMIN_JWKS_SAVE_H */

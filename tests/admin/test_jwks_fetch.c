@@ -216,11 +216,12 @@ START_TEST(seeded_from_a_carried_document)
     ck_assert_uint_eq(len, strlen("{\"keys\": [" KEY_A ", " KEY_B "]}"));
 
     g = fetcher(&s, ctx, "/seed.json", 2000, 0);
-    ck_assert_int_eq(adm_jwks_fetch_seed(g, "{\"keys\": [", 11, err, sizeof(err)), -1);
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, "{\"keys\": [", 11, 0, err, sizeof(err)), -1);
     ck_assert_ptr_null(adm_jwks_fetch_current(g));
-    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, err, sizeof(err)), 1);
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, 0, err, sizeof(err)), 1);
     ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(g)), 2);
-    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, err, sizeof(err)), 0);
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, 0, err, sizeof(err)), 0);
+    ck_assert_int_eq(adm_jwks_fetch_seed(g, doc, len, 1, err, sizeof(err)), 0);
     adm_jwks_fetch_free(f);
     s.sets = s.same = 0;
     for (int i = 0; i < 100 && !s.same && !s.sets && !s.errors; i++)
@@ -228,6 +229,14 @@ START_TEST(seeded_from_a_carried_document)
     ck_assert_int_eq(s.sets, 0);
     ck_assert_int_eq(s.errors, 0);
     ck_assert_int_eq(s.same, 1);
+    /* another document replaces the set only when asked to */
+    {
+        const char *one = "{\"keys\": [" KEY_A "]}";
+        ck_assert_int_eq(adm_jwks_fetch_seed(g, one, strlen(one), 0, err, sizeof(err)), 0);
+        ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(g)), 2);
+        ck_assert_int_eq(adm_jwks_fetch_seed(g, one, strlen(one), 1, err, sizeof(err)), 1);
+        ck_assert_uint_eq(adm_jwks_count(adm_jwks_fetch_current(g)), 1);
+    }
     adm_jwks_fetch_free(g);
 
     SSL_CTX_free(ctx);

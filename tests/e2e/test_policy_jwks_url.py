@@ -223,19 +223,32 @@ class JwksUrlTest(PolicyCase):
                               % re.escape(url), metrics_text(new), re.M).group(1))
         self.assertTrue(0 <= age < 60, age)
         self.assertEqual(len(saved()), 1)  # and saved again
-        # a stop keeps it; a plain start while the server is down uses it
+        # a stop keeps it; a plain start while the server is down uses it,
+        # and removes what an earlier run saved for a URL it does not name
         self.assertEqual(new.stop(), 0, new.log())
         self.assertEqual(len(saved()), 1)
+        kept = saved()[0]
+        orphan = os.path.join(state, "jwks-0123456789abcdef.json")
+        with open(orphan, "w") as f:
+            f.write('{"fetch_key": "https://gone.example/j system", "doc": "{}"}')
         again = started("jwks-again")
         for _ in range(4):
             self.assertEqual(status(again), 200, again.log())
         self.assertRegex(again.log(), r"the key set saved [0-9]+ s ago, of [0-9]+ keys?, until")
+        self.assertEqual(saved(), [kept])
+        # a saved set over a week old is not used
+        self.assertEqual(again.stop(), 0, again.log())
+        week = time.time() - 8 * 86400
+        os.utime(os.path.join(state, kept), (week, week))
+        stale = started("jwks-stale")
+        self.assertEqual(status(stale), 503, stale.log())
+        self.assertIn("the key set saved 8 days ago is too old to use", stale.log())
         # a push that drops the URL drops its saved set
         api = Admin(admin_port(cfg))
         r = api.put("/config", dict(cfg, routes=[], policies={}))
         self.assertEqual(r.status, 200, r)
         wait_for(lambda: not saved(), what="the saved set dropped")
-        self.assertEqual(again.stop(), 0, again.log())
+        self.assertEqual(stale.stop(), 0, stale.log())
 
     def test_a_rotation_refuses_the_old_key_even_cached(self):
         for _ in range(3):  # the later ones from the workers' caches
