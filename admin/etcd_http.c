@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -24,6 +25,8 @@
 
 /* The most bytes of a response head. */
 #define HEAD_MAX 16384
+/* The least time an address is given before the next one is tried. */
+#define NEXT_MIN_MS 250
 
 enum phase { PH_DIAL, PH_HEAD, PH_BODY };
 
@@ -47,7 +50,10 @@ struct etcd_http {
     struct lookup *lookup;      /* the host name's, under way; or NULL */
     struct evutil_addrinfo *ai; /* the addresses, once known */
     struct evutil_addrinfo *at; /* the one being tried */
-    char first_err[300];        /* why the first address failed */
+    char first_err[400];        /* why the first address failed, named */
+    struct event *next_timer;   /* an address's share of the dial timeout */
+    double dial_end_ms;         /* when the dial timeout ends (monotonic) */
+    unsigned failed;            /* addresses that failed */
     struct h1_resp *resp;
     struct evbuffer *buf; /* a unary body, or a stream's partial line */
     enum phase phase;
@@ -137,6 +143,8 @@ static void http_free(struct etcd_http *h)
         event_free(h->timer);
     if (h->kick)
         event_free(h->kick);
+    if (h->next_timer)
+        event_free(h->next_timer);
     if (h->req)
         evbuffer_free(h->req);
     if (h->buf)
@@ -309,6 +317,61 @@ static void bev_error(struct bufferevent *bev, char *out, size_t cap)
 
 static int dial_next(struct etcd_http *h);
 
+static double mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
+
+/* "127.0.0.1:2379" or "[::1]:2379": the address <ai> names. */
+static void addr_text(const struct evutil_addrinfo *ai, char *out, size_t cap)
+{
+    char ip[64] = "?";
+    unsigned port = 0;
+
+    if (ai->ai_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ai->ai_addr;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+        port = ntohs(a->sin6_port);
+        snprintf(out, cap, "[%s]:%u", ip, port);
+        return;
+    }
+    if (ai->ai_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ai->ai_addr;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+        port = ntohs(a->sin_port);
+    }
+    snprintf(out, cap, "%s:%u", ip, port);
+}
+
+/* The address being tried failed for <why>: noted (the first one's
+ * reason is what the request's error says), and the next one tried. */
+static void next_address(struct etcd_http *h, const char *why)
+{
+    char at[80];
+
+    if (!h->first_err[0]) {
+        addr_text(h->at, at, sizeof(at));
+        snprintf(h->first_err, sizeof(h->first_err), "%s: %s", at, why);
+    }
+    h->failed++;
+    event_del(h->next_timer);
+    bufferevent_free(h->bev);
+    h->bev = NULL;
+    h->at = h->at->ai_next;
+    dial_next(h);
+}
+
+/* An address had its share of the dial timeout: the next one's turn. */
+static void on_next_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    next_address(arg, "timed out connecting");
+}
+
 static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     struct etcd_http *h = arg;
@@ -320,15 +383,11 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
             snprintf(msg, sizeof(msg), "connection closed early");
         else
             bev_error(bev, msg, sizeof(msg));
-        if (!h->first_err[0])
-            snprintf(h->first_err, sizeof(h->first_err), "%s", msg);
-        bufferevent_free(h->bev);
-        h->bev = NULL;
-        h->at = h->at->ai_next;
-        dial_next(h);
+        next_address(h, msg);
         return;
     }
     if (what & BEV_EVENT_CONNECTED) {
+        event_del(h->next_timer);
         struct timeval tv = {h->request_ms / 1000, (h->request_ms % 1000) * 1000};
         h->phase = PH_HEAD;
         event_add(h->timer, &tv);
@@ -350,9 +409,22 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct etcd_http *h = arg;
 
+    char msg[600], at[80];
+
     (void)fd;
     (void)what;
-    http_fail(h, h->phase == PH_DIAL ? "timed out connecting" : "timed out waiting for the answer");
+    if (h->phase != PH_DIAL) {
+        http_fail(h, "timed out waiting for the answer");
+        return;
+    }
+    if (!h->at) { /* still looking the name up */
+        snprintf(msg, sizeof(msg), "timed out resolving %s", h->ep->host);
+    } else {
+        addr_text(h->at, at, sizeof(at));
+        snprintf(msg, sizeof(msg), "timed out connecting to %s%s%s%s", at,
+                 h->first_err[0] ? " (before it, " : "", h->first_err, h->first_err[0] ? ")" : "");
+    }
+    http_fail(h, msg);
 }
 
 /* A TLS session for <ep> that checks the server's name (or IP). */
@@ -381,7 +453,7 @@ static int dial_next(struct etcd_http *h)
 {
     /* deferred callbacks: none runs inside bufferevent_socket_connect() */
     const int opts = BEV_OPT_CLOSE_ON_FREE | BEV_OPT_DEFER_CALLBACKS;
-    char msg[300];
+    char msg[600], err[256];
 
     for (; h->at; h->at = h->at->ai_next) {
         struct evbuffer *out;
@@ -406,11 +478,28 @@ static int dial_next(struct etcd_http *h)
         if (evbuffer_add(out, evbuffer_pullup(h->req, -1), evbuffer_get_length(h->req)) < 0 ||
             bufferevent_enable(h->bev, EV_READ | EV_WRITE) < 0)
             break;
-        if (bufferevent_socket_connect(h->bev, h->at->ai_addr, (int)h->at->ai_addrlen) == 0)
+        if (bufferevent_socket_connect(h->bev, h->at->ai_addr, (int)h->at->ai_addrlen) == 0) {
+            /* with addresses after it, this one gets an equal share of the
+             * time left (at least NEXT_MIN_MS): one that drops the SYN
+             * must not spend the others' time */
+            unsigned left = 0;
+            for (const struct evutil_addrinfo *a = h->at; a; a = a->ai_next)
+                left++;
+            if (left > 1) {
+                double share = (h->dial_end_ms - mono_ms()) / left;
+                unsigned ms = share < NEXT_MIN_MS ? NEXT_MIN_MS : (unsigned)share;
+                struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+                event_add(h->next_timer, &tv);
+            }
             return 0;
-        bev_error(h->bev, msg, sizeof(msg));
-        if (!h->first_err[0])
-            snprintf(h->first_err, sizeof(h->first_err), "%s", msg);
+        }
+        bev_error(h->bev, err, sizeof(err));
+        if (!h->first_err[0]) {
+            char at[80];
+            addr_text(h->at, at, sizeof(at));
+            snprintf(h->first_err, sizeof(h->first_err), "%s: %s", at, err);
+        }
+        h->failed++;
         bufferevent_free(h->bev);
         h->bev = NULL;
     }
@@ -418,7 +507,13 @@ static int dial_next(struct etcd_http *h)
         http_fail(h, "out of memory");
         return -1;
     }
-    http_fail(h, h->first_err[0] ? h->first_err : "no address to connect to");
+    if (h->failed > 1) {
+        snprintf(msg, sizeof(msg), "%s (and %u more address%s)", h->first_err, h->failed - 1,
+                 h->failed == 2 ? "" : "es");
+        http_fail(h, msg);
+    } else {
+        http_fail(h, h->first_err[0] ? h->first_err : "no address to connect to");
+    }
     return -1;
 }
 
@@ -457,7 +552,9 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
     hints.ai_protocol = IPPROTO_TCP;
     hints.ai_flags = EVUTIL_AI_NUMERICSERV;
     snprintf(port, sizeof(port), "%u", h->ep->port);
-    if (l) { /* the lookup's answer */
+    if (l && !l->done)
+        return; /* not answered yet: nothing else activates the kick */
+    if (l) {    /* the lookup's answer */
         h->lookup = NULL;
         rc = l->result;
         res = l->res;
@@ -521,8 +618,10 @@ struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size
 
     if (!h || !(h->resp = malloc(sizeof(*h->resp))) || !(h->buf = evbuffer_new()) ||
         !(h->req = evbuffer_new()) || !(h->timer = evtimer_new(r->base, on_timer, h)) ||
-        !(h->kick = evtimer_new(r->base, on_kick, h)))
+        !(h->kick = evtimer_new(r->base, on_kick, h)) ||
+        !(h->next_timer = evtimer_new(r->base, on_next_timer, h)))
         goto fail_oom;
+    h->dial_end_ms = mono_ms() + r->dial_ms;
     h1_resp_init(h->resp);
     h->ep = r->ep;
     h->base = r->base;
