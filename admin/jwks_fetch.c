@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <event2/event.h>
 #include <openssl/evp.h>
@@ -37,13 +38,23 @@ struct adm_jwks_fetch {
     unsigned char digest[32];
     int have_digest;
     unsigned wait_ms; /* the next wait after a failure */
+    double due_at_ms; /* when the timer fires (monotonic), while pending */
     int failing;      /* the last fetch failed */
 };
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
+}
 
 static void schedule(struct adm_jwks_fetch *f, unsigned ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 
+    f->due_at_ms = mono_ms() + ms;
     event_add(f->timer, &tv);
 }
 
@@ -217,13 +228,11 @@ int adm_jwks_fetch_seed(struct adm_jwks_fetch *f, const char *doc, size_t len, i
 /* Milliseconds until the pending fetch (UINT_MAX: none is). */
 static unsigned due_ms(const struct adm_jwks_fetch *f)
 {
-    struct timeval at, now;
     double ms;
 
-    if (!event_pending(f->timer, EV_TIMEOUT, &at))
+    if (!event_pending(f->timer, EV_TIMEOUT, NULL))
         return UINT_MAX;
-    evutil_gettimeofday(&now, NULL);
-    ms = (double)(at.tv_sec - now.tv_sec) * 1000.0 + (double)(at.tv_usec - now.tv_usec) / 1000.0;
+    ms = f->due_at_ms - mono_ms(); /* schedule()'s own note: no wall clock */
     return ms <= 0 ? 0 : ms >= UINT_MAX ? UINT_MAX : (unsigned)ms;
 }
 

@@ -515,12 +515,21 @@ json_t *adm_rjwks_export(void)
 {
     json_t *o = json_object();
     const char *doc;
-    size_t len;
+    size_t len, total = 0;
 
     for (const struct fetcher *fe = R.fetchers; o && fe; fe = fe->next) {
         json_t *d;
-        if (!(doc = adm_jwks_fetch_doc(fe->f, &len)) || !(d = json_stringn(doc, len)))
-            continue; /* none yet; or not UTF-8: the new process fetches it */
+        if (!(doc = adm_jwks_fetch_doc(fe->f, &len)))
+            continue;                               /* none yet */
+        if ((total += len) > ADM_RJWKS_CARRY_MAX) { /* the hand-over's frame has a bound */
+            say(1,
+                "jwks_url %s: not carried by the upgrade (over %d MiB of key sets): the new "
+                "process takes its saved set or fetches it",
+                fe->url, ADM_RJWKS_CARRY_MAX >> 20);
+            continue;
+        }
+        if (!(d = json_stringn(doc, len)))
+            continue; /* not UTF-8: the new process fetches it */
         json_object_set_new(
             o, fe->key,
             json_pack("{s:o,s:f}", "doc", d, "age_s", (adm_now_ms() - fe->last_ok_ms) / 1000.0));

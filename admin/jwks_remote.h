@@ -77,6 +77,9 @@ void adm_rjwks_serving(int on);
  * snapshot made its fetchers, imports those its fetchers have no set for
  * yet and publishes them. Fetching goes on as ever. */
 json_t *adm_rjwks_export(void);
+/* The most bytes of documents an upgrade carries (the frame's bound is
+ * 64 MiB): those past it are left to the new process. */
+#define ADM_RJWKS_CARRY_MAX (16 << 20)
 void adm_rjwks_import(const json_t *carried);
 
 /* The /metrics lines: per fetcher, fetches by result, keys, the age of

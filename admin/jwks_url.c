@@ -8,7 +8,7 @@
 
 #include "admin/jwks_fetch.h"
 
-#include <ctype.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,12 +38,30 @@ int adm_jwks_url_split(const char *url, struct etcd_ep *ep, char **path, char *e
         snprintf(err, cap, "\"%s\": expected https://host[:port]/path", url);
         return -1;
     }
-    /* the host goes into the Host field and the TLS name as it is */
-    for (pe = hs; pe < he; pe++) {
-        unsigned char c = (unsigned char)*pe;
-        if (!(isalnum(c) || c == '-' || c == '.' || c == '_' || (*p == '[' && c == ':'))) {
-            snprintf(err, cap, "\"%s\": a host name may hold letters, digits, '-', '.' and '_'",
-                     url);
+    /* the host goes into the Host field and the TLS name as it is: ASCII
+     * letters, digits, '-', '.', '_', no final dot (RFC 6066 3); between
+     * brackets, an IPv6 address */
+    if (*p == '[') {
+        char lit[INET6_ADDRSTRLEN];
+        unsigned char a[16];
+        size_t n = (size_t)(he - hs);
+        if (n >= sizeof(lit) ||
+            (memcpy(lit, hs, n), lit[n] = '\0', inet_pton(AF_INET6, lit, a)) != 1) {
+            snprintf(err, cap, "\"%s\": between brackets, an IPv6 address", url);
+            return -1;
+        }
+    } else {
+        for (pe = hs; pe < he; pe++) {
+            char c = *pe;
+            if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '-' || c == '.' || c == '_')) {
+                snprintf(err, cap, "\"%s\": a host name may hold letters, digits, '-', '.' and '_'",
+                         url);
+                return -1;
+            }
+        }
+        if (he[-1] == '.') {
+            snprintf(err, cap, "\"%s\": a host name without its final dot", url);
             return -1;
         }
     }

@@ -176,7 +176,7 @@ struct gw_worker {
     struct gw_lchange *lq;
     int notify_fd[2];
     struct event *notify_ev;
-    struct event *tick_ev;  /* once a second: Date, idle upstream connections */
+    struct event *tick_ev;  /* once a second: idle upstream connections */
     struct event *sweep_ev; /* every GW_SWEEP_MS: connection timeouts, access-log flush */
     char date[48];          /* "Date: ...\r\n" */
     size_t date_len;

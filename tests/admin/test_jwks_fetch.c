@@ -244,6 +244,36 @@ START_TEST(seeded_from_a_carried_document)
 }
 END_TEST
 
+/* A shorter refresh asked of a fetcher before its first fetch (a second
+ * policy sharing the URL) does not put that fetch off: it still comes at
+ * once, not a refresh later. */
+START_TEST(a_shorter_refresh_keeps_the_first_fetch)
+{
+    struct seen s = {.base = event_base_new()};
+    SSL_CTX *ctx = client_ctx(1);
+    struct adm_jwks_fetch *f;
+    char url[256], err[256];
+    struct adm_jwks_fetch_conf c = {.base = s.base,
+                                    .ssl_ctx = ctx,
+                                    .url = url,
+                                    .refresh_ms = 60000,
+                                    .timeout_ms = 5000,
+                                    .cb = on_fetch,
+                                    .arg = &s};
+
+    jwks_serve("soon.json", "{\"keys\": [" KEY_A "]}");
+    snprintf(url, sizeof(url), "https://127.0.0.1:%u/soon.json", jwks_port);
+    f = adm_jwks_fetch_new(&c, err, sizeof(err));
+    ck_assert_msg(f, "%s", err);
+    adm_jwks_fetch_tune(f, 30000, 5000);
+    run_until(&s, 1, 0, 10000); /* not 30 s */
+    ck_assert_int_eq(s.sets, 1);
+    adm_jwks_fetch_free(f);
+    SSL_CTX_free(ctx);
+    event_base_free(s.base);
+}
+END_TEST
+
 /* jwks_save.c: a set saved, read back by its key only, touched, and
  * forgotten; a file of another key or broken is not used, and says why. */
 START_TEST(saved_in_the_state_directory)
@@ -310,7 +340,10 @@ START_TEST(urls)
                                       "https://id.example\r\nX-Evil: 1/j",
                                       "https://id example/j",
                                       "https://[::1\n]/j",
-                                      "https://h\x7f/"};
+                                      "https://h\x7f/",
+                                      "https://[foo]/j",
+                                      "https://id.example./j",
+                                      "https://h\xc3\xa9/j"};
     char err[256];
 
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
@@ -333,6 +366,7 @@ int main(void)
     tcase_add_test(tc, bounds_and_trust);
     tcase_add_test(tc, seeded_from_a_carried_document);
     tcase_add_test(tc, saved_in_the_state_directory);
+    tcase_add_test(tc, a_shorter_refresh_keeps_the_first_fetch);
     tcase_add_test(tc, urls);
     suite_add_tcase(s, tc);
     return jwks_run(s);
