@@ -253,7 +253,8 @@ static void event_cb(struct gw_io *io, short what, void *arg)
                  (what & GW_IO_EOF) ? (u->st == GW_UP_CONNECTING || u->st == GW_UP_WAITING
                                            ? "closed before answering"
                                            : "closed before the answer ended")
-                                    : evutil_socket_error_to_string(e));
+                 : e                ? evutil_socket_error_to_string(e)
+                                    : "the connection failed");
     if (u->st == GW_UP_CONNECTING)
         fail(q, gw_try_reached(u) ? UP_F_TLS : UP_F_CONNECT, GW_SUB_FAILED);
     else
