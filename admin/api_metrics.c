@@ -168,7 +168,7 @@ static void compress_metrics(struct evbuffer *b, const struct adm_snapshot *s)
             m[i][1], m[i][0]);
         for (size_t j = 0; j < s->npolicies; j++) {
             const struct adm_spolicy *p = s->policies[j];
-            uint64_t coded[4], in, out;
+            uint64_t coded[H1_CODING_COUNT], in, out;
             if (p->type != ADM_POL_COMPRESS)
                 continue;
             adm_spolicy_coded(p, coded, &in, &out);

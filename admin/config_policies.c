@@ -348,7 +348,8 @@ struct adm_spolicy *adm_spolicy_for(struct adm_policy *p, struct adm_spolicy *co
     if (nworkers &&
         !(sp->ctr = aligned_alloc(_Alignof(struct adm_pol_wctr), nworkers * sizeof(*sp->ctr))))
         goto fail_state;
-    memset(sp->ctr, 0, nworkers * sizeof(*sp->ctr));
+    if (nworkers)
+        memset(sp->ctr, 0, nworkers * sizeof(*sp->ctr));
     sp->conf = p->conf;
     p->conf = NULL;
     return sp;
@@ -387,12 +388,13 @@ enum adm_pol_result adm_pol_result_of(int status)
     }
 }
 
-void adm_spolicy_coded(const struct adm_spolicy *sp, uint64_t coded[4], uint64_t *in, uint64_t *out)
+void adm_spolicy_coded(const struct adm_spolicy *sp, uint64_t coded[H1_CODING_COUNT], uint64_t *in,
+                       uint64_t *out)
 {
-    memset(coded, 0, 4 * sizeof(*coded));
+    memset(coded, 0, H1_CODING_COUNT * sizeof(*coded));
     *in = *out = 0;
     for (unsigned w = 0; sp->ctr && w < sp->nworkers; w++) {
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < H1_CODING_COUNT; i++)
             coded[i] += atomic_load_explicit(&sp->ctr[w].coded[i], memory_order_relaxed);
         *in += atomic_load_explicit(&sp->ctr[w].bytes_in, memory_order_relaxed);
         *out += atomic_load_explicit(&sp->ctr[w].bytes_out, memory_order_relaxed);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -22,6 +21,7 @@
 #include <openssl/x509v3.h>
 
 #include "admin/http1/response.h"
+#include "admin/snapshot.h" /* adm_now_ms */
 
 /* The most bytes of a response head. */
 #define HEAD_MAX 16384
@@ -317,14 +317,6 @@ static void bev_error(struct bufferevent *bev, char *out, size_t cap)
 
 static int dial_next(struct etcd_http *h);
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 /* "127.0.0.1:2379" or "[::1]:2379": the address <ai> names. */
 static void addr_text(const struct evutil_addrinfo *ai, char *out, size_t cap)
 {
@@ -364,12 +356,21 @@ static void next_address(struct etcd_http *h, const char *why)
     dial_next(h);
 }
 
-/* An address had its share of the dial timeout: the next one's turn. */
+/* An address had its share of the dial timeout: the next one's turn,
+ * unless its TCP connection is up (a TLS handshake under way: a slow
+ * server, not a dead address; the whole dial timeout bounds it). */
 static void on_next_timer(evutil_socket_t fd, short what, void *arg)
 {
+    struct etcd_http *h = arg;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    evutil_socket_t s = bufferevent_getfd(h->bev);
+
     (void)fd;
     (void)what;
-    next_address(arg, "timed out connecting");
+    if (s >= 0 && getpeername(s, (struct sockaddr *)&ss, &sl) == 0)
+        return;
+    next_address(h, "timed out connecting");
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -486,7 +487,7 @@ static int dial_next(struct etcd_http *h)
             for (const struct evutil_addrinfo *a = h->at; a; a = a->ai_next)
                 left++;
             if (left > 1) {
-                double share = (h->dial_end_ms - mono_ms()) / left;
+                double share = (h->dial_end_ms - adm_now_ms()) / left;
                 unsigned ms = share < NEXT_MIN_MS ? NEXT_MIN_MS : (unsigned)share;
                 struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
                 event_add(h->next_timer, &tv);
@@ -621,7 +622,7 @@ struct etcd_http *etcd_http_start(const struct etcd_http_req *r, char *why, size
         !(h->kick = evtimer_new(r->base, on_kick, h)) ||
         !(h->next_timer = evtimer_new(r->base, on_next_timer, h)))
         goto fail_oom;
-    h->dial_end_ms = mono_ms() + r->dial_ms;
+    h->dial_end_ms = adm_now_ms() + r->dial_ms;
     h1_resp_init(h->resp);
     h->ep = r->ep;
     h->base = r->base;

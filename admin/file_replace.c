@@ -44,6 +44,7 @@ int adm_file_replace(const char *path, const char *p, size_t n)
         free(tmp);
         return -1;
     }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
     if (write_all(fd, p, n) == 0 && fsync(fd) == 0 && close(fd) == 0) {
         fd = -1;
         if (rename(tmp, path) == 0) {

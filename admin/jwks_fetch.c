@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include <event2/event.h>
 #include <openssl/evp.h>
 
 #include "admin/etcd_int.h"
+#include "admin/snapshot.h" /* adm_now_ms */
 
 #define DEFAULT_REFRESH_MS 300000u
 #define DEFAULT_RETRY_MS 5000u
@@ -42,19 +42,11 @@ struct adm_jwks_fetch {
     int failing;      /* the last fetch failed */
 };
 
-static double mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 static void schedule(struct adm_jwks_fetch *f, unsigned ms)
 {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
 
-    f->due_at_ms = mono_ms() + ms;
+    f->due_at_ms = adm_now_ms() + ms;
     event_add(f->timer, &tv);
 }
 
@@ -232,7 +224,7 @@ static unsigned due_ms(const struct adm_jwks_fetch *f)
 
     if (!event_pending(f->timer, EV_TIMEOUT, NULL))
         return UINT_MAX;
-    ms = f->due_at_ms - mono_ms(); /* schedule()'s own note: no wall clock */
+    ms = f->due_at_ms - adm_now_ms(); /* schedule()'s own note: no wall clock */
     return ms <= 0 ? 0 : ms >= UINT_MAX ? UINT_MAX : (unsigned)ms;
 }
 

@@ -181,7 +181,8 @@ static void save(struct fetcher *fe)
     fe->save_owed = !R.serving;
     if (!doc || fe->save_owed)
         return;
-    if (adm_jwks_save(state_dir(), fe->key, fe->url, doc, len, why, sizeof(why)) == 0) {
+    if (adm_jwks_save(state_dir(), fe->key, fe->url, doc, len,
+                      (adm_now_ms() - fe->last_ok_ms) / 1000.0, why, sizeof(why)) == 0) {
         fe->save_failing = 0;
         return;
     }

@@ -78,7 +78,7 @@ char *adm_jwks_saved(const char *dir, const char *fetch_key, size_t *len, double
 }
 
 int adm_jwks_save(const char *dir, const char *fetch_key, const char *url, const char *doc,
-                  size_t len, char *why, size_t cap)
+                  size_t len, double age_s, char *why, size_t cap)
 {
     char path[4096];
     json_t *j = NULL, *d;
@@ -97,6 +97,10 @@ int adm_jwks_save(const char *dir, const char *fetch_key, const char *url, const
     else if ((j = json_pack("{s:s,s:s,s:o}", "fetch_key", fetch_key, "url", url, "doc", d)) &&
              (js = json_dumps(j, JSON_COMPACT)))
         ok = adm_file_replace(path, js, strlen(js)) == 0;
+    if (ok && age_s >= 1) {
+        struct timespec t[2] = {{time(NULL) - (time_t)age_s, 0}, {time(NULL) - (time_t)age_s, 0}};
+        utimensat(AT_FDCWD, path, t, 0);
+    }
     if (!ok)
         snprintf(why, cap, "cannot write %s: %s", path, strerror(errno));
     free(js);
@@ -125,6 +129,7 @@ void adm_jwks_save_prune(const char *dir, const char *const *keys, size_t n)
 {
     char(*keep)[32] = n ? calloc(n, sizeof(*keep)) : NULL, path[4096];
     struct dirent *e;
+    struct stat sb;
     DIR *d;
 
     if (!dir || (n && !keep) || !(d = opendir(dir))) {
@@ -144,7 +149,10 @@ void adm_jwks_save_prune(const char *dir, const char *const *keys, size_t n)
             continue;
         for (size_t i = 0; i < n && !kept; i++)
             kept = strcmp(e->d_name, keep[i]) == 0;
-        if (!kept && snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
+        /* only once too old to use: a start without some of its policies
+         * (a fleet node before etcd answers) may get them back */
+        if (!kept && snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
+            stat(path, &sb) == 0 && difftime(time(NULL), sb.st_mtime) > ADM_JWKS_SAVED_MAX_AGE_S)
             unlink(path);
     }
     closedir(d);

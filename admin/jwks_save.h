@@ -23,16 +23,19 @@
  * absent). */
 char *adm_jwks_saved(const char *dir, const char *fetch_key, size_t *len, double *age_s, char *why,
                      size_t cap);
-/* Saves <doc> for <fetch_key> and <url>: 0, or -1 with <why>. */
+/* Saves <doc> for <fetch_key> and <url>, fetched <age_s> seconds ago (the
+ * file's mtime: a set an upgrade carried keeps its age): 0, or -1 with
+ * <why>. */
 int adm_jwks_save(const char *dir, const char *fetch_key, const char *url, const char *doc,
-                  size_t len, char *why, size_t cap);
+                  size_t len, double age_s, char *why, size_t cap);
 /* The saved document was confirmed by a fetch just now: 0; -1 when there
  * is no file to touch (removed by hand, or never written: save it). */
 int adm_jwks_save_touch(const char *dir, const char *fetch_key);
 /* No policy names <fetch_key> any more. */
 void adm_jwks_save_forget(const char *dir, const char *fetch_key);
-/* Removes every saved set of <dir> but those of <keys>[0..n): what an
- * earlier run saved for URLs this one does not name. */
+/* Removes the saved sets of <dir> that are not those of <keys>[0..n) and
+ * are too old to use: what an earlier run saved for URLs this one does
+ * not name. */
 void adm_jwks_save_prune(const char *dir, const char *const *keys, size_t n);
 
 /* A saved set older than this is not used (a set that old, while its

@@ -25,6 +25,8 @@
 
 #include <jansson.h>
 
+#include "admin/http1/coding.h"
+
 #define ADM_POL_MAX 8       /* policies one route names */
 #define ADM_POL_MAX_ALL 255 /* policies in a config: a route's indexes are bytes */
 #define ADM_POL_MAX_NAME 64 /* a policy's name: [A-Za-z0-9_.-]+ */
@@ -80,9 +82,6 @@ extern const struct adm_pol_kind adm_pol_kinds[ADM_POL_NTYPES];
 /* Mixes <n> bytes at <s> into the identity of <p>. */
 void adm_pol_hash_add(struct adm_policy *p, const void *s, size_t n);
 
-/* A policy as a snapshot holds it: shared by the snapshots whose policy
- * of that name has the same identity, so that its state (a rate limit's
- * table, its counters) survives a push (refs: admin thread only). */
 /* What became of a request a policy's request phase saw: let through, or
  * answered with one of these statuses (a rate limit's 429, an
  * authentication's 401 or 403, a preflight's 204, a forward_auth's 500 or
@@ -111,9 +110,12 @@ struct adm_pol_wctr {
     /* a compress policy's: responses it encoded, by enum h1_coding
      * (admin/http1/coding.h; [0] unused), and the body bytes it took in
      * and gave out */
-    _Atomic uint64_t coded[4], bytes_in, bytes_out;
+    _Atomic uint64_t coded[H1_CODING_COUNT], bytes_in, bytes_out;
 };
 
+/* A policy as a snapshot holds it: shared by the snapshots whose policy
+ * of that name has the same identity, so that its state (a rate limit's
+ * table, its counters) survives a push (refs: admin thread only). */
 struct adm_spolicy {
     unsigned refs;
     int type;
@@ -129,8 +131,9 @@ struct adm_spolicy {
 
 /* The sums over the workers of <sp>'s counts, into v[ADM_POLR_N]. */
 void adm_spolicy_counts(const struct adm_spolicy *sp, uint64_t *v);
-/* The same of a compress policy's: coded[4], bytes in and out. */
-void adm_spolicy_coded(const struct adm_spolicy *sp, uint64_t coded[4], uint64_t *in,
+/* The same of a compress policy's: coded[H1_CODING_COUNT], bytes in and
+ * out. */
+void adm_spolicy_coded(const struct adm_spolicy *sp, uint64_t coded[H1_CODING_COUNT], uint64_t *in,
                        uint64_t *out);
 
 /* Whether configs <a> and <b> define the same policies (names, types and

@@ -30,7 +30,7 @@ static int discard_cb(void *ctx, const char *data, size_t len)
  * (HTTP/2) needs no reading away: its gw_req_done ends the stream. */
 void gw_local_finish(struct gw_req *r)
 {
-    gw_policy_count_answer(r);
+    gw_policy_count_answer(r, r->status);
     gw_req_phase(r, GW_REQ_LOCAL);
     if (r->body_done || !r->codec->http1) {
         gw_req_done(r);
@@ -253,6 +253,7 @@ void gw_local_simple_grpc(struct gw_req *r, int status, int code, const char *ms
 {
     struct gw_obuf ob;
 
+    gw_policy_count_answer(r, status); /* before a gRPC client's 200 */
     if (!r->reqid_len) /* a local answer has an id too: the client's and the log's */
         gw_req_make_reqid(r);
     if (r->rp->req.grpc && !r->codec->http1) {
@@ -271,6 +272,7 @@ void gw_local_body(struct gw_req *r, int status, const char *extra, size_t extra
 {
     struct gw_obuf ob;
 
+    gw_policy_count_answer(r, status);
     if (r->rp->req.grpc && !r->codec->http1) {
         gw_local_simple(r, status, NULL, 0);
         return;

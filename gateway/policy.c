@@ -41,10 +41,10 @@ static void passed(struct gw_req *r)
     r->pol_ctr = NULL;
 }
 
-void gw_policy_count_answer(struct gw_req *r)
+void gw_policy_count_answer(struct gw_req *r, int status)
 {
     if (r->pol_ctr)
-        gw_count(&r->pol_ctr->n[adm_pol_result_of(r->status)], 1);
+        gw_count(&r->pol_ctr->n[adm_pol_result_of(status)], 1);
     r->pol_ctr = NULL;
 }
 

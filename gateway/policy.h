@@ -77,9 +77,11 @@ int gw_policy_request(struct gw_req *r, void (*go)(struct gw_req *r));
  * (r->sub is NULL again): the body may be read again, and the chain goes
  * on from that policy; when every policy let <r> through, r->pol_go(r). */
 void gw_policy_resume(struct gw_req *r, const void *answer);
-/* A local answer of <r> begins to finish: counted under the policy that
- * gave it, if one did (switchyard_policy_requests_total). */
-void gw_policy_count_answer(struct gw_req *r);
+/* A local answer of <status> is made for <r> (its status as meant: a
+ * gRPC client gets it as a 200 with a grpc-status), or begins to finish:
+ * counted under the policy that gave it, if one did and once
+ * (switchyard_policy_requests_total). */
+void gw_policy_count_answer(struct gw_req *r, int status);
 /* <r> ends while a policy waits: its subrequest is cancelled (its
  * connection closed, its slot given back), r->sub NULL after. */
 void gw_policy_cancel(struct gw_req *r);

@@ -287,7 +287,7 @@ START_TEST(saved_in_the_state_directory)
     ck_assert_ptr_null(adm_jwks_saved(dir, "https://a/j system", &len, &age, why, sizeof(why)));
     ck_assert_str_eq(why, ""); /* simply none */
     ck_assert_int_eq(adm_jwks_save_touch(dir, "https://a/j system"), -1);
-    ck_assert_int_eq(adm_jwks_save(dir, "https://a/j system", "https://a/j", text, strlen(text),
+    ck_assert_int_eq(adm_jwks_save(dir, "https://a/j system", "https://a/j", text, strlen(text), 0,
                                    why, sizeof(why)),
                      0);
     ck_assert_int_eq(adm_jwks_save_touch(dir, "https://a/j system"), 0);
@@ -297,13 +297,19 @@ START_TEST(saved_in_the_state_directory)
     ck_assert(!memcmp(doc, text, len));
     ck_assert(age >= 0 && age < 60);
     free(doc);
+    /* a set fetched an hour ago (an upgrade carried it) keeps its age */
+    ck_assert_int_eq(adm_jwks_save(dir, "aged", "u", text, strlen(text), 3600, why, sizeof(why)),
+                     0);
+    free(adm_jwks_saved(dir, "aged", &len, &age, why, sizeof(why)));
+    ck_assert_msg(age >= 3590 && age < 3700, "%f", age);
+    adm_jwks_save_forget(dir, "aged");
     /* another CA's fetcher of the same URL has a file of its own */
     ck_assert_ptr_null(adm_jwks_saved(dir, "https://a/j 0123abcd", &len, &age, why, sizeof(why)));
     ck_assert_str_eq(why, "");
     adm_jwks_save_forget(dir, "https://a/j system");
     ck_assert_ptr_null(adm_jwks_saved(dir, "https://a/j system", &len, &age, why, sizeof(why)));
     /* a broken file is named, not used */
-    ck_assert_int_eq(adm_jwks_save(dir, "k", "u", text, strlen(text), why, sizeof(why)), 0);
+    ck_assert_int_eq(adm_jwks_save(dir, "k", "u", text, strlen(text), 0, why, sizeof(why)), 0);
     snprintf(path, sizeof(path), "%s/jwks-", dir);
     {
         char cmd[700];
