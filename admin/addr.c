@@ -170,15 +170,26 @@ int adm_addr_is_loopback(const struct adm_addr *a)
  * socket address: "1.2.3.4:80", "[::1]:80" or "name:80". */
 void adm_addr_key(const struct adm_addr *a, char *buf, size_t cap)
 {
-    char ip[INET6_ADDRSTRLEN];
-    if (a->numeric && a->ss.ss_family == AF_INET6) {
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)&a->ss)->sin6_addr, ip, sizeof(ip));
-        snprintf(buf, cap, "[%s]:%u", ip, a->port);
-    } else if (a->numeric) {
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)&a->ss)->sin_addr, ip, sizeof(ip));
-        snprintf(buf, cap, "%s:%u", ip, a->port);
-    } else {
+    if (a->numeric)
+        adm_sockaddr_text((const struct sockaddr *)&a->ss, buf, cap);
+    else
         snprintf(buf, cap, "%s:%u", a->host, a->port);
+}
+
+void adm_sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+        snprintf(buf, cap, "[%s]:%u", ip, (unsigned)ntohs(a->sin6_port));
+    } else if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+        snprintf(buf, cap, "%s:%u", ip, (unsigned)ntohs(a->sin_port));
+    } else {
+        snprintf(buf, cap, "?:0");
     }
 }
 

@@ -33,6 +33,10 @@ int adm_addr_is_loopback(const struct adm_addr *a);
 /* A key into <buf> that is equal for two addresses exactly when they name
  * the same socket address: "1.2.3.4:80", "[::1]:80" or "name:80". */
 void adm_addr_key(const struct adm_addr *a, char *buf, size_t cap);
+struct sockaddr;
+/* Socket address <sa> (IPv4 or IPv6) as "1.2.3.4:80" or "[::1]:80" into
+ * <buf>; "?:0" for another family. */
+void adm_sockaddr_text(const struct sockaddr *sa, char *buf, size_t cap);
 /* Whether binding both numeric addresses would collide: same port, and the
  * same address or a wildcard on either side. */
 int adm_addr_overlaps(const struct adm_addr *a, const struct adm_addr *b);

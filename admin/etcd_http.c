@@ -20,6 +20,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
+#include "admin/addr.h"
 #include "admin/http1/response.h"
 #include "admin/snapshot.h" /* adm_now_ms */
 
@@ -317,27 +318,6 @@ static void bev_error(struct bufferevent *bev, char *out, size_t cap)
 
 static int dial_next(struct etcd_http *h);
 
-/* "127.0.0.1:2379" or "[::1]:2379": the address <ai> names. */
-static void addr_text(const struct evutil_addrinfo *ai, char *out, size_t cap)
-{
-    char ip[64] = "?";
-    unsigned port = 0;
-
-    if (ai->ai_family == AF_INET6) {
-        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ai->ai_addr;
-        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
-        port = ntohs(a->sin6_port);
-        snprintf(out, cap, "[%s]:%u", ip, port);
-        return;
-    }
-    if (ai->ai_family == AF_INET) {
-        const struct sockaddr_in *a = (const struct sockaddr_in *)ai->ai_addr;
-        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
-        port = ntohs(a->sin_port);
-    }
-    snprintf(out, cap, "%s:%u", ip, port);
-}
-
 /* The address being tried failed for <why>: noted (the first one's
  * reason is what the request's error says), and the next one tried. */
 static void next_address(struct etcd_http *h, const char *why)
@@ -345,7 +325,7 @@ static void next_address(struct etcd_http *h, const char *why)
     char at[80];
 
     if (!h->first_err[0]) {
-        addr_text(h->at, at, sizeof(at));
+        adm_sockaddr_text(h->at->ai_addr, at, sizeof(at));
         snprintf(h->first_err, sizeof(h->first_err), "%s: %s", at, why);
     }
     h->failed++;
@@ -421,7 +401,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     if (!h->at) { /* still looking the name up */
         snprintf(msg, sizeof(msg), "timed out resolving %s", h->ep->host);
     } else {
-        addr_text(h->at, at, sizeof(at));
+        adm_sockaddr_text(h->at->ai_addr, at, sizeof(at));
         snprintf(msg, sizeof(msg), "timed out connecting to %s%s%s%s", at,
                  h->first_err[0] ? " (before it, " : "", h->first_err, h->first_err[0] ? ")" : "");
     }
@@ -497,7 +477,7 @@ static int dial_next(struct etcd_http *h)
         bev_error(h->bev, err, sizeof(err));
         if (!h->first_err[0]) {
             char at[80];
-            addr_text(h->at, at, sizeof(at));
+            adm_sockaddr_text(h->at->ai_addr, at, sizeof(at));
             snprintf(h->first_err, sizeof(h->first_err), "%s: %s", at, err);
         }
         h->failed++;
